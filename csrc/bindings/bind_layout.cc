@@ -1,0 +1,105 @@
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "bindings/bindings.h"
+#include "layout/exec_scope.h"
+#include "layout/placement.h"
+#include "layout/tile_layout.h"
+
+namespace py = pybind11;
+
+namespace tp {
+
+namespace {
+
+py::dict position_dict(const Position& p) {
+  py::dict d;
+  for (const auto& [axis, value] : p) d[axis_name(axis)] = value;
+  return d;
+}
+
+std::map<Axis, long long> offsets_from(const std::map<std::string, long long>& named) {
+  std::map<Axis, long long> out;
+  for (const auto& [name, value] : named) out[axis_from_name(name)] += value;
+  return out;
+}
+
+}  // namespace
+
+void bind_layout(py::module_& m) {
+  py::class_<Iter>(m, "Iter")
+      .def(py::init([](long long extent, long long stride, const std::string& axis) {
+             return Iter{extent, stride, axis_from_name(axis)};
+           }),
+           py::arg("extent"), py::arg("stride"), py::arg("axis") = "m")
+      .def_readonly("extent", &Iter::extent)
+      .def_readonly("stride", &Iter::stride)
+      .def_property_readonly("axis", [](const Iter& it) { return std::string(axis_name(it.axis)); })
+      .def("__eq__", [](const Iter& a, const Iter& b) { return a == b; })
+      .def("__hash__", [](const Iter& it) { return py::hash(py::make_tuple(it.extent, it.stride, axis_name(it.axis))); })
+      .def("__repr__", [](const Iter& it) {
+        return "Iter(" + std::to_string(it.extent) + ", " + std::to_string(it.stride) + ", '" + axis_name(it.axis) + "')";
+      });
+
+  py::class_<DimIters>(m, "DimIters")
+      .def_readonly("iters", &DimIters::iters)
+      .def_readonly("thread_extent", &DimIters::thread_extent)
+      .def_readonly("local_extent", &DimIters::local_extent)
+      .def("__repr__", [](const DimIters& d) {
+        return "DimIters(thread_extent=" + std::to_string(d.thread_extent) +
+               ", local_extent=" + std::to_string(d.local_extent) + ")";
+      });
+
+  py::class_<TileLayout>(m, "TileLayoutCore")
+      .def(py::init([](std::vector<Iter> shard, std::vector<Iter> replica,
+                       const std::map<std::string, long long>& offset, std::tuple<int, int, int> swizzle) {
+             return TileLayout(std::move(shard), std::move(replica), offsets_from(offset),
+                               Swizzle{std::get<0>(swizzle), std::get<1>(swizzle), std::get<2>(swizzle)});
+           }),
+           py::arg("shard"), py::arg("replica"), py::arg("offset"), py::arg("swizzle"))
+      .def_static("row_major", &TileLayout::row_major)
+      .def_property_readonly("shard", &TileLayout::shard)
+      .def_property_readonly("replica", &TileLayout::replica)
+      .def_property_readonly("offset", [](const TileLayout& L) {
+        std::map<std::string, long long> out;
+        for (const auto& [axis, value] : L.offset()) out[axis_name(axis)] = value;
+        return out;
+      })
+      .def_property_readonly("swizzle", [](const TileLayout& L) {
+        return std::make_tuple(L.swizzle().per_element, L.swizzle().swizzle_len, L.swizzle().atom_len);
+      })
+      .def_property_readonly("swizzled", &TileLayout::swizzled)
+      .def_property_readonly("size", &TileLayout::size)
+      .def_property_readonly("shape", &TileLayout::shape)
+      .def_property_readonly("span", &TileLayout::span)
+      .def_property_readonly("thread_axes", [](const TileLayout& L) {
+        std::vector<std::string> names;
+        for (Axis a : L.thread_axes()) names.push_back(axis_name(a));
+        return names;
+      })
+      .def("storage", &TileLayout::storage)
+      .def("positions", [](const TileLayout& L, long long flat) {
+        py::list out;
+        for (const Position& p : L.positions(flat)) out.append(position_dict(p));
+        return out;
+      })
+      .def("group", &TileLayout::group)
+      .def("placement", [](const TileLayout& L, const std::string& scope, int threads) {
+        ExecScope s = scope == "thread" ? ExecScope::thread()
+                      : scope == "warp" ? ExecScope::warp()
+                      : scope == "warpgroup" ? ExecScope::warpgroup()
+                                             : ExecScope::cta(threads);
+        const RegisterPlacement p = place_in_registers(L, s, "layout");
+        return py::make_tuple(p.threads, p.slots, p.load, p.store);
+      })
+      .def("__eq__", [](const TileLayout& a, const TileLayout& b) { return a == b; })
+      .def("__str__", &TileLayout::str);
+
+  m.def("axis_names", [] {
+    std::vector<std::string> names;
+    for (Axis a : all_axes()) names.push_back(axis_name(a));
+    return names;
+  });
+}
+
+}  // namespace tp

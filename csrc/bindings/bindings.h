@@ -1,0 +1,9 @@
+// pybind11 glue: each file binds one part of the core into tileprim._C.
+#pragma once
+#include <pybind11/pybind11.h>
+
+namespace tp {
+void bind_layout(pybind11::module_& m);
+void bind_dispatch(pybind11::module_& m);
+void bind_cpu_backend(pybind11::module_& m);
+}  // namespace tp

@@ -1,0 +1,25 @@
+#include <pybind11/pybind11.h>
+
+#include "bindings/bindings.h"
+#include "errors.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "tileprim core: layouts, dispatch registry, CPU and CUDA backends";
+  static py::exception<tp::DispatchError> dispatch_error(m, "DispatchError", PyExc_ValueError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const tp::DispatchError& e) {
+      py::set_error(dispatch_error, e.what());
+    } catch (const tp::TypeError& e) {
+      py::set_error(PyExc_TypeError, e.what());
+    } catch (const tp::ValueError& e) {
+      py::set_error(PyExc_ValueError, e.what());
+    }
+  });
+  tp::bind_layout(m);
+  tp::bind_dispatch(m);
+  tp::bind_cpu_backend(m);
+}

@@ -1,0 +1,45 @@
+#include "dispatch/dtype.h"
+
+#include "errors.h"
+
+namespace tp {
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::float16: return "float16";
+    case DType::bfloat16: return "bfloat16";
+    case DType::float32: return "float32";
+    case DType::float64: return "float64";
+  }
+  return "?";
+}
+
+DType dtype_from_name(const std::string& name, const std::string& arg) {
+  for (DType t : {DType::float16, DType::bfloat16, DType::float32, DType::float64}) {
+    if (name == dtype_name(t)) return t;
+  }
+  throw TypeError(arg + ": dtype " + name +
+                  " is not supported; tiles hold float16, bfloat16, float32 or float64");
+}
+
+int dtype_size(DType t) {
+  switch (t) {
+    case DType::float16:
+    case DType::bfloat16: return 2;
+    case DType::float32: return 4;
+    case DType::float64: return 8;
+  }
+  return 0;
+}
+
+const char* dtype_cuda_name(DType t) {
+  switch (t) {
+    case DType::float16: return "__half";
+    case DType::bfloat16: return "__nv_bfloat16";
+    case DType::float32: return "float";
+    case DType::float64: return "double";
+  }
+  return "?";
+}
+
+}  // namespace tp

@@ -1,0 +1,84 @@
+#include "dispatch/registry.h"
+
+#include <algorithm>
+
+#include "errors.h"
+
+namespace tp {
+
+bool Variant::serves(const std::string& op) const {
+  return std::find(ops_.begin(), ops_.end(), op) != ops_.end();
+}
+
+Registry& Registry::instance() {
+  static Registry* r = [] {
+    auto* reg = new Registry();
+    register_builtin_variants(*reg);
+    return reg;
+  }();
+  return *r;
+}
+
+void Registry::add(std::unique_ptr<Variant> v) { variants_.push_back(std::move(v)); }
+
+std::vector<const Variant*> Registry::all() const {
+  std::vector<const Variant*> out;
+  for (const auto& v : variants_) out.push_back(v.get());
+  return out;
+}
+
+std::vector<const Variant*> Registry::variants_for(const std::string& op) const {
+  op_info(op);  // unknown op -> ValueError
+  std::vector<const Variant*> out;
+  for (const auto& v : variants_) {
+    if (v->serves(op)) out.push_back(v.get());
+  }
+  std::sort(out.begin(), out.end(), [](const Variant* a, const Variant* b) {
+    return a->priority() != b->priority() ? a->priority() > b->priority() : a->name() < b->name();
+  });
+  return out;
+}
+
+Plan Registry::choose(const OpCall& call, const DispatchContext& ctx) const {
+  const std::vector<const Variant*> candidates = variants_for(call.op);
+  if (!call.dispatch.empty() &&
+      std::none_of(candidates.begin(), candidates.end(), [&](const Variant* v) { return v->name() == call.dispatch; })) {
+    std::string names;
+    for (const Variant* v : candidates) names += (names.empty() ? "" : ", ") + v->name();
+    throw ValueError("dispatch: no variant named '" + call.dispatch + "' is registered for " + call.op +
+                     " (its variants: " + names + ")");
+  }
+  std::vector<TraceEntry> trace;
+  for (const Variant* v : candidates) trace.push_back({v->name(), v->priority(), "not tried", {}});
+
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const Variant* v = candidates[i];
+    if (!call.dispatch.empty() && v->name() != call.dispatch) continue;
+    TraceEntry& entry = trace[i];
+    for (const Predicate& p : v->predicates()) {
+      const std::string reason = p.check(call, ctx);
+      if (!reason.empty()) entry.reasons.push_back(p.name + ": " + reason);
+    }
+    entry.status = "declined";
+    if (!entry.reasons.empty()) continue;
+    Plan plan;
+    plan.variant = v->name();
+    plan.priority = v->priority();
+    plan.impl = v;
+    plan.call = call;
+    plan.context = ctx;
+    try {
+      v->plan(plan);
+    } catch (const Decline& d) {
+      entry.reasons.push_back(std::string("planner: ") + d.what());
+      continue;
+    }
+    entry.status = "chosen";
+    plan.trace = trace;
+    return plan;
+  }
+  throw DispatchError("no variant accepts " + call.str() + "\ntarget: " +
+                      (ctx.target.empty() ? "none (sm_version 0)" : ctx.target) + "\n" + trace_table(trace));
+}
+
+}  // namespace tp

@@ -1,0 +1,79 @@
+// The registry of dispatch variants. A variant is a registration (name, priority, the ops
+// it serves, its predicates), a planner (parameters), and how each backend runs it.
+// Choice: candidates sorted by (-priority, name); every predicate of a candidate is
+// evaluated and every failure kept; the first candidate whose predicates all pass and whose
+// planner accepts wins; dispatch= restricts the choice to one name.
+#pragma once
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dispatch/context.h"
+#include "dispatch/op_call.h"
+#include "dispatch/plan.h"
+
+namespace tp {
+
+// A check on a call: returns "" when it holds, else the reason it does not.
+struct Predicate {
+  std::string name;
+  std::function<std::string(const OpCall&, const DispatchContext&)> check;
+};
+
+// Thrown by a planner that accepts the predicates' verdict but cannot plan the call.
+struct Decline : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Tiles in host memory, each operand contiguous as [tiles][tile elements].
+struct HostTensors {
+  std::vector<const void*> inputs;  // nullptr for a scalar operand
+  void* output = nullptr;           // holds the old values when accum
+  long long tiles = 1;
+};
+
+class Variant {
+ public:
+  Variant(std::string name, int priority, std::vector<std::string> ops, std::vector<Predicate> predicates)
+      : name_(std::move(name)), priority_(priority), ops_(std::move(ops)), predicates_(std::move(predicates)) {}
+  virtual ~Variant() = default;
+
+  const std::string& name() const { return name_; }
+  int priority() const { return priority_; }
+  const std::vector<std::string>& ops() const { return ops_; }
+  const std::vector<Predicate>& predicates() const { return predicates_; }
+  bool serves(const std::string& op) const;
+
+  // Fills plan.call's output layout, params, numerics and detail; may throw Decline.
+  virtual void plan(Plan& plan) const = 0;
+  // The CPU backend: the device algorithm, step for step, over every tile.
+  virtual void run_cpu(const Plan& plan, const HostTensors& tensors) const = 0;
+
+ private:
+  std::string name_;
+  int priority_;
+  std::vector<std::string> ops_;
+  std::vector<Predicate> predicates_;
+};
+
+class Registry {
+ public:
+  static Registry& instance();  // holds the built-in variants
+  void add(std::unique_ptr<Variant> v);
+  std::vector<const Variant*> variants_for(const std::string& op) const;  // in choice order
+  std::vector<const Variant*> all() const;
+
+  // Plans the call; throws DispatchError (the trace table) when no variant accepts, and
+  // ValueError when dispatch= names no variant of the op.
+  Plan choose(const OpCall& call, const DispatchContext& ctx) const;
+
+ private:
+  std::vector<std::unique_ptr<Variant>> variants_;
+};
+
+// Registers tileprim's own variants (variants/*); called once by Registry::instance().
+void register_builtin_variants(Registry& r);
+
+}  // namespace tp

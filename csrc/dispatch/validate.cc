@@ -1,0 +1,108 @@
+#include "dispatch/validate.h"
+
+#include <algorithm>
+
+#include "errors.h"
+#include "layout/placement.h"
+
+namespace tp {
+
+namespace {
+
+void check_layout(const TileRef& t, const ExecScope& scope, const std::string& arg) {
+  if (!t.layout) return;
+  const TileLayout& L = *t.layout;
+  L.group(t.shape);  // the layout must place exactly this shape
+  if (t.storage == Storage::local) {
+    place_in_registers(L, scope, arg);
+    return;
+  }
+  if (L.has_thread_axes()) {
+    throw ValueError(arg + ": " + L.str() + " uses thread axes, but a " + storage_name(t.storage) +
+                     " tile is addressed by m only");
+  }
+  if (!L.replica().empty()) {
+    throw ValueError(arg + ": " + L.str() + " has replicas; a " + std::string(storage_name(t.storage)) +
+                     " tile holds each element once");
+  }
+}
+
+void normalise_axes(OpCall& call) {
+  const int rank = static_cast<int>(call.inputs.at(0).shape.size());
+  if (call.axes.empty()) throw ValueError("axes: reduce at least one axis");
+  std::vector<int> out;
+  for (int a : call.axes) {
+    if (a < -rank || a >= rank) {
+      throw ValueError("axes: axis " + std::to_string(a) + " is out of range for a tile of rank " +
+                       std::to_string(rank));
+    }
+    const int n = a < 0 ? a + rank : a;
+    if (std::find(out.begin(), out.end(), n) != out.end()) {
+      throw ValueError("axes: axis " + std::to_string(a) + " is repeated");
+    }
+    out.push_back(n);
+  }
+  std::sort(out.begin(), out.end());
+  call.axes = out;
+}
+
+}  // namespace
+
+void validate_call(OpCall& call) {
+  const OpInfo& info = call.info();
+  if (static_cast<int>(call.inputs.size()) != info.operands) {
+    throw ValueError(call.op + ": takes " + std::to_string(info.operands) + " operands, got " +
+                     std::to_string(call.inputs.size()));
+  }
+  const TileRef* first_array = nullptr;
+  for (const TileRef& t : call.inputs) {
+    if (!t.scalar && !first_array) first_array = &t;
+  }
+  if (!first_array) throw ValueError(call.op + ": at least one operand must be an array (all are scalars)");
+  if (!call.inputs[0].scalar && call.op == "fill") {
+    if (!call.inputs[1].scalar) throw TypeError("value: fill takes a Python scalar value");
+  }
+  for (const TileRef& t : call.inputs) {
+    if (t.scalar) continue;
+    if (t.shape.size() > static_cast<size_t>(kMaxRank)) {
+      throw ValueError(t.arg + ": tiles have at most " + std::to_string(kMaxRank) + " dims");
+    }
+    for (long long d : t.shape) {
+      if (d < 1) throw ValueError(t.arg + ": tile dims must be at least 1 (shape has " + std::to_string(d) + ")");
+    }
+    if (call.op != "cast" && t.dtype != first_array->dtype) {
+      throw TypeError(t.arg + ": dtype " + std::string(dtype_name(t.dtype)) + " differs from " + first_array->arg +
+                      "'s " + dtype_name(first_array->dtype) + "; operands of " + call.op +
+                      " need one dtype (use tp.cast)");
+    }
+    if (t.shape != first_array->shape) {
+      throw ValueError(t.arg + ": shape " + shape_str(t.shape) + " differs from " + first_array->arg + "'s " +
+                       shape_str(first_array->shape));
+    }
+    check_layout(t, call.scope, t.arg == "src" ? "layout" : "layout (" + t.arg + ")");
+  }
+  if (info.family == OpFamily::reduction) {
+    normalise_axes(call);
+  } else {
+    call.output.shape = first_array->shape;
+    if (call.op != "cast") call.output.dtype = first_array->dtype;
+    if (!call.output.layout) call.output.layout = first_array->layout;
+    if (!call.output.layout) call.output.layout = TileLayout::row_major(call.output.shape);
+    for (TileRef& t : call.inputs) {
+      if (!t.scalar && !t.layout) t.layout = TileLayout::row_major(t.shape);
+    }
+    check_layout(call.output, call.scope, "out_layout");
+  }
+  if (call.output.layout && call.output.layout->has_thread_axes() && call.output.storage != Storage::local) {
+    throw ValueError("out_layout: " + call.output.layout->str() + " uses thread axes, but a " +
+                     storage_name(call.output.storage) + " tile is addressed by m only");
+  }
+  if (call.output.layout && call.output.storage == Storage::local) {
+    place_in_registers(*call.output.layout, call.scope, "out_layout");
+  }
+  if (call.accum && info.family != OpFamily::reduction) {
+    throw ValueError("accum: only reductions accumulate into their output");
+  }
+}
+
+}  // namespace tp

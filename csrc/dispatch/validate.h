@@ -1,0 +1,11 @@
+// The checks every call passes before dispatch: bad input raises ValueError / TypeError
+// naming the argument and the rule (DESIGN.md section 2), never a DispatchError.
+#pragma once
+#include "dispatch/op_call.h"
+
+namespace tp {
+
+// Normalises call.axes (negative axes, order) and fills defaults; throws on bad input.
+void validate_call(OpCall& call);
+
+}  // namespace tp

@@ -1,0 +1,37 @@
+// The lane group: the one interface through which an algorithm's threads talk to each
+// other. Algorithms are written against it, as per-lane lambdas joined by collective steps:
+//
+//   auto v = g.map([&](int lane) { ... return value; });   // every lane computes a value
+//   v = g.zip(v, g.shfl_xor(v, mask, width), op);          // lanes exchange and combine
+//   g.each([&](int lane) { ... g.at(v, lane) ... });        // every lane consumes its value
+//   T* r = g.regs(base, stride, lane);                      // a lane's register file
+//
+// On the GPU (DeviceLanes, below) a value is the calling thread's own scalar and the lane
+// is its index in the scope instance. The CPU backend's HostLanes runs all lanes of an
+// instance in lockstep, a value there being one scalar per lane; shuffles permute them.
+#pragma once
+#include "config.cuh"
+
+namespace tp {
+
+#if TP_ON_DEVICE
+struct DeviceLanes {
+  int lane;  // this thread's index within its scope instance
+
+  template <class F> TP_HD auto map(F f) const { return f(lane); }
+  template <class F> TP_HD void each(F f) const { f(lane); }
+  template <class V> TP_HD const V& at(const V& v, int) const { return v; }
+  template <class T> TP_HD T* regs(T* base, int, int) const { return base; }
+  template <class V, class F> TP_HD V zip(const V& a, const V& b, F f) const { return f(a, b); }
+
+  // Butterfly exchange inside aligned groups of `width` lanes; the member mask names just
+  // this thread's group, so groups of one warp shuffle independently (full mask at 32).
+  template <class T> TP_HD T shfl_xor(const T& v, int lane_mask, int width) const {
+    const unsigned members =
+        width >= 32 ? 0xffffffffu : ((1u << width) - 1u) << ((lane & 31) & ~(width - 1));
+    return __shfl_xor_sync(members, v, lane_mask, width);
+  }
+};
+#endif
+
+}  // namespace tp

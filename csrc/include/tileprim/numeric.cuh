@@ -1,0 +1,249 @@
+// Scalar arithmetic every algorithm is written in, with one meaning on the GPU and on the
+// host. Exactly rounded ops (add, sub, mul, fdiv, fma, sqrt for f32/f64, max, min) give
+// the same bits on both; the host half/bfloat16 types live in backends/cpu.
+//
+// max/min follow CUDA fmaxf/fminf: a NaN meeting a number yields the number; the *_nan
+// forms use the PTX .NaN instructions and propagate NaN. Signed zeros: -0 < +0.
+#pragma once
+#include "config.cuh"
+
+#if TP_ON_DEVICE && defined(TP_WITH_FP16)
+#include <cuda_fp16.h>
+#endif
+#if TP_ON_DEVICE && defined(TP_WITH_BF16)
+#include <cuda_bf16.h>
+#endif
+
+#if !TP_ON_DEVICE
+#include <cmath>
+#include <cstring>
+#endif
+
+namespace tp {
+
+// ---- bit views -------------------------------------------------------------------------
+TP_HD unsigned bits_of(float x) {
+#if TP_ON_DEVICE
+  return __float_as_uint(x);
+#else
+  unsigned u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+#endif
+}
+TP_HD float float_of(unsigned u) {
+#if TP_ON_DEVICE
+  return __uint_as_float(u);
+#else
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+TP_HD unsigned long long bits_of(double x) {
+#if TP_ON_DEVICE
+  return (unsigned long long)__double_as_longlong(x);
+#else
+  unsigned long long u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+#endif
+}
+TP_HD double double_of(unsigned long long u) {
+#if TP_ON_DEVICE
+  return __longlong_as_double((long long)u);
+#else
+  double x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+
+// ---- special values ------------------------------------------------------------------
+template <class T> struct limits;
+template <> struct limits<float> {
+  static TP_HD float neg_zero() { return float_of(0x80000000u); }
+  static TP_HD float pos_inf() { return float_of(0x7f800000u); }
+  static TP_HD float neg_inf() { return float_of(0xff800000u); }
+  static TP_HD float quiet_nan() { return float_of(0x7fffffffu); }
+};
+template <> struct limits<double> {
+  static TP_HD double neg_zero() { return double_of(0x8000000000000000ull); }
+  static TP_HD double pos_inf() { return double_of(0x7ff0000000000000ull); }
+  static TP_HD double neg_inf() { return double_of(0xfff0000000000000ull); }
+  static TP_HD double quiet_nan() { return double_of(0x7fffffffffffffffull); }
+};
+
+TP_HD bool is_nan(float x) { return x != x; }
+TP_HD bool is_nan(double x) { return x != x; }
+TP_HD bool sign_bit(float x) { return (bits_of(x) >> 31) != 0; }
+TP_HD bool sign_bit(double x) { return (bits_of(x) >> 63) != 0; }
+
+// ---- exactly rounded arithmetic, f32 and f64 ----------------------------------------------
+// Kernels are compiled with --fmad=false and the host with -ffp-contract=off, so a + b is
+// one rounding on both sides.
+TP_HD float add(float a, float b) { return a + b; }
+TP_HD float sub(float a, float b) { return a - b; }
+TP_HD float mul(float a, float b) { return a * b; }
+TP_HD float fdiv(float a, float b) { return a / b; }
+TP_HD double add(double a, double b) { return a + b; }
+TP_HD double sub(double a, double b) { return a - b; }
+TP_HD double mul(double a, double b) { return a * b; }
+TP_HD double fdiv(double a, double b) { return a / b; }
+#if TP_ON_DEVICE
+TP_HD float fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+TP_HD double fma(double a, double b, double c) { return __fma_rn(a, b, c); }
+TP_HD float sqrt(float a) { return sqrtf(a); }
+TP_HD double sqrt(double a) { return ::sqrt(a); }
+#else
+inline float fma(float a, float b, float c) { return std::fma(a, b, c); }
+inline double fma(double a, double b, double c) { return std::fma(a, b, c); }
+inline float sqrt(float a) { return std::sqrt(a); }
+inline double sqrt(double a) { return std::sqrt(a); }
+#endif
+
+// max/min, NaN loses (fmaxf). Host side spells out what the GPU's FMNMX does.
+#if TP_ON_DEVICE
+TP_HD float max_num(float a, float b) { return fmaxf(a, b); }
+TP_HD float min_num(float a, float b) { return fminf(a, b); }
+TP_HD double max_num(double a, double b) { return fmax(a, b); }
+TP_HD double min_num(double a, double b) { return fmin(a, b); }
+TP_HD float max_nan(float a, float b) {
+  float d;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+  return d;
+}
+TP_HD float min_nan(float a, float b) {
+  float d;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+  return d;
+}
+#else
+template <class T> inline T host_max_num(T a, T b) {
+  if (is_nan(a)) return is_nan(b) ? limits<T>::quiet_nan() : b;
+  if (is_nan(b)) return a;
+  if (a == b) return sign_bit(a) ? b : a;  // -0 < +0
+  return a > b ? a : b;
+}
+template <class T> inline T host_min_num(T a, T b) {
+  if (is_nan(a)) return is_nan(b) ? limits<T>::quiet_nan() : b;
+  if (is_nan(b)) return a;
+  if (a == b) return sign_bit(a) ? a : b;
+  return a < b ? a : b;
+}
+inline float max_num(float a, float b) { return host_max_num(a, b); }
+inline float min_num(float a, float b) { return host_min_num(a, b); }
+inline double max_num(double a, double b) { return host_max_num(a, b); }
+inline double min_num(double a, double b) { return host_min_num(a, b); }
+inline float max_nan(float a, float b) {
+  return (is_nan(a) || is_nan(b)) ? limits<float>::quiet_nan() : host_max_num(a, b);
+}
+inline float min_nan(float a, float b) {
+  return (is_nan(a) || is_nan(b)) ? limits<float>::quiet_nan() : host_min_num(a, b);
+}
+#endif
+// PTX has no max.NaN.f64; spelled out the same way on both sides.
+TP_HD double max_nan(double a, double b) {
+  return (is_nan(a) || is_nan(b)) ? limits<double>::quiet_nan() : max_num(a, b);
+}
+TP_HD double min_nan(double a, double b) {
+  return (is_nan(a) || is_nan(b)) ? limits<double>::quiet_nan() : min_num(a, b);
+}
+
+// ---- flush-to-zero, as the .ftz instruction forms do --------------------------------------
+TP_HD float flush_subnormal(float x) {
+  return (bits_of(x) & 0x7f800000u) == 0 ? float_of(bits_of(x) & 0x80000000u) : x;
+}
+
+// ---- transcendental maps: not exactly rounded; the host result may differ in the last ulps
+#if TP_ON_DEVICE
+TP_HD float exp(float a) { return expf(a); }
+TP_HD float exp2(float a) { return exp2f(a); }
+TP_HD float log2(float a) { return log2f(a); }
+TP_HD double exp(double a) { return ::exp(a); }
+TP_HD double exp2(double a) { return ::exp2(a); }
+TP_HD double log2(double a) { return ::log2(a); }
+#else
+inline float exp(float a) { return std::exp(a); }
+inline float exp2(float a) { return std::exp2(a); }
+inline float log2(float a) { return std::log2(a); }
+inline double exp(double a) { return std::exp(a); }
+inline double exp2(double a) { return std::exp2(a); }
+inline double log2(double a) { return std::log2(a); }
+#endif
+TP_HD float reciprocal(float a) { return 1.0f / a; }
+TP_HD double reciprocal(double a) { return 1.0 / a; }
+
+// ---- conversions (round to nearest even) -------------------------------------------------
+// cast<To>(x): widen exactly to float/double, then one rounding to To.
+TP_HD float widen(float x) { return x; }
+TP_HD double widen(double x) { return x; }
+template <class To> struct convert_to;
+template <> struct convert_to<float> {
+  static TP_HD float from(float x) { return x; }
+  static TP_HD float from(double x) { return (float)x; }
+};
+template <> struct convert_to<double> {
+  static TP_HD double from(float x) { return (double)x; }
+  static TP_HD double from(double x) { return x; }
+};
+
+// ---- the device's half and bfloat16 -----------------------------------------------------
+#if TP_ON_DEVICE && defined(TP_WITH_FP16)
+template <> struct limits<__half> {
+  static TP_HD __half neg_zero() { return __ushort_as_half(0x8000); }
+  static TP_HD __half pos_inf() { return __ushort_as_half(0x7c00); }
+  static TP_HD __half neg_inf() { return __ushort_as_half(0xfc00); }
+  static TP_HD __half quiet_nan() { return __ushort_as_half(0x7fff); }
+};
+TP_HD __half add(__half a, __half b) { return __hadd(a, b); }
+TP_HD __half sub(__half a, __half b) { return __hsub(a, b); }
+TP_HD __half mul(__half a, __half b) { return __hmul(a, b); }
+TP_HD __half fdiv(__half a, __half b) { return __hdiv(a, b); }
+TP_HD __half fma(__half a, __half b, __half c) { return __hfma(a, b, c); }
+TP_HD __half sqrt(__half a) { return hsqrt(a); }
+TP_HD __half exp(__half a) { return hexp(a); }
+TP_HD __half exp2(__half a) { return hexp2(a); }
+TP_HD __half log2(__half a) { return hlog2(a); }
+TP_HD __half reciprocal(__half a) { return hrcp(a); }
+TP_HD __half max_num(__half a, __half b) { return __hmax(a, b); }
+TP_HD __half min_num(__half a, __half b) { return __hmin(a, b); }
+TP_HD __half max_nan(__half a, __half b) { return __hmax_nan(a, b); }
+TP_HD __half min_nan(__half a, __half b) { return __hmin_nan(a, b); }
+TP_HD float widen(__half x) { return __half2float(x); }
+template <> struct convert_to<__half> {
+  static TP_HD __half from(float x) { return __float2half_rn(x); }
+  static TP_HD __half from(double x) { return __double2half(x); }
+};
+#endif
+#if TP_ON_DEVICE && defined(TP_WITH_BF16)
+template <> struct limits<__nv_bfloat16> {
+  static TP_HD __nv_bfloat16 neg_zero() { return __ushort_as_bfloat16(0x8000); }
+  static TP_HD __nv_bfloat16 pos_inf() { return __ushort_as_bfloat16(0x7f80); }
+  static TP_HD __nv_bfloat16 neg_inf() { return __ushort_as_bfloat16(0xff80); }
+  static TP_HD __nv_bfloat16 quiet_nan() { return __ushort_as_bfloat16(0x7fff); }
+};
+TP_HD __nv_bfloat16 add(__nv_bfloat16 a, __nv_bfloat16 b) { return __hadd(a, b); }
+TP_HD __nv_bfloat16 sub(__nv_bfloat16 a, __nv_bfloat16 b) { return __hsub(a, b); }
+TP_HD __nv_bfloat16 mul(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmul(a, b); }
+TP_HD __nv_bfloat16 fdiv(__nv_bfloat16 a, __nv_bfloat16 b) { return __hdiv(a, b); }
+TP_HD __nv_bfloat16 fma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) { return __hfma(a, b, c); }
+TP_HD __nv_bfloat16 sqrt(__nv_bfloat16 a) { return hsqrt(a); }
+TP_HD __nv_bfloat16 exp(__nv_bfloat16 a) { return hexp(a); }
+TP_HD __nv_bfloat16 exp2(__nv_bfloat16 a) { return hexp2(a); }
+TP_HD __nv_bfloat16 log2(__nv_bfloat16 a) { return hlog2(a); }
+TP_HD __nv_bfloat16 reciprocal(__nv_bfloat16 a) { return hrcp(a); }
+TP_HD __nv_bfloat16 max_num(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmax(a, b); }
+TP_HD __nv_bfloat16 min_num(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmin(a, b); }
+TP_HD __nv_bfloat16 max_nan(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmax_nan(a, b); }
+TP_HD __nv_bfloat16 min_nan(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmin_nan(a, b); }
+TP_HD float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <> struct convert_to<__nv_bfloat16> {
+  static TP_HD __nv_bfloat16 from(float x) { return __float2bfloat16_rn(x); }
+  static TP_HD __nv_bfloat16 from(double x) { return __double2bfloat16(x); }
+};
+#endif
+
+template <class To, class From> TP_HD To cast(From x) { return convert_to<To>::from(widen(x)); }
+
+}  // namespace tp

@@ -1,0 +1,32 @@
+// reduction -> local at warp / warpgroup scope: each lane folds its own registers, then an
+// XOR butterfly folds across the lanes that hold parts of the same output (none when the
+// reduced dims live in registers only), then accum folds the old output in once.
+#pragma once
+#include "butterfly.cuh"
+#include "ops.cuh"
+#include "view.cuh"
+
+namespace tp {
+
+template <class Op, class T, class Lanes, class View, int kUnroll = View::kUnroll>
+TP_HD void lane_reduce(const Lanes& g, T* dst_regs, int dst_stride, const T* src_regs, int src_stride,
+                       const View& v, const ShuffleMasks& sh, bool accum) {
+  TP_UNROLL_BY(kUnroll)
+  for (int k = 0; k < v.spatial; ++k) {
+    auto part = g.map([&](int lane) {
+      const T* src = g.regs(src_regs, src_stride, lane);
+      T acc = Op::template identity<T>();
+      TP_UNROLL_BY(kUnroll)
+      for (int j = 0; j < v.reduce; ++j) acc = Op::apply(acc, src[v.src_slot(k, j)]);
+      return acc;
+    });
+    auto total = butterfly<Op>(g, part, sh);
+    g.each([&](int lane) {
+      T& out = g.regs(dst_regs, dst_stride, lane)[v.dst_slot(k)];
+      const T r = g.at(total, lane);
+      out = accum ? Op::apply(out, r) : r;
+    });
+  }
+}
+
+}  // namespace tp

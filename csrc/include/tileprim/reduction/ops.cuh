@@ -1,0 +1,33 @@
+// The reduction operators: a combine and its identity. Sum's identity is -0.0, the exact
+// IEEE additive identity (x + -0.0 == x for every x, -0.0 included); max/min use -inf/+inf.
+#pragma once
+#include "../numeric.cuh"
+
+namespace tp {
+namespace reduce_op {
+
+struct Sum {
+  template <class T> static TP_HD T identity() { return limits<T>::neg_zero(); }
+  template <class T> static TP_HD T apply(T a, T b) { return add(a, b); }
+};
+// NaN meeting a number yields the number (CUDA fmaxf / fminf).
+struct Max {
+  template <class T> static TP_HD T identity() { return limits<T>::neg_inf(); }
+  template <class T> static TP_HD T apply(T a, T b) { return max_num(a, b); }
+};
+struct Min {
+  template <class T> static TP_HD T identity() { return limits<T>::pos_inf(); }
+  template <class T> static TP_HD T apply(T a, T b) { return min_num(a, b); }
+};
+// propagate_nan=True: the .NaN instruction forms.
+struct MaxNaN {
+  template <class T> static TP_HD T identity() { return limits<T>::neg_inf(); }
+  template <class T> static TP_HD T apply(T a, T b) { return max_nan(a, b); }
+};
+struct MinNaN {
+  template <class T> static TP_HD T identity() { return limits<T>::pos_inf(); }
+  template <class T> static TP_HD T apply(T a, T b) { return min_nan(a, b); }
+};
+
+}  // namespace reduce_op
+}  // namespace tp

@@ -1,0 +1,71 @@
+#include "layout/placement.h"
+
+#include "errors.h"
+
+namespace tp {
+
+namespace {
+constexpr long long kMaxTableEntries = 1ll << 22;
+}
+
+long long thread_of(const Position& pos) {
+  long long t = 0;
+  for (const auto& [axis, value] : pos) {
+    if (is_thread_axis(axis)) t += value * thread_weight(axis);
+  }
+  return t;
+}
+
+RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& scope,
+                                     const std::string& arg) {
+  for (Axis a : layout.thread_axes()) {
+    if (!scope.offers(a)) {
+      throw ValueError(arg + ": " + layout.str() + " uses thread axis " + axis_name(a) +
+                       ", which " + scope.str() + " scope does not have" +
+                       (scope.kind == ScopeKind::thread ? " (a thread holds its tile in its own registers)"
+                                                        : ""));
+    }
+  }
+  RegisterPlacement p;
+  p.threads = scope.threads;
+  const long long span = layout.span();
+  if (span * scope.threads > kMaxTableEntries) {
+    throw ValueError(arg + ": " + layout.str() + " needs " + std::to_string(span) +
+                     " registers per thread; too many for a register tile");
+  }
+  p.slots = static_cast<int>(span);
+  p.load.assign(static_cast<size_t>(p.slots) * p.threads, -1);
+  p.store.assign(p.load.size(), -1);
+  p.thread_private = !layout.has_thread_axes() && scope.threads > 1;
+
+  const long long n = layout.size();
+  for (long long e = 0; e < n; ++e) {
+    bool first = true;
+    for (const Position& pos : layout.positions(e)) {
+      const long long m = pos.count(Axis::m) ? pos.at(Axis::m) : 0;
+      const long long t = thread_of(pos);
+      if (t >= scope.threads) {
+        throw ValueError(arg + ": " + layout.str() + " puts element " + std::to_string(e) +
+                         " on thread " + std::to_string(t) + " but " + scope.str() +
+                         " scope has " + std::to_string(scope.threads) + " threads");
+      }
+      const long long t_begin = p.thread_private ? 0 : t;
+      const long long t_end = p.thread_private ? scope.threads : t + 1;
+      for (long long th = t_begin; th < t_end; ++th) {
+        int& slot = p.load[static_cast<size_t>(m) * p.threads + th];
+        if (slot >= 0 && slot != e) {
+          throw ValueError(arg + ": " + layout.str() + " puts elements " + std::to_string(slot) +
+                           " and " + std::to_string(e) + " in register " + std::to_string(m) +
+                           " of thread " + std::to_string(th) +
+                           "; each register holds one element");
+        }
+        slot = static_cast<int>(e);
+      }
+      if (first) p.store[static_cast<size_t>(m) * p.threads + t] = static_cast<int>(e);
+      first = false;
+    }
+  }
+  return p;
+}
+
+}  // namespace tp

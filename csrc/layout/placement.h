@@ -1,0 +1,34 @@
+// Where a register tile's elements sit: which register of which thread of the scope holds
+// each element. Built once per call from the layout; the CPU backend stages through these
+// tables and the generated kernels carry them.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "layout/exec_scope.h"
+#include "layout/tile_layout.h"
+
+namespace tp {
+
+struct RegisterPlacement {
+  int threads = 1;
+  int slots = 1;  // registers per thread
+  // [slot * threads + thread] -> element held there, or -1. Every replica is listed.
+  std::vector<int> load;
+  // The same, but only at each element's first position: the one thread that writes it back.
+  std::vector<int> store;
+  // No thread axes at a scope of several threads: every thread holds the whole tile.
+  bool thread_private = false;
+
+  int element_at(int thread, int slot) const { return load[static_cast<size_t>(slot) * threads + thread]; }
+};
+
+// Index of the thread holding `pos` within its scope instance (sum of coordinate * weight).
+long long thread_of(const Position& pos);
+
+// Throws ValueError naming `arg` when the layout uses an axis the scope lacks, reaches a
+// thread the scope does not have, or puts two elements in one register.
+RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& scope,
+                                     const std::string& arg);
+
+}  // namespace tp

@@ -1,0 +1,79 @@
+// TileLayout: shard iters place each element, replica iters copy it, an offset shifts it.
+// For a logical flat index x the shard digits are c_k = (x / prod_{l>k} e_l) mod e_k and
+// the positions are { sum_k c_k s_k @ axis_k + r + offset | r in replica }.
+// Host-only value type; the memory part becomes a tp::MemLayout for the kernels.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "layout/axis.h"
+#include "tileprim/layout.cuh"
+
+namespace tp {
+
+struct Iter {
+  long long extent;
+  long long stride;
+  Axis axis;
+  bool operator==(const Iter& o) const {
+    return extent == o.extent && stride == o.stride && axis == o.axis;
+  }
+};
+
+// Coordinates on named axes; axes the layout never mentions are absent.
+using Position = std::map<Axis, long long>;
+
+// The iters that one logical dimension owns after TileLayout::group.
+struct DimIters {
+  std::vector<Iter> iters;
+  long long thread_extent = 1;  // product of the thread-axis iters' extents
+  long long local_extent = 1;   // product of the memory iters' extents
+};
+
+class TileLayout {
+ public:
+  TileLayout(std::vector<Iter> shard, std::vector<Iter> replica = {},
+             std::map<Axis, long long> offset = {}, Swizzle swizzle = {0, 0, 0});
+  static TileLayout row_major(const std::vector<long long>& shape);
+
+  const std::vector<Iter>& shard() const { return shard_; }
+  const std::vector<Iter>& replica() const { return replica_; }
+  const std::map<Axis, long long>& offset() const { return offset_; }
+  const Swizzle& swizzle() const { return swizzle_; }
+  bool swizzled() const { return swizzle_.swizzle_len != 0; }
+
+  long long size() const;                // elements the shard places
+  std::vector<long long> shape() const;  // the shard's extents
+  bool has_thread_axes() const;
+  std::vector<Axis> thread_axes() const;  // in first-use order
+
+  // The same layout with every thread iter and thread offset dropped: one thread's view.
+  TileLayout storage() const;
+  // Memory slots one thread (or one shared tile) needs: the span of the memory iters plus
+  // the memory offset, rounded up to whole swizzle blocks.
+  long long span() const;
+
+  Position place(long long flat) const;                   // the shard position
+  std::vector<Position> positions(long long flat) const;  // every replica of it
+
+  // Splits the shard into consecutive iters per logical dim (splitting an iter where a dim
+  // boundary falls inside it); throws ValueError when the shape does not fit.
+  std::vector<DimIters> group(const std::vector<long long>& shape) const;
+
+  // The memory part for kernels; requires a layout without thread axes.
+  MemLayout memory_layout() const;
+
+  std::string str() const;  // in the seeds' syntax
+  bool operator==(const TileLayout& o) const;
+
+ private:
+  std::vector<Iter> shard_;
+  std::vector<Iter> replica_;
+  std::map<Axis, long long> offset_;
+  Swizzle swizzle_;
+};
+
+std::string shape_str(const std::vector<long long>& shape);
+
+}  // namespace tp

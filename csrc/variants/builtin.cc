@@ -1,0 +1,18 @@
+// The variants tileprim ships, one file each under variants/<family>/.
+#include "dispatch/registry.h"
+
+namespace tp {
+
+void register_reduction_local(Registry& r);
+void register_reduction_shared(Registry& r);
+void register_reduction_sm100_packed(Registry& r);
+void register_elementwise_reg(Registry& r);
+
+void register_builtin_variants(Registry& r) {
+  register_reduction_local(r);
+  register_reduction_shared(r);
+  register_reduction_sm100_packed(r);
+  register_elementwise_reg(r);
+}
+
+}  // namespace tp

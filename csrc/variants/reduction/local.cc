@@ -1,0 +1,306 @@
+// reduction -> local (priority 10): source and destination in registers.
+//   thread scope:          each thread folds its own registers (the thread-wise loop).
+//   warp / warpgroup:      each lane folds its registers, then an XOR butterfly folds across
+//                          the lanes holding parts of one output: always when the output is
+//                          replicated on those lanes (R[32 : 1@laneid], "warp_shuffle"), and
+//                          with thread_reduce=True when the output keeps them as a dim ("view").
+// Unlike the reference, the shuffle path honours axes and accum (old value folded in once),
+// and warpgroup may shuffle too as long as the reduced lanes stay within one warp.
+#include <algorithm>
+#include <memory>
+
+#include "backends/cpu/host_lanes.h"
+#include "backends/cpu/staging.h"
+#include "backends/cpu/type_switch.h"
+#include "dispatch/registry.h"
+#include "errors.h"
+#include "layout/placement.h"
+#include "tileprim/reduction/lane_reduce.cuh"
+#include "tileprim/reduction/thread_loop.cuh"
+#include "variants/reduction/reduction_common.h"
+
+namespace tp {
+namespace {
+
+struct LocalPlan : VariantPlan {
+  std::string path;  // thread_wise | warp_shuffle | view
+  TileLayout src_layout = TileLayout::row_major({1});
+  TileLayout dst_layout = TileLayout::row_major({1});
+  std::vector<long long> dst_shape;
+  RegisterPlacement src_place, dst_place;
+  HostReduceView view{};
+  ShuffleMasks masks{0, {0, 0, 0, 0, 0}, 32};
+};
+
+bool lane_level(Axis a) { return a == Axis::laneid || a == Axis::tid_in_wg || a == Axis::tx; }
+bool power_of_two(long long x) { return x > 0 && (x & (x - 1)) == 0; }
+int log2_exact(long long x) {
+  int b = 0;
+  while ((1ll << b) < x) ++b;
+  return b;
+}
+
+// Memory iters get compact row-major strides, thread iters stay: the derived destinations.
+TileLayout compact(std::vector<Iter> shard, std::vector<Iter> replica, std::map<Axis, long long> offset) {
+  long long stride = 1;
+  for (auto it = shard.rbegin(); it != shard.rend(); ++it) {
+    if (!is_thread_axis(it->axis)) {
+      it->stride = stride;
+      stride *= it->extent;
+    }
+  }
+  if (shard.empty()) shard.push_back(Iter{1, 1, Axis::m});
+  offset.erase(Axis::m);
+  return TileLayout(shard, replica, offset);
+}
+
+// A dim's iters with adjacent memory iters merged: two layouts with equal segments put
+// each element on the same thread and in the same per-thread order.
+std::vector<Iter> segments(const DimIters& dim) {
+  std::vector<Iter> out;
+  for (const Iter& it : dim.iters) {
+    if (it.extent == 1) continue;
+    if (!is_thread_axis(it.axis) && !out.empty() && !is_thread_axis(out.back().axis)) {
+      out.back().extent *= it.extent;
+    } else {
+      out.push_back(is_thread_axis(it.axis) ? it : Iter{it.extent, 0, Axis::m});
+    }
+  }
+  return out;
+}
+
+std::map<Axis, long long> thread_offsets(const TileLayout& L) {
+  std::map<Axis, long long> out;
+  for (const auto& [axis, value] : L.offset()) {
+    if (is_thread_axis(axis) && value != 0) out[axis] = value;
+  }
+  return out;
+}
+
+bool same_partition(const TileLayout& a, const TileLayout& b, const std::vector<long long>& shape) {
+  std::vector<DimIters> da, db;
+  try {
+    da = a.group(shape);
+    db = b.group(shape);
+  } catch (const ValueError&) {
+    return false;
+  }
+  for (size_t d = 0; d < da.size(); ++d) {
+    if (!(segments(da[d]) == segments(db[d]))) return false;
+  }
+  auto sorted = [](std::vector<Iter> v) {
+    std::sort(v.begin(), v.end(), [](const Iter& x, const Iter& y) {
+      return std::tie(x.axis, x.stride, x.extent) < std::tie(y.axis, y.stride, y.extent);
+    });
+    return v;
+  };
+  return sorted(a.replica()) == sorted(b.replica()) && thread_offsets(a) == thread_offsets(b);
+}
+
+// The lane-xor masks that fold the reduced dims' thread iters; Decline when a shuffle
+// cannot reach them.
+ShuffleMasks shuffle_masks(const TileLayout& src, const std::vector<DimIters>& dims,
+                           const std::vector<bool>& reduced) {
+  ShuffleMasks sh{0, {0, 0, 0, 0, 0}, 32};
+  long long reduced_bits = 0, spatial_bits = 0;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    for (const Iter& it : dims[d].iters) {
+      if (!is_thread_axis(it.axis) || it.extent == 1) continue;
+      if (!lane_level(it.axis)) {
+        if (reduced[d]) {
+          throw Decline(std::string("reduced dim ") + std::to_string(d) + " is spread over warps (" +
+                        axis_name(it.axis) + "); a shuffle reduces within one warp");
+        }
+        continue;
+      }
+      if (!power_of_two(it.stride) || (reduced[d] && !power_of_two(it.extent))) {
+        throw Decline(std::string("thread iter ") + std::to_string(it.extent) + " : " + std::to_string(it.stride) +
+                      "@" + axis_name(it.axis) + " is not a power of two; an XOR butterfly needs one");
+      }
+      const long long bits = ((1ll << log2_exact(it.extent)) - 1) * it.stride;
+      if (reduced[d]) {
+        if (it.stride * it.extent > 32) {
+          throw Decline(std::string("reduced dim ") + std::to_string(d) + " spans " +
+                        std::to_string(it.stride * it.extent) + " threads on " + axis_name(it.axis) +
+                        "; a shuffle reduces within one warp");
+        }
+        reduced_bits |= bits;
+        for (long long m = it.stride; m < it.stride * it.extent; m *= 2) sh.mask[sh.count++] = static_cast<int>(m);
+      } else {
+        spatial_bits |= bits;
+      }
+    }
+  }
+  if (reduced_bits & spatial_bits) throw Decline("spatial and reduced thread iters share lane bits");
+  std::sort(sh.mask, sh.mask + sh.count);
+  if (sh.count) {
+    long long lane_offset = 0;
+    for (const auto& [axis, value] : src.offset()) {
+      if (lane_level(axis)) lane_offset += value;
+    }
+    const long long block = 2ll * sh.mask[sh.count - 1];
+    if (lane_offset % block != 0) {
+      throw Decline("the thread offset " + std::to_string(lane_offset) + " is not a multiple of " +
+                    std::to_string(block) + ", so butterfly partners would leave the tile's lanes");
+    }
+  }
+  return sh;
+}
+
+std::unique_ptr<LocalPlan> analyze(const OpCall& call) {
+  const TileRef& src = call.inputs.at(0);
+  const TileRef& dst = call.output;
+  if (src.dtype != dst.dtype) {
+    throw Decline(std::string("dtype mismatch: dst ") + dtype_name(dst.dtype) + ", src " + dtype_name(src.dtype));
+  }
+  const ReductionAxes ax = reduction_axes(call);
+  auto p = std::make_unique<LocalPlan>();
+  p->src_layout = src.layout.value_or(TileLayout::row_major(src.shape));
+  const ScopeKind kind = call.scope.kind;
+  if (kind == ScopeKind::cta) throw Decline("unsupported exec_scope cta for local reduction");
+
+  const auto src_dims = p->src_layout.group(src.shape);
+  if (kind == ScopeKind::thread) {
+    p->path = "thread_wise";
+    p->dst_shape = ax.dst_shape;
+    p->dst_layout = dst.layout.value_or(TileLayout::row_major(ax.dst_shape));
+  } else {
+    if (p->src_layout.swizzled() || (dst.layout && dst.layout->swizzled())) {
+      throw Decline("swizzle layout unsupported for local reduction");
+    }
+    if (!p->src_layout.replica().empty()) {
+      throw Decline("src layout " + p->src_layout.str() + " has replicas; a reduction source holds each element once");
+    }
+    p->masks = shuffle_masks(p->src_layout, src_dims, ax.reduced);
+
+    // the two destinations a lane-distributed source can reduce into
+    std::vector<Iter> spatial, replica, kept;
+    std::vector<long long> kept_shape;
+    for (size_t d = 0; d < src_dims.size(); ++d) {
+      const DimIters& dim = src_dims[d];
+      if (!ax.reduced[d]) {
+        spatial.insert(spatial.end(), dim.iters.begin(), dim.iters.end());
+        kept.insert(kept.end(), dim.iters.begin(), dim.iters.end());
+        kept_shape.push_back(src.shape[d]);
+        continue;
+      }
+      for (const Iter& it : dim.iters) {
+        if (is_thread_axis(it.axis)) {
+          replica.push_back(it);
+          kept.push_back(it);
+        }
+      }
+      if (dim.thread_extent > 1) kept_shape.push_back(dim.thread_extent);
+    }
+    if (kept_shape.empty()) kept_shape.push_back(1);
+    long long kept_len = 1;
+    for (long long d : kept_shape) kept_len *= d;
+    const TileLayout replica_form = compact(spatial, replica, thread_offsets(p->src_layout));
+    const TileLayout kept_form = compact(kept, {}, thread_offsets(p->src_layout));
+
+    bool replicated = !replica.empty();
+    if (!dst.layout) {
+      p->dst_layout = replica_form;
+      p->dst_shape = ax.dst_shape;
+    } else if (dst.layout->size() == ax.spatial_len && same_partition(*dst.layout, replica_form, ax.dst_shape)) {
+      p->dst_layout = *dst.layout;
+      p->dst_shape = ax.dst_shape;
+    } else if (dst.layout->size() == kept_len && kept_len != ax.spatial_len &&
+               same_partition(*dst.layout, kept_form, kept_shape)) {
+      p->dst_layout = *dst.layout;
+      p->dst_shape = kept_shape;
+      replicated = false;
+    } else {
+      std::string expect = replica_form.str();
+      if (!(kept_form == replica_form)) expect += ", or keeping the reduced thread dims " + kept_form.str();
+      throw Decline("out_layout " + dst.layout->str() + " does not hold the reduction of " +
+                    p->src_layout.str() + "; expected " + expect + " (memory strides may differ)");
+    }
+    if (!replicated && !call.flag("thread_reduce")) p->masks.count = 0;
+    p->path = replicated ? "warp_shuffle" : "view";
+  }
+  p->view = fold_view(p->src_layout, src_dims, ax.reduced, p->dst_layout, p->dst_layout.group(p->dst_shape));
+  p->src_place = place_in_registers(p->src_layout, call.scope, "layout");
+  p->dst_place = place_in_registers(p->dst_layout, call.scope, "out_layout");
+  return p;
+}
+
+std::string storage_scope(const OpCall& call, const DispatchContext&) {
+  const Storage s = call.inputs.at(0).storage, d = call.output.storage;
+  if (s == Storage::local && d == Storage::local) return "";
+  return std::string("storage scope mismatch: dst ") + storage_name(d) + ", src " + storage_name(s) +
+         "; expected ['local']";
+}
+
+std::string local_valid(const OpCall& call, const DispatchContext&) {
+  if (call.inputs.at(0).storage != Storage::local) return "";  // storage_scope already says why
+  try {
+    analyze(call);
+  } catch (const Decline& d) {
+    return d.what();
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+class LocalReduction : public Variant {
+ public:
+  LocalReduction()
+      : Variant("local", 10, {"sum", "max", "min"},
+                {{"storage_scope", storage_scope}, {"local_valid", local_valid}}) {}
+
+  void plan(Plan& plan) const override {
+    std::shared_ptr<LocalPlan> p = analyze(plan.call);
+    const ReductionAxes ax = reduction_axes(plan.call);
+    plan.call.output.layout = p->dst_layout;
+    plan.call.output.shape = p->dst_shape;
+    plan.set("path", p->path);
+    plan.set("spatial_len", ax.spatial_len);
+    plan.set("reduction_len", ax.reduce_len);
+    plan.set("outputs_per_thread", static_cast<long long>(p->view.spatial));
+    plan.set("sources_per_output", static_cast<long long>(p->view.reduce));
+    plan.set("shuffle_masks", std::vector<long long>(p->masks.mask, p->masks.mask + p->masks.count));
+    plan.set("n_shuffles", static_cast<long long>(p->masks.count));
+    note_reduction_numerics(plan);
+    plan.note("order", p->masks.count
+                           ? "each lane folds its registers in order from the identity, then XOR butterfly over "
+                             "lane masks in the order listed; accum: op(old, result)"
+                           : "each thread folds its registers in order, starting from the identity (accum: from "
+                             "the old value)");
+    plan.note("ftz", "no: subnormals kept");
+    plan.detail = p;
+  }
+
+  void run_cpu(const Plan& plan, const HostTensors& io) const override {
+    const auto& p = plan.detail_as<LocalPlan>();
+    const bool accum = plan.call.accum;
+    const long long src_n = plan.call.inputs[0].elements(), dst_n = plan.call.output.elements();
+    with_host_type(plan.call.inputs[0].dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      with_reduce_op(reduce_kind(plan.call), [&](auto op) {
+        using Op = decltype(op);
+        const T* src = static_cast<const T*>(io.inputs[0]);
+        T* out = static_cast<T*>(io.output);
+        for (long long tile = 0; tile < io.tiles; ++tile) {
+          const std::vector<T> src_regs = load_registers(p.src_place, src + tile * src_n);
+          std::vector<T> dst_regs = accum ? load_registers(p.dst_place, out + tile * dst_n)
+                                          : poisoned<T>(static_cast<size_t>(p.dst_place.threads) * p.dst_place.slots);
+          if (p.path == "thread_wise") {
+            thread_reduce<Op>(dst_regs.data(), src_regs.data(), p.view, accum);
+          } else {
+            lane_reduce<Op>(HostLanes{plan.call.scope.threads}, dst_regs.data(), p.dst_place.slots,
+                            src_regs.data(), p.src_place.slots, p.view, p.masks, accum);
+          }
+          store_registers(p.dst_place, dst_regs, out + tile * dst_n);
+        }
+      });
+    });
+  }
+};
+
+}  // namespace
+
+void register_reduction_local(Registry& r) { r.add(std::make_unique<LocalReduction>()); }
+
+}  // namespace tp

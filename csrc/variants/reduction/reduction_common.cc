@@ -1,0 +1,137 @@
+#include "variants/reduction/reduction_common.h"
+
+#include <sstream>
+
+#include "dispatch/registry.h"
+#include "errors.h"
+
+namespace tp {
+
+ReductionAxes reduction_axes(const OpCall& call) {
+  ReductionAxes r;
+  r.src_shape = call.inputs.at(0).shape;
+  r.reduced.assign(r.src_shape.size(), false);
+  for (int a : call.axes) r.reduced[a] = true;
+  for (size_t d = 0; d < r.src_shape.size(); ++d) {
+    if (r.reduced[d]) {
+      r.reduce_len *= r.src_shape[d];
+    } else {
+      r.spatial_len *= r.src_shape[d];
+      r.dst_shape.push_back(r.src_shape[d]);
+    }
+  }
+  if (r.dst_shape.empty()) r.dst_shape.push_back(1);
+  return r;
+}
+
+ReduceKind reduce_kind(const OpCall& call) {
+  const bool nan = call.flag("propagate_nan");
+  if (call.op == "sum") return ReduceKind::sum;
+  if (call.op == "max") return nan ? ReduceKind::max_nan : ReduceKind::max;
+  return nan ? ReduceKind::min_nan : ReduceKind::min;
+}
+
+const char* reduce_op_cuda(ReduceKind k) {
+  switch (k) {
+    case ReduceKind::sum: return "tp::reduce_op::Sum";
+    case ReduceKind::max: return "tp::reduce_op::Max";
+    case ReduceKind::min: return "tp::reduce_op::Min";
+    case ReduceKind::max_nan: return "tp::reduce_op::MaxNaN";
+    case ReduceKind::min_nan: return "tp::reduce_op::MinNaN";
+  }
+  return "?";
+}
+
+namespace {
+
+void append_memory_iters(const DimIters& dim, MemLayout& L) {
+  for (const Iter& it : dim.iters) {
+    if (is_thread_axis(it.axis)) continue;
+    if (L.n == kMaxIters) throw Decline("the fold needs more than 16 memory iters");
+    L.extent[L.n] = it.extent;
+    L.stride[L.n] = it.stride;
+    ++L.n;
+  }
+}
+
+MemLayout base_of(const TileLayout& layout) {
+  MemLayout L{};
+  L.offset = layout.offset().count(Axis::m) ? layout.offset().at(Axis::m) : 0;
+  L.swizzle = layout.swizzle();
+  return L;
+}
+
+}  // namespace
+
+HostReduceView fold_view(const TileLayout& src, const std::vector<DimIters>& src_dims,
+                         const std::vector<bool>& reduced, const TileLayout& dst,
+                         const std::vector<DimIters>& dst_dims) {
+  HostReduceView v{};
+  v.src = base_of(src);
+  v.dst = base_of(dst);
+  long long spatial = 1, reduce = 1, dst_local = 1;
+  for (size_t d = 0; d < src_dims.size(); ++d) {
+    if (!reduced[d]) {
+      append_memory_iters(src_dims[d], v.src);
+      spatial *= src_dims[d].local_extent;
+    }
+  }
+  for (size_t d = 0; d < src_dims.size(); ++d) {
+    if (reduced[d]) {
+      append_memory_iters(src_dims[d], v.src);
+      reduce *= src_dims[d].local_extent;
+    }
+  }
+  for (const DimIters& dim : dst_dims) {
+    append_memory_iters(dim, v.dst);
+    dst_local *= dim.local_extent;
+  }
+  if (dst_local != spatial) {
+    throw Decline("each thread holds " + std::to_string(spatial) + " outputs of the source but " +
+                  std::to_string(dst_local) + " registers of the destination");
+  }
+  if (v.src.n == 0) v.src = MemLayout{1, {1}, {0}, v.src.offset, v.src.swizzle};
+  if (v.dst.n == 0) v.dst = MemLayout{1, {1}, {0}, v.dst.offset, v.dst.swizzle};
+  v.spatial = static_cast<int>(spatial);
+  v.reduce = static_cast<int>(reduce);
+  return v;
+}
+
+void note_reduction_numerics(Plan& plan) {
+  const ReduceKind k = reduce_kind(plan.call);
+  plan.note("accumulate_dtype", dtype_name(plan.call.inputs[0].dtype));
+  switch (k) {
+    case ReduceKind::sum: plan.note("identity", "-0.0 (x + -0.0 == x for every x)"); break;
+    case ReduceKind::max:
+    case ReduceKind::max_nan: plan.note("identity", "-inf"); break;
+    case ReduceKind::min:
+    case ReduceKind::min_nan: plan.note("identity", "+inf"); break;
+  }
+  if (k == ReduceKind::max || k == ReduceKind::min) {
+    plan.note("nan", "fmaxf/fminf: a NaN meeting a number yields the number (like np.fmax)");
+  } else if (k != ReduceKind::sum) {
+    plan.note("nan", ".NaN instruction forms: NaN propagates (like np.maximum)");
+  } else {
+    plan.note("nan", "IEEE: NaN propagates, inf - inf is NaN");
+  }
+}
+
+std::string mem_layout_cuda(const MemLayout& L) {
+  std::ostringstream os;
+  os << "tp::MemLayout{" << L.n << ", {";
+  for (int k = 0; k < L.n; ++k) os << (k ? ", " : "") << L.extent[k];
+  os << "}, {";
+  for (int k = 0; k < L.n; ++k) os << (k ? ", " : "") << L.stride[k];
+  os << "}, " << L.offset << ", {" << L.swizzle.per_element << ", " << L.swizzle.swizzle_len << ", "
+     << L.swizzle.atom_len << "}}";
+  return os.str();
+}
+
+std::string reduce_view_cuda(const HostReduceView& v, const char* unroll) {
+  std::ostringstream os;
+  os << "tp::ReduceView<" << unroll << ">{" << v.spatial << ", " << v.reduce << ", "
+     << mem_layout_cuda(v.src) << ", " << mem_layout_cuda(v.dst) << "}";
+  return os.str();
+}
+
+}  // namespace tp

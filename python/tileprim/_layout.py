@@ -1,0 +1,321 @@
+"""Layout syntax of the seeds: ``TileLayout(S[(32, 8) : (1 @ laneid, 1)] + R[32 : 1 @ laneid])``.
+
+``S[extents : strides]`` is the shard, ``R[extents : strides]`` a replica, ``value @ axis`` puts a
+stride or an offset on a named axis (a bare number is on the memory axis ``m``), and ``+ k @ axis``
+adds an offset. ``S[8, 4]`` gives extents only, with row-major strides on ``m``. The algebra itself
+lives in C++ (``csrc/layout``); this module only spells it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Tuple, Union
+
+from . import _C
+
+__all__ = [
+    "Axis", "S", "R", "TileLayout", "Swizzle", "Iter", "Position", "DimInfo",
+    "m", "laneid", "warpid", "tx", "wgid", "tid_in_wg", "wid_in_wg",
+]
+
+Iter = _C.Iter
+
+
+class Axis:
+    """A named axis: ``m`` (memory) or a thread axis. ``4 @ laneid`` is a stride or offset on it."""
+
+    def __init__(self, name: str):
+        if name not in _C.axis_names():
+            raise ValueError(f"axis: unknown axis {name!r}; the axes are {', '.join(_C.axis_names())}")
+        self.name = name
+
+    def __rmatmul__(self, value) -> "OnAxis":
+        return OnAxis(_as_int(value, "stride"), self)
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Axis) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(("Axis", self.name))
+
+
+m, laneid, warpid, tx, wgid, tid_in_wg, wid_in_wg = (
+    Axis(n) for n in ("m", "laneid", "warpid", "tx", "wgid", "tid_in_wg", "wid_in_wg"))
+
+
+@dataclass(frozen=True)
+class OnAxis:
+    """``value @ axis``: a stride inside ``S[...]``/``R[...]``, an offset after ``+``."""
+    value: int
+    axis: Axis
+
+    def __add__(self, other):
+        return LayoutExpr(offset={self.axis.name: self.value}) + other
+
+    __radd__ = __add__
+
+    def __repr__(self) -> str:
+        return f"{self.value}@{self.axis.name}"
+
+
+def _as_int(v, what: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int,)) and not hasattr(v, "__index__"):
+        raise TypeError(f"layout: {what} {v!r} must be an integer")
+    return int(v.__index__())
+
+
+def _as_tuple(v) -> tuple:
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,)
+
+
+def _iters(key, what: str) -> List[Iter]:
+    """Iters from ``S[...]``'s key: ``extents : strides`` or extents alone (row-major on m)."""
+    if isinstance(key, slice):
+        if key.step is not None:
+            raise ValueError(f"layout: {what}[extents : strides] takes no third part")
+        extents = [_as_int(e, "extent") for e in _as_tuple(key.start)]
+        strides = _as_tuple(key.stop)
+        if len(strides) != len(extents):
+            raise ValueError(f"layout: {what}[...] has {len(extents)} extents but {len(strides)} strides")
+        iters = []
+        for e, s in zip(extents, strides):
+            if isinstance(s, OnAxis):
+                iters.append(Iter(e, s.value, s.axis.name))
+            else:
+                iters.append(Iter(e, _as_int(s, "stride"), "m"))
+        return iters
+    extents = [_as_int(e, "extent") for e in _as_tuple(key)]
+    strides = [math.prod(extents[i + 1:]) for i in range(len(extents))]
+    return [Iter(e, s, "m") for e, s in zip(extents, strides)]
+
+
+class LayoutExpr:
+    """The sum ``S[...] + R[...] + k@axis`` before it becomes a TileLayout."""
+
+    def __init__(self, shard=None, replica=(), offset=None):
+        self.shard: Optional[List[Iter]] = shard
+        self.replica: List[Iter] = list(replica)
+        self.offset: Dict[str, int] = dict(offset or {})
+
+    def __add__(self, other) -> "LayoutExpr":
+        if isinstance(other, OnAxis):
+            other = LayoutExpr(offset={other.axis.name: other.value})
+        elif isinstance(other, int) and not isinstance(other, bool):
+            other = LayoutExpr(offset={"m": other})
+        if not isinstance(other, LayoutExpr):
+            return NotImplemented
+        if self.shard is not None and other.shard is not None:
+            raise ValueError("layout: a layout has one shard S[...]; add replicas R[...] and offsets k@axis to it")
+        offset = dict(self.offset)
+        for k, v in other.offset.items():
+            offset[k] = offset.get(k, 0) + v
+        return LayoutExpr(self.shard if self.shard is not None else other.shard,
+                          self.replica + other.replica, offset)
+
+    __radd__ = __add__
+
+    def __repr__(self) -> str:
+        return str(TileLayout(self)) if self.shard is not None else f"LayoutExpr(replica={self.replica})"
+
+
+class _ShardSyntax:
+    def __getitem__(self, key) -> LayoutExpr:
+        return LayoutExpr(shard=_iters(key, "S"))
+
+    def __repr__(self) -> str:
+        return "S"
+
+
+class _ReplicaSyntax:
+    def __getitem__(self, key) -> LayoutExpr:
+        return LayoutExpr(replica=_iters(key, "R"))
+
+    def __repr__(self) -> str:
+        return "R"
+
+
+S = _ShardSyntax()
+R = _ReplicaSyntax()
+
+
+@dataclass(frozen=True)
+class Swizzle:
+    """Address swizzle of shared tiles: ``addr -> f(addr >> M) << M | low M bits``,
+    ``f(x) = x ^ ((x & ((2**B - 1) << S)) >> S)`` (M = per_element, B = swizzle_len, S = atom_len)."""
+    per_element: int
+    swizzle_len: int
+    atom_len: int = 3
+
+    @classmethod
+    def for_bytes(cls, swizzle_bytes: int, dtype) -> "Swizzle":
+        """The 32/64/128-byte swizzles of TMA and wgmma for elements of ``dtype``."""
+        import numpy as np
+        bits = np.dtype(dtype).itemsize * 8
+        lens = {32: 1, 64: 2, 128: 3}
+        if swizzle_bytes not in lens:
+            raise ValueError(f"swizzle_bytes: {swizzle_bytes} is not 32, 64 or 128")
+        return cls((128 // bits).bit_length() - 1, lens[swizzle_bytes], 3)
+
+
+class Position(dict):
+    """Coordinates of one place holding an element: ``{'laneid': 3, 'm': 5}``. Hashable, so the
+    places of a replicated element form a set."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
+
+    def __setitem__(self, k, v):
+        raise TypeError("Position is read-only")
+
+
+@dataclass(frozen=True)
+class DimInfo:
+    """The iters one logical dim owns; thread_extent threads share it, local_extent per thread."""
+    iters: Tuple[Iter, ...]
+    thread_extent: int
+    local_extent: int
+
+
+class TileLayout:
+    """Where each element of a tile lives: shard iters place it, replica iters copy it, an
+    offset shifts it. See the module docstring for the syntax."""
+
+    def __init__(self, layout: Union[LayoutExpr, "TileLayout"], *, swizzle: Optional[Swizzle] = None):
+        if isinstance(layout, TileLayout):
+            core = layout._core
+            if swizzle is not None:
+                core = _C.TileLayoutCore(core.shard, core.replica, core.offset, _swizzle_tuple(swizzle))
+            self._core = core
+            return
+        if not isinstance(layout, LayoutExpr) or layout.shard is None:
+            raise TypeError(f"layout: TileLayout takes S[...] (+ R[...] + offsets), not {layout!r}")
+        self._core = _C.TileLayoutCore(layout.shard, layout.replica, layout.offset, _swizzle_tuple(swizzle))
+
+    @classmethod
+    def from_iters(cls, shard: Iterable[Iter], replica: Iterable[Iter] = (),
+                   offset: Optional[Dict[str, int]] = None, swizzle: Optional[Swizzle] = None) -> "TileLayout":
+        return cls(LayoutExpr(list(shard), list(replica), offset or {}), swizzle=swizzle)
+
+    @classmethod
+    def row_major(cls, shape) -> "TileLayout":
+        return cls._wrap(_C.TileLayoutCore.row_major([int(d) for d in _as_tuple(shape)]))
+
+    @classmethod
+    def _wrap(cls, core) -> "TileLayout":
+        obj = cls.__new__(cls)
+        obj._core = core
+        return obj
+
+    # ---- parts ----------------------------------------------------------------------------
+    @property
+    def shard(self) -> List[Iter]:
+        return list(self._core.shard)
+
+    @property
+    def replica(self) -> List[Iter]:
+        return list(self._core.replica)
+
+    @property
+    def offset(self) -> Dict[str, int]:
+        return {k: v for k, v in self._core.offset.items() if v}
+
+    @property
+    def swizzle(self) -> Optional[Swizzle]:
+        s = self._core.swizzle
+        return Swizzle(*s) if s[1] else None
+
+    @property
+    def size(self) -> int:
+        """Elements the shard places."""
+        return self._core.size
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """The shard's extents: the shape this layout was written for."""
+        return tuple(self._core.shape)
+
+    @property
+    def span(self) -> int:
+        """Memory slots (registers per thread, or shared elements) the layout needs."""
+        return self._core.span
+
+    @property
+    def thread_axes(self) -> Tuple[str, ...]:
+        return tuple(self._core.thread_axes)
+
+    def storage(self) -> "TileLayout":
+        """One thread's view: the layout without its thread iters and thread offsets."""
+        return TileLayout._wrap(self._core.storage())
+
+    # ---- evaluation -----------------------------------------------------------------------
+    def apply(self, index, shape=None):
+        """The place(s) holding the element at ``index`` (a flat int, or a tuple over ``shape``,
+        default this layout's shape): a Position, or a set of Positions when replicated."""
+        flat = self._flat(index, shape)
+        places = [Position(p) for p in self._core.positions(flat)]
+        return places[0] if not self._core.replica else set(places)
+
+    def _flat(self, index, shape) -> int:
+        if isinstance(index, (tuple, list)):
+            shape = tuple(shape) if shape is not None else self.shape
+            if len(index) != len(shape):
+                raise ValueError(f"index: {tuple(index)} has {len(index)} coordinates for shape {shape}")
+            flat = 0
+            for i, d in zip(index, shape):
+                i = _as_int(i, "index")
+                if not 0 <= i < d:
+                    raise ValueError(f"index: {tuple(index)} is outside shape {shape}")
+                flat = flat * d + i
+            return flat
+        flat = _as_int(index, "index")
+        if not 0 <= flat < self.size:
+            raise ValueError(f"index: {flat} is outside the layout's {self.size} elements")
+        return flat
+
+    def dims(self, shape=None) -> List[DimInfo]:
+        """The iters each logical dim of ``shape`` owns, with its thread and local extents."""
+        shape = [int(d) for d in _as_tuple(shape)] if shape is not None else list(self.shape)
+        return [DimInfo(tuple(d.iters), d.thread_extent, d.local_extent) for d in self._core.group(shape)]
+
+    def thread_extents(self, shape=None) -> Tuple[int, ...]:
+        return tuple(d.thread_extent for d in self.dims(shape))
+
+    def local_extents(self, shape=None) -> Tuple[int, ...]:
+        return tuple(d.local_extent for d in self.dims(shape))
+
+    # ---- value semantics ------------------------------------------------------------------
+    def __eq__(self, other) -> bool:
+        if isinstance(other, LayoutExpr):
+            other = TileLayout(other)
+        return isinstance(other, TileLayout) and self._core == other._core
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    def __str__(self) -> str:
+        return str(self._core)
+
+    def __repr__(self) -> str:
+        return f"TileLayout({self})"
+
+
+def _swizzle_tuple(s) -> Tuple[int, int, int]:
+    if s is None:
+        return (0, 0, 0)
+    if isinstance(s, tuple):
+        s = Swizzle(*s)
+    if not isinstance(s, Swizzle):
+        raise TypeError(f"swizzle: expected a tp.Swizzle, not {s!r}")
+    return (s.per_element, s.swizzle_len, s.atom_len)
+
+
+def as_layout(value, arg: str) -> Optional[TileLayout]:
+    """``layout=`` / ``out_layout=`` as given by a caller: None, a TileLayout or S[...] syntax."""
+    if value is None or isinstance(value, TileLayout):
+        return value
+    if isinstance(value, LayoutExpr):
+        return TileLayout(value)
+    raise TypeError(f"{arg}: expected a TileLayout or S[...] syntax, not {type(value).__name__}")

@@ -1,0 +1,64 @@
+"""Exec scopes (who runs one instance of a primitive) and storage scopes (where its tile is staged).
+
+Every op is a function with ``scope=...`` and a method of each scope object::
+
+    tp.sum(A, axes=-1, scope=tp.cta(32), storage="shared")
+    tp.cta(32).sum(A, axes=-1, storage="shared")        # the same call
+"""
+from __future__ import annotations
+
+import functools
+
+__all__ = ["ExecScope", "thread", "warp", "warpgroup", "wg", "cta", "STORAGE_SCOPES"]
+
+STORAGE_SCOPES = ("local", "shared", "shared.dyn", "global")
+
+
+class ExecScope:
+    """A thread, a warp (32 lanes), a warpgroup (128 threads) or a CTA of 1..1024 threads."""
+
+    def __init__(self, kind: str, threads: int):
+        self.kind = kind
+        self.threads = threads
+
+    @property
+    def default_storage(self) -> str:
+        return "shared" if self.kind == "cta" else "local"
+
+    def __getattr__(self, name: str):
+        from . import _ops
+        fn = _ops.OPS.get(name)
+        if fn is None:
+            raise AttributeError(f"{self!r} has no op {name!r}; the ops are {', '.join(sorted(_ops.OPS))}")
+        bound = functools.partial(fn, scope=self)
+        functools.update_wrapper(bound, fn)
+        bound._tp_op = fn._tp_op
+        return bound
+
+    def __dir__(self):
+        from . import _ops
+        return sorted(set(super().__dir__()) | set(_ops.OPS))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ExecScope) and (self.kind, self.threads) == (other.kind, other.threads)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.threads))
+
+    def __repr__(self) -> str:
+        return f"tp.cta(threads={self.threads})" if self.kind == "cta" else f"tp.{self.kind}"
+
+
+thread = ExecScope("thread", 1)
+warp = ExecScope("warp", 32)
+warpgroup = ExecScope("warpgroup", 128)
+wg = warpgroup
+
+
+def cta(threads: int = 128) -> ExecScope:
+    """A CTA of ``threads`` threads (1..1024)."""
+    if isinstance(threads, bool) or not isinstance(threads, int):
+        raise TypeError(f"threads: expected an int, not {type(threads).__name__}")
+    if not 1 <= threads <= 1024:
+        raise ValueError(f"threads: cta(threads={threads}) needs 1 <= threads <= 1024")
+    return ExecScope("cta", threads)
