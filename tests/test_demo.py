@@ -1,0 +1,37 @@
+"""The seeds' demonstration programs, as `python -m tileprim demo` runs them."""
+import io
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tileprim as tp
+from tileprim import demo
+
+
+def test_each_seed_program_chooses_its_variant_and_matches_numpy():
+    rng = np.random.default_rng()
+    chosen = []
+    for title, seed, fn, args, kwargs, expected, tol in demo.programs(rng):
+        plan = tp.plan(fn, *args, **kwargs)
+        chosen.append(plan.variant)
+        got = np.asarray(fn(*args, **kwargs), np.float64)
+        assert np.linalg.norm(got - expected) <= tol * np.linalg.norm(expected), title
+    assert chosen == ["local", "shared", "sm100_packed", "reg"]
+
+
+def test_demo_prints_choices_reasons_and_checks():
+    buf = io.StringIO()
+    assert demo.main(out=buf) == 0
+    text = buf.getvalue()
+    assert text.count("-> PASS") == 4 and "FAIL" not in text
+    assert "declined sm100_packed (priority 20):" in text
+    assert "reduction_len: reduction_len 4 < 8" in text
+    assert "group_size = 8" in text
+
+
+def test_python_m_tileprim_demo_exits_zero():
+    proc = subprocess.run([sys.executable, "-m", "tileprim", "demo"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "all programs match NumPy" in proc.stdout

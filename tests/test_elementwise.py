@@ -1,0 +1,157 @@
+"""elementwise -> reg: every op over backend x dtype x scope/layout, with scalars, broadcasting
+and batch_dims, against float64 NumPy. Exactly rounded ops must match NumPy's rounding of the
+float64 result bit for bit; the others stay within a few ulps."""
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tileprim as tp
+from tileprim import R, S, laneid, tid_in_wg, tx
+from conftest import DTYPES, NP, bits_equal, finfo, random_tile
+
+SCOPES = [
+    pytest.param(tp.thread, None, (6, 5), id="thread"),
+    pytest.param(tp.warp, S[(32, 8):(1 @ laneid, 1)], (32, 8), id="warp-lane-rows"),
+    pytest.param(tp.warp, S[8:1] + R[32:1 @ laneid], (8,), id="warp-replicated"),
+    pytest.param(tp.warpgroup, S[(128, 3):(1 @ tid_in_wg, 1)], (128, 3), id="warpgroup"),
+    pytest.param(tp.cta(96), S[(96, 2):(1 @ tx, 1)], (96, 2), id="cta96"),
+]
+
+def silu_in(dtype):
+    """x / (1 + exp(0 - x)) with every step rounded to the operand dtype, as the op evaluates it
+    (in float16, exp(-x) overflows below x = -11 and the result becomes -0)."""
+    def f(x):
+        r = lambda v: v.astype(NP[dtype]).astype(np.float64)  # noqa: E731
+        return x / r(1.0 + r(np.exp(-x)))
+    return f
+
+
+UNARY = {
+    "sqrt": np.sqrt, "exp": np.exp, "exp2": np.exp2, "log2": np.log2,
+    "reciprocal": lambda x: 1.0 / x, "silu": None,
+}
+BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "fdiv": np.divide, "maximum": np.fmax}
+
+
+def exact(op, dtype):
+    """Ops that round once on every backend (GPU f16/bf16 sqrt/fdiv/rcp go through f32 approximations)."""
+    if op in ("add", "sub", "mul", "maximum", "zero", "fill", "cast"):
+        return True
+    return op in ("sqrt", "fdiv", "reciprocal") and dtype in ("float32", "float64")
+
+
+def assert_elementwise(got, expected64, dtype, op):
+    got = np.asarray(got)
+    assert got.dtype == NP[dtype] and got.shape == expected64.shape
+    with np.errstate(all="ignore"):
+        rounded = expected64.astype(NP[dtype])
+    if exact(op, dtype):
+        assert bits_equal(got, rounded) or _equal_up_to_zero_sign(got, rounded), (got, rounded)
+        return
+    g = got.astype(np.float64)
+    e = rounded.astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(e))
+    inf = np.isinf(e)
+    np.testing.assert_array_equal(g[inf], e[inf])
+    fin = np.isfinite(e)
+    ulps = {"silu": 8, "fma": 1}.get(op, 4)
+    ulp = float(finfo(dtype).eps) * np.maximum(np.abs(e[fin]), float(finfo(dtype).smallest_normal))
+    assert np.all(np.abs(g[fin] - e[fin]) <= ulps * ulp), np.max(np.abs(g[fin] - e[fin]) / ulp)
+
+
+def _equal_up_to_zero_sign(a, b):
+    return np.array_equal(a.astype(np.float64), b.astype(np.float64), equal_nan=True)
+
+
+@pytest.mark.parametrize("scope,layout,shape", SCOPES)
+@pytest.mark.parametrize("op", list(UNARY))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_unary(op, dtype, scope, layout, shape, backend, rng):
+    x = random_tile(rng, shape, dtype)
+    got = getattr(scope, op)(x, layout=layout, backend=backend)
+    with np.errstate(all="ignore"):
+        expected = (UNARY[op] or silu_in(dtype))(x.astype(np.float64))
+    assert_elementwise(got, expected, dtype, op)
+    assert tp.plan(getattr(scope, op), x, layout=layout).variant == "reg"
+
+
+@pytest.mark.parametrize("scope,layout,shape", SCOPES)
+@pytest.mark.parametrize("op", list(BINARY))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_binary(op, dtype, scope, layout, shape, backend, rng):
+    a, b = random_tile(rng, shape, dtype), random_tile(rng, shape, dtype)
+    got = getattr(scope, op)(a, b, layout=layout, backend=backend)
+    with np.errstate(all="ignore"):
+        expected = BINARY[op](a.astype(np.float64), b.astype(np.float64))
+    assert_elementwise(got, expected, dtype, op)
+
+
+@pytest.mark.parametrize("scope,layout,shape", SCOPES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fma_rounds_once(dtype, scope, layout, shape, backend, rng):
+    a, b, c = (random_tile(rng, shape, dtype, special=False) for _ in range(3))
+    got = scope.fma(a, b, c, layout=layout, backend=backend)
+    if dtype == "float64":  # the exact a*b + c, rounded once
+        exact_value = [Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))
+                       for x, y, z in zip(a.ravel(), b.ravel(), c.ravel())]
+        assert bits_equal(got, np.array([float(v) for v in exact_value]).reshape(shape))
+    else:  # a*b is exact in float64, so this is the exact sum rounded twice: within an ulp
+        assert_elementwise(got, a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64), dtype, "fma")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scalars_broadcasting_and_batches(dtype, backend, rng):
+    a = random_tile(rng, (5, 32, 8), dtype)
+    row = random_tile(rng, (8,), dtype)
+    L = S[(32, 8):(1 @ laneid, 1)]
+    a64, row64 = a.astype(np.float64), row.astype(np.float64)
+    with np.errstate(all="ignore"):
+        assert_elementwise(tp.warp.add(a, row, layout=L, batch_dims=1, backend=backend), a64 + row64, dtype, "add")
+        assert_elementwise(tp.warp.sub(2.5, a, layout=L, batch_dims=1, backend=backend), 2.5 - a64, dtype, "sub")
+        assert_elementwise(tp.fdiv(a, 3.0, batch_dims=1, backend=backend), a64 / NP[dtype].type(3.0), dtype,
+                           "fdiv")
+        assert_elementwise(tp.mul(a, -0.5, backend=backend), a64 * -0.5, dtype, "mul")
+        expected = np.fmax(a64, 0.0)
+        assert_elementwise(tp.maximum(0.0, a, backend=backend), expected, dtype, "maximum")
+    got = tp.warp.fma(a, 2.0, row, layout=L, batch_dims=1, backend=backend)
+    assert_elementwise(got, a64 * 2.0 + row64, dtype, "fma")
+
+
+def test_maximum_nan_rules(backend):
+    a = np.array([np.nan, 1.0, -np.inf, np.nan], np.float32)
+    b = np.array([2.0, np.nan, 3.0, np.nan], np.float32)
+    assert np.array_equal(tp.maximum(a, b, backend=backend), np.fmax(a, b), equal_nan=True)
+    assert np.array_equal(tp.maximum(a, b, propagate_nan=True, backend=backend), np.maximum(a, b), equal_nan=True)
+
+
+@pytest.mark.parametrize("scope,layout,shape", SCOPES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_zero_fill(dtype, scope, layout, shape, backend, rng):
+    x = random_tile(rng, shape, dtype)
+    z = scope.zero(x, layout=layout, backend=backend)
+    assert z.dtype == NP[dtype] and np.all(z.astype(np.float64) == 0) and not np.any(np.signbit(z.astype(np.float64)))
+    f = scope.fill(x, -1.75, layout=layout, backend=backend)
+    assert f.dtype == NP[dtype] and np.all(f.astype(np.float64) == -1.75)
+
+
+@pytest.mark.parametrize("src", DTYPES)
+@pytest.mark.parametrize("dst", DTYPES)
+def test_cast_rounds_to_nearest_even(src, dst, backend, rng):
+    x = random_tile(rng, (7, 9), src)
+    x.reshape(-1)[:3] = np.array([65504.0 * 2, 1e-9, 3.0000001], dtype=np.float64).astype(NP[src])
+    got = tp.cast(x, dst, backend=backend)
+    with np.errstate(all="ignore"):
+        assert_elementwise(got, x.astype(np.float64), dst, "cast")
+    assert tp.cast(x, ml_dtypes.bfloat16).dtype == NP["bfloat16"]
+
+
+def test_elementwise_writes_every_element_even_with_gaps(backend, rng):
+    """A layout with holes in the register file: unwritten outputs would stay NaN-poisoned."""
+    x = random_tile(rng, (32, 4), "float32", special=False, low=0.5, high=2.0)
+    L = S[(32, 4):(1 @ laneid, 3)]  # registers 0, 3, 6, 9 of 10
+    got = tp.warp.sqrt(x, layout=L, backend=backend)
+    assert np.all(np.isfinite(got))
+    assert bits_equal(got, np.sqrt(x.astype(np.float64)).astype(np.float32))
+    assert tp.plan(tp.warp.sqrt, x, layout=L).params["registers_per_thread"] == 10

@@ -1,0 +1,87 @@
+"""Bad input raises ValueError / TypeError naming the argument and the rule, and out= is never
+written on failure."""
+import numpy as np
+import pytest
+
+import tileprim as tp
+from tileprim import S, TileLayout, laneid, warpid
+
+A = np.random.default_rng().standard_normal((4, 8)).astype(np.float32)
+LANES = S[(32, 8):(1 @ laneid, 1)]
+
+
+def sentinel(shape, dtype=np.float32):
+    return np.full(shape, 1234.5, dtype)
+
+
+BAD_CALLS = [
+    ("axes: axis 2 is out of range for a tile of rank 2", ValueError, lambda out: tp.sum(A, axes=2, out=out), (4,)),
+    ("axes: axis -1 is repeated", ValueError, lambda out: tp.sum(A, axes=(1, -1), out=out), (4,)),
+    ("axes: expected an int", TypeError, lambda out: tp.sum(A, axes=1.0, out=out), (4,)),
+    ("b: dtype float16 differs from a's float32", TypeError,
+     lambda out: tp.add(A, A.astype(np.float16), out=out), (4, 8)),
+    ("src: dtype int32 is not supported", TypeError, lambda out: tp.sum(A.astype(np.int32), out=out), (4,)),
+    ("src: dtype complex64 is not supported", TypeError, lambda out: tp.exp(A.astype(np.complex64), out=out), (4, 8)),
+    ("layout: S[(4, 6) : (6, 1)] places 24 elements but the tile shape (4, 8) has 32", ValueError,
+     lambda out: tp.sum(A, layout=S[(4, 6):(6, 1)], out=out), (4,)),
+    ("uses thread axis laneid, which thread scope does not have", ValueError,
+     lambda out: tp.sum(np.ones((32, 8), np.float32), layout=LANES, out=out), (32,)),
+    ("uses thread axis warpid, which warp scope does not have", ValueError,
+     lambda out: tp.warp.sqrt(np.ones((2, 8), np.float32), layout=S[(2, 8):(1 @ warpid, 1)], out=out), (2, 8)),
+    ("puts element 32 on thread 32 but warp scope has 32 threads", ValueError,
+     lambda out: tp.warp.sqrt(np.ones((64,), np.float32), layout=S[64:1 @ laneid], out=out), (64,)),
+    ("puts elements 0 and 1 in register 0 of thread 0", ValueError,
+     lambda out: tp.warp.sqrt(np.ones((2,), np.float32), layout=S[2:0], out=out), (2,)),
+    ("shared tile is addressed by m only", ValueError,
+     lambda out: tp.cta(32).sum(np.ones((32, 8), np.float32), layout=LANES, storage="shared", out=out), (32,)),
+    ("storage: unknown storage scope 'smem'", ValueError, lambda out: tp.sum(A, storage="smem", out=out), (4,)),
+    ("threads: cta(threads=2000) needs 1 <= threads <= 1024", ValueError, lambda out: tp.cta(2000), None),
+    ("target: 'hopper' is not an architecture", ValueError, lambda out: tp.sum(A, target="hopper", out=out), (4,)),
+    ("dispatch: no variant named 'fast'", ValueError, lambda out: tp.sum(A, dispatch="fast", out=out), (4,)),
+    ("unexpected keyword argument 'thread_reduc'", TypeError,
+     lambda out: tp.sum(A, thread_reduc=True, out=out), (4,)),
+    ("batch_dims: 2 must leave at least one tile dim", ValueError, lambda out: tp.sum(A, batch_dims=2, out=out), (4,)),
+    ("out: shape (5,) differs from the result's (4,)", ValueError, lambda out: tp.sum(A, out=out), (5,)),
+    ("out: dtype float64 differs from the result's float32", TypeError,
+     lambda out: tp.sum(A, out=out.astype(np.float64)), (4,)),
+    ("accum: accum=True folds the result into out=", ValueError, lambda out: tp.sum(A, accum=True), None),
+    ("unexpected keyword argument 'accum'", TypeError, lambda out: tp.sqrt(A, out=out, accum=True), (4, 8)),
+    ("operand shapes do not broadcast", ValueError, lambda out: tp.add(A, np.ones(3, np.float32), out=out), (4, 8)),
+    ("add: at least one operand must be an array", ValueError, lambda out: tp.add(1.0, 2.0, out=out), (4, 8)),
+    ("value: fill takes a Python scalar value", TypeError, lambda out: tp.fill(A, A, out=out), (4, 8)),
+    ("scope: expected tp.thread", TypeError, lambda out: tp.sum(A, scope="warp", out=out), (4,)),
+    ("backend: 'tpu' is not 'cpu' or 'cuda'", ValueError, lambda out: tp.sum(A, backend="tpu", out=out), (4,)),
+    ("op: 'prod' is not a tileprim op", ValueError, lambda out: tp.plan("prod", A), None),
+    ("layout: expected a TileLayout or S[...] syntax", TypeError, lambda out: tp.sum(A, layout=(4, 8), out=out), (4,)),
+    ("no variant accepts", tp.DispatchError, lambda out: tp.sum(A, storage="global", out=out), (4,)),
+]
+
+
+@pytest.mark.parametrize("message,error,call,out_shape", BAD_CALLS, ids=[m[:40] for m, *_ in BAD_CALLS])
+def test_bad_input_names_the_argument_and_leaves_out_untouched(message, error, call, out_shape):
+    out = sentinel(out_shape) if out_shape is not None else None
+    with pytest.raises(error) as err:
+        call(out)
+    assert message in str(err.value)
+    if out is not None:
+        assert np.all(out == 1234.5), "out was written by a failed call"
+
+
+def test_dispatch_error_is_a_value_error():
+    assert issubclass(tp.DispatchError, ValueError)
+
+
+def test_read_only_out_is_refused():
+    out = np.zeros(4, np.float32)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="out: the array is read-only"):
+        tp.sum(A, out=out)
+
+
+def test_bad_layout_syntax():
+    with pytest.raises(TypeError, match="stride"):
+        S[4:1.5]
+    with pytest.raises(ValueError, match="no third part"):
+        S[4:1:2]
+    with pytest.raises(TypeError, match="swizzle"):
+        TileLayout(S[4:1], swizzle="128B")
