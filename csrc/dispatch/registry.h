@@ -27,6 +27,8 @@ struct Decline : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+struct KernelSource;  // backends/cuda/codegen.h
+
 // Tiles in host memory, each operand contiguous as [tiles][tile elements].
 struct HostTensors {
   std::vector<const void*> inputs;  // nullptr for a scalar operand
@@ -50,6 +52,8 @@ class Variant {
   virtual void plan(Plan& plan) const = 0;
   // The CPU backend: the device algorithm, step for step, over every tile.
   virtual void run_cpu(const Plan& plan, const HostTensors& tensors) const = 0;
+  // The CUDA backend: declarations and the body that runs one scope instance on one tile.
+  virtual void emit_cuda(const Plan& plan, KernelSource& kernel) const = 0;
 
  private:
   std::string name_;

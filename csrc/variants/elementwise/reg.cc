@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "backends/cpu/staging.h"
+#include "backends/cuda/codegen.h"
 #include "backends/cpu/type_switch.h"
 #include "dispatch/registry.h"
 #include "errors.h"
@@ -148,6 +149,53 @@ class RegElementwise : public Variant {
         store_registers(p.place, dst, out + tile * n);
       }
     });
+  }
+
+  void emit_cuda(const Plan& plan, KernelSource& k) const override {
+    const auto& p = plan.detail_as<RegPlan>();
+    const OpCall& call = plan.call;
+    const DType td = call.output.dtype;
+    const char* TD = dtype_cuda_name(td);
+    k.use(td);
+    frame_for(call.scope, 0, k);
+    const long long n = call.output.elements();
+    k.body << "  " << TD << "* out = static_cast<" << TD << "*>(out_) + tile * " << n << ";\n";
+    std::vector<std::string> operands;
+    for (size_t i = 0; i < call.inputs.size(); ++i) {
+      const TileRef& ref = call.inputs[i];
+      const std::string idx = std::to_string(i);
+      if (ref.scalar) {
+        operands.push_back(std::string("tp::ScalarOperand<") + TD + ">{tp::cast<" + TD + ">(s" + idx + ")}");
+        continue;
+      }
+      const char* T = dtype_cuda_name(ref.dtype);
+      k.use(ref.dtype);
+      k.body << "  const " << T << "* in" << idx << " = static_cast<const " << T << "*>(in" << idx << "_) + tile * "
+             << n << ";\n";
+      emit_load_registers(k, "a" + idx, ref.dtype, p.place, "kLoad", "in" + idx);
+      operands.push_back(std::string("tp::RegOperand<") + T + ">{a" + idx + "}");
+    }
+    k.body << "  " << TD << " dst[" << p.place.slots << "];\n";
+    const std::string slots = std::to_string(p.place.slots);
+    auto map = [&](const std::string& op, const std::vector<std::string>& args) {
+      k.body << "  tp::map_registers<" << op << ", tp::kUnrollRegisters>(dst, " << slots;
+      for (const std::string& a : args) k.body << ", " << a;
+      k.body << ");\n";
+    };
+    if (call.op == "zero") {
+      k.body << "  tp::zero_registers<tp::kUnrollRegisters>(dst, " << slots << ");\n";
+    } else if (call.op == "cast") {
+      map(std::string("tp::map_op::Cast<") + TD + ">", operands);
+    } else if (call.op == "fill") {
+      map(map_op::Copy::kCudaName, {operands[1]});
+    } else if (call.op == "fma") {
+      map(map_op::Fma::kCudaName, operands);
+    } else if (operands.size() == 1) {
+      with_unary(call.op, [&](auto op) { map(decltype(op)::kCudaName, operands); });
+    } else {
+      with_binary(call.op, call.flag("propagate_nan"), [&](auto op) { map(decltype(op)::kCudaName, operands); });
+    }
+    emit_store_registers(k, "dst", p.place, "kStore", "out");
   }
 
  private:

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "backends/cpu/host_lanes.h"
+#include "backends/cuda/codegen.h"
 #include "backends/cpu/staging.h"
 #include "backends/cpu/type_switch.h"
 #include "dispatch/registry.h"
@@ -296,6 +297,33 @@ class LocalReduction : public Variant {
         }
       });
     });
+  }
+
+  void emit_cuda(const Plan& plan, KernelSource& k) const override {
+    const auto& p = plan.detail_as<LocalPlan>();
+    const DType t = plan.call.inputs[0].dtype;
+    const char* T = dtype_cuda_name(t);
+    k.use(t);
+    frame_for(plan.call.scope, 0, k);
+    k.decls << reduce_view_cuda("kView", p.view, "tp::kUnrollRegisters") << shuffle_masks_cuda("kMasks", p.masks);
+    k.body << "  const " << T << "* in0 = static_cast<const " << T << "*>(in0_) + tile * "
+           << plan.call.inputs[0].elements() << ";\n"
+           << "  " << T << "* out = static_cast<" << T << "*>(out_) + tile * " << plan.call.output.elements() << ";\n";
+    emit_load_registers(k, "src", t, p.src_place, "kSrcLoad", "in0");
+    if (plan.call.accum) {
+      emit_load_registers(k, "dst", t, p.dst_place, "kDstLoad", "out");
+    } else {
+      k.body << "  " << T << " dst[" << p.dst_place.slots << "];\n";
+    }
+    const char* op = reduce_op_cuda(reduce_kind(plan.call));
+    const char* accum = plan.call.accum ? "true" : "false";
+    if (p.path == "thread_wise") {
+      k.body << "  tp::thread_reduce<" << op << ">(dst, src, kView, " << accum << ");\n";
+    } else {
+      k.body << "  tp::lane_reduce<" << op << ">(tp::DeviceLanes{lane}, dst, 0, src, 0, kView, kMasks, " << accum
+             << ");\n";
+    }
+    emit_store_registers(k, "dst", p.dst_place, "kDstStore", "out");
   }
 };
 

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "backends/cuda/codegen.h"
 #include "dispatch/registry.h"
 #include "errors.h"
 
@@ -116,21 +117,18 @@ void note_reduction_numerics(Plan& plan) {
   }
 }
 
-std::string mem_layout_cuda(const MemLayout& L) {
+std::string reduce_view_cuda(const std::string& name, const HostReduceView& v, const char* unroll) {
   std::ostringstream os;
-  os << "tp::MemLayout{" << L.n << ", {";
-  for (int k = 0; k < L.n; ++k) os << (k ? ", " : "") << L.extent[k];
-  os << "}, {";
-  for (int k = 0; k < L.n; ++k) os << (k ? ", " : "") << L.stride[k];
-  os << "}, " << L.offset << ", {" << L.swizzle.per_element << ", " << L.swizzle.swizzle_len << ", "
-     << L.swizzle.atom_len << "}}";
+  os << "constexpr tp::ReduceView<" << unroll << "> " << name << " = {" << v.spatial << ", " << v.reduce << ",\n    "
+     << cuda_mem_layout(v.src) << ",\n    " << cuda_mem_layout(v.dst) << "};\n";
   return os.str();
 }
 
-std::string reduce_view_cuda(const HostReduceView& v, const char* unroll) {
+std::string shuffle_masks_cuda(const std::string& name, const ShuffleMasks& sh) {
   std::ostringstream os;
-  os << "tp::ReduceView<" << unroll << ">{" << v.spatial << ", " << v.reduce << ", "
-     << mem_layout_cuda(v.src) << ", " << mem_layout_cuda(v.dst) << "}";
+  os << "constexpr tp::ShuffleMasks " << name << " = {" << sh.count << ", {";
+  for (int i = 0; i < 5; ++i) os << (i ? ", " : "") << sh.mask[i];
+  os << "}, " << sh.width << "};\n";
   return os.str();
 }
 

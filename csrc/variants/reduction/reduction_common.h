@@ -7,6 +7,7 @@
 #include "dispatch/op_call.h"
 #include "dispatch/plan.h"
 #include "layout/tile_layout.h"
+#include "tileprim/reduction/butterfly.cuh"
 #include "tileprim/reduction/view.cuh"
 
 namespace tp {
@@ -37,8 +38,8 @@ HostReduceView fold_view(const TileLayout& src, const std::vector<DimIters>& src
 // Numerics entries every reduction plan carries (identity, NaN rule, accumulation dtype).
 void note_reduction_numerics(Plan& plan);
 
-// C++ spelling of a descriptor, for generated kernels.
-std::string mem_layout_cuda(const MemLayout& L);
-std::string reduce_view_cuda(const HostReduceView& v, const char* unroll);
+// The view as a constexpr declaration of a generated kernel.
+std::string reduce_view_cuda(const std::string& name, const HostReduceView& v, const char* unroll);
+std::string shuffle_masks_cuda(const std::string& name, const ShuffleMasks& sh);
 
 }  // namespace tp

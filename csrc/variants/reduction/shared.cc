@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "backends/cpu/host_lanes.h"
+#include "backends/cuda/codegen.h"
 #include "backends/cpu/staging.h"
 #include "backends/cpu/type_switch.h"
 #include "dispatch/registry.h"
@@ -130,6 +131,42 @@ class SharedReduction : public Variant {
         }
       });
     });
+  }
+
+  void emit_cuda(const Plan& plan, KernelSource& k) const override {
+    const auto& p = plan.detail_as<SharedPlan>();
+    const OpCall& call = plan.call;
+    const DType t = call.inputs[0].dtype;
+    const char* T = dtype_cuda_name(t);
+    const long long size = dtype_size(t);
+    const long long src_span = (p.src_layout.span() * size + 15) / 16 * 16 / size;  // dst starts 16-byte aligned
+    k.use(t);
+    frame_for(call.scope, (src_span + p.dst_layout.span()) * size, k);
+    k.decls << "constexpr tp::MemLayout kSrcLayout = " << cuda_mem_layout(p.src_layout.memory_layout()) << ";\n"
+            << "constexpr tp::MemLayout kDstLayout = " << cuda_mem_layout(p.dst_layout.memory_layout()) << ";\n"
+            << reduce_view_cuda("kView", p.view, "tp::kUnrollMemory") << shuffle_masks_cuda("kMasks", p.groups.masks)
+            << "constexpr tp::GroupShape kGroups = {" << p.groups.group_size << ", " << p.groups.groups
+            << ", kMasks};\n";
+    const long long src_n = call.inputs[0].elements(), dst_n = call.output.elements();
+    k.body << "  const " << T << "* in0 = static_cast<const " << T << "*>(in0_) + tile * " << src_n << ";\n"
+           << "  " << T << "* out = static_cast<" << T << "*>(out_) + tile * " << dst_n << ";\n"
+           << "  " << T << "* smem_src = reinterpret_cast<" << T << "*>(tp_smem);\n"
+           << "  " << T << "* smem_dst = smem_src + " << src_span << ";\n";
+    emit_copy_to_shared(k, "smem_src", "in0", "kSrcLayout", src_n);
+    if (call.accum) emit_copy_to_shared(k, "smem_dst", "out", "kDstLayout", dst_n);
+    const std::string sync = cuda_scope_sync(call.scope);
+    const char* op = reduce_op_cuda(reduce_kind(call));
+    const char* accum = call.accum ? "true" : "false";
+    k.body << "  " << sync << "\n";
+    if (p.thread_wise) {
+      k.body << "  tp::thread_reduce<" << op << ">(smem_dst, smem_src, kView, " << accum << ");\n";
+    } else {
+      k.body << "  if (lane < " << p.groups.groups * p.groups.group_size << ") {\n"
+             << "    tp::shared_group_reduce<" << op << ">(tp::DeviceLanes{lane}, smem_dst, smem_src, kView, kGroups, "
+             << accum << ");\n  }\n";
+    }
+    k.body << "  " << sync << "\n";
+    emit_copy_from_shared(k, "smem_dst", "out", "kDstLayout", dst_n);
   }
 };
 

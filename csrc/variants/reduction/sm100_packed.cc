@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "backends/cpu/staging.h"
+#include "backends/cuda/codegen.h"
 #include "backends/cpu/type_switch.h"
 #include "dispatch/registry.h"
 #include "layout/placement.h"
@@ -118,6 +119,28 @@ class PackedReduction : public Variant {
       }
       store_registers(p.dst_place, dst_regs, out + tile * dst_n);
     }
+  }
+
+  void emit_cuda(const Plan& plan, KernelSource& k) const override {
+    const auto& p = plan.detail_as<PackedPlan>();
+    frame_for(plan.call.scope, 0, k);
+    k.decls << reduce_view_cuda("kView", p.view, "tp::kUnrollRegisters");
+    k.body << "  const float* in0 = static_cast<const float*>(in0_) + tile * " << plan.call.inputs[0].elements()
+           << ";\n  float* out = static_cast<float*>(out_) + tile;\n";
+    emit_load_registers(k, "src", DType::float32, p.src_place, "kSrcLoad", "in0");
+    if (plan.call.accum) {
+      emit_load_registers(k, "dst", DType::float32, p.dst_place, "kDstLoad", "out");
+    } else {
+      k.body << "  float dst[" << p.dst_place.slots << "];\n";
+    }
+    const char* accum = plan.call.accum ? "true" : "false";
+    const ReduceKind kind = reduce_kind(plan.call);
+    if (kind == ReduceKind::sum) {
+      k.body << "  tp::packed_add_sum(dst, src, kView, " << accum << ");\n";
+    } else {
+      k.body << "  tp::packed_three_input_maxmin<" << reduce_op_cuda(kind) << ">(dst, src, kView, " << accum << ");\n";
+    }
+    emit_store_registers(k, "dst", p.dst_place, "kDstStore", "out");
   }
 };
 
