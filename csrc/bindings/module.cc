@@ -22,4 +22,6 @@ PYBIND11_MODULE(_C, m) {
   tp::bind_layout(m);
   tp::bind_dispatch(m);
   tp::bind_cpu_backend(m);
+  tp::bind_cuda_runtime(m);
+  tp::bind_cuda_backend(m);
 }

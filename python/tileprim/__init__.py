@@ -16,6 +16,8 @@ from ._ops import DispatchError, plan, variants
 from ._plan import Plan
 from ._scope import STORAGE_SCOPES, ExecScope, cta, thread, warp, warpgroup, wg
 from ._info import info
+from ._kernel import Kernel, lower
+from . import cache
 
 __version__ = "0.1.0"
 
@@ -44,5 +46,5 @@ __all__ = [
     "thread", "warp", "warpgroup", "wg", "cta", "ExecScope", "STORAGE_SCOPES",
     "sum", "max", "min", "zero", "fill", "reciprocal", "sqrt", "exp", "exp2", "log2", "silu",
     "add", "sub", "mul", "fdiv", "maximum", "fma", "cast",
-    "plan", "variants", "info", "Plan", "DispatchError",
+    "plan", "lower", "variants", "info", "cache", "Plan", "Kernel", "DispatchError",
 ]

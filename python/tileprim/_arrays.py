@@ -39,8 +39,8 @@ def dtype_name(dtype, arg: str) -> str:
 @dataclass
 class Operand:
     arg: str
-    kind: str                      # "numpy" or "scalar"
-    array: Optional[np.ndarray]
+    kind: str                      # "numpy", "device" or "scalar"
+    array: object                  # np.ndarray, or _interop.DeviceArray for "device"
     value: float = 0.0
 
     @property
@@ -53,7 +53,15 @@ class Operand:
 
     @property
     def dtype(self) -> str:
+        if self.kind == "device":
+            return self.array.dtype
         return dtype_name(self.array.dtype, self.arg)
+
+    def broadcast_to(self, shape) -> None:
+        if self.kind == "device":
+            self.array = self.array.broadcast_to(shape)
+        else:
+            self.array = np.broadcast_to(self.array, shape)
 
 
 def operand(x, arg: str, *, allow_scalar: bool) -> Operand:
@@ -64,9 +72,9 @@ def operand(x, arg: str, *, allow_scalar: bool) -> Operand:
     if isinstance(x, np.ndarray):
         dtype_name(x.dtype, arg)
         return Operand(arg, "numpy", x)
-    if hasattr(x, "__dlpack__") or hasattr(x, "__cuda_array_interface__"):
-        raise TypeError(f"{arg}: {type(x).__name__} arrays need the CUDA backend, which is not available here; "
-                        "pass a NumPy array")
+    from ._interop import device_array, is_device_array
+    if is_device_array(x):
+        return Operand(arg, "device", device_array(x, arg))
     try:
         arr = np.asarray(x)
     except Exception as e:  # noqa: BLE001 - anything NumPy cannot read is the caller's type error

@@ -73,9 +73,11 @@ def _prepare(op: str, named: Sequence[Tuple[str, object]], *, axes=None, out=Non
     except ValueError:
         shapes = ", ".join(f"{o.arg} {o.shape}" for o in arrays)
         raise ValueError(f"{op}: operand shapes do not broadcast: {shapes}") from None
+    if len({o.kind for o in arrays}) > 1:
+        raise TypeError(f"{op}: operands mix NumPy and device arrays; move them to one place first")
     for o in arrays:
         if o.shape != full_shape:
-            o.array = np.broadcast_to(o.array, full_shape)
+            o.broadcast_to(full_shape)
 
     if isinstance(batch_dims, bool) or not isinstance(batch_dims, (int, np.integer)):
         raise TypeError(f"batch_dims: expected an int, not {batch_dims!r}")
@@ -111,7 +113,7 @@ def _prepare(op: str, named: Sequence[Tuple[str, object]], *, axes=None, out=Non
     call = _C.OpCall(op, refs, out_ref, scope.kind, scope.threads, axes_list, bool(accum),
                      _check_config(dict(config or {})), dispatch or "")
 
-    backend = resolve_backend(backend)
+    backend = resolve_backend(backend, device_operands=arrays[0].kind == "device")
     if target is not None and not isinstance(target, str):
         raise TypeError(f"target: expected an architecture string such as 'sm_90a', not {target!r}")
     core = _C.plan(call, default_target(backend) if target is None else target)
@@ -155,12 +157,9 @@ def _prepare_from(op: str, arguments: Dict[str, object]) -> _Prepared:
 def _run(op: str, arguments: Dict[str, object]):
     prep = _prepare_from(op, arguments)
     out = arguments.get("out")
-    _check_out(prep, out)
-    result = run_plan(prep, out, bool(arguments.get("accum", False)))
-    if out is None:
-        return result
-    out[...] = result.reshape(out.shape)
-    return out
+    if all(o.kind != "device" for o in prep.operands):
+        _check_out(prep, out)
+    return run_plan(prep, out, bool(arguments.get("accum", False)))
 
 
 # ---- the ops: each function's locals are its arguments ---------------------------------------------

@@ -1,0 +1,62 @@
+"""tp.lower: a call's Plan plus its generated CUDA source, PTX and CUBIN, for any target
+architecture; needs NVRTC, not a GPU."""
+from __future__ import annotations
+
+import html
+import re
+
+from . import _C
+from ._backends import cuda_details, cuda_status, device_arch
+from ._plan import Plan
+
+__all__ = ["Kernel", "lower"]
+
+
+class Kernel:
+    """A lowered call: .plan, .source (CUDA C++), .ptx, .cubin, and how it was built."""
+
+    def __init__(self, plan: Plan, built: dict):
+        self.plan = plan
+        self.source: str = built["source"]
+        self.ptx: str = built["ptx"]
+        self.cubin: bytes = built["cubin"]
+        self.arch: str = built["arch"]
+        self.options = list(built["options"])
+        self.origin: str = built["origin"]          # compiled, disk or memory
+        self.compile_ms: float = built["compile_ms"]
+        self.block_threads: int = built["block_threads"]
+        self.instances_per_block: int = built["instances"]
+        self.shared_bytes: int = built["shared_bytes"]
+
+    def __repr__(self) -> str:
+        return (f"<tileprim.Kernel {self.plan.variant} for {self.arch}: {self.block_threads} threads/block, "
+                f"{self.instances_per_block} tile(s)/block, {self.shared_bytes} B shared, "
+                f"{'PTX only' if not self.cubin else f'{len(self.cubin)} B cubin'} ({self.origin}, "
+                f"{self.compile_ms:.1f} ms)>")
+
+    def _repr_html_(self) -> str:
+        return (f"<div>{html.escape(repr(self))}{self.plan._repr_html_()}"
+                f"<details><summary>CUDA source</summary><pre>{html.escape(self.source)}</pre></details>"
+                f"<details><summary>PTX</summary><pre>{html.escape(self.ptx)}</pre></details></div>")
+
+
+def _compile_arch(target: str) -> str:
+    """The NVRTC target for a modelled architecture: itself when NVRTC knows it, else PTX."""
+    number = int(re.match(r"sm_(\d+)", target).group(1))
+    if number in _C.cuda.supported_archs():
+        return target
+    return _C.cuda.arch_for_compute_capability(number)
+
+
+def lower(op, *args, **kwargs) -> Kernel:
+    """Plan ``op`` on these arguments and compile its kernel for ``target`` (default: this GPU's
+    architecture, or sm_90a without one). Nothing runs."""
+    from ._ops import _bind, _prepare_from
+    details = cuda_details()
+    if not details["nvrtc"]["ok"]:
+        raise RuntimeError(f"tp.lower needs NVRTC: {details['nvrtc']['error']}")
+    name, arguments = _bind(op, args, kwargs)
+    if arguments.get("target") is None:
+        arguments["target"] = device_arch(0) if cuda_status()[0] else "sm_90a"
+    plan = _prepare_from(name, arguments).plan
+    return Kernel(plan, _C.cuda.build(plan._core, _compile_arch(plan.target)))

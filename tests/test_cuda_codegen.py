@@ -1,0 +1,150 @@
+"""Without a GPU: every variant's generated kernel compiles with NVRTC for sm_90a and sm_100a, and
+its PTX holds the instructions the seeds name."""
+import re
+
+import numpy as np
+import pytest
+
+import tileprim as tp
+from tileprim import R, S, Swizzle, TileLayout, laneid, tid_in_wg, tx, wid_in_wg
+
+pytestmark = pytest.mark.skipif(not tp.info()["nvrtc"]["ok"], reason="NVRTC is not available")
+
+ARCHS = ["sm_90a", "sm_100a"]
+
+
+def f(dtype, *shape):
+    return np.ones(shape, dtype)
+
+
+# (id, op function, args, kwargs) covering every variant, path, dtype and storage
+CASES = [
+    ("local-thread", tp.sum, (f("f4", 7),), {}),
+    ("local-thread-2d-accum", tp.min, (f("f8", 3, 4, 5),), dict(axes=(0, 2), out=None)),
+    ("local-warp-replica", tp.warp.sum, (f("f4", 32, 8),), dict(axes=0, layout=S[(32, 8):(1 @ laneid, 1)])),
+    ("local-warp-groups-f16", tp.warp.max, (f("f2", 8, 4, 3),),
+     dict(axes=(1, 2), layout=S[(8, 4, 3):(4 @ laneid, 1 @ laneid, 1)])),
+    ("local-warp-view-tr", tp.warp.sum, (f("f4", 32, 8),),
+     dict(axes=0, layout=S[(32, 8):(1 @ laneid, 1)], out_layout=S[(32, 8):(1 @ laneid, 1)], thread_reduce=True)),
+    ("local-wg-bf16", tp.warpgroup.sum, (f("f4", 4, 32, 3).astype("float32"),),
+     dict(axes=(1, 2), layout=S[(4, 32, 3):(1 @ wid_in_wg, 1 @ laneid, 1)])),
+    ("local-wg-rows", tp.warpgroup.min, (f("f4", 128, 16),), dict(axes=1, layout=S[(128, 16):(1 @ tid_in_wg, 1)])),
+    ("shared-cta32", tp.cta(32).sum, (f("f4", 4, 8),), dict(storage="shared")),
+    ("shared-cta48-f16", tp.cta(48).max, (f("f2", 3, 100),), dict(storage="shared")),
+    ("shared-cta1000-f8", tp.cta(1000).sum, (f("f8", 3, 5),), dict(storage="shared.dyn")),
+    ("shared-warp", tp.warp.min, (f("f4", 4, 8),), dict(storage="shared")),
+    ("shared-wg", tp.warpgroup.sum, (f("f4", 6, 33),), dict(storage="shared")),
+    ("shared-thread", tp.sum, (f("f4", 4, 8),), dict(storage="shared", axes=0)),
+    ("shared-swizzled", tp.cta(64).sum, (f("f4", 8, 64),),
+     dict(storage="shared", layout=TileLayout(S[(8, 64):(64, 1)], swizzle=Swizzle(2, 3, 3)))),
+    ("packed-sum", tp.sum, (f("f4", 37),), {}),
+    ("packed-max", tp.max, (f("f4", 37),), {}),
+    ("packed-min-nan", tp.min, (f("f4", 64),), dict(propagate_nan=True)),
+    ("reg-sqrt", tp.warp.sqrt, (f("f4", 32, 8),), dict(layout=S[(32, 8):(1 @ laneid, 1)])),
+    ("reg-exp-f16", tp.warpgroup.exp, (f("f2", 128, 2),), dict(layout=S[(128, 2):(1 @ tid_in_wg, 1)])),
+    ("reg-silu-bf16", tp.silu, (np.ones(5, "float32"),), {}),
+    ("reg-fma-scalar", tp.warp.fma, (f("f4", 32, 8), 2.0, f("f4", 32, 8)), dict(layout=S[(32, 8):(1 @ laneid, 1)])),
+    ("reg-maximum-nan", tp.cta(64).maximum, (f("f8", 64, 2), f("f8", 64, 2)),
+     dict(layout=S[(64, 2):(1 @ tx, 1)], propagate_nan=True)),
+    ("reg-cast", tp.cast, (f("f4", 5, 3), "bfloat16"), {}),
+    ("reg-fill", tp.warp.fill, (f("f4", 8), 3.5), dict(layout=S[8:1] + R[32:1 @ laneid])),
+    ("reg-zero", tp.zero, (f("f2", 9),), {}),
+]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_every_variant_compiles(case, arch):
+    name, fn, args, kwargs = case
+    kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+    k = tp.lower(fn, *args, target=arch, **kwargs)
+    assert k.arch == arch and k.cubin[:4] == b"\x7fELF"
+    assert f".target {arch}" in k.ptx
+    assert "ld.local" not in k.ptx and "st.local" not in k.ptx, "a register tile spilled to local memory"
+    family = name.split("-")[0]
+    expected = {"local": "local", "shared": "shared", "packed": "sm100_packed", "reg": "reg"}[family]
+    if family == "packed" and arch == "sm_90a":
+        expected = "local"  # the packed gate needs sm_version >= 100
+    assert k.plan.variant == expected
+
+
+def shuffles(ptx):
+    """(lane mask, clamp, member mask) of each shfl.sync.bfly, with registers that hold an
+    immediate (mov.u32 %r, 6175) resolved to it; other registers stay as their names."""
+    constants = dict(re.findall(r"mov\.[bu]32\s+(%r\d+),\s*(-?\d+);", ptx))
+    found = re.findall(r"shfl\.sync\.bfly\.b32\s+\S+,\s*\S+,\s*(\S+),\s*(\S+),\s*(\S+);", ptx)
+    return [tuple(constants.get(x, x) for x in f) for f in found]
+
+
+def test_shared_shuffles_clamp_to_the_group():
+    for threads, length, group in [(32, 8, 8), (48, 100, 32), (20, 100, 16), (32, 3, 4)]:
+        k = tp.lower(tp.cta(threads).sum, f("f4", 2, length), storage="shared", target="sm_90a")
+        found = shuffles(k.ptx)
+        steps = int(np.log2(group))
+        assert found and len(found) % steps == 0, found  # the compiler may unroll the loop over outputs
+        clamp = ((32 - group) << 8) | 0x1F
+        assert {int(c) for _, c, _ in found} == {clamp}
+        assert {int(m) for m, _, _ in found} == {1 << i for i in range(steps)}
+
+
+def test_warp_replica_shuffles_use_the_full_mask():
+    k = tp.lower(tp.warp.sum, f("f4", 32, 8), axes=0, layout=S[(32, 8):(1 @ laneid, 1)], target="sm_90a")
+    found = shuffles(k.ptx)
+    assert len(found) == 8 * 5  # five butterfly steps for each of the 8 columns
+    assert {(c, mm) for _, c, mm in found} == {("31", "-1")}
+    assert {int(m) for m, _, _ in found} == {1, 2, 4, 8, 16}
+
+
+def test_packed_sum_uses_add_f32x2_on_sm100_and_two_ftz_adds_before():
+    a = f("f4", 37)
+    native = tp.lower(tp.sum, a, target="sm_100a")
+    assert native.plan.variant == "sm100_packed"
+    # 4 chunks of 8: 3 further chunks x 4 packed adds, then the 3 adds of the 8->4->2->1 tree
+    assert len(re.findall(r"add\.rn\.ftz\.f32x2", native.ptx)) == 3 * 4 + 3
+    emulated = tp._C.cuda.build(native.plan._core, "sm_90a")
+    assert "f32x2" not in emulated["ptx"]
+    assert len(re.findall(r"add\.rn\.ftz\.f32\s", emulated["ptx"])) == 2 * (3 * 4 + 3)
+
+
+def test_packed_maxmin_use_three_operand_instructions_on_sm100():
+    three = r"{}\.f32\s+%f\d+,\s*%f\d+,\s*%f\d+,\s*%f\d+;"
+    for op, instr in [(tp.max, "max"), (tp.min, "min"), ]:
+        k = tp.lower(op, f("f4", 40), target="sm_100a")
+        assert len(re.findall(three.format(instr), k.ptx)) == 4 * 4 + 1  # 4 further chunks x 4 slots + the final
+        old = tp._C.cuda.build(k.plan._core, "sm_90a")["ptx"]
+        assert not re.findall(three.format(instr), old)
+    nan = tp.lower(tp.max, f("f4", 16), target="sm_100a", propagate_nan=True)
+    assert re.findall(r"max\.NaN\.f32\s+%f\d+,\s*%f\d+,\s*%f\d+,\s*%f\d+;", nan.ptx)
+
+
+def test_reg_uses_the_dtype_instructions():
+    sqrt32 = tp.lower(tp.warp.sqrt, f("f4", 32, 8), layout=S[(32, 8):(1 @ laneid, 1)], target="sm_90a")
+    assert len(re.findall(r"sqrt\.rn\.f32", sqrt32.ptx)) == 8  # one per register of the lane's bundle
+    fma16 = tp.lower(tp.fma, f("f2", 4), f("f2", 4), f("f2", 4), target="sm_90a")
+    assert len(re.findall(r"fma\.rn\.f16", fma16.ptx)) == 4
+    add_bf16 = tp.lower(tp.add, f("f4", 3).astype(np.float32), 1.0, target="sm_90a")
+    assert "add.rn.f32" in add_bf16.ptx or "add.f32" in add_bf16.ptx
+
+
+def test_unknown_arch_falls_back_to_ptx():
+    k = tp.lower(tp.sum, f("f4", 37), target="sm_190")
+    assert k.arch.startswith("compute_") and k.cubin == b"" and ".target" in k.ptx
+    assert k.plan.variant == "sm100_packed"
+
+
+def test_lowering_is_cached():
+    a = f("f4", 4, 4)
+    first = tp.lower(tp.cta(16).sum, a, storage="shared", target="sm_90a")
+    again = tp.lower(tp.cta(16).sum, a, storage="shared", target="sm_90a")
+    assert again.origin == "memory" and again.cubin == first.cubin
+    assert "tileprim kernel: tp.sum(" in again.source and "#include <tileprim/tileprim.cuh>" in again.source
+
+
+def test_no_driver_means_cpu_backend_with_reason():
+    info = tp.info()
+    if info["driver"]["ok"]:
+        pytest.skip("a CUDA driver is present")
+    assert info["default_backend"] == "cpu"
+    assert "libcuda.so.1" in info["backends"]["cuda"]
+    with pytest.raises(ValueError, match="backend: 'cuda' is not usable here: .*libcuda.so.1"):
+        tp.sum(f("f4", 4), backend="cuda")

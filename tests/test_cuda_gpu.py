@@ -1,0 +1,123 @@
+"""On a GPU: CPU and GPU give the same bits for the exactly rounded ops on every variant (the
+CPU backend runs the device algorithm step for step), sm100_packed's emulation build on an older
+GPU equals the CPU backend, and device arrays go in and out without copies."""
+import numpy as np
+import pytest
+
+import tileprim as tp
+from tileprim import S, laneid
+from conftest import DTYPES, bits_equal, cuda_usable, random_tile
+from test_elementwise import SCOPES
+from test_reduction import CASES
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA GPU")]
+
+
+def both(fn, *args, **kwargs):
+    return fn(*args, backend="cpu", **kwargs), fn(*args, backend="cuda", **kwargs)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reductions_cpu_equals_gpu_bit_for_bit(case, op, dtype, rng):
+    if case.variant == "sm100_packed" and dtype != "float32":
+        pytest.skip("the packed gate takes float32 only")
+    x = random_tile(rng, (5,) + case.shape, dtype)  # five tiles: five scope instances
+    fn = getattr(case.scope, op)
+    kwargs = {k: v for k, v in case.kwargs(None).items() if k != "backend"}
+    cpu, gpu = both(fn, x, batch_dims=1, **kwargs)
+    assert bits_equal(cpu, gpu)
+    old = random_tile(rng, cpu.shape, dtype, special=False)
+    cpu_acc = fn(x, batch_dims=1, accum=True, out=old.copy(), backend="cpu", **kwargs)
+    gpu_acc = fn(x, batch_dims=1, accum=True, out=old.copy(), backend="cuda", **kwargs)
+    assert bits_equal(cpu_acc, gpu_acc)
+
+
+@pytest.mark.parametrize("n", [8, 9, 17, 63, 64, 100, 1000])
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+def test_packed_emulation_on_this_gpu_equals_the_cpu(n, op, rng):
+    """target='sm_100a' picks sm100_packed; built for this GPU the packed instructions become
+    their sm_90 spellings, which must give the CPU backend's bits (subnormals included)."""
+    x = random_tile(rng, (64, n), "float32")
+    x[::3, ::5] = np.float32(np.finfo(np.float32).tiny / 8)
+    fn = getattr(tp, op)
+    assert tp.plan(fn, x, batch_dims=1, target="sm_100a").variant == "sm100_packed"
+    cpu, gpu = both(fn, x, batch_dims=1, target="sm_100a")
+    assert bits_equal(cpu, gpu)
+
+
+@pytest.mark.parametrize("scope,layout,shape", SCOPES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_exact_maps_cpu_equals_gpu_bit_for_bit(scope, layout, shape, dtype, rng):
+    a, b, c = (random_tile(rng, (3,) + shape, dtype) for _ in range(3))
+    kw = dict(layout=layout, batch_dims=1)
+    for fn, args in [(scope.add, (a, b)), (scope.mul, (a, b)), (scope.fma, (a, b, c)), (scope.sub, (a, 0.75)),
+                     (scope.maximum, (a, b))]:
+        cpu, gpu = both(fn, *args, **kw)
+        assert bits_equal(cpu, gpu), fn.__name__
+    if dtype in ("float32", "float64"):  # GPU f16/bf16 sqrt goes through sqrt.approx
+        cpu, gpu = both(scope.sqrt, a, **kw)
+        assert bits_equal(cpu, gpu)
+
+
+def test_signed_zeros_and_nans_in_max_match_the_gpu():
+    x = np.array([[-0.0, 0.0], [0.0, -0.0], [np.nan, -0.0], [np.nan, np.nan]], np.float32)
+    for fn in (tp.max, tp.min):
+        cpu, gpu = both(fn, x, batch_dims=1)
+        assert bits_equal(cpu, gpu)
+        cpu, gpu = both(fn, x, batch_dims=1, propagate_nan=True)
+        assert bits_equal(cpu, gpu)
+
+
+# ---- device arrays ------------------------------------------------------------------------------
+def test_torch_in_torch_out_zero_copy_on_the_current_stream():
+    torch = pytest.importorskip("torch")
+    x = torch.randn(256, 32, device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        y = x * 3.0                              # produced on `stream`
+        r = tp.sum(y, batch_dims=1)              # must run after it, on `stream`
+        out = torch.full((256,), float("nan"), device="cuda")
+        ret = tp.cta(64).sum(y, batch_dims=1, storage="shared", out=out)
+    torch.cuda.synchronize()
+    assert isinstance(r, torch.Tensor) and r.device == x.device and r.dtype == torch.float32 and r.shape == (256,)
+    expected = (x.double() * 3.0).sum(-1)
+    assert torch.allclose(r.double(), expected, rtol=1e-5, atol=1e-4)
+    assert ret is out and torch.allclose(out.double(), expected, rtol=1e-5, atol=1e-4)
+    xb = x.to(torch.bfloat16)
+    rb = tp.warp.sqrt(xb.abs()[:32, :8], layout=S[(32, 8):(1 @ laneid, 1)])
+    assert rb.dtype == torch.bfloat16 and rb.device == x.device
+    noncontig = x.t()  # copied to a contiguous tensor first, then the same result
+    assert torch.allclose(tp.max(noncontig, batch_dims=1), x.t().contiguous().max(-1).values)
+
+
+def test_cupy_in_cupy_out():
+    cupy = pytest.importorskip("cupy")
+    x = cupy.random.standard_normal((100, 48), dtype=cupy.float32)
+    r = tp.cta(48).max(x, batch_dims=1, storage="shared")
+    assert isinstance(r, cupy.ndarray) and r.shape == (100,)
+    assert cupy.array_equal(r, x.max(-1))
+    out = cupy.zeros(100, cupy.float32)
+    assert tp.sum(x, batch_dims=1, out=out, accum=True) is out
+    assert cupy.allclose(out, x.sum(-1), rtol=1e-5, atol=1e-5)
+
+
+def test_jax_in_jax_out():
+    jax = pytest.importorskip("jax")
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("JAX sees no GPU")
+    import jax.numpy as jnp
+    x = jnp.asarray(np.random.default_rng().standard_normal((64, 32)).astype(np.float32))
+    r = tp.sum(x, batch_dims=1)
+    assert isinstance(r, jax.Array) and r.shape == (64,)
+    np.testing.assert_allclose(np.asarray(r), np.asarray(x).astype(np.float64).sum(-1), rtol=1e-5, atol=1e-5)
+
+
+def test_device_arrays_cannot_run_on_the_cpu_backend():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ValueError, match="backend: 'cpu' cannot read device arrays"):
+        tp.sum(torch.ones(4, device="cuda"), backend="cpu")
+    with pytest.raises(TypeError, match="mix NumPy and device arrays"):
+        tp.add(torch.ones(4, device="cuda"), np.ones(4, np.float32))
