@@ -115,7 +115,7 @@ def _torch_view(x, arg) -> DeviceArray:
     if not x.is_contiguous():
         x = x.contiguous()
     name = str(x.dtype).replace("torch.", "")
-    dtype_name(name if name != "bfloat16" else "bfloat16", arg)
+    dtype_name(name, arg)
     dev = x.device.index if x.device.index is not None else torch.cuda.current_device()
     stream = torch.cuda.current_stream(dev).cuda_stream
     return DeviceArray(x, "torch", x.data_ptr(), tuple(x.shape), name, dev, stream)
