@@ -63,11 +63,12 @@ void bind_cuda_backend(py::module_& m) {
     KernelSource k;
     k.comment = plan.call.str() + " [" + plan.variant + "]";
     plan.impl->emit_cuda(plan, k);
+    k.finish(default_instances(plan.call.scope));
     py::dict d;
     d["source"] = k.source();
     d["block_threads"] = k.block_threads();
-    d["instances"] = k.instances;
-    d["shared_bytes"] = k.shared_bytes * k.instances;
+    d["instances"] = k.instances();
+    d["shared_bytes"] = k.shared_bytes();
     return d;
   });
   c.def("configure", &cuda::configure, py::arg("version"), py::arg("include_dir"), py::arg("site_dirs"));

@@ -109,13 +109,14 @@ BuiltKernel build(const Plan& plan, const std::string& arch) {
   KernelSource k;
   k.comment = plan.call.str() + " [" + plan.variant + "]";
   plan.impl->emit_cuda(plan, k);
+  k.finish(default_instances(plan.call.scope));
   BuiltKernel out;
   out.source = k.source();
   out.arch = arch;
-  out.options = compile_options(arch, k.uses_fp16 || k.uses_bf16);
+  out.options = compile_options(arch, out.source.find("#define TP_WITH_") != std::string::npos);
   out.block_threads = k.block_threads();
-  out.instances = k.instances;
-  out.shared_bytes = k.shared_bytes * k.instances;
+  out.instances = k.instances();
+  out.shared_bytes = k.shared_bytes();
   Nvrtc& nvrtc = Nvrtc::get();
   const auto [major, minor] = nvrtc.version();
   const CacheKey key{config().version, config().header_digest, std::to_string(major) + "." + std::to_string(minor),

@@ -9,3 +9,4 @@
 #include "reduction/shared_groups.cuh"
 #include "reduction/sm100_packed.cuh"
 #include "reduction/thread_loop.cuh"
+#include "staging.cuh"

@@ -159,7 +159,6 @@ class RegElementwise : public Variant {
     k.use(td);
     frame_for(call.scope, 0, k);
     const long long n = call.output.elements();
-    k.body << "  " << TD << "* out = static_cast<" << TD << "*>(out_) + tile * " << n << ";\n";
     std::vector<std::string> operands;
     for (size_t i = 0; i < call.inputs.size(); ++i) {
       const TileRef& ref = call.inputs[i];
@@ -169,10 +168,7 @@ class RegElementwise : public Variant {
         continue;
       }
       const char* T = dtype_cuda_name(ref.dtype);
-      k.use(ref.dtype);
-      k.body << "  const " << T << "* in" << idx << " = static_cast<const " << T << "*>(in" << idx << "_) + tile * "
-             << n << ";\n";
-      emit_load_registers(k, "a" + idx, ref.dtype, p.place, "kLoad", "in" + idx);
+      emit_load_registers(k, "a" + idx, ref.dtype, p.place, "kLoad", "in" + idx + "_", n);
       operands.push_back(std::string("tp::RegOperand<") + T + ">{a" + idx + "}");
     }
     k.body << "  " << TD << " dst[" << p.place.slots << "];\n";
@@ -195,7 +191,7 @@ class RegElementwise : public Variant {
     } else {
       with_binary(call.op, call.flag("propagate_nan"), [&](auto op) { map(decltype(op)::kCudaName, operands); });
     }
-    emit_store_registers(k, "dst", p.place, "kStore", "out");
+    emit_store_registers(k, "dst", td, p.place, "kStore", n);
   }
 
  private:

@@ -306,12 +306,10 @@ class LocalReduction : public Variant {
     k.use(t);
     frame_for(plan.call.scope, 0, k);
     k.decls << reduce_view_cuda("kView", p.view, "tp::kUnrollRegisters") << shuffle_masks_cuda("kMasks", p.masks);
-    k.body << "  const " << T << "* in0 = static_cast<const " << T << "*>(in0_) + tile * "
-           << plan.call.inputs[0].elements() << ";\n"
-           << "  " << T << "* out = static_cast<" << T << "*>(out_) + tile * " << plan.call.output.elements() << ";\n";
-    emit_load_registers(k, "src", t, p.src_place, "kSrcLoad", "in0");
+    const long long src_n = plan.call.inputs[0].elements(), dst_n = plan.call.output.elements();
+    emit_load_registers(k, "src", t, p.src_place, "kSrcLoad", "in0_", src_n);
     if (plan.call.accum) {
-      emit_load_registers(k, "dst", t, p.dst_place, "kDstLoad", "out");
+      emit_load_registers(k, "dst", t, p.dst_place, "kDstLoad", "out_", dst_n);
     } else {
       k.body << "  " << T << " dst[" << p.dst_place.slots << "];\n";
     }
@@ -323,7 +321,7 @@ class LocalReduction : public Variant {
       k.body << "  tp::lane_reduce<" << op << ">(tp::DeviceLanes{lane}, dst, 0, src, 0, kView, kMasks, " << accum
              << ");\n";
     }
-    emit_store_registers(k, "dst", p.dst_place, "kDstStore", "out");
+    emit_store_registers(k, "dst", t, p.dst_place, "kDstStore", dst_n);
   }
 };
 

@@ -125,11 +125,9 @@ class PackedReduction : public Variant {
     const auto& p = plan.detail_as<PackedPlan>();
     frame_for(plan.call.scope, 0, k);
     k.decls << reduce_view_cuda("kView", p.view, "tp::kUnrollRegisters");
-    k.body << "  const float* in0 = static_cast<const float*>(in0_) + tile * " << plan.call.inputs[0].elements()
-           << ";\n  float* out = static_cast<float*>(out_) + tile;\n";
-    emit_load_registers(k, "src", DType::float32, p.src_place, "kSrcLoad", "in0");
+    emit_load_registers(k, "src", DType::float32, p.src_place, "kSrcLoad", "in0_", plan.call.inputs[0].elements());
     if (plan.call.accum) {
-      emit_load_registers(k, "dst", DType::float32, p.dst_place, "kDstLoad", "out");
+      emit_load_registers(k, "dst", DType::float32, p.dst_place, "kDstLoad", "out_", 1);
     } else {
       k.body << "  float dst[" << p.dst_place.slots << "];\n";
     }
@@ -140,7 +138,7 @@ class PackedReduction : public Variant {
     } else {
       k.body << "  tp::packed_three_input_maxmin<" << reduce_op_cuda(kind) << ">(dst, src, kView, " << accum << ");\n";
     }
-    emit_store_registers(k, "dst", p.dst_place, "kDstStore", "out");
+    emit_store_registers(k, "dst", DType::float32, p.dst_place, "kDstStore", 1);
   }
 };
 
