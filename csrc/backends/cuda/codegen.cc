@@ -166,9 +166,10 @@ void emit_load_registers(KernelSource& k, const std::string& var, DType t, const
 }
 
 void emit_store_registers(KernelSource& k, const std::string& var, DType t, const RegisterPlacement& p,
-                          const std::string& table, long long elements) {
+                          const std::string& table, long long elements, const ExecScope& scope) {
   k.declare_table(table, table_of(p, p.store, false));
   const std::string stage = k.stage("out_", t, elements, false, true);
+  if (p.threads > 1) k.body << "  " << cuda_scope_sync(scope) << "\n";
   k.body << "#pragma unroll\n"
          << "  for (int s = 0; s < " << p.slots << "; ++s) {\n"
          << "    const int e = " << table << (per_slot(p, false) ? "[s]" : "[s * kThreads + lane]") << ";\n"

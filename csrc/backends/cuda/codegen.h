@@ -68,9 +68,11 @@ std::string cuda_mem_layout(const MemLayout& L);
 // Declares `T var[slots]` holding the operand's tile as `p` places it (NaN where empty).
 void emit_load_registers(KernelSource& k, const std::string& var, DType t, const RegisterPlacement& p,
                          const std::string& table, const std::string& param, long long elements);
-// Writes each element `p` gives this thread to write into the output.
+// Writes each element `p` gives this thread to write into the output. With several threads
+// per instance it first waits at the scope's barrier: with accum, threads that hold a copy
+// of an output read its old value from the same staging slot its owner now overwrites.
 void emit_store_registers(KernelSource& k, const std::string& var, DType t, const RegisterPlacement& p,
-                          const std::string& table, long long elements);
+                          const std::string& table, long long elements, const ExecScope& scope);
 // Cooperative copy, by one instance's threads, between its global tile and a shared tile
 // laid out by `layout` (the shared reduction's staging, whose layout the tile keeps).
 void emit_copy_to_shared(KernelSource& k, const std::string& smem, const std::string& from,

@@ -191,7 +191,7 @@ class RegElementwise : public Variant {
     } else {
       with_binary(call.op, call.flag("propagate_nan"), [&](auto op) { map(decltype(op)::kCudaName, operands); });
     }
-    emit_store_registers(k, "dst", td, p.place, "kStore", n);
+    emit_store_registers(k, "dst", td, p.place, "kStore", n, call.scope);
   }
 
  private:

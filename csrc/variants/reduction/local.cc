@@ -321,7 +321,7 @@ class LocalReduction : public Variant {
       k.body << "  tp::lane_reduce<" << op << ">(tp::DeviceLanes{lane}, dst, 0, src, 0, kView, kMasks, " << accum
              << ");\n";
     }
-    emit_store_registers(k, "dst", t, p.dst_place, "kDstStore", dst_n);
+    emit_store_registers(k, "dst", t, p.dst_place, "kDstStore", dst_n, plan.call.scope);
   }
 };
 

@@ -138,7 +138,7 @@ class PackedReduction : public Variant {
     } else {
       k.body << "  tp::packed_three_input_maxmin<" << reduce_op_cuda(kind) << ">(dst, src, kView, " << accum << ");\n";
     }
-    emit_store_registers(k, "dst", DType::float32, p.dst_place, "kDstStore", 1);
+    emit_store_registers(k, "dst", DType::float32, p.dst_place, "kDstStore", 1, plan.call.scope);
   }
 };
 
