@@ -112,9 +112,9 @@ def test_scalars_broadcasting_and_batches(dtype, backend, rng):
         assert_elementwise(tp.warp.sub(2.5, a, layout=L, batch_dims=1, backend=backend), 2.5 - a64, dtype, "sub")
         assert_elementwise(tp.fdiv(a, 3.0, batch_dims=1, backend=backend), a64 / NP[dtype].type(3.0), dtype,
                            "fdiv")
-        assert_elementwise(tp.mul(a, -0.5, backend=backend), a64 * -0.5, dtype, "mul")
+        assert_elementwise(tp.mul(a, -0.5, batch_dims=2, backend=backend), a64 * -0.5, dtype, "mul")
         expected = np.fmax(a64, 0.0)
-        assert_elementwise(tp.maximum(0.0, a, backend=backend), expected, dtype, "maximum")
+        assert_elementwise(tp.maximum(0.0, a, batch_dims=2, backend=backend), expected, dtype, "maximum")
     got = tp.warp.fma(a, 2.0, row, layout=L, batch_dims=1, backend=backend)
     assert_elementwise(got, a64 * 2.0 + row64, dtype, "fma")
 
