@@ -1,8 +1,10 @@
-// Moving a block's tiles between global memory and shared memory, as the seeds' programs
-// do before their register primitives (global -> shared -> registers). A block's tiles are
-// one contiguous run of global memory, so the whole block copies it with 16-byte accesses;
-// in shared memory element k sits at skewed(k) = k + k / 32, which keeps the per-thread
-// register gathers that follow free of bank conflicts for the common strides (8, 32, ...).
+// Moving tiles between global memory and shared memory with 16-byte accesses, as the seeds'
+// programs do before their primitives (global -> shared -> registers).
+//  * Register tiles: a block's tiles are one contiguous run of global memory, which the whole
+//    block copies to a staging area where element k sits at skewed(k) = k + k / 32; that keeps
+//    the per-thread register gathers that follow free of bank conflicts for the common
+//    strides (8, 32, ...).
+//  * Row-major shared tiles: one scope instance copies its tile as it is.
 // Data movement only: the CPU backend stages directly and gets the same values.
 #pragma once
 #include "config.cuh"
@@ -15,46 +17,58 @@ TP_HD int skewed(int k) { return k + (k >> 5); }
 TP_HD int skewed_span(int n) { return n == 0 ? 0 : skewed(n - 1) + 1; }
 
 #if TP_ON_DEVICE
-template <class T>
-__device__ __forceinline__ void block_load(T* smem, const T* global, int n) {
+template <bool kSkew> __device__ __forceinline__ int shared_index(int k) { return kSkew ? skewed(k) : k; }
+
+// Threads `first, first + stride, ...` copy n elements global -> shared.
+template <bool kSkew, class T>
+__device__ __forceinline__ void copy_to_shared(T* smem, const T* global, int n, int first, int stride) {
   constexpr int kPerVector = 16 / sizeof(T);
   int done = 0;
   if (reinterpret_cast<unsigned long long>(global) % 16 == 0) {
     const int vectors = n / kPerVector;
     const uint4* src = reinterpret_cast<const uint4*>(global);
-    for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
+    for (int v = first; v < vectors; v += stride) {
       union {
         uint4 raw;
         T values[kPerVector];
       } u;
       u.raw = __ldg(src + v);
 #pragma unroll
-      for (int j = 0; j < kPerVector; ++j) smem[skewed(v * kPerVector + j)] = u.values[j];
+      for (int j = 0; j < kPerVector; ++j) smem[shared_index<kSkew>(v * kPerVector + j)] = u.values[j];
     }
     done = vectors * kPerVector;
   }
-  for (int k = done + threadIdx.x; k < n; k += blockDim.x) smem[skewed(k)] = global[k];
+  for (int k = done + first; k < n; k += stride) smem[shared_index<kSkew>(k)] = global[k];
 }
 
-template <class T>
-__device__ __forceinline__ void block_store(T* global, const T* smem, int n) {
+// Threads `first, first + stride, ...` copy n elements shared -> global.
+template <bool kSkew, class T>
+__device__ __forceinline__ void copy_from_shared(T* global, const T* smem, int n, int first, int stride) {
   constexpr int kPerVector = 16 / sizeof(T);
   int done = 0;
   if (reinterpret_cast<unsigned long long>(global) % 16 == 0) {
     const int vectors = n / kPerVector;
     uint4* dst = reinterpret_cast<uint4*>(global);
-    for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
+    for (int v = first; v < vectors; v += stride) {
       union {
         uint4 raw;
         T values[kPerVector];
       } u;
 #pragma unroll
-      for (int j = 0; j < kPerVector; ++j) u.values[j] = smem[skewed(v * kPerVector + j)];
+      for (int j = 0; j < kPerVector; ++j) u.values[j] = smem[shared_index<kSkew>(v * kPerVector + j)];
       dst[v] = u.raw;
     }
     done = vectors * kPerVector;
   }
-  for (int k = done + threadIdx.x; k < n; k += blockDim.x) global[k] = smem[skewed(k)];
+  for (int k = done + first; k < n; k += stride) global[k] = smem[shared_index<kSkew>(k)];
+}
+
+// The whole block stages its run of register tiles.
+template <class T> __device__ __forceinline__ void block_load(T* smem, const T* global, int n) {
+  copy_to_shared<true>(smem, global, n, threadIdx.x, blockDim.x);
+}
+template <class T> __device__ __forceinline__ void block_store(T* global, const T* smem, int n) {
+  copy_from_shared<true>(global, smem, n, threadIdx.x, blockDim.x);
 }
 #endif
 

@@ -152,8 +152,19 @@ class SharedReduction : public Variant {
            << "  " << T << "* out = static_cast<" << T << "*>(out_) + tile * " << dst_n << ";\n"
            << "  " << T << "* smem_src = reinterpret_cast<" << T << "*>(tp_smem);\n"
            << "  " << T << "* smem_dst = smem_src + " << src_span << ";\n";
-    emit_copy_to_shared(k, "smem_src", "in0", "kSrcLayout", src_n);
-    if (call.accum) emit_copy_to_shared(k, "smem_dst", "out", "kDstLayout", dst_n);
+    // a row-major tile is copied as it is, 16 bytes at a time; others element by element
+    const bool src_plain = p.src_layout == TileLayout::row_major(call.inputs[0].shape);
+    const bool dst_plain = p.dst_layout == TileLayout::row_major(call.output.shape);
+    if (src_plain) {
+      k.body << "  tp::copy_to_shared<false>(smem_src, in0, " << src_n << ", lane, kThreads);\n";
+    } else {
+      emit_copy_to_shared(k, "smem_src", "in0", "kSrcLayout", src_n);
+    }
+    if (call.accum && dst_plain) {
+      k.body << "  tp::copy_to_shared<false>(smem_dst, out, " << dst_n << ", lane, kThreads);\n";
+    } else if (call.accum) {
+      emit_copy_to_shared(k, "smem_dst", "out", "kDstLayout", dst_n);
+    }
     const std::string sync = cuda_scope_sync(call.scope);
     const char* op = reduce_op_cuda(reduce_kind(call));
     const char* accum = call.accum ? "true" : "false";
@@ -166,7 +177,11 @@ class SharedReduction : public Variant {
              << accum << ");\n  }\n";
     }
     k.body << "  " << sync << "\n";
-    emit_copy_from_shared(k, "smem_dst", "out", "kDstLayout", dst_n);
+    if (dst_plain) {
+      k.body << "  tp::copy_from_shared<false>(out, smem_dst, " << dst_n << ", lane, kThreads);\n";
+    } else {
+      emit_copy_from_shared(k, "smem_dst", "out", "kDstLayout", dst_n);
+    }
   }
 };
 
