@@ -8,7 +8,7 @@ backend that runs every variant step for step.
 """
 from __future__ import annotations
 
-from . import _C
+from . import _C  # noqa: F401  (the compiled core, tileprim._C)
 from ._layout import (R, S, Axis, DimInfo, Iter, Position, Swizzle, TileLayout, laneid, m, tid_in_wg, tx,
                       wgid, wid_in_wg, warpid)
 from ._ops import OPS as _OPS
