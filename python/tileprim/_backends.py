@@ -162,8 +162,6 @@ def _run_cuda_device(prep, out, accum):
             raise ValueError(f"operands: on devices {template.device} and {a.device}; move them to one device")
     view = check_device_out(out, template, prep.result_shape, prep.out_dtype)
     target = view.obj if view is not None else template.empty(prep.result_shape, prep.out_dtype)
-    if accum and view is None:
-        raise ValueError("accum: accum=True folds the result into out=, so out= must be given")
     pointers = [0 if o.scalar else o.array.ptr for o in prep.operands]
     _launch(prep, pointers, pointer_of(target), template.device, template.stream)
     return out if out is not None else template.finish(target)
