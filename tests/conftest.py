@@ -67,15 +67,15 @@ def unit_roundoff(dtype: str) -> float:
 
 @np.errstate(all="ignore")
 def reduce_oracle(op: str, x: np.ndarray, axes, propagate_nan: bool = False) -> np.ndarray:
-    """float64 reduction with tileprim's decided semantics: fmax/fmin (NaN loses) from a +-inf
-    identity, or NaN-propagating maximum/minimum."""
+    """float64 reduction with tileprim's decided semantics: fmax/fmin (NaN loses; NaN is their
+    identity, so a slice of only NaNs gives NaN), or NaN-propagating maximum/minimum."""
     x64 = x.astype(np.float64)
     axes = tuple(axes)
     if op == "sum":
         return np.sum(x64, axis=axes)
     fn = {("max", False): np.fmax, ("min", False): np.fmin,
           ("max", True): np.maximum, ("min", True): np.minimum}[(op, propagate_nan)]
-    return fn.reduce(x64, axis=axes, initial=-np.inf if op == "max" else np.inf)
+    return fn.reduce(x64, axis=axes)
 
 
 @np.errstate(all="ignore")

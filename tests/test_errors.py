@@ -36,7 +36,7 @@ BAD_CALLS = [
      lambda out: tp.cta(32).sum(np.ones((32, 8), np.float32), layout=LANES, storage="shared", out=out), (32,)),
     ("storage: unknown storage scope 'smem'", ValueError, lambda out: tp.sum(A, storage="smem", out=out), (4,)),
     ("threads: cta(threads=2000) needs 1 <= threads <= 1024", ValueError, lambda out: tp.cta(2000), None),
-    ("target: 'hopper' is not an architecture", ValueError, lambda out: tp.sum(A, target="hopper", out=out), (4,)),
+    ("target: 'hopper' is not a known architecture", ValueError, lambda out: tp.sum(A, target="hopper", out=out), (4,)),
     ("dispatch: no variant named 'fast'", ValueError, lambda out: tp.sum(A, dispatch="fast", out=out), (4,)),
     ("unexpected keyword argument 'thread_reduc'", TypeError,
      lambda out: tp.sum(A, thread_reduc=True, out=out), (4,)),

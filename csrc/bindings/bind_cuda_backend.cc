@@ -1,15 +1,18 @@
+// tileprim._C.cuda, the backend half: kernels for plans (tp.lower), device pointers and
+// streams, and device buffers Python owns (exported through DLPack).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <memory>
 
-#include "backends/cuda/codegen.h"
+#include "backends/cuda/compiler.h"
+#include "backends/cuda/device_memory.h"
 #include "backends/cuda/dlpack.h"
 #include "backends/cuda/driver.h"
-#include "backends/cuda/launcher.h"
+#include "backends/cuda/tile_executor.h"
 #include "bindings/bindings.h"
-#include "dispatch/registry.h"
+#include "dispatch/plan.h"
 
 namespace py = pybind11;
 
@@ -37,7 +40,8 @@ py::capsule dlpack_capsule(std::shared_ptr<cuda::DeviceBuffer> buffer, std::vect
   d.data = reinterpret_cast<void*>(e->buffer->pointer());
   d.device = {dlpack::kDLCUDA, e->buffer->device()};
   d.ndim = static_cast<int32_t>(e->shape.size());
-  d.dtype = {t == DType::bfloat16 ? dlpack::kDLBfloat : dlpack::kDLFloat, static_cast<uint8_t>(8 * dtype_size(t)), 1};
+  const uint8_t code = t == DType::bfloat16 ? dlpack::kDLBfloat : t == DType::int32 ? dlpack::kDLInt : dlpack::kDLFloat;
+  d.dtype = {code, static_cast<uint8_t>(8 * dtype_size(t)), 1};
   d.shape = e->shape.data();
   d.strides = nullptr;
   d.byte_offset = 0;
@@ -54,61 +58,34 @@ py::capsule dlpack_capsule(std::shared_ptr<cuda::DeviceBuffer> buffer, std::vect
 
 }  // namespace
 
-// The CUDA backend proper: code generation (needs nothing), compiling (needs NVRTC) and
-// launching (needs a GPU), into the same tileprim._C.cuda submodule as the runtime.
 void bind_cuda_backend(py::module_& m) {
   py::module_ c = m.attr("cuda");
 
-  c.def("generate", [](const Plan& plan) {
-    KernelSource k;
-    k.comment = plan.call.str() + " [" + plan.variant + "]";
-    plan.impl->emit_cuda(plan, k);
-    k.finish(default_instances(plan.call.scope));
-    py::dict d;
-    d["source"] = k.source();
-    d["block_threads"] = k.block_threads();
-    d["instances"] = k.instances();
-    d["shared_bytes"] = k.shared_bytes();
-    return d;
-  });
   c.def("configure", &cuda::configure, py::arg("version"), py::arg("include_dir"), py::arg("site_dirs"));
   c.def("header_digest", &cuda::header_digest);
   c.def("arch_for_compute_capability", &cuda::arch_for_compute_capability);
-  c.def("build", [](const Plan& plan, const std::string& arch) {
-    cuda::BuiltKernel k;
-    {
-      py::gil_scoped_release release;
-      k = cuda::build(plan, arch);
-    }
-    py::dict d;
-    d["source"] = k.source;
-    d["arch"] = k.arch;
-    d["options"] = k.options;
-    d["ptx"] = k.binary->ptx;
-    d["cubin"] = py::bytes(k.binary->cubin);
-    d["origin"] = k.binary->origin;
-    d["compile_ms"] = k.binary->compile_ms;
-    d["block_threads"] = k.block_threads;
-    d["instances"] = k.instances;
-    d["shared_bytes"] = k.shared_bytes;
-    return d;
-  });
   c.def(
-      "launch",
-      [](const Plan& plan, const std::vector<std::uintptr_t>& inputs, const std::vector<double>& scalars,
-         std::uintptr_t output, long long tiles, int device, std::uintptr_t stream) {
-        cuda::LaunchArgs a;
-        for (size_t i = 0; i < inputs.size() && i < 3; ++i) a.inputs[i] = inputs[i];
-        for (size_t i = 0; i < scalars.size() && i < 3; ++i) a.scalars[i] = scalars[i];
-        a.output = output;
-        a.tiles = tiles;
-        a.device = device;
-        a.stream = as_stream(stream);
-        py::gil_scoped_release release;
-        cuda::launch(plan, a);
+      "build",
+      [](const std::shared_ptr<Plan>& plan, const std::string& arch) {
+        cuda::BuiltKernel k;
+        {
+          py::gil_scoped_release release;
+          k = cuda::build_kernel(*plan, arch);
+        }
+        py::dict d;
+        d["source"] = k.source.text;
+        d["arch"] = k.arch;
+        d["options"] = k.options;
+        d["ptx"] = k.binary->ptx;
+        d["cubin"] = py::bytes(k.binary->cubin);
+        d["origin"] = k.binary->origin;
+        d["compile_ms"] = k.binary->compile_ms;
+        d["block_threads"] = k.source.block_threads();
+        d["instances"] = k.source.instances;
+        d["shared_bytes"] = k.source.shared_bytes;
+        return d;
       },
-      py::arg("plan"), py::arg("inputs"), py::arg("scalars"), py::arg("output"), py::arg("tiles"), py::arg("device"),
-      py::arg("stream"));
+      py::arg("plan"), py::arg("arch"), "The plan's kernel for arch: source, PTX, CUBIN and its launch shape.");
   c.def("pointer_device", [](std::uintptr_t pointer) {
     cuda::Driver& d = cuda::Driver::get();
     int ordinal = 0;
@@ -126,15 +103,6 @@ void bind_cuda_backend(py::module_& m) {
       .def_property_readonly("ptr", [](const cuda::DeviceBuffer& b) { return static_cast<std::uintptr_t>(b.pointer()); })
       .def_property_readonly("nbytes", &cuda::DeviceBuffer::bytes)
       .def_property_readonly("device", &cuda::DeviceBuffer::device)
-      .def("upload", [](cuda::DeviceBuffer& b, py::array a, std::uintptr_t stream) {
-        b.copy_from_host(a.data(), static_cast<size_t>(a.nbytes()), as_stream(stream));
-      })
-      .def("download", [](const cuda::DeviceBuffer& b, py::array a, std::uintptr_t stream) {
-        b.copy_to_host(a.mutable_data(), static_cast<size_t>(a.nbytes()), as_stream(stream));
-      })
-      .def("fill_bytes", [](cuda::DeviceBuffer& b, int value, std::uintptr_t stream) {
-        b.fill_bytes(static_cast<unsigned char>(value), as_stream(stream));
-      })
       .def("dlpack", &dlpack_capsule, py::arg("shape"), py::arg("dtype"),
            "A 'dltensor' capsule viewing the buffer as a C-contiguous array");
 }

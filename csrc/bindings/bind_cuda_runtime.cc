@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "backends/cuda/compiler.h"
 #include "backends/cuda/driver.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/nvrtc.h"
@@ -15,7 +16,6 @@ namespace tp {
 
 namespace {
 
-using cuda::CacheKey;
 using cuda::CompiledKernel;
 using cuda::Driver;
 using cuda::KernelCache;
@@ -112,17 +112,7 @@ void bind_cuda_runtime(py::module_& m) {
         std::shared_ptr<const CompiledKernel> kernel;
         {
           py::gil_scoped_release release;
-          const Nvrtc& nvrtc = Nvrtc::get();
-          const auto [major, minor] = nvrtc.version();
-          const CacheKey key{version, header_digest, std::to_string(major) + "." + std::to_string(minor),
-                             arch, options, source};
-          kernel = KernelCache::get().get_or_compile(key, [&] {
-            std::vector<std::string> compile_options = options;
-            compile_options.push_back("--gpu-architecture=" + arch);
-            // sm_XX targets get SASS; compute_XX targets are PTX only.
-            auto result = nvrtc.compile(source, "tileprim_kernel.cu", compile_options, arch.rfind("sm_", 0) == 0);
-            return CompiledKernel{std::move(result.ptx), std::move(result.cubin), "", result.milliseconds};
-          });
+          kernel = cuda::compile_cached(source, arch, options, version, header_digest);
         }
         return kernel_dict(*kernel);
       },

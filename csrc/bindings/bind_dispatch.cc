@@ -1,9 +1,13 @@
+// tileprim._C's dispatch layer: the op table, calls and plans, and the bound plans Python
+// runs (the call-shape cache lives behind prepare()).
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "backends/cuda/driver.h"
 #include "bindings/bindings.h"
+#include "dispatch/plan_cache.h"
 #include "dispatch/registry.h"
-#include "dispatch/validate.h"
 #include "errors.h"
 
 namespace py = pybind11;
@@ -12,52 +16,125 @@ namespace tp {
 
 namespace {
 
-ExecScope scope_from(const std::string& kind, int threads) {
-  if (kind == "thread") return ExecScope::thread();
-  if (kind == "warp") return ExecScope::warp();
-  if (kind == "warpgroup") return ExecScope::warpgroup();
-  if (kind == "cta") return ExecScope::cta(threads);
-  throw ValueError("scope: unknown exec scope '" + kind + "'; use thread, warp, warpgroup or cta(threads)");
-}
-
 ConfigValue config_value(const std::string& key, const py::handle& v) {
   if (py::isinstance<py::bool_>(v)) return v.cast<bool>();
   if (py::isinstance<py::int_>(v)) return v.cast<long long>();
   if (py::isinstance<py::float_>(v)) return v.cast<double>();
   if (py::isinstance<py::str>(v)) return v.cast<std::string>();
-  throw TypeError(key + ": a config option is a bool, int, float or str, not " +
-                  std::string(py::str(v.get_type().attr("__name__"))));
+  throw TypeError(key + ": expected True or False, not " + std::string(py::str(py::repr(v))));
 }
 
 py::object param_object(const ParamValue& v) {
   return std::visit([](const auto& x) -> py::object { return py::cast(x); }, v);
 }
 
+std::vector<std::string> dtype_names(const std::vector<DType>& ts) {
+  std::vector<std::string> out;
+  for (DType t : ts) out.push_back(dtype_name(t));
+  return out;
+}
+
+py::dict op_dict(const OpDef& d) {
+  py::dict out;
+  out["name"] = d.name;
+  out["family"] = family_name(d.family);
+  out["operands"] = d.operands;
+  out["extra_arg"] = d.extra_arg;
+  out["dtypes"] = dtype_names(d.dtypes);
+  out["nan_rule"] = nan_rule_text(d.nan_rule);
+  out["exactly_rounded"] = dtype_names(d.exactly_rounded);
+  out["options"] = d.options;
+  out["device_fn"] = d.device_fn;
+  out["device_fn_nan"] = d.device_fn_nan;
+  out["doc"] = d.doc;
+  return out;
+}
+
+// The context dispatch sees: the target, the backend and, on CUDA, which devices reach which.
+DispatchContext make_context(const std::string& target, const std::string& backend, const std::vector<int>& devices) {
+  DispatchContext ctx;
+  ctx.sm_version = DispatchContext::sm_version_of(target);
+  ctx.target = target;
+  if (backend != "cpu" && backend != "cuda") throw ValueError("backend: '" + backend + "' is not 'cpu' or 'cuda'");
+  ctx.backend = backend;
+  ctx.devices = devices;
+  if (backend == "cuda" && devices.size() > 1) {
+    cuda::Driver& driver = cuda::Driver::get();
+    for (int a : devices) {
+      std::vector<bool> row;
+      for (int b : devices) row.push_back(driver.can_access_peer(a, b));
+      ctx.peer.push_back(row);
+    }
+  }
+  return ctx;
+}
+
+// Runs a bound plan with the GIL released; Ctrl-C raises KeyboardInterrupt within ~20 ms and
+// leaves the caller's arrays as they were (the caller passes a fresh output).
+void run_released(const BoundPlan& bound, RunArgs& args) {
+  args.interrupted = [] {
+    py::gil_scoped_acquire gil;
+    return PyErr_CheckSignals() != 0;
+  };
+  try {
+    py::gil_scoped_release release;
+    bound.runner().run(args);
+  } catch (const Interrupted&) {
+    throw py::error_already_set();
+  }
+}
+
+std::uintptr_t address_of(const py::handle& a) {
+  if (!py::isinstance<py::array>(a)) throw TypeError("run_host: operands are NumPy arrays");
+  return reinterpret_cast<std::uintptr_t>(py::reinterpret_borrow<py::array>(a).data());
+}
+
 }  // namespace
 
 void bind_dispatch(py::module_& m) {
+  m.def("ops", [] {
+    py::list out;
+    for (const OpDef& d : op_table()) out.append(op_dict(d));
+    return out;
+  });
+  m.def("variants", [](const std::string& op) {
+    py::list out;
+    for (const Variant* v : Registry::instance().variants_for(op)) {
+      std::vector<std::string> preds;
+      for (const Predicate& p : v->predicates()) preds.push_back(p.name);
+      out.append(py::make_tuple(v->name(), v->priority(), preds));
+    }
+    return out;
+  });
+  m.def("known_targets", &DispatchContext::known_targets);
+
   py::class_<TileRef>(m, "TileRef")
       .def(py::init([](const std::string& arg, const std::string& dtype, std::vector<long long> shape,
-                       const std::string& storage, std::optional<TileLayout> layout) {
+                       const std::string& storage, std::optional<TileLayout> layout, int device,
+                       std::vector<long long> strides) {
              TileRef t;
              t.arg = arg;
              t.dtype = dtype_from_name(dtype, arg);
              t.shape = std::move(shape);
              t.storage = storage_from_name(storage);
              t.layout = std::move(layout);
+             t.device = device;
+             t.strides = std::move(strides);
              return t;
            }),
-           py::arg("arg"), py::arg("dtype"), py::arg("shape"), py::arg("storage"), py::arg("layout") = py::none())
-      .def_static("scalar", [](const std::string& arg, double value) {
-        TileRef t;
-        t.arg = arg;
-        t.scalar = true;
-        t.value = value;
-        return t;
-      })
+           py::arg("arg"), py::arg("dtype"), py::arg("shape"), py::arg("storage"), py::arg("layout") = py::none(),
+           py::arg("device") = -1, py::arg("strides") = std::vector<long long>{})
+      .def_static("scalar",
+                  [](const std::string& arg) {
+                    TileRef t;
+                    t.arg = arg;
+                    t.scalar = true;
+                    return t;
+                  })
       .def_property_readonly("dtype", [](const TileRef& t) { return std::string(dtype_name(t.dtype)); })
       .def_readonly("shape", &TileRef::shape)
       .def_readonly("layout", &TileRef::layout)
+      .def_readonly("is_scalar", &TileRef::scalar)
       .def_property_readonly("storage", [](const TileRef& t) { return std::string(storage_name(t.storage)); })
       .def("__str__", &TileRef::str);
 
@@ -65,12 +142,11 @@ void bind_dispatch(py::module_& m) {
       .def(py::init([](const std::string& op, std::vector<TileRef> inputs, TileRef output, const std::string& scope,
                        int threads, std::vector<int> axes, bool accum, const py::dict& config,
                        const std::string& dispatch) {
-             op_info(op);
              OpCall c;
-             c.op = op;
+             c.def = &op_def(op);
              c.inputs = std::move(inputs);
              c.output = std::move(output);
-             c.scope = scope_from(scope, threads);
+             c.scope = ExecScope::named(scope, threads);
              c.axes = std::move(axes);
              c.accum = accum;
              for (const auto& [k, v] : config) {
@@ -82,7 +158,7 @@ void bind_dispatch(py::module_& m) {
            }),
            py::arg("op"), py::arg("inputs"), py::arg("output"), py::arg("scope"), py::arg("threads"),
            py::arg("axes"), py::arg("accum"), py::arg("config"), py::arg("dispatch"))
-      .def_readonly("op", &OpCall::op)
+      .def_property_readonly("op", &OpCall::op)
       .def_readonly("inputs", &OpCall::inputs)
       .def_readonly("output", &OpCall::output)
       .def_readonly("axes", &OpCall::axes)
@@ -103,13 +179,15 @@ void bind_dispatch(py::module_& m) {
         return r + "])";
       });
 
-  py::class_<Plan>(m, "PlanCore")
+  py::class_<Plan, std::shared_ptr<Plan>>(m, "PlanCore")
       .def_readonly("variant", &Plan::variant)
       .def_readonly("priority", &Plan::priority)
       .def_readonly("trace", &Plan::trace)
       .def_readonly("call", &Plan::call)
       .def_property_readonly("target", [](const Plan& p) { return p.context.target; })
       .def_property_readonly("sm_version", [](const Plan& p) { return p.context.sm_version; })
+      .def_property_readonly("backend", [](const Plan& p) { return p.context.backend; })
+      .def_property_readonly("devices", [](const Plan& p) { return p.context.devices; })
       .def_property_readonly("params", [](const Plan& p) {
         py::dict d;
         for (const auto& [k, v] : p.params) d[py::str(k)] = param_object(v);
@@ -122,30 +200,52 @@ void bind_dispatch(py::module_& m) {
       })
       .def("__str__", &Plan::str);
 
-  m.def(
-      "plan",
-      [](OpCall call, const std::string& target) {
-        validate_call(call);
-        return Registry::instance().choose(call, DispatchContext::for_target(target));
-      },
-      py::arg("call"), py::arg("target"));
+  py::class_<BoundPlan, std::shared_ptr<BoundPlan>>(m, "BoundPlan")
+      .def_property_readonly("plan", [](const BoundPlan& b) { return std::const_pointer_cast<Plan>(b.shared_plan()); })
+      .def("describe",
+           [](const BoundPlan& b) {
+             py::dict d;
+             for (const auto& [k, v] : b.runner().describe()) d[py::str(k)] = v;
+             return d;
+           })
+      .def(
+          "run_host",
+          [](const BoundPlan& b, const py::list& inputs, const std::vector<double>& scalars, const py::array& output,
+             long long tiles) {
+            RunArgs args;
+            for (const py::handle& a : inputs) args.inputs.push_back(TensorArg{a.is_none() ? 0 : address_of(a)});
+            args.scalars = scalars;
+            args.output.data = reinterpret_cast<std::uintptr_t>(output.data());
+            args.tiles = tiles;
+            run_released(b, args);
+          },
+          py::arg("inputs"), py::arg("scalars"), py::arg("output"), py::arg("tiles"),
+          "Runs on NumPy arrays (C-contiguous, [tiles][tile]); output is written, and read when accumulating.")
+      .def(
+          "run_device",
+          [](const BoundPlan& b, const std::vector<std::uintptr_t>& inputs, const std::vector<double>& scalars,
+             std::uintptr_t output, long long tiles, int device, std::uintptr_t stream) {
+            RunArgs args;
+            for (std::uintptr_t p : inputs) args.inputs.push_back(TensorArg{p, {}, device});
+            args.scalars = scalars;
+            args.output = TensorArg{output, {}, device};
+            args.tiles = tiles;
+            args.streams = {stream};
+            run_released(b, args);
+          },
+          py::arg("inputs"), py::arg("scalars"), py::arg("output"), py::arg("tiles"), py::arg("device"),
+          py::arg("stream"), "Launches on device pointers, ordered on `stream` of `device`.");
 
-  m.def("variants", [](const std::string& op) {
-    py::list out;
-    for (const Variant* v : Registry::instance().variants_for(op)) {
-      std::vector<std::string> preds;
-      for (const Predicate& p : v->predicates()) preds.push_back(p.name);
-      out.append(py::make_tuple(v->name(), v->priority(), preds));
-    }
-    return out;
-  });
-  m.def("ops", [] {
-    std::vector<std::pair<std::string, std::string>> out;
-    for (const OpInfo& i : all_ops()) {
-      out.emplace_back(i.name, i.family == OpFamily::reduction ? "reduction" : "elementwise");
-    }
-    return out;
-  });
+  m.def(
+      "prepare",
+      [](const OpCall& call, const std::string& target, const std::string& backend, const std::vector<int>& devices) {
+        return std::const_pointer_cast<BoundPlan>(
+            PlanCache::instance().get(call, make_context(target, backend, devices)));
+      },
+      py::arg("call"), py::arg("target"), py::arg("backend"), py::arg("devices") = std::vector<int>{},
+      "The call's bound plan: validated, dispatched and cached by call signature.");
+  m.def("plan_cache_size", [] { return PlanCache::instance().size(); });
+  m.def("plan_cache_clear", [] { PlanCache::instance().clear(); });
 }
 
 }  // namespace tp

@@ -85,11 +85,7 @@ void bind_layout(py::module_& m) {
       })
       .def("group", &TileLayout::group)
       .def("placement", [](const TileLayout& L, const std::string& scope, int threads) {
-        ExecScope s = scope == "thread" ? ExecScope::thread()
-                      : scope == "warp" ? ExecScope::warp()
-                      : scope == "warpgroup" ? ExecScope::warpgroup()
-                                             : ExecScope::cta(threads);
-        const RegisterPlacement p = place_in_registers(L, s, "layout");
+        const RegisterPlacement p = place_in_registers(L, ExecScope::named(scope, threads), "layout");
         return py::make_tuple(p.threads, p.slots, p.load, p.store);
       })
       .def("__eq__", [](const TileLayout& a, const TileLayout& b) { return a == b; })

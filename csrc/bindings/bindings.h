@@ -5,7 +5,6 @@
 namespace tp {
 void bind_layout(pybind11::module_& m);
 void bind_dispatch(pybind11::module_& m);
-void bind_cpu_backend(pybind11::module_& m);
 void bind_cuda_runtime(pybind11::module_& m);
 void bind_cuda_backend(pybind11::module_& m);
 }  // namespace tp

@@ -1,6 +1,9 @@
 #include <pybind11/pybind11.h>
 
+#include "backends/cpu/executors.h"
+#include "backends/cuda/bodies.h"
 #include "bindings/bindings.h"
+#include "dispatch/executor.h"
 #include "errors.h"
 
 namespace py = pybind11;
@@ -19,9 +22,10 @@ PYBIND11_MODULE(_C, m) {
       py::set_error(PyExc_ValueError, e.what());
     }
   });
+  tp::register_cpu_executors(tp::ExecutorTable::instance());
+  tp::cuda::register_cuda_executors(tp::ExecutorTable::instance());
   tp::bind_layout(m);
   tp::bind_dispatch(m);
-  tp::bind_cpu_backend(m);
   tp::bind_cuda_runtime(m);
   tp::bind_cuda_backend(m);
 }

@@ -1,15 +1,29 @@
-// DispatchContext: what dispatch models besides the call: the target architecture.
+// DispatchContext: the facts predicates need besides the call: the architecture dispatch
+// models, the backend that will run the plan, the devices the operands live on and whether
+// those can reach each other's memory, and whether NCCL loaded. Built by the caller (the
+// bindings ask the backends); dispatch itself asks nobody.
 #pragma once
 #include <string>
+#include <vector>
 
 namespace tp {
 
 struct DispatchContext {
   std::string target;   // "sm_90a", "sm_100a", ... or empty: no architecture
   int sm_version = 0;   // sm_100a -> 100; 0 without an architecture
+  std::string backend = "cpu";  // "cpu" or "cuda"
+  std::vector<int> devices;     // CUDA ordinals of the operands (collectives: one per rank)
+  // peer[i][j]: device devices[i] can read and write device devices[j]'s memory directly
+  std::vector<std::vector<bool>> peer;
+  bool nccl = false;            // libnccl loaded
+  std::string nccl_status;      // why not, when it did not
 
-  // Accepts "" (none) or sm_<digits> with an optional a/f suffix; ValueError otherwise.
-  static DispatchContext for_target(const std::string& target);
+  // Accepts "" (none) or a known architecture such as sm_90a; ValueError listing them otherwise.
+  static int sm_version_of(const std::string& target);
+  static const std::vector<std::string>& known_targets();
+  bool has_peer_access(size_t i, size_t j) const;
+  std::string str() const;  // "target sm_90a, backend cuda, devices [0, 1]"
+  std::string key() const;  // everything that can change a plan
 };
 
 }  // namespace tp

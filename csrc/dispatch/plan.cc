@@ -2,8 +2,7 @@
 
 #include <algorithm>
 #include <sstream>
-
-#include "errors.h"
+#include <stdexcept>
 
 namespace tp {
 
@@ -19,11 +18,11 @@ void Plan::set(const std::string& key, ParamValue value) {
 
 void Plan::note(const std::string& key, const std::string& value) { numerics.emplace_back(key, value); }
 
-const ParamValue& Plan::param(const std::string& key) const {
-  for (const auto& kv : params) {
-    if (kv.first == key) return kv.second;
+const OperandStaging& Plan::staged_output() const {
+  for (const OperandStaging& s : staging) {
+    if (s.operand < 0) return s;
   }
-  throw ValueError("plan: variant " + variant + " has no parameter '" + key + "'");
+  throw std::logic_error("plan of " + variant + " stages no output");
 }
 
 std::string param_str(const ParamValue& v) {
@@ -57,17 +56,15 @@ std::string trace_table(const std::vector<TraceEntry>& trace) {
   for (const TraceEntry& e : trace) {
     std::string reasons;
     for (const std::string& r : e.reasons) reasons += (reasons.empty() ? "" : "; ") + r;
-    os << "  " << pad(e.variant, wv) << "  " << pad(std::to_string(e.priority), 8) << "  "
-       << pad(e.status, ws) << "  " << reasons << "\n";
+    os << "  " << pad(e.variant, wv) << "  " << pad(std::to_string(e.priority), 8) << "  " << pad(e.status, ws)
+       << "  " << reasons << "\n";
   }
   return os.str();
 }
 
 std::string Plan::str() const {
   std::ostringstream os;
-  os << call.str() << "\n";
-  os << "target: " << (context.target.empty() ? "none (sm_version 0)" : context.target) << "\n";
-  os << trace_table(trace);
+  os << call.str() << "\n" << context.str() << "\n" << trace_table(trace);
   os << "chosen: " << variant << " (priority " << priority << ")\n";
   for (const auto& [k, v] : params) os << "  " << k << " = " << param_str(v) << "\n";
   os << "numerics:\n";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "dispatch/executor.h"
 #include "errors.h"
 
 namespace tp {
@@ -21,14 +22,8 @@ Registry& Registry::instance() {
 
 void Registry::add(std::unique_ptr<Variant> v) { variants_.push_back(std::move(v)); }
 
-std::vector<const Variant*> Registry::all() const {
-  std::vector<const Variant*> out;
-  for (const auto& v : variants_) out.push_back(v.get());
-  return out;
-}
-
 std::vector<const Variant*> Registry::variants_for(const std::string& op) const {
-  op_info(op);  // unknown op -> ValueError
+  op_def(op);  // unknown op -> ValueError
   std::vector<const Variant*> out;
   for (const auto& v : variants_) {
     if (v->serves(op)) out.push_back(v.get());
@@ -39,13 +34,13 @@ std::vector<const Variant*> Registry::variants_for(const std::string& op) const 
   return out;
 }
 
-Plan Registry::choose(const OpCall& call, const DispatchContext& ctx) const {
-  const std::vector<const Variant*> candidates = variants_for(call.op);
+std::shared_ptr<const Plan> Registry::choose(const OpCall& call, const DispatchContext& ctx) const {
+  const std::vector<const Variant*> candidates = variants_for(call.op());
   if (!call.dispatch.empty() &&
       std::none_of(candidates.begin(), candidates.end(), [&](const Variant* v) { return v->name() == call.dispatch; })) {
     std::string names;
     for (const Variant* v : candidates) names += (names.empty() ? "" : ", ") + v->name();
-    throw ValueError("dispatch: no variant named '" + call.dispatch + "' is registered for " + call.op +
+    throw ValueError("dispatch: no variant named '" + call.dispatch + "' is registered for " + call.op() +
                      " (its variants: " + names + ")");
   }
   std::vector<TraceEntry> trace;
@@ -59,26 +54,27 @@ Plan Registry::choose(const OpCall& call, const DispatchContext& ctx) const {
       const std::string reason = p.check(call, ctx);
       if (!reason.empty()) entry.reasons.push_back(p.name + ": " + reason);
     }
+    if (!ExecutorTable::instance().find(v->name(), ctx.backend)) {
+      entry.reasons.push_back("backend: no " + ctx.backend + " executor for " + v->name());
+    }
     entry.status = "declined";
     if (!entry.reasons.empty()) continue;
-    Plan plan;
-    plan.variant = v->name();
-    plan.priority = v->priority();
-    plan.impl = v;
-    plan.call = call;
-    plan.context = ctx;
+    auto plan = std::make_shared<Plan>();
+    plan->variant = v->name();
+    plan->priority = v->priority();
+    plan->call = call;
+    plan->context = ctx;
     try {
-      v->plan(plan);
+      v->plan(*plan);
     } catch (const Decline& d) {
       entry.reasons.push_back(std::string("planner: ") + d.what());
       continue;
     }
     entry.status = "chosen";
-    plan.trace = trace;
+    plan->trace = trace;
     return plan;
   }
-  throw DispatchError("no variant accepts " + call.str() + "\ntarget: " +
-                      (ctx.target.empty() ? "none (sm_version 0)" : ctx.target) + "\n" + trace_table(trace));
+  throw DispatchError("no variant accepts " + call.str() + "\n" + ctx.str() + "\n" + trace_table(trace));
 }
 
 }  // namespace tp

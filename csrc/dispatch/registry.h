@@ -1,8 +1,9 @@
-// The registry of dispatch variants. A variant is a registration (name, priority, the ops
-// it serves, its predicates), a planner (parameters), and how each backend runs it.
+// The registry of dispatch variants. A variant is a registration (name, priority, the ops it
+// serves, its predicates) and a planner; how a backend runs it lives in csrc/backends.
 // Choice: candidates sorted by (-priority, name); every predicate of a candidate is
-// evaluated and every failure kept; the first candidate whose predicates all pass and whose
-// planner accepts wins; dispatch= restricts the choice to one name.
+// evaluated and every failure kept; a candidate without an executor for the context's
+// backend declines too; the first candidate whose predicates all pass and whose planner
+// accepts wins; dispatch= restricts the choice to one name.
 #pragma once
 #include <functional>
 #include <memory>
@@ -27,15 +28,6 @@ struct Decline : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-struct KernelSource;  // backends/cuda/codegen.h
-
-// Tiles in host memory, each operand contiguous as [tiles][tile elements].
-struct HostTensors {
-  std::vector<const void*> inputs;  // nullptr for a scalar operand
-  void* output = nullptr;           // holds the old values when accum
-  long long tiles = 1;
-};
-
 class Variant {
  public:
   Variant(std::string name, int priority, std::vector<std::string> ops, std::vector<Predicate> predicates)
@@ -48,12 +40,9 @@ class Variant {
   const std::vector<Predicate>& predicates() const { return predicates_; }
   bool serves(const std::string& op) const;
 
-  // Fills plan.call's output layout, params, numerics and detail; may throw Decline.
+  // Fills plan.call's output layout and shape, params, numerics, staging and detail; may
+  // throw Decline.
   virtual void plan(Plan& plan) const = 0;
-  // The CPU backend: the device algorithm, step for step, over every tile.
-  virtual void run_cpu(const Plan& plan, const HostTensors& tensors) const = 0;
-  // The CUDA backend: declarations and the body that runs one scope instance on one tile.
-  virtual void emit_cuda(const Plan& plan, KernelSource& kernel) const = 0;
 
  private:
   std::string name_;
@@ -67,11 +56,10 @@ class Registry {
   static Registry& instance();  // holds the built-in variants
   void add(std::unique_ptr<Variant> v);
   std::vector<const Variant*> variants_for(const std::string& op) const;  // in choice order
-  std::vector<const Variant*> all() const;
 
   // Plans the call; throws DispatchError (the trace table) when no variant accepts, and
   // ValueError when dispatch= names no variant of the op.
-  Plan choose(const OpCall& call, const DispatchContext& ctx) const;
+  std::shared_ptr<const Plan> choose(const OpCall& call, const DispatchContext& ctx) const;
 
  private:
   std::vector<std::unique_ptr<Variant>> variants_;

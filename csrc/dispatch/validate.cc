@@ -46,33 +46,54 @@ void normalise_axes(OpCall& call) {
   call.axes = out;
 }
 
+// **config: only the switches the op reads, each True or False.
+void check_options(const OpCall& call) {
+  const OpDef& def = *call.def;
+  for (const auto& [key, value] : call.config) {
+    if (!def.has_option(key)) {
+      std::string takes;
+      for (const std::string& o : def.options) takes += (takes.empty() ? "" : ", ") + o;
+      throw TypeError("unexpected keyword argument '" + key + "': " + def.name +
+                      (takes.empty() ? " takes no variant options" : " takes the variant options " + takes));
+    }
+    call.flag(key);  // TypeError unless a bool
+  }
+}
+
 }  // namespace
 
 void validate_call(OpCall& call) {
-  const OpInfo& info = call.info();
-  if (static_cast<int>(call.inputs.size()) != info.operands) {
-    throw ValueError(call.op + ": takes " + std::to_string(info.operands) + " operands, got " +
+  const OpDef& def = *call.def;
+  if (def.family == OpFamily::collective) return;  // checked by its own planner's caller
+  if (static_cast<int>(call.inputs.size()) != def.arity()) {
+    throw ValueError(def.name + ": takes " + std::to_string(def.arity()) + " operands, got " +
                      std::to_string(call.inputs.size()));
   }
+  check_options(call);
   const TileRef* first_array = nullptr;
   for (const TileRef& t : call.inputs) {
     if (!t.scalar && !first_array) first_array = &t;
   }
-  if (!first_array) throw ValueError(call.op + ": at least one operand must be an array (all are scalars)");
-  if (!call.inputs[0].scalar && call.op == "fill") {
-    if (!call.inputs[1].scalar) throw TypeError("value: fill takes a Python scalar value");
-  }
+  if (!first_array) throw ValueError(def.name + ": at least one operand must be an array (all are scalars)");
+  if (def.name == "fill" && !call.inputs[1].scalar) throw TypeError("value: fill takes a Python scalar value");
   for (const TileRef& t : call.inputs) {
     if (t.scalar) continue;
+    if (t.shape.empty()) {
+      throw ValueError(t.arg + ": a tile has at least one dim; a 0-d array has none (reshape it to (1,))");
+    }
     if (t.shape.size() > static_cast<size_t>(kMaxRank)) {
       throw ValueError(t.arg + ": tiles have at most " + std::to_string(kMaxRank) + " dims");
     }
     for (long long d : t.shape) {
       if (d < 1) throw ValueError(t.arg + ": tile dims must be at least 1 (shape has " + std::to_string(d) + ")");
     }
-    if (call.op != "cast" && t.dtype != first_array->dtype) {
+    if (!def.takes(t.dtype)) {
+      throw TypeError(t.arg + ": dtype " + std::string(dtype_name(t.dtype)) + " is not supported by " + def.name +
+                      "; tiles hold float16, bfloat16, float32 or float64");
+    }
+    if (def.name != "cast" && t.dtype != first_array->dtype) {
       throw TypeError(t.arg + ": dtype " + std::string(dtype_name(t.dtype)) + " differs from " + first_array->arg +
-                      "'s " + dtype_name(first_array->dtype) + "; operands of " + call.op +
+                      "'s " + dtype_name(first_array->dtype) + "; operands of " + def.name +
                       " need one dtype (use tp.cast)");
     }
     if (t.shape != first_array->shape) {
@@ -81,11 +102,11 @@ void validate_call(OpCall& call) {
     }
     check_layout(t, call.scope, t.arg == "src" ? "layout" : "layout (" + t.arg + ")");
   }
-  if (info.family == OpFamily::reduction) {
+  if (def.family == OpFamily::reduction) {
     normalise_axes(call);
   } else {
     call.output.shape = first_array->shape;
-    if (call.op != "cast") call.output.dtype = first_array->dtype;
+    if (def.name != "cast") call.output.dtype = first_array->dtype;
     if (!call.output.layout) call.output.layout = first_array->layout;
     if (!call.output.layout) call.output.layout = TileLayout::row_major(call.output.shape);
     for (TileRef& t : call.inputs) {
@@ -100,7 +121,7 @@ void validate_call(OpCall& call) {
   if (call.output.layout && call.output.storage == Storage::local) {
     place_in_registers(*call.output.layout, call.scope, "out_layout");
   }
-  if (call.accum && info.family != OpFamily::reduction) {
+  if (call.accum && def.family != OpFamily::reduction) {
     throw ValueError("accum: only reductions accumulate into their output");
   }
 }

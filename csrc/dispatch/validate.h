@@ -1,5 +1,5 @@
-// The checks every call passes before dispatch: bad input raises ValueError / TypeError
-// naming the argument and the rule (DESIGN.md section 2), never a DispatchError.
+// The checks every tile-primitive call passes before dispatch: bad input raises ValueError /
+// TypeError naming the argument and the rule (DESIGN.md section 2), never a DispatchError.
 #pragma once
 #include "dispatch/op_call.h"
 

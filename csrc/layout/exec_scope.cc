@@ -12,6 +12,14 @@ ExecScope ExecScope::cta(int threads) {
   return {ScopeKind::cta, threads};
 }
 
+ExecScope ExecScope::named(const std::string& kind, int threads) {
+  if (kind == "thread") return thread();
+  if (kind == "warp") return warp();
+  if (kind == "warpgroup") return warpgroup();
+  if (kind == "cta") return cta(threads);
+  throw ValueError("scope: unknown exec scope '" + kind + "'; use thread, warp, warpgroup or cta(threads)");
+}
+
 std::string ExecScope::kind_name() const {
   switch (kind) {
     case ScopeKind::thread: return "thread";

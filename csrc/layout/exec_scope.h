@@ -17,6 +17,8 @@ struct ExecScope {
   static ExecScope warp() { return {ScopeKind::warp, 32}; }
   static ExecScope warpgroup() { return {ScopeKind::warpgroup, 128}; }
   static ExecScope cta(int threads);  // 1..1024, else ValueError
+  // "thread", "warp", "warpgroup" or "cta" (with its thread count); ValueError otherwise.
+  static ExecScope named(const std::string& kind, int threads);
 
   std::string kind_name() const;  // "thread", "warp", "warpgroup", "cta"
   std::string str() const;        // "warp", "cta(48)"

@@ -5,46 +5,31 @@ backend that runs every variant step for step.
     from tileprim import S, R, TileLayout, laneid
     tp.sum(A, axes=-1, scope=tp.cta(32), storage="shared")
     tp.plan(tp.sum, A, scope=tp.thread, target="sm_100a")     # which variant, and why
+
+The ops (tp.sum, tp.sqrt, tp.fma, ...) are generated from the C++ op table; tp.op_table() lists
+them with their dtypes, NaN rule and numerics.
 """
 from __future__ import annotations
 
-from . import _C  # noqa: F401  (the compiled core, tileprim._C)
-from ._layout import (R, S, Axis, DimInfo, Iter, Position, Swizzle, TileLayout, laneid, m, tid_in_wg, tx,
-                      wgid, wid_in_wg, warpid)
-from ._ops import OPS as _OPS
-from ._ops import DispatchError, plan, variants
-from ._plan import Plan
-from ._scope import STORAGE_SCOPES, ExecScope, cta, thread, warp, warpgroup, wg
-from ._info import info
-from ._kernel import Kernel, lower
-from . import cache
-
 __version__ = "0.1.0"
 
-sum = _OPS["sum"]  # noqa: A001 - the op is called sum, like numpy.sum
-max = _OPS["max"]  # noqa: A001
-min = _OPS["min"]  # noqa: A001
-zero = _OPS["zero"]
-fill = _OPS["fill"]
-reciprocal = _OPS["reciprocal"]
-sqrt = _OPS["sqrt"]
-exp = _OPS["exp"]
-exp2 = _OPS["exp2"]
-log2 = _OPS["log2"]
-silu = _OPS["silu"]
-add = _OPS["add"]
-sub = _OPS["sub"]
-mul = _OPS["mul"]
-fdiv = _OPS["fdiv"]
-maximum = _OPS["maximum"]
-fma = _OPS["fma"]
-cast = _OPS["cast"]
+from . import _C  # noqa: E402,F401  (the compiled core, tileprim._C)
+from ._layout import (R, S, Axis, DimInfo, Iter, Position, Swizzle, TileLayout, laneid, m, tid_in_wg,  # noqa: E402
+                      tx, wgid, wid_in_wg, warpid)
+from ._scope import STORAGE_SCOPES, ExecScope, cta, thread, warp, warpgroup, wg  # noqa: E402
+from ._ops import OPS as _OPS  # noqa: E402
+from ._ops import DispatchError, op_table, plan, variants  # noqa: E402
+from ._plan import Plan  # noqa: E402
+from ._info import info  # noqa: E402
+from ._kernel import Kernel, lower  # noqa: E402
+from . import cache  # noqa: E402
+
+globals().update(_OPS)  # tp.sum, tp.max, ..., tp.cast: one function per op table entry
 
 __all__ = [
     "S", "R", "TileLayout", "Swizzle", "Iter", "Position", "DimInfo", "Axis",
     "m", "laneid", "warpid", "tx", "wgid", "tid_in_wg", "wid_in_wg",
     "thread", "warp", "warpgroup", "wg", "cta", "ExecScope", "STORAGE_SCOPES",
-    "sum", "max", "min", "zero", "fill", "reciprocal", "sqrt", "exp", "exp2", "log2", "silu",
-    "add", "sub", "mul", "fdiv", "maximum", "fma", "cast",
-    "plan", "lower", "variants", "info", "cache", "Plan", "Kernel", "DispatchError",
+    *_OPS,
+    "plan", "lower", "variants", "op_table", "info", "cache", "Plan", "Kernel", "DispatchError",
 ]

@@ -6,6 +6,14 @@ from ._backends import cuda_details, cuda_status
 
 
 def info() -> dict:
+    """What this installation can do: backends (and why CUDA is unavailable), devices, the
+    libraries found, the kernel cache, the ops and their variants.
+
+    Examples
+    --------
+    >>> sorted(tp.info()["backends"])
+    ['cpu', 'cuda']
+    """
     usable, reason = cuda_status()
     details = cuda_details()
     return {
@@ -16,6 +24,6 @@ def info() -> dict:
         "driver": details["driver"],
         "nvrtc": details["nvrtc"],
         "kernel_cache": {"directory": _C.cuda.cache_directory(), "disk": _C.cuda.cache_disk_enabled()},
-        "ops": {name: family for name, family in _C.ops()},
-        "variants": {name: [v[0] for v in _C.variants(name)] for name, _ in _C.ops()},
+        "ops": {op["name"]: op["family"] for op in _C.ops()},
+        "variants": {op["name"]: [v[0] for v in _C.variants(op["name"])] for op in _C.ops()},
     }

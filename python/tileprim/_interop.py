@@ -1,5 +1,6 @@
-"""Device arrays from PyTorch, CuPy, JAX or anything with ``__cuda_array_interface__``: their
-pointer, dtype, device and stream; and results allocated in the caller's own library.
+"""Device arrays from PyTorch, CuPy, JAX or anything with ``__cuda_array_interface__``: one
+adapter per library gives an array's signature, pointer, device and the library's current
+stream, and allocates results in the caller's own library.
 
 Inputs are used in place (zero copy) when C-contiguous; the kernel runs on the library's
 current stream (PyTorch, CuPy, the interface's ``stream``), so it is ordered after the work that
@@ -7,85 +8,205 @@ produced the inputs. JAX has no streams: its inputs are awaited and its result i
 through DLPack once the kernel is done."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Optional
 
 import numpy as np
 
 from . import _C
-from ._arrays import dtype_name, numpy_dtype
+from ._dtypes import dtype_name, numpy_dtype
 
-__all__ = ["DeviceArray", "device_array", "is_device_array"]
-
-
-def _library(x) -> str:
-    mod = type(x).__module__.split(".")[0]
-    if mod == "torch":
-        return "torch"
-    if mod == "cupy":
-        return "cupy"
-    if mod in ("jax", "jaxlib"):
-        return "jax"
-    return "cuda_array_interface"
+__all__ = ["adapter_for", "Adapter", "OwnedArray"]
 
 
-def is_device_array(x) -> bool:
-    if isinstance(x, np.ndarray):
-        return False
-    lib = _library(x)
-    if lib == "torch":
-        return bool(getattr(x, "is_cuda", False))
-    if lib == "jax":
-        return any(d.platform == "gpu" for d in x.devices())
-    return hasattr(x, "__cuda_array_interface__")
+class Adapter:
+    """How tileprim reads and makes one library's device arrays."""
+
+    library = ""
+
+    def key(self, x) -> tuple:
+        """What the call signature needs: dtype, shape, strides, device."""
+        raise NotImplementedError
+
+    def dtype(self, x, arg: str, allowed=None) -> str:
+        kw = {} if allowed is None else {"allowed": allowed}
+        return dtype_name(x.dtype, arg, **kw)
+
+    def shape(self, x) -> tuple:
+        return tuple(x.shape)
+
+    def device(self, x) -> int:
+        raise NotImplementedError
+
+    def contiguous(self, x):
+        """x itself when C-contiguous, else a C-contiguous copy made by its library."""
+        raise NotImplementedError
+
+    def pointer(self, x) -> int:
+        raise NotImplementedError
+
+    def stream(self, device: int) -> int:
+        return 0
+
+    def empty(self, template, shape, dtype: str):
+        return OwnedArray(tuple(shape), dtype, self.device(template))
+
+    def finish(self, result, device: int, stream: int):
+        """The result as the caller's library returns it."""
+        return result
+
+    def broadcast(self, x, shape):
+        raise TypeError(f"operands: broadcasting a {self.library} array is not supported; pass arrays of the "
+                        "result's shape")
 
 
-@dataclass
-class DeviceArray:
-    obj: object                 # the library's array (made C-contiguous)
-    library: str
-    ptr: int
-    shape: Tuple[int, ...]
-    dtype: str
-    device: int
-    stream: int                 # the stream the kernel must run on (0: legacy default)
+class _Torch(Adapter):
+    library = "torch"
 
-    # ---- shape changes, done by the array's own library ---------------------------------------
-    def broadcast_to(self, shape) -> "DeviceArray":
-        if tuple(shape) == self.shape:
-            return self
-        if self.library == "torch":
-            return device_array(self.obj.broadcast_to(shape).contiguous(), "operand")
-        if self.library == "cupy":
-            import cupy
-            return device_array(cupy.ascontiguousarray(cupy.broadcast_to(self.obj, shape)), "operand")
-        if self.library == "jax":
-            import jax.numpy as jnp
-            return device_array(jnp.broadcast_to(self.obj, shape), "operand")
-        raise TypeError("operands: broadcasting a __cuda_array_interface__ array needs PyTorch, CuPy or JAX; "
-                        "pass arrays of the result's shape")
+    def __init__(self):
+        import torch
+        self._torch = torch
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        self._raw_stream = raw if callable(raw) else None
 
-    def empty(self, shape, dtype: str):
-        """A new array of ``shape`` and ``dtype`` on the same device, in the same library."""
-        if self.library == "torch":
-            import torch
-            return self.obj.new_empty(tuple(shape), dtype=getattr(torch, dtype))
-        if self.library == "cupy":
-            import cupy
-            with cupy.cuda.Device(self.device):
-                return cupy.empty(tuple(shape), dtype=numpy_dtype(dtype))
-        return _OwnedArray(tuple(shape), dtype, self.device)
+    def key(self, x):
+        return (x.dtype, x.shape, x.stride(), x.device)
 
-    def finish(self, result):
-        """The result as the caller's library returns it (JAX: after the kernel, via DLPack)."""
-        if self.library != "jax":
-            return result
+    def device(self, x):
+        return x.device.index if x.device.index is not None else self._torch.cuda.current_device()
+
+    def contiguous(self, x):
+        return x if x.is_contiguous() else x.contiguous()
+
+    def pointer(self, x):
+        return x.data_ptr()
+
+    def stream(self, device):
+        if self._raw_stream is not None:
+            return self._raw_stream(device)
+        return self._torch.cuda.current_stream(device).cuda_stream
+
+    def empty(self, template, shape, dtype):
+        return self._torch.empty(tuple(shape), dtype=getattr(self._torch, dtype), device=template.device)
+
+    def broadcast(self, x, shape):
+        return x.broadcast_to(tuple(shape)).contiguous()
+
+
+class _Cupy(Adapter):
+    library = "cupy"
+
+    def __init__(self):
+        import cupy
+        self._cupy = cupy
+
+    def key(self, x):
+        return (x.dtype, x.shape, x.strides, x.device.id)
+
+    def device(self, x):
+        return x.device.id
+
+    def contiguous(self, x):
+        return x if x.flags.c_contiguous else self._cupy.ascontiguousarray(x)
+
+    def pointer(self, x):
+        return x.data.ptr
+
+    def stream(self, device):
+        return self._cupy.cuda.get_current_stream().ptr
+
+    def empty(self, template, shape, dtype):
+        with self._cupy.cuda.Device(template.device.id):
+            return self._cupy.empty(tuple(shape), dtype=numpy_dtype(dtype))
+
+    def broadcast(self, x, shape):
+        return self._cupy.ascontiguousarray(self._cupy.broadcast_to(x, tuple(shape)))
+
+
+class _Jax(Adapter):
+    library = "jax"
+
+    def key(self, x):
+        return (x.dtype, x.shape, self.device(x))
+
+    def device(self, x):
+        (dev,) = x.devices()
+        return dev.id
+
+    def contiguous(self, x):
+        return x
+
+    def pointer(self, x):
+        x.block_until_ready()
+        return x.unsafe_buffer_pointer()
+
+    def finish(self, result, device, stream):
         import jax.dlpack
-        _C.cuda.synchronize(self.stream, self.device)
+        _C.cuda.synchronize(stream, device)
         return jax.dlpack.from_dlpack(result)
 
+    def broadcast(self, x, shape):
+        import jax.numpy as jnp
+        return jnp.broadcast_to(x, tuple(shape))
 
-class _OwnedArray:
+
+class _Interface(Adapter):
+    """Anything with ``__cuda_array_interface__`` (v3)."""
+
+    library = "cuda_array_interface"
+
+    def key(self, x):
+        cai = x.__cuda_array_interface__
+        return (cai["typestr"], tuple(cai["shape"]), cai.get("strides"), cai["data"][0] == 0)
+
+    def dtype(self, x, arg, allowed=None):
+        kw = {} if allowed is None else {"allowed": allowed}
+        return dtype_name(np.dtype(x.__cuda_array_interface__["typestr"]), arg, **kw)
+
+    def shape(self, x):
+        return tuple(x.__cuda_array_interface__["shape"])
+
+    def device(self, x):
+        ptr = self.pointer(x)
+        return _C.cuda.pointer_device(ptr) if ptr else 0
+
+    def contiguous(self, x):
+        cai = x.__cuda_array_interface__
+        strides = cai.get("strides")
+        if strides is not None and tuple(strides) != np.empty(tuple(cai["shape"]), np.dtype(cai["typestr"])).strides:
+            raise ValueError("operands: only C-contiguous __cuda_array_interface__ arrays are taken; copy it first")
+        return x
+
+    def pointer(self, x):
+        return x.__cuda_array_interface__["data"][0]
+
+    def stream(self, device):
+        return 0
+
+
+_ADAPTERS = {}
+
+
+def _adapter(name: str) -> Adapter:
+    if name not in _ADAPTERS:
+        _ADAPTERS[name] = {"torch": _Torch, "cupy": _Cupy, "jax": _Jax, "cuda_array_interface": _Interface}[name]()
+    return _ADAPTERS[name]
+
+
+def adapter_for(x) -> Optional[Adapter]:
+    """The adapter of a device array, or None for anything else (NumPy arrays, host tensors)."""
+    mod = type(x).__module__.split(".")[0]
+    if mod == "torch":
+        return _adapter("torch") if getattr(x, "is_cuda", False) else None
+    if mod == "cupy":
+        return _adapter("cupy")
+    if mod in ("jax", "jaxlib"):
+        return _adapter("jax") if any(d.platform == "gpu" for d in x.devices()) else None
+    if not isinstance(x, np.ndarray) and hasattr(x, "__cuda_array_interface__"):
+        return _adapter("cuda_array_interface")
+    return None
+
+
+class OwnedArray:
     """Device memory tileprim allocated for a result (JAX and interface-only libraries); exports
     DLPack and ``__cuda_array_interface__`` so any library takes it without a copy."""
 
@@ -95,8 +216,8 @@ class _OwnedArray:
         self.buffer = _C.cuda.DeviceBuffer(nbytes, device)
 
     @property
-    def ptr(self) -> int:
-        return self.buffer.ptr
+    def dtype(self):
+        return numpy_dtype(self.dtype_name)
 
     def __dlpack__(self, stream=None, **_):
         return self.buffer.dlpack(list(self.shape), self.dtype_name)
@@ -106,82 +227,5 @@ class _OwnedArray:
 
     @property
     def __cuda_array_interface__(self):
-        return {"shape": self.shape, "typestr": numpy_dtype(self.dtype_name).str, "data": (self.ptr, False),
+        return {"shape": self.shape, "typestr": numpy_dtype(self.dtype_name).str, "data": (self.buffer.ptr, False),
                 "version": 3, "strides": None}
-
-
-def _torch_view(x, arg) -> DeviceArray:
-    import torch
-    if not x.is_contiguous():
-        x = x.contiguous()
-    name = str(x.dtype).replace("torch.", "")
-    dtype_name(name, arg)
-    dev = x.device.index if x.device.index is not None else torch.cuda.current_device()
-    stream = torch.cuda.current_stream(dev).cuda_stream
-    return DeviceArray(x, "torch", x.data_ptr(), tuple(x.shape), name, dev, stream)
-
-
-def _cupy_view(x, arg) -> DeviceArray:
-    import cupy
-    if not x.flags.c_contiguous:
-        x = cupy.ascontiguousarray(x)
-    return DeviceArray(x, "cupy", x.data.ptr, tuple(x.shape), dtype_name(x.dtype, arg), x.device.id,
-                       cupy.cuda.get_current_stream().ptr)
-
-
-def _jax_view(x, arg) -> DeviceArray:
-    x.block_until_ready()
-    (dev,) = x.devices()
-    ptr = x.unsafe_buffer_pointer()
-    return DeviceArray(x, "jax", ptr, tuple(x.shape), dtype_name(x.dtype, arg), dev.id, 0)
-
-
-def _interface_view(x, arg) -> DeviceArray:
-    cai = x.__cuda_array_interface__
-    shape = tuple(cai["shape"])
-    dtype = dtype_name(np.dtype(cai["typestr"]), arg)
-    strides = cai.get("strides")
-    if strides is not None and tuple(strides) != tuple(np.empty(shape, numpy_dtype(dtype)).strides):
-        raise ValueError(f"{arg}: only C-contiguous __cuda_array_interface__ arrays are taken; copy it first")
-    ptr = cai["data"][0]
-    device = _C.cuda.pointer_device(ptr) if ptr else 0
-    return DeviceArray(x, "cuda_array_interface", ptr, shape, dtype, device, int(cai.get("stream") or 0))
-
-
-def device_array(x, arg: str) -> DeviceArray:
-    lib = _library(x)
-    view = {"torch": _torch_view, "cupy": _cupy_view, "jax": _jax_view}.get(lib, _interface_view)
-    return view(x, arg)
-
-
-def pointer_of(result) -> int:
-    """The device pointer of an array made by DeviceArray.empty."""
-    if isinstance(result, _OwnedArray):
-        return result.ptr
-    mod = type(result).__module__.split(".")[0]
-    if mod == "torch":
-        return result.data_ptr()
-    if mod == "cupy":
-        return result.data.ptr
-    return result.__cuda_array_interface__["data"][0]
-
-
-def check_device_out(out, template: DeviceArray, shape, dtype: str) -> Optional[DeviceArray]:
-    """out= for device operands: the same library and device, the result's shape and dtype,
-    C-contiguous (the kernel writes into it)."""
-    if out is None:
-        return None
-    if template.library == "jax":
-        raise TypeError("out: JAX arrays are immutable; use the returned array")
-    if not is_device_array(out) or _library(out) != template.library:
-        raise TypeError(f"out: expected a {template.library} device array like the operands, not {type(out).__name__}")
-    view = device_array(out, "out")
-    if view.obj is not out:
-        raise ValueError("out: must be C-contiguous; the kernel writes into it")
-    if view.dtype != dtype:
-        raise TypeError(f"out: dtype {view.dtype} differs from the result's {dtype}")
-    if view.shape != tuple(shape) and view.shape != tuple(shape) + (1,):
-        raise ValueError(f"out: shape {view.shape} differs from the result's {tuple(shape)}")
-    if view.device != template.device:
-        raise ValueError(f"out: is on device {view.device}, the operands on device {template.device}")
-    return view

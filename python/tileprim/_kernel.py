@@ -50,13 +50,19 @@ def _compile_arch(target: str) -> str:
 
 def lower(op, *args, **kwargs) -> Kernel:
     """Plan ``op`` on these arguments and compile its kernel for ``target`` (default: this GPU's
-    architecture, or sm_90a without one). Nothing runs."""
-    from ._ops import _bind, _prepare_from
+    architecture, or sm_90a without one). Nothing runs; needs NVRTC, not a GPU.
+
+    Examples
+    --------
+    >>> k = tp.lower(tp.sum, np.ones(37, "f4"), target="sm_100a")   # doctest: +SKIP
+    >>> k.plan.variant, "add.rn.ftz.f32x2" in k.ptx                   # doctest: +SKIP
+    ('sm100_packed', True)
+    """
+    from ._ops import plan
     details = cuda_details()
     if not details["nvrtc"]["ok"]:
         raise RuntimeError(f"tp.lower needs NVRTC: {details['nvrtc']['error']}")
-    name, arguments = _bind(op, args, kwargs)
-    if arguments.get("target") is None:
-        arguments["target"] = device_arch(0) if cuda_status()[0] else "sm_90a"
-    plan = _prepare_from(name, arguments).plan
-    return Kernel(plan, _C.cuda.build(plan._core, _compile_arch(plan.target)))
+    if kwargs.get("target") is None:
+        kwargs["target"] = device_arch(0) if cuda_status()[0] else "sm_90a"
+    p = plan(op, *args, **kwargs)
+    return Kernel(p, _C.cuda.build(p._core, _compile_arch(p.target)))

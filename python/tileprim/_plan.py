@@ -9,11 +9,26 @@ __all__ = ["Plan"]
 
 
 class Plan:
-    """The outcome of dispatch for one call; nothing has run."""
+    """The outcome of dispatch for one call; nothing has run. Immutable: a repeated call of the
+    same signature gets the same Plan back from the call-shape cache."""
 
-    def __init__(self, core, out_shape=None):
+    def __init__(self, core, out_shape=None, bound=None):
         self._core = core
         self.out_shape = out_shape
+        self._bound = bound
+
+    backend = property(lambda self: self._core.backend, doc="the backend that runs it: 'cpu' or 'cuda'")
+
+    def launch(self) -> Dict[str, str]:
+        """How the backend will run it (binds it, compiling the kernel on CUDA): launch shape,
+        tiles per block, shared memory, where the kernel came from."""
+        return dict(self._bound.describe()) if self._bound is not None else {}
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Plan) and str(self._core) == str(other._core)
+
+    def __hash__(self) -> int:
+        return hash(str(self._core))
 
     variant = property(lambda self: self._core.variant, doc="the chosen variant's name")
     priority = property(lambda self: self._core.priority)
@@ -56,7 +71,7 @@ class Plan:
                          for k, v in self.params.items())
         numerics = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>"
                            for k, v in self.numerics.items())
-        target = html.escape(self.target or "none (sm_version 0)")
+        target = html.escape((self.target or "none (sm_version 0)") + ", backend " + self.backend)
         return (f"<div><code>{html.escape(self.call)}</code><br>target: {target}"
                 "<table><tr><th>variant</th><th>priority</th><th>status</th><th>reasons</th></tr>"
                 f"{rows}</table><b>params</b><table>{params}</table>"

@@ -1,6 +1,7 @@
-"""Exec scopes (who runs one instance of a primitive) and storage scopes (where its tile is staged).
+"""Exec scopes: who runs one instance of a primitive on one tile.
 
-Every op is a function with ``scope=...`` and a method of each scope object::
+Every op is a function with ``scope=...`` and a method of each scope object (``_ops`` binds
+them from the op table)::
 
     tp.sum(A, axes=-1, scope=tp.cta(32), storage="shared")
     tp.cta(32).sum(A, axes=-1, storage="shared")        # the same call
@@ -8,6 +9,7 @@ Every op is a function with ``scope=...`` and a method of each scope object::
 from __future__ import annotations
 
 import functools
+import operator
 
 __all__ = ["ExecScope", "thread", "warp", "warpgroup", "wg", "cta", "STORAGE_SCOPES"]
 
@@ -15,7 +17,13 @@ STORAGE_SCOPES = ("local", "shared", "shared.dyn", "global")
 
 
 class ExecScope:
-    """A thread, a warp (32 lanes), a warpgroup (128 threads) or a CTA of 1..1024 threads."""
+    """A thread, a warp (32 lanes), a warpgroup (128 threads) or a CTA of 1..1024 threads.
+
+    Every op is also a method: ``tp.warp.sqrt(A, layout=L)`` is ``tp.sqrt(A, scope=tp.warp,
+    layout=L)``.
+    """
+
+    _ops: dict = {}  # name -> op function; filled by tileprim._ops from the op table
 
     def __init__(self, kind: str, threads: int):
         self.kind = kind
@@ -23,21 +31,20 @@ class ExecScope:
 
     @property
     def default_storage(self) -> str:
+        """Where a tile is staged when ``storage=`` is not given: shared for a CTA, else registers."""
         return "shared" if self.kind == "cta" else "local"
 
     def __getattr__(self, name: str):
-        from . import _ops
-        fn = _ops.OPS.get(name)
+        fn = ExecScope._ops.get(name)
         if fn is None:
-            raise AttributeError(f"{self!r} has no op {name!r}; the ops are {', '.join(sorted(_ops.OPS))}")
+            raise AttributeError(f"{self!r} has no op {name!r}; the ops are {', '.join(sorted(ExecScope._ops))}")
         bound = functools.partial(fn, scope=self)
         functools.update_wrapper(bound, fn)
         bound._tp_op = fn._tp_op
         return bound
 
     def __dir__(self):
-        from . import _ops
-        return sorted(set(super().__dir__()) | set(_ops.OPS))
+        return sorted(set(super().__dir__()) | set(ExecScope._ops))
 
     def __eq__(self, other) -> bool:
         return isinstance(other, ExecScope) and (self.kind, self.threads) == (other.kind, other.threads)
@@ -56,9 +63,14 @@ wg = warpgroup
 
 
 def cta(threads: int = 128) -> ExecScope:
-    """A CTA of ``threads`` threads (1..1024)."""
-    if isinstance(threads, bool) or not isinstance(threads, int):
+    """A CTA of ``threads`` threads (1..1024).
+
+    >>> tp.cta(32)
+    tp.cta(threads=32)
+    """
+    if isinstance(threads, bool) or not hasattr(threads, "__index__"):
         raise TypeError(f"threads: expected an int, not {type(threads).__name__}")
+    threads = operator.index(threads)
     if not 1 <= threads <= 1024:
         raise ValueError(f"threads: cta(threads={threads}) needs 1 <= threads <= 1024")
     return ExecScope("cta", threads)

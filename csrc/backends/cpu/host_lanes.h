@@ -21,22 +21,21 @@ struct HostLanes {
     for (int l = 0; l < n; ++l) f(l);
   }
   template <class V> const V& at(const std::vector<V>& v, int lane) const { return v[lane]; }
-  template <class T> T* regs(T* base, int stride, int lane) const {
-    return base + static_cast<size_t>(lane) * stride;
-  }
+  template <class T> T* regs(T* base, int stride, int lane) const { return base + static_cast<size_t>(lane) * stride; }
   template <class V, class F> std::vector<V> zip(const std::vector<V>& a, const std::vector<V>& b, F f) const {
     std::vector<V> out(a.size());
     for (size_t l = 0; l < a.size(); ++l) out[l] = f(a[l], b[l]);
     return out;
   }
+  template <class F> void first(int count, F f) const { f(HostLanes{count < n ? count : n}); }
   // __shfl_xor_sync within aligned groups of `width` lanes: lane l reads lane l ^ mask.
   template <class T> std::vector<T> shfl_xor(const std::vector<T>& v, int lane_mask, int width) const {
     std::vector<T> out(v.size());
     for (int l = 0; l < n; ++l) {
       const int src = l ^ lane_mask;
       if (lane_mask >= width || src >= n) {
-        throw std::logic_error("shfl_xor: lane " + std::to_string(l) + " reads lane " +
-                               std::to_string(src) + " outside its group");
+        throw std::logic_error("shfl_xor: lane " + std::to_string(l) + " reads lane " + std::to_string(src) +
+                               " outside its group");
       }
       out[l] = v[src];
     }

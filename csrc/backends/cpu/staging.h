@@ -1,48 +1,57 @@
-// Moving a tile between its logical order and where a scope instance holds it: registers
-// ([thread][slot], through a RegisterPlacement) or one shared-memory tile (through the
-// layout's memory offsets). Slots that hold no element are poisoned with NaN.
+// Moving one tile between its logical order in global memory and where a scope instance
+// holds it while the body runs: registers ([thread][slot], through a RegisterPlacement) or
+// one shared-memory tile (through the layout's memory offsets). Slots that hold no element
+// are poisoned with NaN, so an algorithm that reads one shows it.
 #pragma once
-#include <vector>
-
+#include "dispatch/plan.h"
 #include "layout/placement.h"
-#include "layout/tile_layout.h"
 #include "tileprim/layout.cuh"
 #include "tileprim/numeric.cuh"
 
 namespace tp {
 
-template <class T> std::vector<T> poisoned(size_t n) { return std::vector<T>(n, limits<T>::quiet_nan()); }
+// An operand's staging with what moving it needs, computed once per plan.
+struct HostStaging {
+  OperandStaging plan;
+  MemLayout memory{};     // shared: the tile's memory layout
+  long long slots = 0;    // registers: threads * slots per thread; shared: the layout's span
+  int slots_per_thread = 0;
+  int element_bytes = 0;
 
-template <class T> std::vector<T> load_registers(const RegisterPlacement& p, const T* tile) {
-  std::vector<T> regs = poisoned<T>(static_cast<size_t>(p.threads) * p.slots);
-  for (int s = 0; s < p.slots; ++s) {
-    for (int t = 0; t < p.threads; ++t) {
-      const int e = p.element_at(t, s);
-      if (e >= 0) regs[static_cast<size_t>(t) * p.slots + s] = tile[e];
-    }
-  }
-  return regs;
+  explicit HostStaging(const OperandStaging& s);
+};
+
+template <class T> void poison(T* buf, long long n) {
+  for (long long i = 0; i < n; ++i) buf[i] = limits<T>::quiet_nan();
 }
 
-template <class T> void store_registers(const RegisterPlacement& p, const std::vector<T>& regs, T* tile) {
+template <class T> void stage_in(const HostStaging& h, const T* tile, T* buf) {
+  poison(buf, h.slots);
+  if (h.plan.kind == Staging::shared) {
+    for (long long e = 0; e < h.plan.elements; ++e) buf[memory_offset(h.memory, e)] = tile[e];
+    return;
+  }
+  const RegisterPlacement& p = *h.plan.place;
+  for (int t = 0; t < p.threads; ++t) {
+    for (int s = 0; s < p.slots; ++s) {
+      const int e = p.element_at(t, s);
+      if (e >= 0) buf[static_cast<long long>(t) * p.slots + s] = tile[e];
+    }
+  }
+}
+
+template <class T> void stage_out(const HostStaging& h, const T* buf, T* tile) {
+  if (h.plan.kind == Staging::shared) {
+    for (long long e = 0; e < h.plan.elements; ++e) tile[e] = buf[memory_offset(h.memory, e)];
+    return;
+  }
+  const RegisterPlacement& p = *h.plan.place;
   for (int s = 0; s < p.slots; ++s) {
     for (int t = 0; t < p.threads; ++t) {
       const int e = p.store[static_cast<size_t>(s) * p.threads + t];
-      if (e >= 0) tile[e] = regs[static_cast<size_t>(t) * p.slots + s];
+      if (e >= 0) tile[e] = buf[static_cast<long long>(t) * p.slots + s];
     }
   }
-}
-
-template <class T> std::vector<T> load_memory(const TileLayout& layout, const T* tile) {
-  const MemLayout L = layout.memory_layout();
-  std::vector<T> mem = poisoned<T>(static_cast<size_t>(layout.span()));
-  for (long long e = 0; e < layout.size(); ++e) mem[memory_offset(L, e)] = tile[e];
-  return mem;
-}
-
-template <class T> void store_memory(const TileLayout& layout, const std::vector<T>& mem, T* tile) {
-  const MemLayout L = layout.memory_layout();
-  for (long long e = 0; e < layout.size(); ++e) tile[e] = mem[memory_offset(L, e)];
 }
 
 }  // namespace tp

@@ -39,19 +39,9 @@ typedef enum CUpointer_attribute_enum {
   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
 } CUpointer_attribute;
 
-typedef enum CUctx_flags_enum {
-  CU_CTX_SCHED_AUTO = 0x00,
-  CU_CTX_SCHED_SPIN = 0x01,
-  CU_CTX_SCHED_YIELD = 0x02,
-  CU_CTX_SCHED_BLOCKING_SYNC = 0x04,
-  CU_CTX_SCHED_MASK = 0x07,
-} CUctx_flags;
-
-typedef enum CUevent_flags_enum {
-  CU_EVENT_DEFAULT = 0x0,
-  CU_EVENT_BLOCKING_SYNC = 0x1,
-  CU_EVENT_DISABLE_TIMING = 0x2,
-} CUevent_flags;
+constexpr unsigned int CU_STREAM_NON_BLOCKING = 0x1;
+constexpr unsigned int CU_EVENT_DISABLE_TIMING = 0x2;
+constexpr CUresult CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = static_cast<CUresult>(704);
 
 // Entry points; the comment names the versioned symbol cuda.h maps the call to.
 using PFN_cuInit = CUresult (*)(unsigned int flags);
@@ -60,12 +50,11 @@ using PFN_cuDeviceGetCount = CUresult (*)(int* count);
 using PFN_cuDeviceGet = CUresult (*)(CUdevice* device, int ordinal);
 using PFN_cuDeviceGetAttribute = CUresult (*)(int* value, CUdevice_attribute attribute, CUdevice device);
 using PFN_cuDeviceGetName = CUresult (*)(char* name, int length, CUdevice device);
+using PFN_cuDeviceCanAccessPeer = CUresult (*)(int* can, CUdevice device, CUdevice peer);
 using PFN_cuDevicePrimaryCtxRetain = CUresult (*)(CUcontext* context, CUdevice device);
-using PFN_cuCtxGetCurrent = CUresult (*)(CUcontext* context);
 using PFN_cuCtxSetCurrent = CUresult (*)(CUcontext context);
-using PFN_cuCtxSynchronize = CUresult (*)();
+using PFN_cuCtxEnablePeerAccess = CUresult (*)(CUcontext peer, unsigned int flags);
 using PFN_cuModuleLoadData = CUresult (*)(CUmodule* module, const void* image);
-using PFN_cuModuleUnload = CUresult (*)(CUmodule module);
 using PFN_cuModuleGetFunction = CUresult (*)(CUfunction* function, CUmodule module, const char* name);
 using PFN_cuFuncSetAttribute = CUresult (*)(CUfunction function, CUfunction_attribute attribute, int value);
 using PFN_cuLaunchKernel = CUresult (*)(CUfunction function, unsigned int grid_x, unsigned int grid_y,
@@ -74,20 +63,18 @@ using PFN_cuLaunchKernel = CUresult (*)(CUfunction function, unsigned int grid_x
                                         void** kernel_params, void** extra);
 using PFN_cuMemAlloc = CUresult (*)(CUdeviceptr* pointer, size_t bytes);                    // _v2
 using PFN_cuMemFree = CUresult (*)(CUdeviceptr pointer);                                    // _v2
-using PFN_cuMemcpyHtoD = CUresult (*)(CUdeviceptr dst, const void* src, size_t bytes);      // _v2
-using PFN_cuMemcpyDtoH = CUresult (*)(void* dst, CUdeviceptr src, size_t bytes);            // _v2
+using PFN_cuMemHostAlloc = CUresult (*)(void** pointer, size_t bytes, unsigned int flags);
+using PFN_cuMemFreeHost = CUresult (*)(void* pointer);
 using PFN_cuMemcpyHtoDAsync = CUresult (*)(CUdeviceptr dst, const void* src, size_t bytes,  // _v2
                                            CUstream stream);
 using PFN_cuMemcpyDtoHAsync = CUresult (*)(void* dst, CUdeviceptr src, size_t bytes,        // _v2
                                            CUstream stream);
-using PFN_cuMemsetD8 = CUresult (*)(CUdeviceptr dst, unsigned char value, size_t count);    // _v2
+using PFN_cuStreamCreate = CUresult (*)(CUstream* stream, unsigned int flags);
 using PFN_cuStreamSynchronize = CUresult (*)(CUstream stream);
-using PFN_cuPointerGetAttribute = CUresult (*)(void* data, CUpointer_attribute attribute, CUdeviceptr pointer);
+using PFN_cuStreamWaitEvent = CUresult (*)(CUstream stream, CUevent event, unsigned int flags);
 using PFN_cuEventCreate = CUresult (*)(CUevent* event, unsigned int flags);
 using PFN_cuEventRecord = CUresult (*)(CUevent event, CUstream stream);
-using PFN_cuEventSynchronize = CUresult (*)(CUevent event);
-using PFN_cuEventElapsedTime = CUresult (*)(float* milliseconds, CUevent start, CUevent end);  // _v2
-using PFN_cuEventDestroy = CUresult (*)(CUevent event);                                         // _v2
+using PFN_cuPointerGetAttribute = CUresult (*)(void* data, CUpointer_attribute attribute, CUdeviceptr pointer);
 using PFN_cuGetErrorName = CUresult (*)(CUresult error, const char** name);
 using PFN_cuGetErrorString = CUresult (*)(CUresult error, const char** description);
 

@@ -1,24 +1,13 @@
 #include "backends/cuda/driver.h"
 
-#include <dlfcn.h>
-
 #include <string>
-#include <type_traits>
 
 namespace tp::cuda {
 
 namespace {
-
 // The versioned name: the unversioned libcuda.so is a developer symlink that the toolkit's
 // stub library can satisfy, and the stub fails every call.
 constexpr const char* kDriverLibrary = "libcuda.so.1";
-
-std::string loaded_path(void* symbol, const char* fallback) {
-  Dl_info info{};
-  if (symbol && dladdr(symbol, &info) && info.dli_fname) return info.dli_fname;
-  return fallback;
-}
-
 }  // namespace
 
 Driver& Driver::get() {
@@ -37,25 +26,30 @@ Driver::Driver() {
 
 void Driver::load() {
   status_.tried.push_back(kDriverLibrary);
-  handle_ = dlopen(kDriverLibrary, RTLD_NOW | RTLD_LOCAL);
-  if (!handle_) {
-    const char* why = dlerror();
-    status_.error = std::string("CUDA driver library ") + kDriverLibrary +
-                    " not found on the loader path (" + (why ? why : "dlopen failed") +
+  std::string failures;
+  if (!library_.open(kDriverLibrary, failures)) {
+    status_.error = std::string("CUDA driver library ") + kDriverLibrary + " not found on the loader path (" +
+                    failures.substr(failures.find(": ") + 2, failures.size() - failures.find(": ") - 3) +
                     "); is the NVIDIA driver installed?";
     return;
   }
-  if (!resolve_symbols()) return;
-  status_.path = loaded_path(reinterpret_cast<void*>(cuInit), kDriverLibrary);
-
+  std::string missing;
+#define TP_RESOLVE(member, symbol) library_.resolve(member, symbol, missing);
+  TP_DRIVER_ENTRY_POINTS(TP_RESOLVE)
+#undef TP_RESOLVE
+  status_.path = library_.path_of(library_.find("cuInit"));
+  if (!missing.empty()) {
+    status_.error = "CUDA driver " + status_.path + " lacks " + missing + "; the driver is too old for tileprim";
+    return;
+  }
   const CUresult init = cuInit(0);
   if (init != CUDA_SUCCESS) {
     const char* name = nullptr;
     const char* description = nullptr;
     cuGetErrorName(init, &name);
     cuGetErrorString(init, &description);
-    status_.error = "CUDA driver " + status_.path + ": cuInit failed: " + (name ? name : "unknown error") +
-                    ": " + (description ? description : "no description");
+    status_.error = "CUDA driver " + status_.path + ": cuInit failed: " + (name ? name : "unknown error") + ": " +
+                    (description ? description : "no description");
     return;
   }
   int count = 0;
@@ -64,55 +58,8 @@ void Driver::load() {
     return;
   }
   primary_contexts_.assign(count, nullptr);
+  peers_enabled_.assign(count, std::vector<bool>(count, false));
   status_.ok = true;
-}
-
-bool Driver::resolve_symbols() {
-  // cuda.h maps several calls to a versioned symbol; ask for that one. The plain name is an
-  // older ABI (32-bit pointers for cuMemAlloc), so only calls whose signature did not change
-  // may fall back to it (cuEventElapsedTime_v2 is new in 12.8).
-  std::string missing;
-  auto resolve = [&](auto& slot, const char* name, const char* same_signature_fallback = nullptr) {
-    void* symbol = dlsym(handle_, name);
-    if (!symbol && same_signature_fallback) symbol = dlsym(handle_, same_signature_fallback);
-    if (!symbol) missing += std::string(missing.empty() ? "" : ", ") + name;
-    slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(symbol);
-  };
-  resolve(cuInit, "cuInit");
-  resolve(cuDriverGetVersion, "cuDriverGetVersion");
-  resolve(cuDeviceGetCount, "cuDeviceGetCount");
-  resolve(cuDeviceGet, "cuDeviceGet");
-  resolve(cuDeviceGetAttribute, "cuDeviceGetAttribute");
-  resolve(cuDeviceGetName, "cuDeviceGetName");
-  resolve(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-  resolve(cuCtxGetCurrent, "cuCtxGetCurrent");
-  resolve(cuCtxSetCurrent, "cuCtxSetCurrent");
-  resolve(cuCtxSynchronize, "cuCtxSynchronize");
-  resolve(cuModuleLoadData, "cuModuleLoadData");
-  resolve(cuModuleUnload, "cuModuleUnload");
-  resolve(cuModuleGetFunction, "cuModuleGetFunction");
-  resolve(cuFuncSetAttribute, "cuFuncSetAttribute");
-  resolve(cuLaunchKernel, "cuLaunchKernel");
-  resolve(cuMemAlloc, "cuMemAlloc_v2");
-  resolve(cuMemFree, "cuMemFree_v2");
-  resolve(cuMemcpyHtoD, "cuMemcpyHtoD_v2");
-  resolve(cuMemcpyDtoH, "cuMemcpyDtoH_v2");
-  resolve(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
-  resolve(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
-  resolve(cuMemsetD8, "cuMemsetD8_v2");
-  resolve(cuStreamSynchronize, "cuStreamSynchronize");
-  resolve(cuPointerGetAttribute, "cuPointerGetAttribute");
-  resolve(cuEventCreate, "cuEventCreate");
-  resolve(cuEventRecord, "cuEventRecord");
-  resolve(cuEventSynchronize, "cuEventSynchronize");
-  resolve(cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime");
-  resolve(cuEventDestroy, "cuEventDestroy_v2");
-  resolve(cuGetErrorName, "cuGetErrorName");
-  resolve(cuGetErrorString, "cuGetErrorString");
-  if (missing.empty()) return true;
-  status_.error = "CUDA driver " + loaded_path(dlsym(handle_, "cuInit"), kDriverLibrary) +
-                  " lacks " + missing + "; the driver is too old for tileprim";
-  return false;
 }
 
 void Driver::check(CUresult r, const char* what) const {
@@ -132,9 +79,10 @@ void Driver::require_loaded() const {
 CUdevice Driver::device_handle(int device) {
   require_loaded();
   const int count = static_cast<int>(primary_contexts_.size());
-  if (device < 0 || device >= count)
+  if (device < 0 || device >= count) {
     throw CudaError("device " + std::to_string(device) + " does not exist; this machine has " +
                     std::to_string(count) + " CUDA device(s)");
+  }
   CUdevice handle = 0;
   check(cuDeviceGet(&handle, device), "cuDeviceGet");
   return handle;
@@ -173,18 +121,36 @@ int Driver::driver_version() {
   return version;
 }
 
-void Driver::make_current(int device) {
+bool Driver::can_access_peer(int device, int peer) {
+  if (device == peer) return true;
+  const CUdevice a = device_handle(device), b = device_handle(peer);
+  int can = 0;
+  check(cuDeviceCanAccessPeer(&can, a, b), "cuDeviceCanAccessPeer");
+  return can != 0;
+}
+
+CUcontext Driver::context(int device) {
   const CUdevice handle = device_handle(device);
-  CUcontext context = nullptr;
-  {
-    // Retain once: every retain needs a matching release, and the primary context should
-    // live as long as the process.
-    std::lock_guard<std::mutex> lock(contexts_mutex_);
-    if (!primary_contexts_[device])
-      check(cuDevicePrimaryCtxRetain(&primary_contexts_[device], handle), "cuDevicePrimaryCtxRetain");
-    context = primary_contexts_[device];
+  // Retain once: every retain needs a matching release, and the primary context should
+  // live as long as the process.
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!primary_contexts_[device]) {
+    check(cuDevicePrimaryCtxRetain(&primary_contexts_[device], handle), "cuDevicePrimaryCtxRetain");
   }
-  check(cuCtxSetCurrent(context), "cuCtxSetCurrent");
+  return primary_contexts_[device];
+}
+
+void Driver::make_current(int device) { check(cuCtxSetCurrent(context(device)), "cuCtxSetCurrent"); }
+
+void Driver::enable_peer_access(int device, int peer) {
+  if (device == peer) return;
+  const CUcontext peer_context = context(peer);
+  make_current(device);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (peers_enabled_[device][peer]) return;
+  const CUresult r = cuCtxEnablePeerAccess(peer_context, 0);
+  if (r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) check(r, "cuCtxEnablePeerAccess");
+  peers_enabled_[device][peer] = true;
 }
 
 }  // namespace tp::cuda

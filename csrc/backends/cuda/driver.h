@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_api.h"
+#include "backends/cuda/dynamic_library.h"
 
 namespace tp::cuda {
 
@@ -24,6 +25,38 @@ struct LibraryStatus {
   std::vector<std::string> tried;
 };
 
+// Every entry point: (member, the symbol cuda.h maps it to). Calls whose signature never
+// changed may fall back to the plain name; the versioned ones may not (other ABI).
+#define TP_DRIVER_ENTRY_POINTS(X)                            \
+  X(cuInit, "cuInit")                                        \
+  X(cuDriverGetVersion, "cuDriverGetVersion")                \
+  X(cuDeviceGetCount, "cuDeviceGetCount")                    \
+  X(cuDeviceGet, "cuDeviceGet")                              \
+  X(cuDeviceGetAttribute, "cuDeviceGetAttribute")            \
+  X(cuDeviceGetName, "cuDeviceGetName")                      \
+  X(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer")          \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")    \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent")                      \
+  X(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess")          \
+  X(cuModuleLoadData, "cuModuleLoadData")                    \
+  X(cuModuleGetFunction, "cuModuleGetFunction")              \
+  X(cuFuncSetAttribute, "cuFuncSetAttribute")                \
+  X(cuLaunchKernel, "cuLaunchKernel")                        \
+  X(cuMemAlloc, "cuMemAlloc_v2")                             \
+  X(cuMemFree, "cuMemFree_v2")                               \
+  X(cuMemHostAlloc, "cuMemHostAlloc")                        \
+  X(cuMemFreeHost, "cuMemFreeHost")                          \
+  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")               \
+  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")               \
+  X(cuStreamCreate, "cuStreamCreate")                        \
+  X(cuStreamSynchronize, "cuStreamSynchronize")              \
+  X(cuStreamWaitEvent, "cuStreamWaitEvent")                  \
+  X(cuEventCreate, "cuEventCreate")                          \
+  X(cuEventRecord, "cuEventRecord")                          \
+  X(cuPointerGetAttribute, "cuPointerGetAttribute")          \
+  X(cuGetErrorName, "cuGetErrorName")                        \
+  X(cuGetErrorString, "cuGetErrorString")
+
 class Driver {
  public:
   // Loads the driver and runs cuInit on the first call; never throws (see status()).
@@ -37,45 +70,20 @@ class Driver {
   int compute_capability(int device);  // major * 10 + minor, e.g. 90
   int multiprocessors(int device);
   int driver_version();  // e.g. 13000
+  bool can_access_peer(int device, int peer);
 
   // Retains the device's primary context (once per process) and makes it current on the
   // calling thread.
   void make_current(int device);
+  // Lets kernels on `device` read and write `peer`'s memory (once per pair per process).
+  void enable_peer_access(int device, int peer);
 
   // Throws CudaError("what: CUDA_ERROR_NAME: description") unless r is CUDA_SUCCESS.
   void check(CUresult r, const char* what) const;
 
-  PFN_cuInit cuInit = nullptr;
-  PFN_cuDriverGetVersion cuDriverGetVersion = nullptr;
-  PFN_cuDeviceGetCount cuDeviceGetCount = nullptr;
-  PFN_cuDeviceGet cuDeviceGet = nullptr;
-  PFN_cuDeviceGetAttribute cuDeviceGetAttribute = nullptr;
-  PFN_cuDeviceGetName cuDeviceGetName = nullptr;
-  PFN_cuDevicePrimaryCtxRetain cuDevicePrimaryCtxRetain = nullptr;
-  PFN_cuCtxGetCurrent cuCtxGetCurrent = nullptr;
-  PFN_cuCtxSetCurrent cuCtxSetCurrent = nullptr;
-  PFN_cuCtxSynchronize cuCtxSynchronize = nullptr;
-  PFN_cuModuleLoadData cuModuleLoadData = nullptr;
-  PFN_cuModuleUnload cuModuleUnload = nullptr;
-  PFN_cuModuleGetFunction cuModuleGetFunction = nullptr;
-  PFN_cuFuncSetAttribute cuFuncSetAttribute = nullptr;
-  PFN_cuLaunchKernel cuLaunchKernel = nullptr;
-  PFN_cuMemAlloc cuMemAlloc = nullptr;
-  PFN_cuMemFree cuMemFree = nullptr;
-  PFN_cuMemcpyHtoD cuMemcpyHtoD = nullptr;
-  PFN_cuMemcpyDtoH cuMemcpyDtoH = nullptr;
-  PFN_cuMemcpyHtoDAsync cuMemcpyHtoDAsync = nullptr;
-  PFN_cuMemcpyDtoHAsync cuMemcpyDtoHAsync = nullptr;
-  PFN_cuMemsetD8 cuMemsetD8 = nullptr;
-  PFN_cuStreamSynchronize cuStreamSynchronize = nullptr;
-  PFN_cuPointerGetAttribute cuPointerGetAttribute = nullptr;
-  PFN_cuEventCreate cuEventCreate = nullptr;
-  PFN_cuEventRecord cuEventRecord = nullptr;
-  PFN_cuEventSynchronize cuEventSynchronize = nullptr;
-  PFN_cuEventElapsedTime cuEventElapsedTime = nullptr;
-  PFN_cuEventDestroy cuEventDestroy = nullptr;
-  PFN_cuGetErrorName cuGetErrorName = nullptr;
-  PFN_cuGetErrorString cuGetErrorString = nullptr;
+#define TP_DECLARE(member, symbol) PFN_##member member = nullptr;
+  TP_DRIVER_ENTRY_POINTS(TP_DECLARE)
+#undef TP_DECLARE
 
   Driver(const Driver&) = delete;
   Driver& operator=(const Driver&) = delete;
@@ -83,15 +91,16 @@ class Driver {
  private:
   Driver();
   void load();
-  bool resolve_symbols();
   void require_loaded() const;
   CUdevice device_handle(int device);
+  CUcontext context(int device);
   int attribute(CUdevice_attribute attribute, int device);
 
   LibraryStatus status_;
-  void* handle_ = nullptr;
-  std::mutex contexts_mutex_;
+  DynamicLibrary library_;
+  std::mutex mutex_;
   std::vector<CUcontext> primary_contexts_;  // by ordinal; null until retained
+  std::vector<std::vector<bool>> peers_enabled_;
 };
 
 }  // namespace tp::cuda

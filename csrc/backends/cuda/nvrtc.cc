@@ -1,6 +1,5 @@
 #include "backends/cuda/nvrtc.h"
 
-#include <dlfcn.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -8,7 +7,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
-#include <type_traits>
 
 namespace tp::cuda {
 
@@ -106,45 +104,18 @@ void Nvrtc::load_locked(const std::vector<std::string>& extra_dirs) {
 
 bool Nvrtc::try_open(const std::string& candidate, std::string& failures) {
   status_.tried.push_back(candidate);
-  const bool is_path = candidate.find('/') != std::string::npos;
-  if (is_path && !is_file(candidate)) {  // skip dlopen's slower search for absent files
-    failures += "  " + candidate + ": no such file\n";
-    return false;
-  }
-  void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    const char* why = dlerror();
-    failures += "  " + candidate + ": " + (why ? why : "dlopen failed") + "\n";
-    return false;
-  }
+  if (!library_.open(candidate, failures)) return false;
   std::string missing;
-  auto resolve = [&](auto& slot, const char* name) {
-    void* symbol = dlsym(handle, name);
-    if (!symbol) missing += std::string(missing.empty() ? "" : ", ") + name;
-    slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(symbol);
-  };
-  resolve(nvrtcGetErrorString, "nvrtcGetErrorString");
-  resolve(nvrtcVersion, "nvrtcVersion");
-  resolve(nvrtcGetNumSupportedArchs, "nvrtcGetNumSupportedArchs");
-  resolve(nvrtcGetSupportedArchs, "nvrtcGetSupportedArchs");
-  resolve(nvrtcCreateProgram, "nvrtcCreateProgram");
-  resolve(nvrtcDestroyProgram, "nvrtcDestroyProgram");
-  resolve(nvrtcCompileProgram, "nvrtcCompileProgram");
-  resolve(nvrtcGetPTXSize, "nvrtcGetPTXSize");
-  resolve(nvrtcGetPTX, "nvrtcGetPTX");
-  resolve(nvrtcGetCUBINSize, "nvrtcGetCUBINSize");
-  resolve(nvrtcGetCUBIN, "nvrtcGetCUBIN");
-  resolve(nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize");
-  resolve(nvrtcGetProgramLog, "nvrtcGetProgramLog");
+#define TP_RESOLVE(name) library_.resolve(name, #name, missing);
+  TP_NVRTC_ENTRY_POINTS(TP_RESOLVE)
+#undef TP_RESOLVE
   if (!missing.empty() || nvrtcVersion(&version_.first, &version_.second) != NVRTC_SUCCESS) {
     failures += "  " + candidate + ": " + (missing.empty() ? "nvrtcVersion failed" : "lacks " + missing) + "\n";
-    dlclose(handle);
+    library_.close();
     return false;
   }
-  Dl_info info{};
-  handle_ = handle;
   status_.ok = true;
-  status_.path = dladdr(reinterpret_cast<void*>(nvrtcVersion), &info) && info.dli_fname ? info.dli_fname : candidate;
+  status_.path = library_.path_of(reinterpret_cast<void*>(nvrtcVersion));
   return true;
 }
 

@@ -14,8 +14,24 @@
 
 #include "backends/cuda/cuda_api.h"
 #include "backends/cuda/driver.h"  // LibraryStatus, CudaError
+#include "backends/cuda/dynamic_library.h"
 
 namespace tp::cuda {
+
+#define TP_NVRTC_ENTRY_POINTS(X)                         \
+  X(nvrtcGetErrorString)                                 \
+  X(nvrtcVersion)                                        \
+  X(nvrtcGetNumSupportedArchs)                           \
+  X(nvrtcGetSupportedArchs)                              \
+  X(nvrtcCreateProgram)                                  \
+  X(nvrtcDestroyProgram)                                 \
+  X(nvrtcCompileProgram)                                 \
+  X(nvrtcGetPTXSize)                                     \
+  X(nvrtcGetPTX)                                         \
+  X(nvrtcGetCUBINSize)                                   \
+  X(nvrtcGetCUBIN)                                       \
+  X(nvrtcGetProgramLogSize)                              \
+  X(nvrtcGetProgramLog)
 
 // NVRTC rejected a program; the message is its log followed by the numbered source.
 struct CompileError : std::runtime_error {
@@ -63,22 +79,12 @@ class Nvrtc {
   bool attempted_ = false;
   LibraryStatus status_;
   std::vector<std::string> extra_dirs_;
-  void* handle_ = nullptr;
+  DynamicLibrary library_;
   std::pair<int, int> version_{0, 0};
 
-  PFN_nvrtcGetErrorString nvrtcGetErrorString = nullptr;
-  PFN_nvrtcVersion nvrtcVersion = nullptr;
-  PFN_nvrtcGetNumSupportedArchs nvrtcGetNumSupportedArchs = nullptr;
-  PFN_nvrtcGetSupportedArchs nvrtcGetSupportedArchs = nullptr;
-  PFN_nvrtcCreateProgram nvrtcCreateProgram = nullptr;
-  PFN_nvrtcDestroyProgram nvrtcDestroyProgram = nullptr;
-  PFN_nvrtcCompileProgram nvrtcCompileProgram = nullptr;
-  PFN_nvrtcGetPTXSize nvrtcGetPTXSize = nullptr;
-  PFN_nvrtcGetPTX nvrtcGetPTX = nullptr;
-  PFN_nvrtcGetCUBINSize nvrtcGetCUBINSize = nullptr;
-  PFN_nvrtcGetCUBIN nvrtcGetCUBIN = nullptr;
-  PFN_nvrtcGetProgramLogSize nvrtcGetProgramLogSize = nullptr;
-  PFN_nvrtcGetProgramLog nvrtcGetProgramLog = nullptr;
+#define TP_DECLARE(name) PFN_##name name = nullptr;
+  TP_NVRTC_ENTRY_POINTS(TP_DECLARE)
+#undef TP_DECLARE
 };
 
 }  // namespace tp::cuda

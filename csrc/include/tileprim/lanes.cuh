@@ -5,6 +5,7 @@
 //   v = g.zip(v, g.shfl_xor(v, mask, width), op);          // lanes exchange and combine
 //   g.each([&](int lane) { ... g.at(v, lane) ... });        // every lane consumes its value
 //   T* r = g.regs(base, stride, lane);                      // a lane's register file
+//   g.first(n, [&](const auto& w) { ... });                 // only lanes 0..n-1 take part
 //
 // On the GPU (DeviceLanes, below) a value is the calling thread's own scalar and the lane
 // is its index in the scope instance. The CPU backend's HostLanes runs all lanes of an
@@ -23,6 +24,9 @@ struct DeviceLanes {
   template <class V> TP_HD const V& at(const V& v, int) const { return v; }
   template <class T> TP_HD T* regs(T* base, int, int) const { return base; }
   template <class V, class F> TP_HD V zip(const V& a, const V& b, F f) const { return f(a, b); }
+  template <class F> TP_HD void first(int n, F f) const {
+    if (lane < n) f(*this);
+  }
 
   // Butterfly exchange inside aligned groups of `width` lanes; the member mask names just
   // this thread's group, so groups of one warp shuffle independently (full mask at 32).

@@ -9,27 +9,21 @@
 #include <algorithm>
 #include <memory>
 
-#include "backends/cpu/host_lanes.h"
-#include "backends/cuda/codegen.h"
-#include "backends/cpu/staging.h"
-#include "backends/cpu/type_switch.h"
 #include "dispatch/registry.h"
 #include "errors.h"
 #include "layout/placement.h"
-#include "tileprim/reduction/lane_reduce.cuh"
-#include "tileprim/reduction/thread_loop.cuh"
 #include "variants/reduction/reduction_common.h"
 
 namespace tp {
 namespace {
 
-struct LocalPlan : VariantPlan {
+// What the analysis of a call finds: the path, both layouts, the fold and the lane masks.
+struct LocalAnalysis {
   std::string path;  // thread_wise | warp_shuffle | view
   TileLayout src_layout = TileLayout::row_major({1});
   TileLayout dst_layout = TileLayout::row_major({1});
   std::vector<long long> dst_shape;
-  RegisterPlacement src_place, dst_place;
-  HostReduceView view{};
+  FoldView view{};
   ShuffleMasks masks{0, {0, 0, 0, 0, 0}, 32};
 };
 
@@ -148,31 +142,31 @@ ShuffleMasks shuffle_masks(const TileLayout& src, const std::vector<DimIters>& d
   return sh;
 }
 
-std::unique_ptr<LocalPlan> analyze(const OpCall& call) {
+LocalAnalysis analyze(const OpCall& call) {
   const TileRef& src = call.inputs.at(0);
   const TileRef& dst = call.output;
   if (src.dtype != dst.dtype) {
     throw Decline(std::string("dtype mismatch: dst ") + dtype_name(dst.dtype) + ", src " + dtype_name(src.dtype));
   }
   const ReductionAxes ax = reduction_axes(call);
-  auto p = std::make_unique<LocalPlan>();
-  p->src_layout = src.layout.value_or(TileLayout::row_major(src.shape));
+  LocalAnalysis a;
+  a.src_layout = src.layout.value_or(TileLayout::row_major(src.shape));
   const ScopeKind kind = call.scope.kind;
   if (kind == ScopeKind::cta) throw Decline("unsupported exec_scope cta for local reduction");
 
-  const auto src_dims = p->src_layout.group(src.shape);
+  const auto src_dims = a.src_layout.group(src.shape);
   if (kind == ScopeKind::thread) {
-    p->path = "thread_wise";
-    p->dst_shape = ax.dst_shape;
-    p->dst_layout = dst.layout.value_or(TileLayout::row_major(ax.dst_shape));
+    a.path = "thread_wise";
+    a.dst_shape = ax.dst_shape;
+    a.dst_layout = dst.layout.value_or(TileLayout::row_major(ax.dst_shape));
   } else {
-    if (p->src_layout.swizzled() || (dst.layout && dst.layout->swizzled())) {
+    if (a.src_layout.swizzled() || (dst.layout && dst.layout->swizzled())) {
       throw Decline("swizzle layout unsupported for local reduction");
     }
-    if (!p->src_layout.replica().empty()) {
-      throw Decline("src layout " + p->src_layout.str() + " has replicas; a reduction source holds each element once");
+    if (!a.src_layout.replica().empty()) {
+      throw Decline("src layout " + a.src_layout.str() + " has replicas; a reduction source holds each element once");
     }
-    p->masks = shuffle_masks(p->src_layout, src_dims, ax.reduced);
+    a.masks = shuffle_masks(a.src_layout, src_dims, ax.reduced);
 
     // the two destinations a lane-distributed source can reduce into
     std::vector<Iter> spatial, replica, kept;
@@ -196,41 +190,32 @@ std::unique_ptr<LocalPlan> analyze(const OpCall& call) {
     if (kept_shape.empty()) kept_shape.push_back(1);
     long long kept_len = 1;
     for (long long d : kept_shape) kept_len *= d;
-    const TileLayout replica_form = compact(spatial, replica, thread_offsets(p->src_layout));
-    const TileLayout kept_form = compact(kept, {}, thread_offsets(p->src_layout));
+    const TileLayout replica_form = compact(spatial, replica, thread_offsets(a.src_layout));
+    const TileLayout kept_form = compact(kept, {}, thread_offsets(a.src_layout));
 
     bool replicated = !replica.empty();
     if (!dst.layout) {
-      p->dst_layout = replica_form;
-      p->dst_shape = ax.dst_shape;
+      a.dst_layout = replica_form;
+      a.dst_shape = ax.dst_shape;
     } else if (dst.layout->size() == ax.spatial_len && same_partition(*dst.layout, replica_form, ax.dst_shape)) {
-      p->dst_layout = *dst.layout;
-      p->dst_shape = ax.dst_shape;
+      a.dst_layout = *dst.layout;
+      a.dst_shape = ax.dst_shape;
     } else if (dst.layout->size() == kept_len && kept_len != ax.spatial_len &&
                same_partition(*dst.layout, kept_form, kept_shape)) {
-      p->dst_layout = *dst.layout;
-      p->dst_shape = kept_shape;
+      a.dst_layout = *dst.layout;
+      a.dst_shape = kept_shape;
       replicated = false;
     } else {
       std::string expect = replica_form.str();
       if (!(kept_form == replica_form)) expect += ", or keeping the reduced thread dims " + kept_form.str();
       throw Decline("out_layout " + dst.layout->str() + " does not hold the reduction of " +
-                    p->src_layout.str() + "; expected " + expect + " (memory strides may differ)");
+                    a.src_layout.str() + "; expected " + expect + " (memory strides may differ)");
     }
-    if (!replicated && !call.flag("thread_reduce")) p->masks.count = 0;
-    p->path = replicated ? "warp_shuffle" : "view";
+    if (!replicated && !call.flag("thread_reduce")) a.masks.count = 0;
+    a.path = replicated ? "warp_shuffle" : "view";
   }
-  p->view = fold_view(p->src_layout, src_dims, ax.reduced, p->dst_layout, p->dst_layout.group(p->dst_shape));
-  p->src_place = place_in_registers(p->src_layout, call.scope, "layout");
-  p->dst_place = place_in_registers(p->dst_layout, call.scope, "out_layout");
-  return p;
-}
-
-std::string storage_scope(const OpCall& call, const DispatchContext&) {
-  const Storage s = call.inputs.at(0).storage, d = call.output.storage;
-  if (s == Storage::local && d == Storage::local) return "";
-  return std::string("storage scope mismatch: dst ") + storage_name(d) + ", src " + storage_name(s) +
-         "; expected ['local']";
+  a.view = fold_view(a.src_layout, src_dims, ax.reduced, a.dst_layout, a.dst_layout.group(a.dst_shape));
+  return a;
 }
 
 std::string local_valid(const OpCall& call, const DispatchContext&) {
@@ -248,80 +233,33 @@ std::string local_valid(const OpCall& call, const DispatchContext&) {
 class LocalReduction : public Variant {
  public:
   LocalReduction()
-      : Variant("local", 10, {"sum", "max", "min"},
-                {{"storage_scope", storage_scope}, {"local_valid", local_valid}}) {}
+      : Variant("local", 10, {"sum", "max", "min"}, {storage_predicate(false), {"local_valid", local_valid}}) {}
 
   void plan(Plan& plan) const override {
-    std::shared_ptr<LocalPlan> p = analyze(plan.call);
+    const LocalAnalysis a = analyze(plan.call);
     const ReductionAxes ax = reduction_axes(plan.call);
-    plan.call.output.layout = p->dst_layout;
-    plan.call.output.shape = p->dst_shape;
-    plan.set("path", p->path);
+    plan.call.output.layout = a.dst_layout;
+    plan.call.output.shape = a.dst_shape;
+    plan.set("path", a.path);
     plan.set("spatial_len", ax.spatial_len);
     plan.set("reduction_len", ax.reduce_len);
-    plan.set("outputs_per_thread", static_cast<long long>(p->view.spatial));
-    plan.set("sources_per_output", static_cast<long long>(p->view.reduce));
-    plan.set("shuffle_masks", std::vector<long long>(p->masks.mask, p->masks.mask + p->masks.count));
-    plan.set("n_shuffles", static_cast<long long>(p->masks.count));
+    plan.set("outputs_per_thread", static_cast<long long>(a.view.spatial));
+    plan.set("sources_per_output", static_cast<long long>(a.view.reduce));
+    plan.set("shuffle_masks", std::vector<long long>(a.masks.mask, a.masks.mask + a.masks.count));
+    plan.set("n_shuffles", static_cast<long long>(a.masks.count));
     note_reduction_numerics(plan);
-    plan.note("order", p->masks.count
+    plan.note("order", a.masks.count
                            ? "each lane folds its registers in order from the identity, then XOR butterfly over "
                              "lane masks in the order listed; accum: op(old, result)"
                            : "each thread folds its registers in order, starting from the identity (accum: from "
                              "the old value)");
     plan.note("ftz", "no: subnormals kept");
-    plan.detail = p;
-  }
-
-  void run_cpu(const Plan& plan, const HostTensors& io) const override {
-    const auto& p = plan.detail_as<LocalPlan>();
-    const bool accum = plan.call.accum;
-    const long long src_n = plan.call.inputs[0].elements(), dst_n = plan.call.output.elements();
-    with_host_type(plan.call.inputs[0].dtype, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      with_reduce_op(reduce_kind(plan.call), [&](auto op) {
-        using Op = decltype(op);
-        const T* src = static_cast<const T*>(io.inputs[0]);
-        T* out = static_cast<T*>(io.output);
-        for (long long tile = 0; tile < io.tiles; ++tile) {
-          const std::vector<T> src_regs = load_registers(p.src_place, src + tile * src_n);
-          std::vector<T> dst_regs = accum ? load_registers(p.dst_place, out + tile * dst_n)
-                                          : poisoned<T>(static_cast<size_t>(p.dst_place.threads) * p.dst_place.slots);
-          if (p.path == "thread_wise") {
-            thread_reduce<Op>(dst_regs.data(), src_regs.data(), p.view, accum);
-          } else {
-            lane_reduce<Op>(HostLanes{plan.call.scope.threads}, dst_regs.data(), p.dst_place.slots,
-                            src_regs.data(), p.src_place.slots, p.view, p.masks, accum);
-          }
-          store_registers(p.dst_place, dst_regs, out + tile * dst_n);
-        }
-      });
-    });
-  }
-
-  void emit_cuda(const Plan& plan, KernelSource& k) const override {
-    const auto& p = plan.detail_as<LocalPlan>();
-    const DType t = plan.call.inputs[0].dtype;
-    const char* T = dtype_cuda_name(t);
-    k.use(t);
-    frame_for(plan.call.scope, 0, k);
-    k.decls << reduce_view_cuda("kView", p.view, "tp::kUnrollRegisters") << shuffle_masks_cuda("kMasks", p.masks);
-    const long long src_n = plan.call.inputs[0].elements(), dst_n = plan.call.output.elements();
-    emit_load_registers(k, "src", t, p.src_place, "kSrcLoad", "in0_", src_n);
-    if (plan.call.accum) {
-      emit_load_registers(k, "dst", t, p.dst_place, "kDstLoad", "out_", dst_n);
-    } else {
-      k.body << "  " << T << " dst[" << p.dst_place.slots << "];\n";
-    }
-    const char* op = reduce_op_cuda(reduce_kind(plan.call));
-    const char* accum = plan.call.accum ? "true" : "false";
-    if (p.path == "thread_wise") {
-      k.body << "  tp::thread_reduce<" << op << ">(dst, src, kView, " << accum << ");\n";
-    } else {
-      k.body << "  tp::lane_reduce<" << op << ">(tp::DeviceLanes{lane}, dst, 0, src, 0, kView, kMasks, " << accum
-             << ");\n";
-    }
-    emit_store_registers(k, "dst", t, p.dst_place, "kDstStore", dst_n, plan.call.scope);
+    stage_registers(plan, a.src_layout, a.dst_layout);
+    auto detail = std::make_shared<LocalPlan>();
+    detail->thread_wise = a.path == "thread_wise";
+    detail->view = a.view;
+    detail->masks = a.masks;
+    plan.detail = detail;
   }
 };
 

@@ -1,10 +1,9 @@
 #include "variants/reduction/reduction_common.h"
 
-#include <sstream>
+#include <memory>
 
-#include "backends/cuda/codegen.h"
-#include "dispatch/registry.h"
 #include "errors.h"
+#include "layout/placement.h"
 
 namespace tp {
 
@@ -27,20 +26,13 @@ ReductionAxes reduction_axes(const OpCall& call) {
 
 ReduceKind reduce_kind(const OpCall& call) {
   const bool nan = call.flag("propagate_nan");
-  if (call.op == "sum") return ReduceKind::sum;
-  if (call.op == "max") return nan ? ReduceKind::max_nan : ReduceKind::max;
+  if (call.op() == "sum") return ReduceKind::sum;
+  if (call.op() == "max") return nan ? ReduceKind::max_nan : ReduceKind::max;
   return nan ? ReduceKind::min_nan : ReduceKind::min;
 }
 
-const char* reduce_op_cuda(ReduceKind k) {
-  switch (k) {
-    case ReduceKind::sum: return "tp::reduce_op::Sum";
-    case ReduceKind::max: return "tp::reduce_op::Max";
-    case ReduceKind::min: return "tp::reduce_op::Min";
-    case ReduceKind::max_nan: return "tp::reduce_op::MaxNaN";
-    case ReduceKind::min_nan: return "tp::reduce_op::MinNaN";
-  }
-  return "?";
+const std::string& reduce_functor(const OpCall& call) {
+  return call.flag("propagate_nan") ? call.def->device_fn_nan : call.def->device_fn;
 }
 
 namespace {
@@ -64,10 +56,9 @@ MemLayout base_of(const TileLayout& layout) {
 
 }  // namespace
 
-HostReduceView fold_view(const TileLayout& src, const std::vector<DimIters>& src_dims,
-                         const std::vector<bool>& reduced, const TileLayout& dst,
-                         const std::vector<DimIters>& dst_dims) {
-  HostReduceView v{};
+FoldView fold_view(const TileLayout& src, const std::vector<DimIters>& src_dims, const std::vector<bool>& reduced,
+                   const TileLayout& dst, const std::vector<DimIters>& dst_dims) {
+  FoldView v{};
   v.src = base_of(src);
   v.dst = base_of(dst);
   long long spatial = 1, reduce = 1, dst_local = 1;
@@ -98,14 +89,58 @@ HostReduceView fold_view(const TileLayout& src, const std::vector<DimIters>& src
   return v;
 }
 
+Predicate storage_predicate(bool shared) {
+  return {"storage_scope", [shared](const OpCall& call, const DispatchContext&) -> std::string {
+            const Storage s = call.inputs.at(0).storage, d = call.output.storage;
+            const bool ok = shared ? is_shared(s) && is_shared(d) : s == Storage::local && d == Storage::local;
+            if (ok) return "";
+            return std::string("storage scope mismatch: dst ") + storage_name(d) + ", src " + storage_name(s) +
+                   (shared ? "; expected ['shared*']" : "; expected ['local']");
+          }};
+}
+
+namespace {
+
+OperandStaging staged(int operand, const TileRef& ref, long long elements, bool load, bool store) {
+  OperandStaging s;
+  s.operand = operand;
+  s.dtype = ref.dtype;
+  s.elements = elements;
+  s.load = load;
+  s.store = store;
+  return s;
+}
+
+}  // namespace
+
+void stage_registers(Plan& plan, const TileLayout& src, const TileLayout& dst) {
+  const OpCall& call = plan.call;
+  OperandStaging in = staged(0, call.inputs[0], call.inputs[0].elements(), true, false);
+  in.place = std::make_shared<const RegisterPlacement>(place_in_registers(src, call.scope, "layout"));
+  OperandStaging out = staged(-1, call.output, call.output.elements(), call.accum, true);
+  out.place = std::make_shared<const RegisterPlacement>(place_in_registers(dst, call.scope, "out_layout"));
+  plan.staging = {in, out};
+}
+
+void stage_shared(Plan& plan, const TileLayout& src, const TileLayout& dst) {
+  const OpCall& call = plan.call;
+  OperandStaging in = staged(0, call.inputs[0], call.inputs[0].elements(), true, false);
+  in.kind = Staging::shared;
+  in.layout = src;
+  OperandStaging out = staged(-1, call.output, call.output.elements(), call.accum, true);
+  out.kind = Staging::shared;
+  out.layout = dst;
+  plan.staging = {in, out};
+}
+
 void note_reduction_numerics(Plan& plan) {
   const ReduceKind k = reduce_kind(plan.call);
   plan.note("accumulate_dtype", dtype_name(plan.call.inputs[0].dtype));
   switch (k) {
     case ReduceKind::sum: plan.note("identity", "-0.0 (x + -0.0 == x for every x)"); break;
     case ReduceKind::max:
+    case ReduceKind::min: plan.note("identity", "NaN (fmax/fmin's identity: a slice of only NaNs gives NaN)"); break;
     case ReduceKind::max_nan: plan.note("identity", "-inf"); break;
-    case ReduceKind::min:
     case ReduceKind::min_nan: plan.note("identity", "+inf"); break;
   }
   if (k == ReduceKind::max || k == ReduceKind::min) {
@@ -115,21 +150,6 @@ void note_reduction_numerics(Plan& plan) {
   } else {
     plan.note("nan", "IEEE: NaN propagates, inf - inf is NaN");
   }
-}
-
-std::string reduce_view_cuda(const std::string& name, const HostReduceView& v, const char* unroll) {
-  std::ostringstream os;
-  os << "constexpr tp::ReduceView<" << unroll << "> " << name << " = {" << v.spatial << ", " << v.reduce << ",\n    "
-     << cuda_mem_layout(v.src) << ",\n    " << cuda_mem_layout(v.dst) << "};\n";
-  return os.str();
-}
-
-std::string shuffle_masks_cuda(const std::string& name, const ShuffleMasks& sh) {
-  std::ostringstream os;
-  os << "constexpr tp::ShuffleMasks " << name << " = {" << sh.count << ", {";
-  for (int i = 0; i < 5; ++i) os << (i ? ", " : "") << sh.mask[i];
-  os << "}, " << sh.width << "};\n";
-  return os.str();
 }
 
 }  // namespace tp

@@ -4,21 +4,11 @@
 // evaluated; outside the gate it declines and local runs.
 #include <memory>
 
-#include "backends/cpu/staging.h"
-#include "backends/cuda/codegen.h"
-#include "backends/cpu/type_switch.h"
 #include "dispatch/registry.h"
-#include "layout/placement.h"
-#include "tileprim/reduction/sm100_packed.cuh"
 #include "variants/reduction/reduction_common.h"
 
 namespace tp {
 namespace {
-
-struct PackedPlan : VariantPlan {
-  HostReduceView view{};
-  RegisterPlacement src_place, dst_place;
-};
 
 std::string exec_scope(const OpCall& call, const DispatchContext&) {
   return call.scope.kind == ScopeKind::thread ? "" : "unsupported exec_scope " + call.scope.kind_name();
@@ -68,11 +58,9 @@ class PackedReduction : public Variant {
     const TileLayout dst = call.output.layout.value_or(TileLayout::row_major(ax.dst_shape));
     auto p = std::make_shared<PackedPlan>();
     p->view = fold_view(src, src.group(ax.src_shape), ax.reduced, dst, dst.group(ax.dst_shape));
-    p->src_place = place_in_registers(src, call.scope, "layout");
-    p->dst_place = place_in_registers(dst, call.scope, "out_layout");
     plan.call.output.layout = dst;
     plan.call.output.shape = ax.dst_shape;
-    const bool sum = call.op == "sum";
+    const bool sum = call.op() == "sum";
     plan.set("algorithm", std::string(sum ? "packed_add_sum" : "3input_maxmin"));
     plan.set("slots", sum ? 8ll : 4ll);
     plan.set("reduction_len", ax.reduce_len);
@@ -94,51 +82,8 @@ class PackedReduction : public Variant {
                 "op3(op(s0, s1), s2, s3)");
       plan.note("ftz", "no: max/min are exact");
     }
+    stage_registers(plan, src, dst);
     plan.detail = p;
-  }
-
-  void run_cpu(const Plan& plan, const HostTensors& io) const override {
-    const auto& p = plan.detail_as<PackedPlan>();
-    const bool accum = plan.call.accum;
-    const long long src_n = plan.call.inputs[0].elements(), dst_n = plan.call.output.elements();
-    const float* src = static_cast<const float*>(io.inputs[0]);
-    float* out = static_cast<float*>(io.output);
-    const ReduceKind kind = reduce_kind(plan.call);
-    for (long long tile = 0; tile < io.tiles; ++tile) {
-      const std::vector<float> src_regs = load_registers(p.src_place, src + tile * src_n);
-      std::vector<float> dst_regs = accum ? load_registers(p.dst_place, out + tile * dst_n)
-                                          : poisoned<float>(static_cast<size_t>(p.dst_place.slots));
-      float* d = dst_regs.data();
-      const float* s = src_regs.data();
-      switch (kind) {
-        case ReduceKind::sum: packed_add_sum(d, s, p.view, accum); break;
-        case ReduceKind::max: packed_three_input_maxmin<reduce_op::Max>(d, s, p.view, accum); break;
-        case ReduceKind::min: packed_three_input_maxmin<reduce_op::Min>(d, s, p.view, accum); break;
-        case ReduceKind::max_nan: packed_three_input_maxmin<reduce_op::MaxNaN>(d, s, p.view, accum); break;
-        case ReduceKind::min_nan: packed_three_input_maxmin<reduce_op::MinNaN>(d, s, p.view, accum); break;
-      }
-      store_registers(p.dst_place, dst_regs, out + tile * dst_n);
-    }
-  }
-
-  void emit_cuda(const Plan& plan, KernelSource& k) const override {
-    const auto& p = plan.detail_as<PackedPlan>();
-    frame_for(plan.call.scope, 0, k);
-    k.decls << reduce_view_cuda("kView", p.view, "tp::kUnrollRegisters");
-    emit_load_registers(k, "src", DType::float32, p.src_place, "kSrcLoad", "in0_", plan.call.inputs[0].elements());
-    if (plan.call.accum) {
-      emit_load_registers(k, "dst", DType::float32, p.dst_place, "kDstLoad", "out_", 1);
-    } else {
-      k.body << "  float dst[" << p.dst_place.slots << "];\n";
-    }
-    const char* accum = plan.call.accum ? "true" : "false";
-    const ReduceKind kind = reduce_kind(plan.call);
-    if (kind == ReduceKind::sum) {
-      k.body << "  tp::packed_add_sum(dst, src, kView, " << accum << ");\n";
-    } else {
-      k.body << "  tp::packed_three_input_maxmin<" << reduce_op_cuda(kind) << ">(dst, src, kView, " << accum << ");\n";
-    }
-    emit_store_registers(k, "dst", DType::float32, p.dst_place, "kDstStore", 1, plan.call.scope);
   }
 };
 

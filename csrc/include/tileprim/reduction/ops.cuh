@@ -1,5 +1,7 @@
 // The reduction operators: a combine and its identity. Sum's identity is -0.0, the exact
-// IEEE additive identity (x + -0.0 == x for every x, -0.0 included); max/min use -inf/+inf.
+// IEEE additive identity (x + -0.0 == x for every x, -0.0 included). For max/min, NaN is the
+// true identity of fmaxf/fminf (a NaN meeting a number yields the number), so a slice of only
+// NaNs reduces to NaN however the lanes are grouped; the NaN-propagating forms use -inf/+inf.
 #pragma once
 #include "../numeric.cuh"
 
@@ -12,11 +14,11 @@ struct Sum {
 };
 // NaN meeting a number yields the number (CUDA fmaxf / fminf).
 struct Max {
-  template <class T> static TP_HD T identity() { return limits<T>::neg_inf(); }
+  template <class T> static TP_HD T identity() { return limits<T>::quiet_nan(); }
   template <class T> static TP_HD T apply(T a, T b) { return max_num(a, b); }
 };
 struct Min {
-  template <class T> static TP_HD T identity() { return limits<T>::pos_inf(); }
+  template <class T> static TP_HD T identity() { return limits<T>::quiet_nan(); }
   template <class T> static TP_HD T apply(T a, T b) { return min_num(a, b); }
 };
 // propagate_nan=True: the .NaN instruction forms.

@@ -2,7 +2,7 @@
 // `group_size` lanes (a power of two, never straddling a warp); group g reduces outputs
 // g, g + groups, g + 2*groups, ... Lane l of a group gathers sources l, l+G, l+2G, ..., the
 // group folds with an XOR butterfly of width G, and lane 0 writes (with accum: op(old, new)).
-// The caller runs this on threads [0, groups * group_size) only and syncs afterwards.
+// Threads past the last whole group idle; the caller syncs afterwards.
 #pragma once
 #include "butterfly.cuh"
 #include "ops.cuh"
@@ -17,8 +17,8 @@ struct GroupShape {
 };
 
 template <class Op, class T, class Lanes, class View>
-TP_HD void shared_group_reduce(const Lanes& g, T* dst, const T* src, const View& v,
-                               const GroupShape& s, bool accum) {
+TP_HD void shared_groups_fold(const Lanes& g, T* dst, const T* src, const View& v, const GroupShape& s,
+                              bool accum) {
   const int G = s.group_size;
   const int steps = (v.spatial + s.groups - 1) / s.groups;
   for (int step = 0; step < steps; ++step) {
@@ -40,6 +40,12 @@ TP_HD void shared_group_reduce(const Lanes& g, T* dst, const T* src, const View&
       }
     });
   }
+}
+
+template <class Op, class T, class Lanes, class View>
+TP_HD void shared_group_reduce(const Lanes& all, T* dst, const T* src, const View& v,
+                               const GroupShape& s, bool accum) {
+  all.first(s.groups * s.group_size, [&](const auto& g) { shared_groups_fold<Op>(g, dst, src, v, s, accum); });
 }
 
 }  // namespace tp

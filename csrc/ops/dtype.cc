@@ -1,8 +1,12 @@
-#include "dispatch/dtype.h"
+#include "ops/dtype.h"
 
 #include "errors.h"
 
 namespace tp {
+
+namespace {
+constexpr DType kAll[] = {DType::float16, DType::bfloat16, DType::float32, DType::float64, DType::int32};
+}
 
 const char* dtype_name(DType t) {
   switch (t) {
@@ -10,23 +14,25 @@ const char* dtype_name(DType t) {
     case DType::bfloat16: return "bfloat16";
     case DType::float32: return "float32";
     case DType::float64: return "float64";
+    case DType::int32: return "int32";
   }
   return "?";
 }
 
 DType dtype_from_name(const std::string& name, const std::string& arg) {
-  for (DType t : {DType::float16, DType::bfloat16, DType::float32, DType::float64}) {
+  for (DType t : kAll) {
     if (name == dtype_name(t)) return t;
   }
-  throw TypeError(arg + ": dtype " + name +
-                  " is not supported; tiles hold float16, bfloat16, float32 or float64");
+  throw TypeError(arg + ": dtype " + name + " is not supported; tileprim holds float16, bfloat16, float32, "
+                  "float64 (and int32 for treduce)");
 }
 
 int dtype_size(DType t) {
   switch (t) {
     case DType::float16:
     case DType::bfloat16: return 2;
-    case DType::float32: return 4;
+    case DType::float32:
+    case DType::int32: return 4;
     case DType::float64: return 8;
   }
   return 0;
@@ -38,8 +44,11 @@ const char* dtype_cuda_name(DType t) {
     case DType::bfloat16: return "__nv_bfloat16";
     case DType::float32: return "float";
     case DType::float64: return "double";
+    case DType::int32: return "int";
   }
   return "?";
 }
+
+bool is_16bit_float(DType t) { return t == DType::float16 || t == DType::bfloat16; }
 
 }  // namespace tp

@@ -4,8 +4,10 @@
 // instructions (add, sub, mul, fma, max, min; fdiv and sqrt are exact here too, while the
 // GPU's hsqrt/__hdiv go through f32 approximations).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 
 #include "tileprim/numeric.cuh"
 

@@ -1,0 +1,15 @@
+#include "backends/cpu/staging.h"
+
+namespace tp {
+
+HostStaging::HostStaging(const OperandStaging& s) : plan(s), element_bytes(dtype_size(s.dtype)) {
+  if (s.kind == Staging::shared) {
+    memory = s.layout->memory_layout();
+    slots = s.layout->span();
+  } else if (s.kind == Staging::registers) {
+    slots_per_thread = s.place->slots;
+    slots = static_cast<long long>(s.place->threads) * s.place->slots;
+  }
+}
+
+}  // namespace tp

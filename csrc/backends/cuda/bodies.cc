@@ -1,0 +1,94 @@
+// The CUDA executors of the tile variants: each is the variant's kernel body, the
+// declarations of its descriptors and one call of its device template (the same template the
+// CPU executor runs with HostLanes); the kernel frame does the rest.
+#include "backends/cuda/bodies.h"
+
+#include <sstream>
+
+#include "backends/cuda/tile_executor.h"
+#include "variants/reduction/reduction_common.h"
+
+namespace tp::cuda {
+
+namespace {
+
+std::string view_decl(const FoldView& v, const char* unroll) {
+  std::ostringstream os;
+  os << "constexpr tp::ReduceView<" << unroll << "> kView = {" << v.spatial << ", " << v.reduce << ",\n    "
+     << cuda_mem_layout(v.src) << ",\n    " << cuda_mem_layout(v.dst) << "};\n";
+  return os.str();
+}
+
+std::string masks_decl(const ShuffleMasks& sh) {
+  std::ostringstream os;
+  os << "constexpr tp::ShuffleMasks kMasks = {" << sh.count << ", {";
+  for (int i = 0; i < 5; ++i) os << (i ? ", " : "") << sh.mask[i];
+  os << "}, " << sh.width << "};\n";
+  return os.str();
+}
+
+const char* accum_of(const Plan& plan) { return plan.call.accum ? "true" : "false"; }
+
+KernelBody local_body(const Plan& plan) {
+  const auto& d = plan.detail_as<LocalPlan>();
+  const std::string op = reduce_functor(plan.call);
+  KernelBody b{view_decl(d.view, "tp::kUnrollRegisters") + masks_decl(d.masks)};
+  b.call = d.thread_wise ? "tp::thread_reduce<" + op + ">(out, in0, kView, " + accum_of(plan) + ");"
+                         : "tp::lane_reduce<" + op + ">(tp::DeviceLanes{lane}, out, 0, in0, 0, kView, kMasks, " +
+                               accum_of(plan) + ");";
+  return b;
+}
+
+KernelBody shared_body(const Plan& plan) {
+  const auto& d = plan.detail_as<SharedPlan>();
+  const std::string op = reduce_functor(plan.call);
+  std::ostringstream decls;
+  decls << view_decl(d.view, "tp::kUnrollMemory") << masks_decl(d.groups.masks) << "constexpr tp::GroupShape kGroups = {"
+        << d.groups.group_size << ", " << d.groups.groups << ", kMasks};\n";
+  KernelBody b{decls.str()};
+  b.call = d.thread_wise ? "tp::thread_reduce<" + op + ">(out, in0, kView, " + accum_of(plan) + ");"
+                         : "tp::shared_group_reduce<" + op + ">(tp::DeviceLanes{lane}, out, in0, kView, kGroups, " +
+                               accum_of(plan) + ");";
+  return b;
+}
+
+KernelBody packed_body(const Plan& plan) {
+  const auto& d = plan.detail_as<PackedPlan>();
+  KernelBody b{view_decl(d.view, "tp::kUnrollRegisters")};
+  b.call = plan.call.op() == "sum"
+               ? std::string("tp::packed_add_sum(out, in0, kView, ") + accum_of(plan) + ");"
+               : "tp::packed_three_input_maxmin<" + reduce_functor(plan.call) + ">(out, in0, kView, " +
+                     accum_of(plan) + ");";
+  return b;
+}
+
+// The op table's functor over this thread's bundle; scalar operands are kernel parameters.
+KernelBody map_body(const Plan& plan) {
+  const OpCall& call = plan.call;
+  const std::string& fn = call.flag("propagate_nan") ? call.def->device_fn_nan : call.def->device_fn;
+  const int slots = plan.staged_output().place->slots;
+  std::ostringstream os;
+  os << "tp::map_tile<" << fn << ", tp::kUnrollRegisters>(tp::DeviceLanes{lane}, out, 0, " << slots;
+  for (int i : call.def->mapped) {
+    const TileRef& r = call.inputs[i];
+    const char* T = dtype_cuda_name(r.scalar ? call.output.dtype : r.dtype);
+    if (r.scalar) {
+      os << ", tp::ScalarOperand<" << T << ">{tp::cast<" << T << ">(s" << i << ")}";
+    } else {
+      os << ", tp::RegOperand<" << T << ">{in" << i << "}";
+    }
+  }
+  os << ");";
+  return KernelBody{"", os.str()};
+}
+
+}  // namespace
+
+void register_cuda_executors(ExecutorTable& table) {
+  table.add("local", "cuda", std::make_unique<CudaTileExecutor>(local_body));
+  table.add("shared", "cuda", std::make_unique<CudaTileExecutor>(shared_body));
+  table.add("sm100_packed", "cuda", std::make_unique<CudaTileExecutor>(packed_body));
+  table.add("reg", "cuda", std::make_unique<CudaTileExecutor>(map_body));
+}
+
+}  // namespace tp::cuda

@@ -1,0 +1,308 @@
+#include "backends/cuda/kernel_frame.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "errors.h"
+#include "tileprim/staging.cuh"
+
+namespace tp {
+
+namespace {
+
+// Dynamic shared memory a block may take without opting in (the launcher opts in above it).
+constexpr long long kDefaultSharedLimit = 48 * 1024;
+
+long long align16(long long bytes) { return (bytes + 15) / 16 * 16; }
+
+// Instances per block before shared memory limits them: 128 threads, 4 warps, 1 warpgroup
+// (its named barrier is then barrier 1) or 1 CTA.
+int default_instances(const ExecScope& scope) {
+  switch (scope.kind) {
+    case ScopeKind::thread: return 128;
+    case ScopeKind::warp: return 4;
+    default: return 1;
+  }
+}
+
+std::string name_of(const OperandStaging& s) { return s.operand < 0 ? "out" : "in" + std::to_string(s.operand); }
+
+std::string int_table(const std::string& name, const std::vector<int>& values) {
+  std::ostringstream os;
+  os << "constexpr int " << name << "[" << std::max<size_t>(values.size(), 1) << "] = {";
+  for (size_t i = 0; i < values.size(); ++i) os << (i ? (i % 32 ? ", " : ",\n    ") : "") << values[i];
+  if (values.empty()) os << "-1";
+  os << "};\n";
+  return os.str();
+}
+
+// A placement's table, indexed [slot] when every thread reads the same (one thread, or a
+// thread-private tile), else [slot * kThreads + lane].
+bool per_slot(const RegisterPlacement& p, bool loads) { return p.threads == 1 || (loads && p.thread_private); }
+
+class Frame {
+ public:
+  Frame(const Plan& plan, const std::string& arch) : plan_(plan), threads_(plan.call.scope.threads) {
+    for (const OperandStaging& s : plan.staging) {
+      if (s.kind == Staging::registers) staged_.push_back(&s);
+      if (s.kind == Staging::shared) tiles_.push_back(&s);
+    }
+    const long long limit = max_shared_per_block(arch);
+    if (shared_bytes(1) > limit) {
+      throw ValueError("shared memory: this kernel needs " + std::to_string(shared_bytes(1)) +
+                       " bytes per block for one scope instance; " + arch + " allows " + std::to_string(limit) +
+                       " (use smaller tiles or batch_dims)");
+    }
+    instances_ = default_instances(plan.call.scope);
+    while (instances_ > 1 && shared_bytes(instances_) > kDefaultSharedLimit) --instances_;
+  }
+
+  int instances() const { return instances_; }
+  long long shared_bytes(int instances) const {
+    long long bytes = 0;
+    for (const OperandStaging* s : staged_) {
+      bytes += align16(static_cast<long long>(skewed_span(static_cast<int>(instances * s->elements))) *
+                       dtype_size(s->dtype));
+    }
+    return bytes + instances * instance_bytes();
+  }
+
+  std::string text(const KernelBody& body) {
+    std::ostringstream decls, head, load, run, store;
+    declare_tables(decls);
+    params(head);
+    block_staging(load, store);
+    instance_operands(run);
+    run << "    " << body.call << "\n";
+    instance_results(run);
+
+    std::ostringstream os;
+    os << "// tileprim kernel: " << plan_.call.str() << " [" << plan_.variant << "]\n";
+    if (uses(DType::float16)) os << "#define TP_WITH_FP16 1\n";
+    if (uses(DType::bfloat16)) os << "#define TP_WITH_BF16 1\n";
+    os << "#include <tileprim/tileprim.cuh>\n\n"
+       << "namespace tp_gen {\n"
+       << "constexpr int kThreads = " << threads_ << ";\n"
+       << "constexpr int kInstances = " << instances_ << ";\n"
+       << decls.str() << body.decls << "}  // namespace tp_gen\n\n"
+       << "extern \"C\" __global__ void __launch_bounds__(" << threads_ * instances_ << ")\n"
+       << "tp_kernel(" << head.str() << ") {\n"
+       << "  using namespace tp_gen;\n"
+       << "  const int instance = threadIdx.x / kThreads;\n"
+       << "  const int lane = threadIdx.x % kThreads;\n"
+       << "  const long long first = static_cast<long long>(blockIdx.x) * kInstances;\n"
+       << "  const long long tile = first + instance;\n"
+       << "  const int valid = static_cast<int>(tiles - first < kInstances ? tiles - first : kInstances);\n"
+       << "  (void)lane; (void)valid;\n";
+    if (shared_bytes(instances_) > 0) os << "  extern __shared__ __align__(16) unsigned char tp_smem[];\n";
+    os << load.str() << "  if (tile < tiles) {  // a whole scope instance is in or out together\n"
+       << run.str() << "  }\n"
+       << store.str() << "}\n";
+    return os.str();
+  }
+
+ private:
+  long long instance_bytes() const {
+    long long bytes = 0;
+    for (const OperandStaging* s : tiles_) bytes += align16(s->layout->span() * dtype_size(s->dtype));
+    return bytes;
+  }
+
+  bool uses(DType t) const {
+    if (plan_.call.output.dtype == t) return true;
+    return std::any_of(plan_.call.inputs.begin(), plan_.call.inputs.end(),
+                       [&](const TileRef& r) { return !r.scalar && r.dtype == t; });
+  }
+
+  // Register operands gather and scatter through tables named after their placement.
+  const std::string& table(const OperandStaging& s, bool loads) {
+    auto& names = loads ? load_tables_ : store_tables_;
+    auto it = names.find(s.place.get());
+    if (it == names.end()) {
+      it = names.emplace(s.place.get(), (loads ? "kLoad" : "kStore") + std::to_string(names.size())).first;
+    }
+    return it->second;
+  }
+
+  void declare_tables(std::ostream& os) {
+    std::map<std::string, std::vector<int>> tables;
+    for (const OperandStaging* s : staged_) {
+      const RegisterPlacement& p = *s->place;
+      auto pick = [&](const std::vector<int>& full, bool loads) {
+        if (!per_slot(p, loads)) return full;
+        std::vector<int> slots(static_cast<size_t>(p.slots));
+        for (int k = 0; k < p.slots; ++k) slots[k] = full[static_cast<size_t>(k) * p.threads];
+        return slots;
+      };
+      if (s->load) tables[table(*s, true)] = pick(p.load, true);
+      if (s->store) tables[table(*s, false)] = pick(p.store, false);
+    }
+    for (const OperandStaging* s : tiles_) {
+      if (row_major(*s)) continue;  // copied as it is, 16 bytes at a time
+      os << "constexpr tp::MemLayout kMem_" << name_of(*s) << " = " << cuda_mem_layout(s->layout->memory_layout())
+         << ";\n";
+    }
+    for (const auto& [name, values] : tables) os << int_table(name, values);
+  }
+
+  void params(std::ostream& os) const {
+    for (size_t i = 0; i < plan_.call.inputs.size(); ++i) {
+      const TileRef& r = plan_.call.inputs[i];
+      if (r.scalar) {
+        os << "double s" << i << ", ";
+      } else {
+        os << "const " << dtype_cuda_name(r.dtype) << "* __restrict__ g_in" << i << ", ";
+      }
+    }
+    os << dtype_cuda_name(plan_.call.output.dtype) << "* __restrict__ g_out, long long tiles";
+  }
+
+  std::string global(const OperandStaging& s) const { return "g_" + name_of(s); }
+
+  // The block copies its contiguous run of tiles of every register operand to shared memory.
+  void block_staging(std::ostream& load, std::ostream& store) {
+    long long offset = 0;
+    bool loads = false;
+    for (const OperandStaging* s : staged_) {
+      const char* T = dtype_cuda_name(s->dtype);
+      const std::string stage = "stage_" + name_of(*s);
+      load << "  " << T << "* " << stage << " = reinterpret_cast<" << T << "*>(tp_smem + " << offset << ");\n";
+      offset += align16(static_cast<long long>(skewed_span(static_cast<int>(instances_ * s->elements))) *
+                        dtype_size(s->dtype));
+      if (s->load) {
+        load << "  tp::block_load(" << stage << ", " << global(*s) << " + first * " << s->elements << ", valid * "
+             << s->elements << ");\n";
+        loads = true;
+      }
+      if (s->store) {
+        store << "  __syncthreads();\n"
+              << "  tp::block_store(" << global(*s) << " + first * " << s->elements << ", " << stage << ", valid * "
+              << s->elements << ");\n";
+      }
+    }
+    if (loads) load << "  __syncthreads();\n";
+    tile_offset_ = offset;
+  }
+
+  // This instance's registers gathered from the staging area; its shared tiles filled.
+  void instance_operands(std::ostream& os) {
+    for (const OperandStaging* s : staged_) {
+      const char* T = dtype_cuda_name(s->dtype);
+      const RegisterPlacement& p = *s->place;
+      os << "    " << T << " " << name_of(*s) << "[" << p.slots << "];\n";
+      if (!s->load) continue;
+      os << "#pragma unroll\n"
+         << "    for (int s = 0; s < " << p.slots << "; ++s) {\n"
+         << "      const int e = " << table(*s, true) << (per_slot(p, true) ? "[s]" : "[s * kThreads + lane]") << ";\n"
+         << "      " << name_of(*s) << "[s] = e >= 0 ? stage_" << name_of(*s) << "[tp::skewed(instance * "
+         << s->elements << " + e)] : tp::limits<" << T << ">::quiet_nan();\n"
+         << "    }\n";
+    }
+    long long offset = tile_offset_;
+    const long long per_instance = instance_bytes();
+    for (const OperandStaging* s : tiles_) {
+      const char* T = dtype_cuda_name(s->dtype);
+      const std::string n = name_of(*s);
+      os << "    " << T << "* " << n << " = reinterpret_cast<" << T << "*>(tp_smem + " << offset
+         << " + static_cast<long long>(instance) * " << per_instance << ");\n";
+      offset += align16(s->layout->span() * dtype_size(s->dtype));
+      if (!s->load) continue;
+      const std::string from = global(*s) + " + tile * " + std::to_string(s->elements);
+      if (row_major(*s)) {
+        os << "    tp::copy_to_shared<false>(" << n << ", " << from << ", " << s->elements << ", lane, kThreads);\n";
+      } else {
+        os << "    for (long long e = lane; e < " << s->elements << "; e += kThreads) " << n
+           << "[tp::memory_offset(kMem_" << n << ", e)] = (" << from << ")[e];\n";
+      }
+    }
+    if (!tiles_.empty() && threads_ > 1) os << "    " << cuda_scope_sync(plan_.call.scope) << "\n";
+  }
+
+  void instance_results(std::ostream& os) {
+    if (!tiles_.empty() && threads_ > 1) os << "    " << cuda_scope_sync(plan_.call.scope) << "\n";
+    for (const OperandStaging* s : tiles_) {
+      if (!s->store) continue;
+      const std::string n = name_of(*s);
+      const std::string to = global(*s) + " + tile * " + std::to_string(s->elements);
+      if (row_major(*s)) {
+        os << "    tp::copy_from_shared<false>(" << to << ", " << n << ", " << s->elements << ", lane, kThreads);\n";
+      } else {
+        os << "    for (long long e = lane; e < " << s->elements << "; e += kThreads) (" << to << ")[e] = " << n
+           << "[tp::memory_offset(kMem_" << n << ", e)];\n";
+      }
+    }
+    for (const OperandStaging* s : staged_) {
+      if (!s->store) continue;
+      const RegisterPlacement& p = *s->place;
+      // with accum, threads holding a copy of an output read its old value from the staging
+      // slot its owner now overwrites: all of them must have read first
+      if (threads_ > 1) os << "    " << cuda_scope_sync(plan_.call.scope) << "\n";
+      os << "#pragma unroll\n"
+         << "    for (int s = 0; s < " << p.slots << "; ++s) {\n"
+         << "      const int e = " << table(*s, false) << (per_slot(p, false) ? "[s]" : "[s * kThreads + lane]")
+         << ";\n"
+         << "      if (e >= 0) stage_" << name_of(*s) << "[tp::skewed(instance * " << s->elements << " + e)] = "
+         << name_of(*s) << "[s];\n"
+         << "    }\n";
+    }
+  }
+
+  bool row_major(const OperandStaging& s) const {
+    const TileRef& ref = s.operand < 0 ? plan_.call.output : plan_.call.inputs[s.operand];
+    return *s.layout == TileLayout::row_major(ref.shape);
+  }
+
+  const Plan& plan_;
+  int threads_;
+  int instances_ = 1;
+  long long tile_offset_ = 0;
+  std::vector<const OperandStaging*> staged_, tiles_;
+  std::map<const RegisterPlacement*, std::string> load_tables_, store_tables_;
+};
+
+}  // namespace
+
+KernelSource render_kernel(const Plan& plan, const KernelBody& body, const std::string& arch) {
+  Frame frame(plan, arch);
+  KernelSource k;
+  k.text = frame.text(body);
+  k.threads = plan.call.scope.threads;
+  k.instances = frame.instances();
+  k.shared_bytes = frame.shared_bytes(k.instances);
+  return k;
+}
+
+std::string cuda_mem_layout(const MemLayout& L) {
+  std::ostringstream os;
+  os << "tp::MemLayout{" << L.n << ", {";
+  for (int k = 0; k < L.n; ++k) os << (k ? ", " : "") << L.extent[k];
+  os << "}, {";
+  for (int k = 0; k < L.n; ++k) os << (k ? ", " : "") << L.stride[k];
+  os << "}, " << L.offset << ", {" << L.swizzle.per_element << ", " << L.swizzle.swizzle_len << ", "
+     << L.swizzle.atom_len << "}}";
+  return os.str();
+}
+
+std::string cuda_scope_sync(const ExecScope& scope) {
+  switch (scope.kind) {
+    case ScopeKind::cta: return "__syncthreads();";
+    // one warpgroup per block: named barrier 1 over its 128 threads (0 is __syncthreads)
+    case ScopeKind::warpgroup: return "asm volatile(\"bar.sync 1, 128;\" ::: \"memory\");";
+    case ScopeKind::warp: return "__syncwarp();";
+    case ScopeKind::thread: return "";
+  }
+  return "";
+}
+
+long long max_shared_per_block(const std::string& arch) {
+  const size_t digits = arch.find_first_of("0123456789");
+  const int sm = digits == std::string::npos ? 0 : std::stoi(arch.substr(digits));
+  if (sm >= 120) return 99 * 1024;
+  if (sm >= 90) return 227 * 1024;
+  if (sm == 80 || sm == 87) return 163 * 1024;
+  if (sm >= 86) return 99 * 1024;
+  return 64 * 1024;
+}
+
+}  // namespace tp

@@ -1,0 +1,46 @@
+// The CUDA backend's tile frame: one kernel template, filled from the plan. Every kernel is
+//   tp_kernel(<one parameter per call input: a device pointer, or a double for a scalar>,
+//             <the output's device pointer>, long long tiles)
+// and runs like the specification's demonstration programs: global -> storage scope ->
+// primitive -> global. A block holds `instances` scope instances of `threads` threads;
+// instance i of block b runs tile b * instances + i. Register operands are staged through
+// shared memory (the block copies its run of tiles with 16-byte accesses, then each thread
+// gathers its registers by the placement table); shared operands get a tile per instance
+// laid out by their layout. In between, the variant's body: its declarations and one call
+// of its device template on the staged operands `in<i>` and `out`.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "dispatch/plan.h"
+#include "tileprim/layout.cuh"
+
+namespace tp {
+
+struct KernelBody {
+  std::string decls;  // constexpr descriptors, inside namespace tp_gen
+  std::string call;   // one statement on this instance's staged operands
+};
+
+struct KernelSource {
+  std::string text;
+  int threads = 1;    // per scope instance
+  int instances = 1;  // scope instances per block
+  long long shared_bytes = 0;  // per block
+  int block_threads() const { return threads * instances; }
+};
+
+// Fills the frame for `arch` (its shared-memory limit bounds the instances per block);
+// ValueError when one instance needs more shared memory than the arch has.
+KernelSource render_kernel(const Plan& plan, const KernelBody& body, const std::string& arch);
+
+// Declarations of the device descriptors, as the bodies print them.
+std::string cuda_mem_layout(const MemLayout& L);
+
+// The scope's barrier (none at thread scope).
+std::string cuda_scope_sync(const ExecScope& scope);
+
+// Shared memory one block may use on an architecture ("sm_90a" -> 227 KiB).
+long long max_shared_per_block(const std::string& arch);
+
+}  // namespace tp

@@ -1,0 +1,139 @@
+#include "backends/cuda/tile_executor.h"
+
+#include <cstring>
+
+#include "backends/cuda/compiler.h"
+#include "backends/cuda/device_memory.h"
+#include "backends/cuda/driver.h"
+#include "errors.h"
+
+namespace tp::cuda {
+
+namespace {
+
+constexpr size_t kArenaAlign = 256;
+size_t aligned(size_t bytes) { return (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign; }
+
+class CudaTileRunner : public Runner {
+ public:
+  CudaTileRunner(const Plan& plan, BuiltKernel kernel, int device)
+      : kernel_(std::move(kernel)), device_(device), accum_(plan.call.accum) {
+    for (const TileRef& r : plan.call.inputs) {
+      scalar_.push_back(r.scalar);
+      input_bytes_.push_back(0);
+    }
+    for (const OperandStaging& s : plan.staging) {  // operands only read for their shape move nothing
+      if (s.operand >= 0 && s.kind != Staging::scalar) input_bytes_[s.operand] = s.elements * dtype_size(s.dtype);
+    }
+    output_bytes_ = static_cast<size_t>(plan.call.output.elements() * dtype_size(plan.call.output.dtype));
+    Driver& d = Driver::get();
+    d.make_current(device_);
+    const std::string& image = kernel_.binary->cubin.empty() ? kernel_.binary->ptx : kernel_.binary->cubin;
+    d.check(d.cuModuleLoadData(&module_, image.c_str()), "cuModuleLoadData");
+    d.check(d.cuModuleGetFunction(&function_, module_, "tp_kernel"), "cuModuleGetFunction");
+    if (kernel_.source.shared_bytes > 48 * 1024) {
+      d.check(d.cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   static_cast<int>(kernel_.source.shared_bytes)),
+              "cuFuncSetAttribute(max dynamic shared memory)");
+    }
+  }
+
+  void run(const RunArgs& args) const override {
+    if (args.tiles == 0) return;
+    const bool host = args.output.device < 0;
+    if (!host) {
+      std::vector<CUdeviceptr> inputs;
+      for (const TensorArg& t : args.inputs) inputs.push_back(t.data);
+      Driver::get().make_current(device_);
+      launch(inputs, args.scalars, args.output.data, args.tiles,
+             args.streams.empty() ? nullptr : reinterpret_cast<CUstream>(args.streams[0]));
+      return;
+    }
+    // NumPy operands: one copy in of every input (and the old output), the kernel, one copy out.
+    std::vector<size_t> offsets;
+    size_t total = 0;
+    for (size_t i = 0; i < args.inputs.size(); ++i) {
+      offsets.push_back(total);
+      total += aligned(input_bytes_[i] * args.tiles);
+    }
+    const size_t out_offset = total, out_bytes = output_bytes_ * args.tiles;
+    total += aligned(out_bytes);
+    StagingArena::of(device_).with(total, [&](unsigned char* pinned, CUdeviceptr buffer, CUstream stream) {
+      Driver& d = Driver::get();
+      std::vector<CUdeviceptr> inputs;
+      for (size_t i = 0; i < args.inputs.size(); ++i) {
+        if (input_bytes_[i]) {
+          std::memcpy(pinned + offsets[i], reinterpret_cast<const void*>(args.inputs[i].data),
+                      input_bytes_[i] * args.tiles);
+        }
+        inputs.push_back(buffer + offsets[i]);
+      }
+      const size_t in_bytes = accum_ ? out_offset + out_bytes : out_offset;
+      if (accum_) std::memcpy(pinned + out_offset, reinterpret_cast<const void*>(args.output.data), out_bytes);
+      d.check(d.cuMemcpyHtoDAsync(buffer, pinned, in_bytes, stream), "cuMemcpyHtoDAsync");
+      launch(inputs, args.scalars, buffer + out_offset, args.tiles, stream);
+      d.check(d.cuMemcpyDtoHAsync(pinned + out_offset, buffer + out_offset, out_bytes, stream), "cuMemcpyDtoHAsync");
+      d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
+      std::memcpy(reinterpret_cast<void*>(args.output.data), pinned + out_offset, out_bytes);
+    });
+  }
+
+  std::vector<std::pair<std::string, std::string>> describe() const override {
+    return {{"arch", kernel_.arch},
+            {"block_threads", std::to_string(kernel_.source.block_threads())},
+            {"tiles_per_block", std::to_string(kernel_.source.instances)},
+            {"shared_bytes", std::to_string(kernel_.source.shared_bytes)},
+            {"kernel", kernel_.binary->origin}};
+  }
+
+ private:
+  void launch(std::vector<CUdeviceptr>& inputs, const std::vector<double>& scalars, CUdeviceptr output,
+              long long tiles, CUstream stream) const {
+    std::vector<double> values(scalars.begin(), scalars.end());
+    values.resize(inputs.size(), 0.0);
+    std::vector<void*> params;
+    for (size_t i = 0; i < inputs.size(); ++i) params.push_back(scalar_[i] ? static_cast<void*>(&values[i]) : &inputs[i]);
+    params.push_back(&output);
+    params.push_back(&tiles);
+    const int instances = kernel_.source.instances;
+    const long long blocks = (tiles + instances - 1) / instances;
+    if (blocks > 0x7fffffffLL) throw ValueError("batch: " + std::to_string(tiles) + " tiles need more blocks than a grid has");
+    Driver& d = Driver::get();
+    d.check(d.cuLaunchKernel(function_, static_cast<unsigned>(blocks), 1, 1,
+                             static_cast<unsigned>(kernel_.source.block_threads()), 1, 1,
+                             static_cast<unsigned>(kernel_.source.shared_bytes), stream, params.data(), nullptr),
+            "cuLaunchKernel");
+  }
+
+  BuiltKernel kernel_;
+  int device_;
+  bool accum_;
+  std::vector<bool> scalar_;
+  std::vector<size_t> input_bytes_;  // per tile
+  size_t output_bytes_ = 0;          // per tile
+  CUmodule module_ = nullptr;  // lives as long as the process: runners are cached
+  CUfunction function_ = nullptr;
+};
+
+int device_of(const Plan& plan) { return plan.context.devices.empty() ? 0 : plan.context.devices[0]; }
+
+}  // namespace
+
+BuiltKernel build_kernel(const Plan& plan, const std::string& arch) {
+  const auto* executor = dynamic_cast<const CudaTileExecutor*>(ExecutorTable::instance().find(plan.variant, "cuda"));
+  if (!executor) throw ValueError("backend: no cuda kernel for variant " + plan.variant);
+  BuiltKernel k;
+  k.source = render_kernel(plan, executor->body(plan), arch);
+  k.arch = arch;
+  k.options = kernel_options(k.source.text);
+  k.binary = compile_cached(k.source.text, arch, k.options);
+  return k;
+}
+
+std::shared_ptr<const Runner> CudaTileExecutor::bind(const Plan& plan) const {
+  const int device = device_of(plan);
+  const std::string arch = arch_for_compute_capability(Driver::get().compute_capability(device));
+  return std::make_shared<CudaTileRunner>(plan, build_kernel(plan, arch), device);
+}
+
+}  // namespace tp::cuda

@@ -1,0 +1,38 @@
+// The CUDA executor of a tile variant: the variant's kernel body, the frame around it
+// (kernel_frame.h), compiled through the kernel cache for the device's architecture, loaded
+// once per call signature and launched on the caller's stream. NumPy operands travel through
+// the device's staging arena.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/kernel_cache.h"
+#include "backends/cuda/kernel_frame.h"
+#include "dispatch/executor.h"
+
+namespace tp::cuda {
+
+struct BuiltKernel {
+  KernelSource source;
+  std::string arch;
+  std::vector<std::string> options;
+  std::shared_ptr<const CompiledKernel> binary;
+};
+
+class CudaTileExecutor : public Executor {
+ public:
+  using MakeBody = KernelBody (*)(const Plan&);
+  explicit CudaTileExecutor(MakeBody make) : make_(make) {}
+  KernelBody body(const Plan& plan) const { return make_(plan); }
+  std::shared_ptr<const Runner> bind(const Plan& plan) const override;
+
+ private:
+  MakeBody make_;
+};
+
+// The plan's kernel for `arch`, from the kernel cache or compiled now (tp.lower, and the
+// runner for the device's own arch). ValueError when the variant has no CUDA executor.
+BuiltKernel build_kernel(const Plan& plan, const std::string& arch);
+
+}  // namespace tp::cuda

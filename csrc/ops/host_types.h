@@ -1,0 +1,25 @@
+// From run-time dtype tags to the host types the device templates are instantiated with on
+// the CPU (half_t and bfloat16_t emulate the GPU's exactly rounded 16-bit arithmetic).
+#pragma once
+#include "ops/dtype.h"
+#include "ops/host_float16.h"
+
+namespace tp {
+
+template <class T> struct type_tag {
+  using type = T;
+};
+
+// The floating-point tile dtypes.
+template <class F> void with_host_float(DType t, F&& f) {
+  switch (t) {
+    case DType::float16: return f(type_tag<half_t>{});
+    case DType::bfloat16: return f(type_tag<bfloat16_t>{});
+    case DType::float32: return f(type_tag<float>{});
+    case DType::float64: return f(type_tag<double>{});
+    case DType::int32: break;
+  }
+  throw std::logic_error(std::string("no host float type for ") + dtype_name(t));
+}
+
+}  // namespace tp

@@ -1,0 +1,348 @@
+"""Calling a tile primitive: the caller's arguments become a bound plan once per call
+signature (checked, dispatched by the C++ registry, its backend's runner bound), and every
+call of that signature is a dictionary lookup and a run.
+
+The signature key is what decides the plan: the op, each operand's kind, dtype, shape, strides
+and device (a scalar operand's value is a run-time argument), scope, storage, layouts,
+options, target and backend."""
+from __future__ import annotations
+
+import math
+import operator
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from . import _C
+from ._backends import default_target, resolve_backend
+from ._dtypes import dtype_name, numpy_dtype
+from ._interop import Adapter, OwnedArray, adapter_for
+from ._layout import TileLayout, as_layout
+from ._plan import Plan
+from ._scope import ExecScope
+
+__all__ = ["bound_call", "forget"]
+
+_MEMO: Dict[tuple, "_Bound"] = {}
+_MEMO_LIMIT = 4096
+_SCALARS = (int, float, bool)
+_DEVICE_TYPES: Dict[type, Adapter] = {}  # array types seen on a GPU, by their adapter
+
+
+class _Unkeyable(Exception):
+    """An argument the memo cannot key (a list, a masked array, ...): take the slow path."""
+
+
+def _operand_key(x):
+    t = type(x)
+    if t is np.ndarray:
+        return (t, x.dtype, x.shape, x.strides)
+    if t in _SCALARS or isinstance(x, np.generic):
+        return t
+    adapter = _DEVICE_TYPES.get(t)
+    if adapter is not None:
+        return (t, adapter.key(x))
+    raise _Unkeyable
+
+
+def _layout_key(layout):
+    if layout is None or type(layout) is TileLayout:
+        return layout
+    raise _Unkeyable
+
+
+def bound_call(op: str, operands: tuple, axes, out, accum, scope, storage, layout, out_layout, batch_dims,
+               target, backend, dispatch, extra, config: dict) -> "_Bound":
+    """The bound plan of this call, from the memo or made now."""
+    try:
+        key = (op, scope, axes, accum, storage, _layout_key(layout), _layout_key(out_layout), batch_dims, target,
+               backend, dispatch, extra, None if out is None else _operand_key(out),
+               *[_operand_key(x) for x in operands], *config.items())
+        bound = _MEMO.get(key)
+    except (_Unkeyable, TypeError):  # TypeError: an unhashable argument
+        key, bound = None, None
+    if bound is None:
+        bound = _bind(op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target,
+                      backend, dispatch, extra, config)
+        if key is not None:
+            if len(_MEMO) >= _MEMO_LIMIT:
+                _MEMO.clear()
+            _MEMO[key] = bound
+    return bound
+
+
+def forget() -> None:
+    """Drops every remembered call signature (here and in the C++ plan cache)."""
+    _MEMO.clear()
+    _C.plan_cache_clear()
+
+
+# ---- the slow path: checking and planning a new call signature ------------------------------
+def _as_int(value, arg: str) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{arg}: expected an int, not {value!r}")
+    return operator.index(value)
+
+
+def _as_bool(value, arg: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{arg}: expected True or False, not {value!r}")
+    return bool(value)
+
+
+def _axes_list(axes) -> List[int]:
+    items = axes if isinstance(axes, (tuple, list)) else (axes,)
+    try:
+        return [_as_int(a, "axes") for a in items]
+    except TypeError:
+        raise TypeError(f"axes: expected an int or a tuple of ints, not {axes!r}") from None
+
+
+class _Operand:
+    """One operand as the slow path found it; ``prepare`` makes a later call's object of the
+    same signature ready for the runner."""
+
+    def __init__(self, arg: str, kind: str, dtype: Optional[str], shape: tuple, adapter=None, device=-1,
+                 prepare=None):
+        self.arg, self.kind, self.dtype, self.shape = arg, kind, dtype, shape
+        self.adapter, self.device = adapter, device
+        self.prepare = prepare  # object -> array the runner reads (contiguous, native, broadcast)
+
+
+def _host_array(x, arg: str):
+    """A NumPy operand (or anything NumPy reads) and how to ready it; TypeError for what tiles
+    cannot hold."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError(f"{arg}: masked arrays are not supported (tileprim would ignore the mask); "
+                        f"pass {arg}.filled(value) or {arg}.data")
+    arr = x if isinstance(x, np.ndarray) else np.asarray(x)
+    if arr.dtype.kind in "OcbiuUSmM":
+        raise TypeError(f"{arg}: dtype {arr.dtype} is not supported; tiles hold float16, bfloat16, float32 or "
+                        f"float64 (convert with .astype)")
+    dtype = dtype_name(arr.dtype, arg)
+    native = numpy_dtype(dtype)
+    if isinstance(x, np.ndarray) and arr.dtype.isnative:
+        return arr, dtype, None if arr.flags.c_contiguous else np.ascontiguousarray
+    # other byte orders are converted, as NumPy's ufuncs do; sequences are read by NumPy
+    return arr, dtype, lambda v: np.ascontiguousarray(np.asarray(v), dtype=native)
+
+
+def _operands(op: str, names, values, extra_scalar_ok) -> List[_Operand]:
+    out = []
+    for i, (arg, x) in enumerate(zip(names, values)):
+        if isinstance(x, _SCALARS) or isinstance(x, np.generic):
+            if not extra_scalar_ok(i):
+                raise TypeError(f"{arg}: expected an array, not the scalar {x!r}")
+            out.append(_Operand(arg, "scalar", None, ()))
+            continue
+        adapter = adapter_for(x)
+        if adapter is not None:
+            _DEVICE_TYPES[type(x)] = adapter
+            out.append(_Operand(arg, "device", adapter.dtype(x, arg), adapter.shape(x), adapter, adapter.device(x)))
+            continue
+        arr, dtype, convert = _host_array(x, arg)
+        out.append(_Operand(arg, "numpy", dtype, arr.shape, prepare=convert))
+    return out
+
+
+def _bind(op, values, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
+          dispatch, extra, config) -> "_Bound":
+    spec = _C_OPS[op]
+    if not isinstance(scope, ExecScope):
+        raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")
+    accum = _as_bool(accum, "accum")
+    if "axis" in config:
+        raise TypeError("unexpected keyword argument 'axis': tileprim reduces over axes=, as in axes=-1 or axes=(0, 1)")
+    reduction = spec["family"] == "reduction"
+    scalar_ok = (lambda i: False) if reduction or op in ("zero", "cast") else \
+        (lambda i: i == 1) if op == "fill" else (lambda i: True)
+    operands = _operands(op, spec["operands"], values, scalar_ok)
+    if op == "fill" and operands[1].kind != "scalar":
+        raise TypeError("value: fill takes a Python scalar value")
+    arrays = [o for o in operands if o.kind != "scalar"]
+    if not arrays:
+        raise ValueError(f"{op}: at least one operand must be an array (all are scalars)")
+    if len({o.kind for o in arrays}) > 1:
+        raise TypeError(f"{op}: operands mix NumPy and device arrays; move them to one place first")
+    try:
+        full_shape = np.broadcast_shapes(*(o.shape for o in arrays))
+    except ValueError:
+        shapes = ", ".join(f"{o.arg} {o.shape}" for o in arrays)
+        raise ValueError(f"{op}: operand shapes do not broadcast: {shapes}") from None
+    if not full_shape:
+        raise ValueError(f"{arrays[0].arg}: a 0-d array holds one value, not a tile; reshape it to (1,) "
+                         f"(e.g. {arrays[0].arg}.reshape(1))")
+    batch_dims = _as_int(batch_dims, "batch_dims")
+    if not 0 <= batch_dims < len(full_shape):
+        raise ValueError(f"batch_dims: {batch_dims} must leave at least one tile dim of the "
+                         f"{len(full_shape)}-dim operand {full_shape}")
+    batch_shape, tile_shape = tuple(full_shape[:batch_dims]), tuple(full_shape[batch_dims:])
+
+    layout = as_layout(layout, "layout")
+    out_layout = as_layout(out_layout, "out_layout")
+    if storage is None:
+        storage = "local" if layout is not None and layout.thread_axes else scope.default_storage
+    if not isinstance(storage, str):
+        raise TypeError(f"storage: expected one of 'local', 'shared', 'shared.dyn', 'global', not {storage!r}")
+    if dispatch is not None and not isinstance(dispatch, str):
+        raise TypeError(f"dispatch: expected a variant name, not {dispatch!r}")
+    if target is not None and not isinstance(target, str):
+        raise TypeError(f"target: expected an architecture string such as 'sm_90a', not {target!r}")
+    in_dtype = arrays[0].dtype
+    out_dtype = dtype_name(extra, "dtype") if spec["extra_arg"] == "dtype" else in_dtype
+    core_layout = layout._core if layout is not None else None
+    refs = [_C.TileRef.scalar(o.arg) if o.kind == "scalar"
+            else _C.TileRef(o.arg, o.dtype, list(tile_shape), storage, core_layout) for o in operands]
+    axes_list = _axes_list(axes) if reduction else []
+    rank = len(tile_shape)
+    reduced = {a % rank for a in axes_list if -rank <= a < rank}
+    out_tile = [d for i, d in enumerate(tile_shape) if i not in reduced] if reduction else list(tile_shape)
+    out_ref = _C.TileRef("out", out_dtype, out_tile, storage, out_layout._core if out_layout is not None else None)
+    if accum and out is None:
+        raise ValueError("accum: accum=True folds the result into out=, so out= must be given")
+    call = _C.OpCall(op, refs, out_ref, scope.kind, scope.threads, axes_list, accum, config, dispatch or "")
+
+    on_device = arrays[0].kind == "device"
+    backend = resolve_backend(backend, device_operands=on_device)
+    devices = sorted({o.device for o in arrays}) if on_device else []
+    if len(devices) > 1:
+        raise ValueError(f"operands: on devices {devices[0]} and {devices[1]}; move them to one device")
+    target = default_target(backend, devices[0] if devices else 0) if target is None else target
+    core = _C.prepare(call, target, backend, devices)
+
+    out_tile = tuple(core.plan.call.output.shape)
+    all_reduced = reduction and len(core.plan.call.axes) == rank and out_tile == (1,)
+    result_shape = batch_shape + (() if all_reduced else out_tile)
+    tiles = math.prod(batch_shape)
+    plan = Plan(core.plan, result_shape, bound=core)
+    if on_device:
+        bound = _DeviceBound(core, plan, operands, full_shape, result_shape, out_dtype, tiles, accum, devices[0])
+    else:
+        bound = _HostBound(core, plan, operands, full_shape, result_shape, out_dtype, tiles, accum)
+    if out is not None:
+        bound.check_out(out)
+    return bound
+
+
+class _Bound:
+    """A call signature's bound plan and what its runs need."""
+
+    def __init__(self, core, plan, operands, full_shape, result_shape, out_dtype, tiles, accum):
+        self.core, self.plan = core, plan
+        self.result_shape, self.out_dtype, self.tiles, self.accum = result_shape, out_dtype, tiles, accum
+        self.scalar_at = [i for i, o in enumerate(operands) if o.kind == "scalar"]
+        self.zeros = [0.0] * len(operands)
+        self.broadcast = [o.kind != "scalar" and o.shape != full_shape for o in operands]
+        self.full_shape = full_shape
+
+    def scalars(self, values) -> list:
+        if not self.scalar_at:
+            return self.zeros
+        s = list(self.zeros)
+        for i in self.scalar_at:
+            s[i] = float(values[i])
+        return s
+
+    def out_shape_ok(self, shape) -> bool:
+        return tuple(shape) == self.result_shape or tuple(shape) == self.result_shape + (1,)
+
+
+class _HostBound(_Bound):
+    """NumPy operands, on the CPU backend or through the GPU's staging arena."""
+
+    def __init__(self, core, plan, operands, full_shape, result_shape, out_dtype, tiles, accum):
+        super().__init__(core, plan, operands, full_shape, result_shape, out_dtype, tiles, accum)
+        self.np_dtype = numpy_dtype(out_dtype)
+        self.prepare = []
+        for o, b in zip(operands, self.broadcast):
+            if o.kind == "scalar":
+                self.prepare.append(_none)
+            elif b:
+                self.prepare.append(_broadcaster(full_shape, o.prepare))
+            else:
+                self.prepare.append(o.prepare or _same)
+        # the common case: contiguous native arrays, read as they are
+        self.direct = all(p is _same for p in self.prepare)
+
+    def check_out(self, out) -> None:
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"out: expected a NumPy array for NumPy operands, not {type(out).__name__}")
+        if dtype_name(out.dtype, "out") != self.out_dtype:
+            raise TypeError(f"out: dtype {out.dtype} differs from the result's {self.out_dtype}")
+        if not self.out_shape_ok(out.shape):
+            raise ValueError(f"out: shape {tuple(out.shape)} differs from the result's {self.result_shape}")
+        if not out.flags.writeable:
+            raise ValueError("out: the array is read-only")
+
+    def run(self, values, out):
+        inputs = list(values) if self.direct else [p(x) for p, x in zip(self.prepare, values)]
+        result = np.empty(self.result_shape, self.np_dtype)
+        if self.accum:
+            result[...] = out.reshape(self.result_shape)
+        self.core.run_host(inputs, self.scalars(values), result, self.tiles)
+        if out is None:
+            return result
+        out[...] = result.reshape(out.shape)  # only now: a failed run leaves out untouched
+        return out
+
+
+def _none(_):
+    return None
+
+
+def _same(x):
+    return x
+
+
+def _broadcaster(shape, convert):
+    def prepare(x):
+        x = convert(x) if convert is not None else x
+        return np.ascontiguousarray(np.broadcast_to(x, shape))
+    return prepare
+
+
+class _DeviceBound(_Bound):
+    """Device arrays: used in place; the result in the same library, on the same device,
+    ordered on that library's current stream."""
+
+    def __init__(self, core, plan, operands, full_shape, result_shape, out_dtype, tiles, accum, device):
+        super().__init__(core, plan, operands, full_shape, result_shape, out_dtype, tiles, accum)
+        arrays = [o for o in operands if o.kind != "scalar"]
+        self.adapter = arrays[0].adapter
+        self.template_at = next(i for i, o in enumerate(operands) if o.kind != "scalar")
+        self.device = device
+        self.kinds = [o.kind for o in operands]
+
+    def check_out(self, out) -> None:
+        if self.adapter.library == "jax":
+            raise TypeError("out: JAX arrays are immutable; use the returned array")
+        adapter = adapter_for(out)
+        if adapter is not self.adapter:
+            raise TypeError(f"out: expected a {self.adapter.library} device array like the operands, "
+                            f"not {type(out).__name__}")
+        if adapter.contiguous(out) is not out:
+            raise ValueError("out: must be C-contiguous; the kernel writes into it")
+        if adapter.dtype(out, "out") != self.out_dtype:
+            raise TypeError(f"out: dtype {adapter.dtype(out, 'out')} differs from the result's {self.out_dtype}")
+        if not self.out_shape_ok(adapter.shape(out)):
+            raise ValueError(f"out: shape {adapter.shape(out)} differs from the result's {self.result_shape}")
+        if adapter.device(out) != self.device:
+            raise ValueError(f"out: is on device {adapter.device(out)}, the operands on device {self.device}")
+
+    def run(self, values, out):
+        a = self.adapter
+        arrays = []
+        for kind, b, x in zip(self.kinds, self.broadcast, values):
+            if kind == "scalar":
+                arrays.append(None)
+            else:
+                arrays.append(a.broadcast(x, self.full_shape) if b else a.contiguous(x))
+        pointers = [0 if x is None else a.pointer(x) for x in arrays]
+        target = out if out is not None else a.empty(arrays[self.template_at], self.result_shape, self.out_dtype)
+        stream = a.stream(self.device)
+        out_pointer = target.buffer.ptr if isinstance(target, OwnedArray) else a.pointer(target)
+        self.core.run_device(pointers, self.scalars(values), out_pointer, self.tiles, self.device, stream)
+        return out if out is not None else a.finish(target, self.device, stream)
+
+
+_C_OPS = {spec["name"]: spec for spec in _C.ops()}
