@@ -45,12 +45,12 @@ def _holder_order(position: Dict[str, int]) -> Tuple:
 def _element_bytes(dtype) -> int:
     if dtype is None:
         return 4
+    import ml_dtypes  # noqa: F401  (registers bfloat16 with NumPy)
     import numpy as np
     try:
         return np.dtype(dtype).itemsize
     except TypeError:
-        import ml_dtypes  # noqa: F401  (registers bfloat16 with NumPy)
-        return np.dtype(dtype).itemsize
+        raise ValueError(f"dtype: {dtype!r} is not a NumPy data type") from None
 
 
 def _dtype_name(dtype) -> str:
