@@ -61,7 +61,7 @@ def test_replicated_elements_list_all_holders_in_numeric_order():
         assert "held by 32 threads" in tooltip
         assert numbers_after("laneid", tooltip) == list(range(32))
         assert set(numbers_after("m", tooltip)) == {j}
-        assert lines == ["lane 0", f"r{j} ×32"]
+        assert lines == ["lane 0–31", f"r{j} ×32"]
     assert "replicated: each element is held by 32 places" in caption(svg)
 
 
@@ -69,7 +69,7 @@ def test_several_thread_axes_name_threads_by_index():
     layout = TileLayout(S[(32, 8):(1 @ laneid, 1)] + R[4:1 @ warpid])
     svg = layout_svg(layout)
     tooltip, lines, _ = cells(svg)[3 * 8 + 5]
-    assert lines == ["T3", "r5 ×4"]
+    assert lines == ["T3…", "r5 ×4"]
     assert re.findall(r"T(\d+) \(", tooltip) == ["3", "35", "67", "99"]
     assert "T = laneid + 32·warpid" in caption(svg)
 
@@ -180,7 +180,8 @@ def test_plan_diagrams_show_the_algorithm_steps():
 
 
 def test_plan_html_leads_with_the_choice_then_the_declined_reasons():
-    plan = tp.plan(tp.warp.sum, np.ones((32, 8), np.float32), axes=0, layout=TileLayout(S[(32, 8):(1 @ laneid, 1)]))
+    layout = TileLayout(S[(32, 8):(1 @ laneid, 1)])
+    plan = tp.plan(tp.warp.sum, np.ones((32, 8), np.float32), axes=0, layout=layout)
     html = plan_html(plan)
     assert html.index("chosen: local</b> (priority 10)") < html.index("declined") < html.index("<svg")
     for reason in plan.declined()["sm100_packed"]:

@@ -30,7 +30,8 @@ def _swizzle(text: str):
     from ._layout import Swizzle
     numbers = _integers(text, "swizzle")
     if len(numbers) not in (2, 3):
-        raise argparse.ArgumentTypeError(f"swizzle {text!r}: expected per_element,swizzle_len[,atom_len], e.g. 0,3,3")
+        raise argparse.ArgumentTypeError(f"swizzle {text!r}: expected per_element,swizzle_len[,atom_len], "
+                                         "e.g. 0,3,3")
     return Swizzle(*numbers)
 
 
@@ -54,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the logical shape to draw (default: the layout's own); same number of elements")
     show.add_argument("--swizzle", type=_swizzle, metavar="M,B[,S]",
                       help="a shared-memory swizzle: per_element, swizzle_len, atom_len (default 3)")
-    show.add_argument("--dtype", metavar="DTYPE", help="element type for shared-memory banks (default float32)")
+    show.add_argument("--dtype", metavar="DTYPE",
+                      help="element type for shared-memory banks (default float32)")
     show.add_argument("-o", "--output", default="layout.svg", metavar="FILE.svg",
                       help="where to write the picture (default layout.svg)")
     show.set_defaults(run=lambda args: _show(args, show.error))

@@ -16,11 +16,11 @@ __all__ = ["layout_svg", "layout_html", "plan_diagram_svg", "plan_html", "dispat
 _LEFT = "text-align:left; vertical-align:top; padding:1px 10px 1px 0"
 
 
-def _table(rows, head=("", "")) -> str:
+def _table(rows, head) -> str:
     header = "".join(f'<th style="{_LEFT}">{escape(h)}</th>' for h in head)
     body = "".join("<tr>" + "".join(f'<td style="{_LEFT}">{escape(str(c))}</td>' for c in row) + "</tr>"
                    for row in rows)
-    return f'<table style="border-collapse:collapse; margin:2px 0 8px 0">{"<tr>" + header + "</tr>" if any(head) else ""}{body}</table>'
+    return f'<table style="border-collapse:collapse; margin:2px 0 8px 0"><tr>{header}</tr>{body}</table>'
 
 
 def _why(params: dict) -> str:
@@ -34,16 +34,18 @@ def plan_html(plan) -> str:
     declined = [e for e in trace if e.status == "declined"]
     not_tried = [e for e in trace if e.status == "not tried"]
     parts = [
-        f'<div style="font-size:1.15em"><b>chosen: {escape(plan.variant)}</b> (priority {plan.priority})</div>',
+        f'<div style="font-size:1.15em"><b>chosen: {escape(plan.variant)}</b> '
+        f'(priority {plan.priority})</div>',
         f"<div>why: {escape(_why(params))}</div>",
         f"<div>call: <code>{escape(plan.call)}</code></div>",
         f"<div>target: {escape(plan.target or 'none (sm_version 0)')}</div>",
     ]
     if declined:
         items = "".join(
-            f"<li><b>{escape(e.variant)}</b> (priority {e.priority})<ul style=\"margin:0\">"
+            f'<li><b>{escape(e.variant)}</b> (priority {e.priority})<ul style="margin:0; padding-left:1.4em">'
             + "".join(f"<li>{escape(r)}</li>" for r in e.reasons) + "</ul></li>" for e in declined)
-        parts.append(f'<div style="margin-top:6px">declined:</div><ul style="{_LEFT}; margin:0">{items}</ul>')
+        parts.append(f'<div style="margin-top:6px">declined:</div>'
+                     f'<ul style="text-align:left; margin:0; padding-left:1.4em">{items}</ul>')
     if not_tried:
         names = ", ".join(f"{e.variant} (priority {e.priority})" for e in not_tried)
         parts.append(f"<div>not tried (a variant before them accepted): {escape(names)}</div>")

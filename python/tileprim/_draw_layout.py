@@ -80,7 +80,8 @@ def _check_shape(layout, shape) -> Tuple[int, ...]:
     if len(shape) != len(given) or not shape or min(shape) <= 0:
         raise ValueError(f"shape: {tuple(given)!r} must be a tuple of positive integers")
     if math.prod(shape) != layout.size:
-        raise ValueError(f"shape: {shape} has {math.prod(shape)} elements but the layout places {layout.size}")
+        raise ValueError(f"shape: {shape} has {math.prod(shape)} elements but the layout places "
+                         f"{layout.size}")
     return shape
 
 
@@ -102,12 +103,14 @@ class _Labels:
     def shared(self) -> bool:
         return not self.axes
 
-    def thread_name(self, p: Dict[str, int]) -> str:
-        if self.axes == ("laneid",):
-            return f"lane {p.get('laneid', 0)}"
-        if self.axes == ("tx",):
-            return f"tx {p.get('tx', 0)}"
-        return f"T{thread_index(p)}"
+    def thread_name(self, holders: List[Dict[str, int]]) -> str:
+        """The holder's thread; for a replicated element, the range of threads when contiguous,
+        else the first thread and an ellipsis."""
+        first, last = thread_index(holders[0]), thread_index(holders[-1])
+        contiguous = [thread_index(p) for p in holders] == list(range(first, last + 1))
+        number = str(first) if len(holders) == 1 else (f"{first}–{last}" if contiguous else f"{first}…")
+        prefix = {("laneid",): "lane ", ("tx",): "tx "}.get(self.axes, "T")
+        return prefix + number
 
     def bank(self, offset: int) -> int:
         return offset * self.element_bytes // BANK_BYTES % BANKS
@@ -120,7 +123,7 @@ class _Labels:
         badge = f" ×{len(holders)}" if len(holders) > 1 else ""
         if self.shared:
             return str(first.get("m", 0)), f"b{self.bank(first.get('m', 0))}{badge}"
-        return self.thread_name(first), f"r{first.get('m', 0)}{badge}"
+        return self.thread_name(holders), f"r{first.get('m', 0)}{badge}"
 
     def tooltip(self, index: Tuple[int, ...], holders: List[Dict[str, int]]) -> str:
         where = f"element {index}"
@@ -132,23 +135,25 @@ class _Labels:
         named = self.axes not in (("laneid",), ("tx",))
         places = "; ".join((f"T{thread_index(p)} ({_position_text(p)})" if named else _position_text(p))
                            for p in holders)
-        return f"{where}: {places}" if len(holders) == 1 else f"{where}: held by {len(holders)} threads: {places}"
+        if len(holders) == 1:
+            return f"{where}: {places}"
+        return f"{where}: held by {len(holders)} threads: {places}"
 
 
 def _caption(layout, shape, rows, cols, shown, labels: _Labels, dtype, counts) -> List[str]:
     lines = [f"TileLayout {layout}"]
     if labels.shared:
-        swizzle = f", {layout.swizzle}" if layout.swizzle else ", no swizzle"
+        swizzle = "swizzle applied" if layout.swizzle else "no swizzle"
         lines.append(f"shape {shape} · no thread axes: each cell shows its offset and 4-byte bank "
-                     f"(b = offset·{labels.element_bytes} B / 4 mod 32, {_dtype_name(dtype)}{swizzle})")
+                     f"(b = offset·{labels.element_bytes} B / 4 mod 32: {_dtype_name(dtype)}; {swizzle})")
         lines.append("(for one thread's register tile the offset is the register index)")
     else:
         terms = " + ".join(f"{THREAD_WEIGHTS[a]}·{a}" if THREAD_WEIGHTS[a] > 1 else a for a in labels.axes)
         naming = "" if labels.axes in (("laneid",), ("tx",)) else f"; T = {terms}"
         lines.append(f"shape {shape} · colour = thread · label = thread / register{naming}")
     offset = layout.offset
-    lines.append("offset: " + (" + ".join(f"{v}@{k}" for k, v in sorted(offset.items(), key=lambda kv: _axis_key(kv[0])))
-                               if offset else "none"))
+    terms = [f"{offset[a]}@{a}" for a in sorted(offset, key=_axis_key)]
+    lines.append("offset: " + (" + ".join(terms) if terms else "none"))
     if max(counts) > 1:
         holders = f"{max(counts)}" if min(counts) == max(counts) else f"up to {max(counts)}"
         lines.append(f"replicated: each element is held by {holders} places (×{max(counts)}); "
@@ -160,6 +165,11 @@ def _caption(layout, shape, rows, cols, shown, labels: _Labels, dtype, counts) -
     elif rows > TEXT_LIMIT or cols > TEXT_LIMIT:
         lines.append(f"more than {TEXT_LIMIT}×{TEXT_LIMIT} cells: colour only; hover a cell for its place")
     return lines
+
+
+def _fit(label: str, width: float) -> float:
+    """Font size that keeps a monospace label inside its cell, 10 px at most."""
+    return min(10.0, round((width - 8) / (0.6 * max(len(label), 1)), 1))
 
 
 def layout_svg(layout, shape=None, dtype=None) -> str:
@@ -198,8 +208,8 @@ def layout_svg(layout, shape=None, dtype=None) -> str:
                     canvas.rect(x, y, w, h, labels.colour(holders), stroke=None)
                     if with_text:
                         first, second = labels.lines(holders)
-                        canvas.text(x + w / 2, y + 13, first, size=10, mono=True)
-                        canvas.text(x + w / 2, y + 26, second, size=10, mono=True, fill="#444")
+                        canvas.text(x + w / 2, y + 13, first, size=_fit(first, w), mono=True)
+                        canvas.text(x + w / 2, y + 26, second, size=_fit(second, w), mono=True, fill="#444")
     return canvas.document(f"TileLayout {layout} over shape {shape}")
 
 

@@ -12,6 +12,8 @@ LANES_LEFT = 96
 ROW_STEP = 34
 STEP_COLOURS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e")
 REGISTERS_SHOWN = 10    # a longer register row is drawn as r0 … r(n-1)
+REGISTER = "#cfe3f7"    # fill of a value in a register (or an element being loaded)
+OPERATION = "#fff3c4"   # fill of an op applied, or of an accumulator
 
 
 def _int(params: Dict, key: str) -> Optional[int]:
@@ -47,7 +49,12 @@ def _title(canvas: Canvas, head: str, sub: str) -> None:
     canvas.text(8, 34, sub, size=11, anchor="start")
 
 
-def _butterfly(canvas: Canvas, lanes: int, masks: List[int], top: float, group: Optional[int] = None) -> float:
+def _note(canvas: Canvas, y: float, words: str) -> None:
+    canvas.text(8, y, words, size=10, anchor="start", fill="#555")
+
+
+def _butterfly(canvas: Canvas, lanes: int, masks: List[int], top: float,
+               group: Optional[int] = None) -> float:
     """Lanes as columns, one row per XOR step: each lane takes its own value (grey) and lane
     l ^ mask's (coloured). Returns the y of the last row."""
     x = [LANES_LEFT + LANE_STEP * l for l in range(lanes)]
@@ -78,7 +85,7 @@ def _register_fold(canvas: Canvas, labels: List[str], top: float, result: str) -
     prev = 52
     for k, label in enumerate(labels):
         cx = left + 20 + k * step
-        canvas.rect(cx - 18, top, 36, 22, "#cfe3f7")
+        canvas.rect(cx - 18, top, 36, 22, REGISTER)
         canvas.text(cx, top + 15, label, size=10, mono=True)
         if label == "…":
             canvas.text(cx, chain_y + 4, "…", size=12)
@@ -86,14 +93,14 @@ def _register_fold(canvas: Canvas, labels: List[str], top: float, result: str) -
             continue
         canvas.line(cx, top + 22, cx, chain_y - 10, arrow=True)
         canvas.line(prev, chain_y, cx - 10, chain_y, arrow=True)
-        canvas.circle(cx, chain_y, 10, "#fff3c4")
+        canvas.circle(cx, chain_y, 10, OPERATION)
         canvas.text(cx, chain_y + 4, "⊕", size=12)
         prev = cx + 10
     end = prev + 40
     canvas.line(prev, chain_y, end, chain_y, arrow=True)
     canvas.text(end + 4, chain_y + 4, result, size=11, anchor="start")
-    canvas.text(8, chain_y + 34, "init = the op's identity (accum: the old value); ⊕ = the op (sum, max or min)",
-                size=10, anchor="start", fill="#555")
+    _note(canvas, chain_y + 34,
+          "init = the op's identity (accum: the old value); ⊕ = the op (sum, max or min)")
     return chain_y + 34
 
 
@@ -103,19 +110,18 @@ def _local(canvas: Canvas, params: Dict) -> None:
     outputs, sources = _int(params, "outputs_per_thread"), _int(params, "sources_per_output")
     if path == "warp_shuffle":
         _title(canvas, "reduction → local · warp_shuffle",
-               f"each lane folds its {_known(sources)} register(s) per output, then an XOR butterfly over lanes")
+               f"each lane folds its {_known(sources)} register(s) per output, then an XOR butterfly "
+               "over lanes")
         y = _butterfly(canvas, 32, masks, 62)
-        canvas.text(8, y + 24, f"{len(masks)} shuffle(s) (shfl.sync.bfly); afterwards every lane holds the result",
-                    size=10, anchor="start", fill="#555")
-        canvas.text(8, y + 38, f"{_known(outputs)} output(s) per lane, each through the same butterfly", size=10,
-                    anchor="start", fill="#555")
+        _note(canvas, y + 24,
+              f"{len(masks)} shuffle(s) (shfl.sync.bfly); afterwards every lane holds the result")
+        _note(canvas, y + 38, f"{_known(outputs)} output(s) per lane, each through the same butterfly")
         return
     why = ("the reduced dims live inside each thread: no value crosses lanes" if path == "view"
            else "one thread folds its registers in order")
     _title(canvas, f"reduction → local · {path}", why)
     y = _register_fold(canvas, _register_labels(sources), 52, "dst")
-    canvas.text(8, y + 16, f"repeated for each of the {_known(outputs)} output(s) per thread", size=10,
-                anchor="start", fill="#555")
+    _note(canvas, y + 16, f"repeated for each of the {_known(outputs)} output(s) per thread")
 
 
 def _shared(canvas: Canvas, params: Dict) -> None:
@@ -139,11 +145,11 @@ def _shared(canvas: Canvas, params: Dict) -> None:
             canvas.line(x, y + 4, x, y + 24, stroke="#333", arrow=True)
             canvas.text(x, y + 36, f"out[{k}]" if g >= 4 else str(k), size=9, anchor="middle")
     per_lane = -(-reduction // g) if reduction and g else None
-    canvas.text(8, y + 56, f"lane 0 of each group writes its output · {_known(per_lane)} source(s) gathered "
-                f"per lane", size=10, anchor="start", fill="#555")
+    _note(canvas, y + 56,
+          f"lane 0 of each group writes its output · {_known(per_lane)} source(s) gathered per lane")
     shown = f"; the first {lanes} drawn" if working and working > lanes else ""
-    canvas.text(8, y + 70, f"{_known(groups)} group(s), {_known(working)} working thread(s){shown}, "
-                f"{_known(_int(params, 'steps'))} round(s) over the outputs", size=10, anchor="start", fill="#555")
+    _note(canvas, y + 70, f"{_known(groups)} group(s), {_known(working)} working thread(s){shown}, "
+          f"{_known(_int(params, 'steps'))} round(s) over the outputs")
 
 
 def _toward(x1: float, y1: float, x2: float, y2: float, gap: float) -> tuple:
@@ -167,7 +173,7 @@ def _sm100_packed(canvas: Canvas, params: Dict) -> None:
     def row(y: float, label: str, cells: Dict[int, str]) -> None:
         canvas.text(8, y + 4, label, size=10, anchor="start")
         for k, text in cells.items():
-            canvas.rect(xs[k] - step / 2 + 3, y - 10, step - 6, 20, "#cfe3f7", rx=3)
+            canvas.rect(xs[k] - step / 2 + 3, y - 10, step - 6, 20, REGISTER, rx=3)
             canvas.text(xs[k], y + 4, text, size=9, mono=True)
 
     per = 8 // slots   # elements each slot takes from a chunk
@@ -185,14 +191,15 @@ def _sm100_packed(canvas: Canvas, params: Dict) -> None:
     if remainder is None or remainder > 0:
         y += 28
         first = None if chunks is None else 8 * chunks
-        span = "e…" if first is None else (f"e{first}" if remainder == 1 else f"e{first}–{first + remainder - 1}")
-        row(y, f"remainder: into s0, scalar", {0: span})
+        last = None if first is None else first + remainder - 1
+        span = "e…" if first is None else (f"e{first}" if remainder == 1 else f"e{first}–{last}")
+        row(y, "remainder: into s0, scalar", {0: span})
 
     y += 40
     live = list(range(slots))
     canvas.text(8, y + 4, "accumulators", size=10, anchor="start", bold=True)
     for k in live:
-        canvas.circle(xs[k], y, 7, "#fff3c4")
+        canvas.circle(xs[k], y, 7, OPERATION)
     if packed_sum:
         folds = [("8 → 4 (f32x2)", [(2, 0), (3, 1), (6, 4), (7, 5)]), ("4 → 2 (f32x2)", [(4, 0), (5, 1)]),
                  ("2 → 1: s0 + s1", [(1, 0)])]
@@ -205,9 +212,10 @@ def _sm100_packed(canvas: Canvas, params: Dict) -> None:
         for k in live:
             canvas.line(xs[k], y + 7, xs[k], below - 7, stroke="#aaa")
         for src, dst in moves:
-            canvas.line(xs[src], y + 7, *_toward(xs[src], y + 7, xs[dst], below, 8), stroke="#d62728", arrow=True)
+            end = _toward(xs[src], y + 7, xs[dst], below, 8)
+            canvas.line(xs[src], y + 7, *end, stroke="#d62728", arrow=True)
         for k in live:
-            canvas.circle(xs[k], below, 7, "#fff3c4")
+            canvas.circle(xs[k], below, 7, OPERATION)
         canvas.text(8, below + 4, label, size=10, anchor="start")
         y = below
     canvas.text(xs[0], y + 22, "result", size=10, bold=True)
@@ -221,23 +229,19 @@ def _reg(canvas: Canvas, params: Dict) -> None:
     top, step = 56, 48
     for k, label in enumerate(labels):
         x = 30 + k * step
-        index = int(label[1:]) if label[1:].isdigit() else None
-        holds = bundle is None or index is None or index < bundle
-        fill = "#cfe3f7" if holds else "#eeeeee"
-        canvas.rect(x - 18, top, 36, 22, fill)
+        canvas.rect(x - 18, top, 36, 22, REGISTER)
         canvas.text(x, top + 15, label, size=10, mono=True)
         if label == "…":
             continue
         canvas.line(x, top + 22, x, top + 44, arrow=True)
-        canvas.circle(x, top + 54, 10, "#fff3c4")
+        canvas.circle(x, top + 54, 10, OPERATION)
         canvas.text(x, top + 58, "f", size=11)
         canvas.line(x, top + 64, x, top + 86, arrow=True)
-        canvas.rect(x - 18, top + 88, 36, 22, fill)
+        canvas.rect(x - 18, top + 88, 36, 22, REGISTER)
         canvas.text(x, top + 103, label, size=10, mono=True)
-    canvas.text(8, top + 132, f"{_known(registers)} register slot(s) per thread, {_known(bundle)} holding elements "
-                f"(the bundle); vec_len {_known(_int(params, 'vec_len'))}", size=10, anchor="start", fill="#555")
-    canvas.text(8, top + 146, "f = the op (sqrt, exp, add, fma, …), one rounding per register", size=10,
-                anchor="start", fill="#555")
+    _note(canvas, top + 132, f"{_known(registers)} register slot(s) per thread, {_known(bundle)} holding "
+          f"elements (the bundle); vec_len {_known(_int(params, 'vec_len'))}")
+    _note(canvas, top + 146, "f = the op (sqrt, exp, add, fma, …), one rounding per register")
 
 
 DRAWERS: Dict[str, Callable[[Canvas, Dict], None]] = {

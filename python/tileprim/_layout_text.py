@@ -8,7 +8,8 @@ import ast
 from . import _layout
 
 _NAMES = {"S": _layout.S, "R": _layout.R, "m": _layout.m, "laneid": _layout.laneid, "warpid": _layout.warpid,
-          "tx": _layout.tx, "wgid": _layout.wgid, "tid_in_wg": _layout.tid_in_wg, "wid_in_wg": _layout.wid_in_wg}
+          "tx": _layout.tx, "wgid": _layout.wgid, "tid_in_wg": _layout.tid_in_wg,
+          "wid_in_wg": _layout.wid_in_wg}
 _SYNTAX = "S[...], R[...], integers, tuples, value @ axis and +"
 
 

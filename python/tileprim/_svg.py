@@ -37,7 +37,8 @@ class Canvas:
         (said once here rather than on each of thousands of cells)."""
         cls = f' class="{css_class}"' if css_class else ""
         outline = f' stroke="{stroke}" stroke-width="0.6"' if stroke else ""
-        self.parts.append(f"<g{cls}{outline}>" + (f"<title>{escape(title)}</title>" if title is not None else ""))
+        tooltip = f"<title>{escape(title)}</title>" if title is not None else ""
+        self.parts.append(f"<g{cls}{outline}>{tooltip}")
         yield
         self.parts.append("</g>")
 
@@ -47,7 +48,8 @@ class Canvas:
         self._reach(x + w, y + h)
         corner = f' rx="{rx:g}"' if rx else ""
         outline = f' stroke="{stroke}" stroke-width="0.6"' if stroke else ""
-        self.parts.append(f'<rect x="{x:g}" y="{y:g}" width="{w:g}" height="{h:g}"{corner} fill="{fill}"{outline}/>')
+        self.parts.append(f'<rect x="{x:g}" y="{y:g}" width="{w:g}" height="{h:g}"{corner} '
+                          f'fill="{fill}"{outline}/>')
 
     def text(self, x: float, y: float, s: str, size: float = 11, anchor: str = "middle", bold: bool = False,
              fill: str = "#222", mono: bool = False) -> None:

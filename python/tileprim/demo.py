@@ -56,7 +56,8 @@ def programs(rng: np.random.Generator) -> List[Tuple]:
     r32x8 = rng.uniform(0.1, 4.0, (32, 8)).astype(np.float32)
     warp_layout = TileLayout(S[(32, 8):(1 @ laneid, 1)])
     return [
-        ("reduction -> local: one thread sums a 4-element register vector (it folds its own registers)", "local",
+        ("reduction -> local: one thread sums a 4-element register vector (it folds its own registers)",
+         "local",
          tp.sum, (a4,), dict(scope=tp.thread, storage="local"), a4.astype(np.float64).sum(),
          np.abs(a4.astype(np.float64)).sum(), 1e-6),
         ("reduction -> shared: a 32-thread CTA sums each row of a 4x8 shared tile (groups of 8 lanes, "
