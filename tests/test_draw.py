@@ -1,6 +1,8 @@
 """Pictures: layouts as SVG grids, plan diagrams, plan and DispatchError HTML. The SVGs are read
 back as XML and checked cell by cell against what the layout algebra says."""
+import pathlib
 import re
+import runpy
 import xml.etree.ElementTree as ET
 from html import escape
 
@@ -203,3 +205,12 @@ def test_kernel_origin_in_words():
     assert kernel_origin_words("compiled", 31.2) == "compiled now in 31 ms"
     assert kernel_origin_words("disk", 0.83) == "loaded from the disk cache in 0.8 ms"
     assert kernel_origin_words("memory", 0.002) == "cached in this process"
+
+
+def test_the_reference_pictures_script_draws_every_picture(tmp_path):
+    script = pathlib.Path(__file__).parent.parent / "examples" / "make_pictures.py"
+    runpy.run_path(str(script))["main"](tmp_path)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == sorted(p.name for p in (script.parent / "pictures").iterdir())
+    for name in names:
+        parse((tmp_path / name).read_text())

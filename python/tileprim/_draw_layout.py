@@ -9,6 +9,8 @@ from typing import Dict, List, Sequence, Tuple
 
 from ._svg import Canvas, text_width
 
+__all__ = ["layout_svg", "layout_html", "thread_index", "thread_colour"]
+
 # Thread index = laneid + 32*warpid + tx + 128*wgid + tid_in_wg + 32*wid_in_wg.
 THREAD_WEIGHTS = {"laneid": 1, "warpid": 32, "tx": 1, "wgid": 128, "tid_in_wg": 1, "wid_in_wg": 32}
 AXIS_ORDER = ("laneid", "warpid", "tx", "wgid", "tid_in_wg", "wid_in_wg", "m")
@@ -126,18 +128,18 @@ class _Labels:
         return self.thread_name(holders), f"r{first.get('m', 0)}{badge}"
 
     def tooltip(self, index: Tuple[int, ...], holders: List[Dict[str, int]]) -> str:
-        where = f"element {index}"
+        """The element's index and every place holding it, in full, in numeric order."""
         if self.shared:
+            where = f"element {index}" + (" (swizzled)" if self.swizzled else "")
             places = "; ".join(f"offset {p.get('m', 0)}, bank {self.bank(p.get('m', 0))}" for p in holders)
-            swizzle = " (swizzled)" if self.swizzled else ""
-            return f"{where}{swizzle}: {places}" if len(holders) == 1 else \
-                f"{where}{swizzle}: {len(holders)} places: {places}"
-        named = self.axes not in (("laneid",), ("tx",))
-        places = "; ".join((f"T{thread_index(p)} ({_position_text(p)})" if named else _position_text(p))
-                           for p in holders)
-        if len(holders) == 1:
-            return f"{where}: {places}"
-        return f"{where}: held by {len(holders)} threads: {places}"
+            count = f"{len(holders)} places: "
+        else:
+            where = f"element {index}"
+            named = self.axes not in (("laneid",), ("tx",))
+            places = "; ".join((f"T{thread_index(p)} ({_position_text(p)})" if named else _position_text(p))
+                               for p in holders)
+            count = f"held by {len(holders)} threads: "
+        return f"{where}: {count if len(holders) > 1 else ''}{places}"
 
 
 def _caption(layout, shape, rows, cols, shown, labels: _Labels, dtype, counts) -> List[str]:
@@ -217,5 +219,3 @@ def layout_html(layout, shape=None, dtype=None) -> str:
     """The SVG in a scrolling box, so a large tile does not push the notebook apart."""
     return f'<div style="overflow:auto; max-height:720px">{layout_svg(layout, shape, dtype)}</div>'
 
-
-__all__ = ["layout_svg", "layout_html", "thread_index", "thread_colour"]
