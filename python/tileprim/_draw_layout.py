@@ -142,17 +142,24 @@ class _Labels:
         return f"{where}: {count if len(holders) > 1 else ''}{places}"
 
 
+def _with_text(rows: int, cols: int) -> bool:
+    return rows <= TEXT_LIMIT and cols <= TEXT_LIMIT
+
+
 def _caption(layout, shape, rows, cols, shown, labels: _Labels, dtype, counts) -> List[str]:
     lines = [f"TileLayout {layout}"]
+    with_text = _with_text(rows, cols)
     if labels.shared:
         swizzle = "swizzle applied" if layout.swizzle else "no swizzle"
-        lines.append(f"shape {shape} · no thread axes: each cell shows its offset and 4-byte bank "
+        shows = "each cell shows" if with_text else "each cell's tooltip gives"
+        lines.append(f"shape {shape} · no thread axes: {shows} its offset and 4-byte bank "
                      f"(b = offset·{labels.element_bytes} B / 4 mod 32: {_dtype_name(dtype)}; {swizzle})")
         lines.append("(for one thread's register tile the offset is the register index)")
     else:
         terms = " + ".join(f"{THREAD_WEIGHTS[a]}·{a}" if THREAD_WEIGHTS[a] > 1 else a for a in labels.axes)
         naming = "" if labels.axes in (("laneid",), ("tx",)) else f"; T = {terms}"
-        lines.append(f"shape {shape} · colour = thread · label = thread / register{naming}")
+        label = " · label = thread / register" if with_text else ""
+        lines.append(f"shape {shape} · colour = thread{label}{naming}")
     offset = layout.offset
     terms = [f"{offset[a]}@{a}" for a in sorted(offset, key=_axis_key)]
     lines.append("offset: " + (" + ".join(terms) if terms else "none"))
@@ -164,7 +171,7 @@ def _caption(layout, shape, rows, cols, shown, labels: _Labels, dtype, counts) -
         lines.append(f"{shape} drawn as {rows} rows × {cols} columns: the leading dims are folded into rows")
     if shown != (rows, cols):
         lines.append(f"showing {shown[0]}×{shown[1]} of {rows}×{cols} (the top-left corner)")
-    elif rows > TEXT_LIMIT or cols > TEXT_LIMIT:
+    if not with_text:
         lines.append(f"more than {TEXT_LIMIT}×{TEXT_LIMIT} cells: colour only; hover a cell for its place")
     return lines
 
@@ -180,7 +187,7 @@ def layout_svg(layout, shape=None, dtype=None) -> str:
     shape = _check_shape(layout, shape)
     rows, cols = _grid_shape(shape)
     shown_rows, shown_cols = min(rows, DRAW_LIMIT), min(cols, DRAW_LIMIT)
-    with_text = rows <= TEXT_LIMIT and cols <= TEXT_LIMIT
+    with_text = _with_text(rows, cols)
     cells = [[_holders(layout, i * cols + j) for j in range(shown_cols)] for i in range(shown_rows)]
     axes = {a for row in cells for holders in row for p in holders for a in p if a in THREAD_WEIGHTS}
     labels = _Labels(axes, _element_bytes(dtype), layout.swizzle is not None)
