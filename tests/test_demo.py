@@ -12,9 +12,10 @@ from tileprim import demo
 def test_each_seed_program_chooses_its_variant_and_matches_numpy():
     rng = np.random.default_rng()
     chosen = []
-    for title, seed, fn, args, kwargs, expected, scale, tol in demo.programs(rng):
+    for title, variant, fn, args, kwargs, expected, scale, tol in demo.programs(rng):
         plan = tp.plan(fn, *args, **kwargs)
         chosen.append(plan.variant)
+        assert plan.variant == variant, title
         assert demo.relative_error(fn(*args, **kwargs), expected, scale) <= tol, title
     assert chosen == ["local", "shared", "sm100_packed", "reg"]
 
@@ -27,6 +28,19 @@ def test_demo_prints_choices_reasons_and_checks():
     assert "declined sm100_packed (priority 20):" in text
     assert "reduction_len: reduction_len 4 < 8" in text
     assert "group_size = 8" in text
+    assert text.count("the variant this program demonstrates") == 4 and "NOT" not in text
+    assert "seed" not in text.lower(), "user-facing words are the specification's, not the file names"
+
+
+def test_demo_says_once_whether_a_gpu_runs_it():
+    buf = io.StringIO()
+    demo.main(out=buf)
+    text = buf.getvalue()
+    if tp.info()["backends"]["cuda"] == "available":
+        assert "No usable CUDA GPU" not in text and "CUDA backend" in text
+    else:
+        assert text.count("No usable CUDA GPU here (") == 1
+        assert "everything runs on the CPU backend, which executes the same algorithm step for step" in text
 
 
 def test_python_m_tileprim_demo_exits_zero():

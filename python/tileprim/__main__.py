@@ -1,21 +1,107 @@
-"""``python -m tileprim demo`` runs the seeds' demonstration programs; ``python -m tileprim info``
-prints what this installation can do."""
+"""``python -m tileprim``: run the specification's demonstration programs (``demo``), say what this
+installation can do (``info``), or draw a layout as an SVG picture (``show``)."""
+from __future__ import annotations
+
+import argparse
 import json
+import re
 import sys
+from typing import Callable, List, Optional
+
+SHOW_EXAMPLES = """examples:
+  python -m tileprim show "S[(32, 8) : (1@laneid, 1)]" -o warp_rows.svg
+  python -m tileprim show "S[8:1] + R[32:1@laneid]"
+  python -m tileprim show "S[8, 8]" --swizzle 0,3,3
+  python -m tileprim show "S[(32, 8) : (1@laneid, 1)] + R[4:1@warpid]" --shape 256"""
 
 
-def main(argv) -> int:
-    command = argv[1] if len(argv) > 1 else "demo"
-    if command == "demo":
-        from .demo import main as demo
-        return demo()
-    if command == "info":
-        from . import info
-        print(json.dumps(info(), indent=2))
+def _integers(text: str, what: str) -> tuple:
+    parts = [p for p in re.split(r"[,x×\s()]+", text) if p]
+    if not parts or not all(p.isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"{what} {text!r}: expected integers separated by commas, e.g. 32,8")
+    return tuple(int(p) for p in parts)
+
+
+def _shape(text: str) -> tuple:
+    return _integers(text, "shape")
+
+
+def _swizzle(text: str):
+    from ._layout import Swizzle
+    numbers = _integers(text, "swizzle")
+    if len(numbers) not in (2, 3):
+        raise argparse.ArgumentTypeError(f"swizzle {text!r}: expected per_element,swizzle_len[,atom_len], "
+                                         "e.g. 0,3,3")
+    return Swizzle(*numbers)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m tileprim",
+        description="tileprim: GPU tile primitives with a dispatch registry, NVRTC-compiled CUDA kernels "
+                    "and a CPU backend that runs the same algorithms step for step.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.add_parser("demo", help="run the specification's four demonstration programs and check them "
+                                     "against NumPy").set_defaults(run=_demo)
+    commands.add_parser("info", help="print what this installation can do, as JSON").set_defaults(run=_info)
+    show = commands.add_parser(
+        "show", help="draw a layout as an SVG picture", epilog=SHOW_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Draw LAYOUT, written in the layout syntax, as an SVG grid: each cell coloured by the "
+                    "thread that holds it and labelled with thread and register, or, for a layout without "
+                    "thread axes (shared memory), with its offset and bank.")
+    show.add_argument("layout", metavar="LAYOUT", help='e.g. "S[(32, 8) : (1@laneid, 1)] + R[4:1@warpid]"')
+    show.add_argument("--shape", type=_shape, metavar="R,C",
+                      help="the logical shape to draw (default: the layout's own); same number of elements")
+    show.add_argument("--swizzle", type=_swizzle, metavar="M,B[,S]",
+                      help="a shared-memory swizzle: per_element, swizzle_len, atom_len (default 3)")
+    show.add_argument("--dtype", metavar="DTYPE",
+                      help="element type for shared-memory banks (default float32)")
+    show.add_argument("-o", "--output", default="layout.svg", metavar="FILE.svg",
+                      help="where to write the picture (default layout.svg)")
+    show.set_defaults(run=lambda args: _show(args, show.error))
+    return parser
+
+
+def _demo(args) -> int:
+    from .demo import main as demo
+    return demo()
+
+
+def _info(args) -> int:
+    from . import info
+    print(json.dumps(info(), indent=2))
+    return 0
+
+
+def _show(args, fail: Callable[[str], None]) -> int:
+    from ._layout import TileLayout
+    from ._layout_text import LayoutTextError, parse_layout
+    try:
+        layout = parse_layout(args.layout)
+    except LayoutTextError as e:
+        fail(f"LAYOUT {args.layout!r}: {e}")
+    if args.swizzle is not None:
+        layout = TileLayout(layout, swizzle=args.swizzle)
+    try:
+        layout.draw(args.shape, args.output, dtype=args.dtype)
+    except (TypeError, ValueError) as e:
+        fail(str(e))
+    except OSError as e:
+        print(f"python -m tileprim show: cannot write {args.output}: {e.strerror}", file=sys.stderr)
+        return 1
+    print(args.output)
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
         return 0
-    print(f"usage: python -m tileprim [demo|info]  (unknown command {command!r})", file=sys.stderr)
-    return 2
+    return args.run(args)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main())

@@ -286,6 +286,24 @@ class TileLayout:
     def local_extents(self, shape=None) -> Tuple[int, ...]:
         return tuple(d.local_extent for d in self.dims(shape))
 
+    # ---- pictures (tileprim._draw) ----------------------------------------------------------
+    def draw(self, shape=None, path=None, *, dtype=None) -> str:
+        """The tile as an SVG grid (who holds each element); written to ``path`` when given."""
+        from ._draw import layout_svg
+        svg = layout_svg(self, shape, dtype)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(svg)
+        return svg
+
+    def _repr_svg_(self) -> str:
+        from ._draw import layout_svg
+        return layout_svg(self)
+
+    def _repr_html_(self) -> str:
+        from ._draw import layout_html
+        return layout_html(self)
+
     # ---- value semantics ------------------------------------------------------------------
     def __eq__(self, other) -> bool:
         if isinstance(other, LayoutExpr):

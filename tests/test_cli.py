@@ -1,0 +1,96 @@
+"""``python -m tileprim``: help, info, and ``show`` drawing a layout written as text, where the
+text is read by a walker that knows only the layout syntax, never by eval."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+import tileprim as tp
+from tileprim import R, S, TileLayout, laneid, warpid
+from tileprim._layout_text import LayoutTextError, parse_layout
+
+
+def run_cli(*args, cwd=None):
+    """The CLI in a fresh interpreter that imports this same tileprim (PYTHONPATH made absolute,
+    since the test may run it from another directory)."""
+    env = dict(os.environ)
+    paths = [str(pathlib.Path(tp.__file__).resolve().parent.parent)]
+    paths += [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return subprocess.run([sys.executable, "-m", "tileprim", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd, env=env)
+
+
+def test_help_and_no_command_print_usage_and_exit_zero():
+    for args in (["--help"], []):
+        proc = run_cli(*args)
+        assert proc.returncode == 0, proc.stderr
+        assert "usage: python -m tileprim" in proc.stdout
+        assert all(command in proc.stdout for command in ("demo", "info", "show"))
+
+
+def test_info_prints_json():
+    proc = run_cli("info")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["backends"]["cpu"] == "available"
+
+
+def test_show_writes_a_parseable_svg_and_prints_its_path(tmp_path):
+    out = tmp_path / "warp.svg"
+    proc = run_cli("show", "S[(32, 8) : (1@laneid, 1)] + R[4:1@warpid]", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(out)
+    root = ET.parse(out).getroot()
+    cells = [g for g in root.iter("{http://www.w3.org/2000/svg}g") if g.get("class") == "cell"]
+    assert len(cells) == 256
+
+
+def test_show_defaults_to_layout_svg_and_takes_shape_and_swizzle(tmp_path):
+    proc = run_cli("show", "S[8, 8]", "--swizzle", "0,3,3", "--shape", "64", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    svg = (tmp_path / "layout.svg").read_text()
+    assert "swizzled" in svg and "element (9,) (swizzled): offset 8, bank 8" in svg
+
+
+def test_a_malicious_layout_is_rejected_without_running(tmp_path):
+    proc = run_cli("show", "__import__('os').system('touch pwned')", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "a function call at column 1 is not layout syntax" in proc.stderr
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "layout.svg").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["show", "S[8, 8]", "--shape", "3,3"], "has 9 elements but the layout places 64"),
+    (["show", "S[8, 8]", "--shape", "a,b"], "expected integers"),
+    (["show", "S[8:1:2]"], "a slice other than extents : strides"),
+])
+def test_bad_arguments_exit_2_with_the_rule(tmp_path, args, message):
+    proc = run_cli(*args, cwd=tmp_path)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_layout_text_reads_the_layout_syntax():
+    assert parse_layout("S[(32, 8) : (1@laneid, 1)] + R[4:1@warpid]") == \
+        TileLayout(S[(32, 8):(1 @ laneid, 1)] + R[4:1 @ warpid])
+    assert parse_layout("S[8, 4]") == TileLayout(S[8, 4])
+    assert parse_layout(" S[(4, 8) : (2, 1)] + 5 + 3@laneid") == TileLayout(S[(4, 8):(2, 1)] + 5 + 3 @ laneid)
+
+
+@pytest.mark.parametrize("text, found", [
+    ("S[8].__class__", "an attribute (.__class__)"),
+    ("(lambda: 0)()", "a function call"),
+    ("open", "the name 'open'"),
+    ("S[8] * 2", "the operator Mult"),
+    ("S[1.5]", "the constant 1.5"),
+    ("[S[8]][0]", "indexing something other than S or R"),
+    ("S[8", "not a layout expression"),
+    ("R[8:1]", "TileLayout takes S[...]"),
+])
+def test_layout_text_rejects_everything_else(text, found):
+    with pytest.raises(LayoutTextError) as caught:
+        parse_layout(text)
+    assert found in str(caught.value)
