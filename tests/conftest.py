@@ -18,7 +18,14 @@ def cuda_usable() -> bool:
 
 
 def gpu_count() -> int:
-    return tp.info().get("devices", 0) if cuda_usable() else 0
+    return len(tp.info()["devices"]) if cuda_usable() else 0
+
+
+def pytest_runtest_setup(item):
+    """multi_gpu(n): skip, not fail, where fewer than n CUDA GPUs are usable."""
+    marker = item.get_closest_marker("multi_gpu")
+    if marker is not None and gpu_count() < marker.args[0]:
+        pytest.skip(f"needs {marker.args[0]} CUDA GPUs; {gpu_count()} usable")
 
 
 BACKENDS = [

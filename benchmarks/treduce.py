@@ -1,0 +1,385 @@
+"""tp.comm.treduce beside torch.distributed.reduce (NCCL) and a plain peer copy, on 2 and 4 GPUs.
+
+For each GPU count and size (bytes per rank, float32, 4 KiB ... 1 GiB), root 0:
+  - tileprim, one process holding every rank's tensor (rank r on cuda:r): each algorithm that applies
+    (root_pull; scatter_gather from 3 ranks) forced with dispatch=, and "auto" (what dispatch picks);
+  - NCCL: torch.distributed.reduce to rank 0, one process per GPU, NVLink multicast off;
+  - peer copy: dst.copy_(src) from cuda:1 to cuda:0, the link's ceiling.
+A point: warm-up, then batches of back-to-back calls between two CUDA events on the root's current
+stream, every GPU idle before each batch (NCCL: a barrier); latency = the median batch / calls,
+algbw = bytes per rank / latency. wall_us (JSON) is host time per call with every GPU synchronised,
+a check that no work escaped the events. Each series runs in its own process under a deadline, so
+a crash or hang loses that series only; a failed point is reported and the run goes on.
+
+    python benchmarks/treduce.py [--gpus 2,4] [--sizes 4K,64K,16M,1G] [--json PATH] [--verify]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from datetime import timedelta
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+DEFAULT_SIZES = [4 * KiB * 4 ** i for i in range(10)]  # 4 KiB, 16 KiB ... 1 GiB
+VERIFY_SIZES = [64 * KiB, 1 * MiB]
+WARMUP = 3            # the first call also compiles
+BATCHES = 5
+BATCH_BYTES = 256 * MiB   # calls per batch: enough to dwarf event overhead, few at large sizes
+MAX_CALLS = 200
+# (GPUs, what, the sizes it covers, latency bound or None for "algbw >= NCCL's"): set for H200s
+TARGETS = [(2, "algbw >= NCCL at >= 16 MiB", lambda b: b >= 16 * MiB, None),
+           (2, "latency <= 10 us at <= 64 KiB", lambda b: b <= 64 * KiB, 10.0),
+           (4, "algbw >= NCCL at >= 64 MiB", lambda b: b >= 64 * MiB, None),
+           (4, "latency <= 12 us at <= 64 KiB", lambda b: b <= 64 * KiB, 12.0)]
+
+
+def algorithms(ngpus: int) -> list:
+    return ["root_pull"] + (["scatter_gather"] if ngpus >= 3 else [])
+
+
+def shape_for(nbytes: int) -> tuple:
+    """float32 rows x cols: rows of up to 4096 elements."""
+    n = nbytes // 4
+    cols = n if n <= 4096 else next(c for c in range(4096, 0, -1) if n % c == 0)
+    return (n // cols, cols)
+
+
+def schedule(nbytes: int) -> tuple:
+    return max(3, min(MAX_CALLS, BATCH_BYTES // nbytes)), BATCHES
+
+
+def human(nbytes: int) -> str:
+    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if nbytes >= size and nbytes % size == 0:
+            return f"{nbytes // size} {unit}"
+    return f"{nbytes} B"
+
+
+def parse_size(text: str) -> int:
+    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)(?:i?B)?\s*", text, re.IGNORECASE)
+    if not m or int(m.group(1)) == 0:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 4096, 4K, 64KiB, 16M, 1G)")
+    n = int(m.group(1)) * {"": 1, "K": KiB, "M": MiB, "G": GiB}[m.group(2).upper()]
+    if n % 4:
+        raise argparse.ArgumentTypeError(f"{text}: not a whole number of float32 elements")
+    return n
+
+
+def int_list(text: str) -> list:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, not {text!r}") from None
+    if any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, not {text!r}")
+    return values
+
+
+# ---- timing (in the measuring processes) -----------------------------------------------------------------
+def sync(torch, devices) -> None:
+    for d in devices:
+        torch.cuda.synchronize(d)
+
+
+def timed(torch, fn, nbytes: int, root: int, devices, before_batch=None) -> dict:
+    calls, batches = schedule(nbytes)
+    for _ in range(WARMUP):
+        fn()
+    sync(torch, devices)
+    stream = torch.cuda.current_stream(root)
+    per_call, wall = [], []
+    for _ in range(batches):
+        (before_batch or (lambda: sync(torch, devices)))()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0 = time.perf_counter()
+        start.record(stream)
+        for _ in range(calls):
+            fn()
+        end.record(stream)
+        end.synchronize()
+        sync(torch, devices)
+        wall.append((time.perf_counter() - t0) * 1e6 / calls)
+        per_call.append(start.elapsed_time(end) * 1e3 / calls)
+    latency = statistics.median(per_call)
+    return {"latency_us": latency, "algbw_gbps": nbytes / latency / 1e3, "calls": calls, "batches": batches,
+            "batch_us": per_call, "wall_us": statistics.median(wall)}
+
+
+def last_line(text: str) -> str:
+    """A traceback's last line: the error itself."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else text
+
+
+def guarded(records: list, path, point: dict, measure) -> None:
+    """Add point, filled in by measure() or with its error, and save the records so far (path None:
+    keep them)."""
+    try:
+        point.update(measure())
+    except Exception as e:  # noqa: BLE001 - any failure is one point's result
+        point["error"] = f"{type(e).__name__}: {e}".strip()[:2000]
+        print(f"  {point['series']} {point['gpus']} GPUs {human(point['bytes'])}: {point['error'][:300]}",
+              file=sys.stderr, flush=True)
+    records.append(point)
+    if path is None:
+        return
+    with open(path + ".tmp", "w") as f:  # whole files only: the process may be killed at any time
+        json.dump(records, f)
+    os.replace(path + ".tmp", path)
+
+
+# ---- the measuring processes: spawn targets (index, result path, ...) ------------------------------------
+def peer_copy_process(_, path, sizes):
+    import torch
+    records = []
+    for nbytes in sizes:
+        def measure():
+            src = torch.randn(nbytes // 4, device="cuda:1")
+            dst = torch.empty(nbytes // 4, device="cuda:0")
+            return timed(torch, lambda: dst.copy_(src), nbytes, 0, [0, 1])
+        guarded(records, path, {"series": "peer_copy", "gpus": 2, "bytes": nbytes}, measure)
+
+
+def tileprim_process(_, path, ngpus, sizes, tile, pingpong):
+    import torch
+    import tileprim as tp
+    records = []
+    devices = list(range(ngpus))
+    for nbytes in sizes:
+        shape = shape_for(nbytes)
+        for dispatch in algorithms(ngpus) + [None]:
+            kwargs = dict(op="sum", tile=tile, pingpong=pingpong, dispatch=dispatch)
+
+            def measure():
+                xs = [torch.randn(shape, device=f"cuda:{r}") for r in devices]
+                dst = torch.empty(shape, device="cuda:0")
+                group = tp.comm.ParallelGroup(xs, root=0)
+                plan = tp.plan(tp.comm.treduce, group, dst, **kwargs)
+                point = timed(torch, lambda: tp.comm.treduce(group, dst, **kwargs), nbytes, 0, devices)
+                return dict(point, variant=plan.variant, plan={k: v if isinstance(v, (int, float, str, bool))
+                                                               else str(v) for k, v in plan.params.items()})
+            guarded(records, path, {"series": dispatch or "auto", "gpus": ngpus, "bytes": nbytes,
+                                    "shape": list(shape)}, measure)
+
+
+def nccl_process(rank, path, ngpus, sizes, port):
+    import torch
+    import torch.distributed as dist
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ngpus,
+                            timeout=timedelta(seconds=120), device_id=torch.device("cuda", rank))
+    records = []
+
+    def barrier():
+        dist.barrier(device_ids=[rank])
+        torch.cuda.synchronize(rank)
+    for nbytes in sizes:
+        def measure():
+            x = torch.randn(nbytes // 4, device=f"cuda:{rank}")
+            return timed(torch, lambda: dist.reduce(x, dst=0, op=dist.ReduceOp.SUM), nbytes, rank, [rank],
+                         before_batch=barrier)
+        # every rank measures (the collectives pair up); rank 0's numbers are the root's
+        point = {"series": "nccl", "gpus": ngpus, "bytes": nbytes}
+        guarded(records, path if rank == 0 else None, point, measure)
+    dist.destroy_process_group()
+
+
+def verify_process(_, path, gpu_counts, tile, pingpong):
+    """tileprim on the GPUs equals the CPU backend bit for bit, for each algorithm."""
+    import numpy as np
+    import torch
+    import tileprim as tp
+    records = []
+    rng = np.random.default_rng()
+    for ngpus in gpu_counts:
+        for nbytes in VERIFY_SIZES:
+            xs = [rng.standard_normal(shape_for(nbytes)).astype(np.float32) for _ in range(ngpus)]
+            for dispatch in algorithms(ngpus) + [None]:
+                kwargs = dict(op="sum", tile=tile, pingpong=pingpong, dispatch=dispatch)
+
+                def measure():
+                    on_gpus = [torch.from_numpy(x).to(f"cuda:{r}") for r, x in enumerate(xs)]
+                    gpu = tp.comm.treduce(tp.comm.ParallelGroup(on_gpus, root=0), **kwargs).cpu().numpy()
+                    cpu = tp.comm.treduce(tp.comm.ParallelGroup(xs, root=0), backend="cpu", **kwargs)
+                    mismatches = int(np.count_nonzero(gpu.view(np.uint32) != cpu.view(np.uint32)))
+                    return {"equal": mismatches == 0, "mismatches": mismatches}
+                point = {"series": dispatch or "auto", "gpus": ngpus, "bytes": nbytes}
+                guarded(records, path, point, measure)
+
+
+# ---- the parent: runs each series in its own processes, then reports ----------------------------------
+def isolated(torch, target, args, nprocs: int, deadline_s: float) -> tuple:
+    """Run target(i, path, *args) in nprocs spawned processes; (records rank 0 saved, error or None)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "records.json")
+        error = None
+        start = time.monotonic()
+        ctx = torch.multiprocessing.spawn(target, args=(path,) + tuple(args), nprocs=nprocs, join=False)
+        try:
+            while not ctx.join(timeout=2):
+                if time.monotonic() - start > deadline_s:
+                    for p in ctx.processes:
+                        p.kill()
+                        p.join()
+                    error = f"{target.__name__}: killed after the {deadline_s:.0f} s deadline"
+                    break
+        except Exception as e:  # noqa: BLE001 - a child's crash is this series' result
+            error = f"{target.__name__}: {type(e).__name__}: {e}"[:4000]
+        records = json.load(open(path)) if os.path.exists(path) else []
+    if error:
+        print(f"  {last_line(error)}", file=sys.stderr, flush=True)
+    return records, error
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def lookup(points, series, gpus, nbytes):
+    """The point, measured or failed; None where none was taken."""
+    hits = [p for p in points if p["series"] == series and p["gpus"] == gpus and p["bytes"] == nbytes]
+    return hits[0] if hits else None
+
+
+def find(points, series, gpus, nbytes):
+    """The point where it was measured."""
+    p = lookup(points, series, gpus, nbytes)
+    return p if p and "error" not in p else None
+
+
+def best_tileprim(points, gpus, nbytes):
+    found = [p for p in (find(points, a, gpus, nbytes) for a in algorithms(gpus)) if p]
+    return min(found, key=lambda p: p["latency_us"]) if found else None
+
+
+def cell(point) -> str:
+    if point is None or "error" in point:
+        return f"{'-' if point is None else 'error':>19}"
+    return f"{point['latency_us']:10.1f} {point['algbw_gbps']:8.1f}"
+
+
+def print_table(points, gpus, sizes, tile, pingpong) -> None:
+    series = algorithms(gpus) + ["auto", "nccl", "peer_copy"]
+    print(f"\n== {gpus} GPUs, root 0, float32, tile {tile[0]}x{tile[1]}, pingpong={pingpong}: "
+          "latency us / algbw GB/s ==")
+    print(f"{'size':>9} " + " ".join(f"{s:>19}" for s in series) + f" {'best tp/nccl':>13}")
+    for nbytes in sizes:
+        cells = [cell(lookup(points, s, 2 if s == "peer_copy" else gpus, nbytes)) for s in series]
+        best, nccl = best_tileprim(points, gpus, nbytes), find(points, "nccl", gpus, nbytes)
+        ratio = f"{best['algbw_gbps'] / nccl['algbw_gbps']:13.2f}" if best and nccl else f"{'-':>13}"
+        print(f"{human(nbytes):>9} " + " ".join(cells) + " " + ratio)
+
+
+def check_targets(points, sizes, gpu_counts) -> list:
+    """Each target judged on the best tileprim algorithm at each size it covers."""
+    verdicts = []
+    for gpus, what, covers, bound in TARGETS:
+        if gpus not in gpu_counts:
+            continue
+        missed, measured = [], 0
+        for nbytes in filter(covers, sizes):
+            best, nccl = best_tileprim(points, gpus, nbytes), find(points, "nccl", gpus, nbytes)
+            if best is None or (bound is None and nccl is None):
+                continue
+            measured += 1
+            ok = best["latency_us"] <= bound if bound else best["algbw_gbps"] >= nccl["algbw_gbps"]
+            if not ok:
+                missed.append(f"{human(nbytes)} ({best['series']})")
+        verdict = "missed at " + ", ".join(missed) if missed else "met" if measured else "not measured"
+        verdicts.append({"gpus": gpus, "target": what, "sizes_measured": measured, "verdict": verdict})
+    return verdicts
+
+
+def main() -> int:
+    out_dir = os.environ.get("OUT")
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--gpus", type=int_list, default=[2, 4], help="GPU counts (default 2,4)")
+    parser.add_argument("--sizes", type=lambda text: [parse_size(s) for s in text.split(",")],
+                        default=DEFAULT_SIZES, help="bytes per rank, e.g. 4K,64K,16M,1G "
+                                                    "(default: 4 KiB to 1 GiB in steps of 4x)")
+    parser.add_argument("--tile", type=int_list, default=[64, 256], help="treduce's tile rows,cols (64,256)")
+    parser.add_argument("--no-pingpong", dest="pingpong", action="store_false", help="acc/recv tiles")
+    parser.add_argument("--verify", action="store_true", help="also check GPU == CPU backend bit for bit")
+    parser.add_argument("--deadline", type=float, default=200.0, help="seconds a series' processes may run")
+    parser.add_argument("--json", default=os.path.join(out_dir or ".", "treduce.json"),
+                        help="where the results go (default: $OUT/treduce.json, else ./treduce.json)")
+    args = parser.parse_args()
+    if len(args.tile) != 2:
+        parser.error("--tile takes two numbers: rows,cols")
+    tile, sizes = tuple(args.tile), sorted(set(args.sizes))
+    # NVLink multicast stays off: NCCL's NVLS, PyTorch's symmetric memory, NVSHMEM
+    os.environ.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
+
+    result = {"config": {"gpus": args.gpus, "sizes": sizes, "tile": list(tile), "pingpong": args.pingpong,
+                         "dtype": "float32", "root": 0, "warmup": WARMUP, "batches": BATCHES,
+                         "env": {k: os.environ[k] for k in ("NCCL_NVLS_ENABLE",)}},
+              "points": [], "verify": [], "failures": [], "targets": []}
+
+    def save():
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+    try:
+        import torch
+        available = torch.cuda.device_count()
+        nccl = torch.cuda.nccl.version()  # a tuple in recent releases, an int in old ones
+        result["meta"] = {"torch": torch.__version__,
+                          "nccl": ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl),
+                          "devices": [torch.cuda.get_device_name(i) for i in range(available)]}
+        import tileprim as tp
+        result["meta"]["tileprim"] = tp.__version__
+    except Exception:  # noqa: BLE001 - reported, and nothing can be measured
+        result["failures"].append(traceback.format_exc())
+        save()
+        print(f"cannot measure: {last_line(result['failures'][-1])}", file=sys.stderr)
+        return 1
+    gpu_counts = [n for n in args.gpus if 2 <= n <= available]
+    for n in sorted(set(args.gpus) - set(gpu_counts)):
+        result["failures"].append(f"{n} GPUs: skipped, {available} visible (2 or more needed)")
+    print(f"devices: {result['meta']['devices']}; torch {torch.__version__}, NCCL {result['meta']['nccl']}, "
+          f"tileprim {tp.__version__}; sizes {human(sizes[0])} .. {human(sizes[-1])}", flush=True)
+
+    def series(label, target, args_, nprocs=1, into="points"):
+        print(f"running: {label}", flush=True)
+        records, error = isolated(torch, target, args_, nprocs, args.deadline)
+        result[into].extend(records)
+        if error:
+            result["failures"].append(error)
+        save()
+
+    if gpu_counts:
+        series("peer copy cuda:1 -> cuda:0", peer_copy_process, (sizes,))
+    for n in gpu_counts:
+        series(f"tileprim on {n} GPUs", tileprim_process, (n, sizes, tile, args.pingpong))
+        series(f"NCCL reduce on {n} GPUs", nccl_process, (n, sizes, free_port()), nprocs=n)
+        print_table(result["points"], n, sizes, tile, args.pingpong)
+    if args.verify and gpu_counts:
+        series("verify: GPU == CPU backend", verify_process, (gpu_counts, tile, args.pingpong), into="verify")
+        for v in result["verify"]:
+            outcome = v.get("error", "")[:200] or ("equal" if v["equal"] else f"{v['mismatches']} differ")
+            print(f"verify {v['gpus']} GPUs {human(v['bytes'])} {v['series']}: {outcome}")
+    result["targets"] = check_targets(result["points"], sizes, gpu_counts)
+    devices = ", ".join(sorted(set(result["meta"]["devices"])))
+    for t in result["targets"]:
+        print(f"target ({t['gpus']} GPUs, set for H200s; here {devices}): {t['target']}: {t['verdict']}")
+    for failure in result["failures"]:
+        print(f"failure: {last_line(failure)}", file=sys.stderr)
+    save()
+    print(f"results: {args.json}")
+    return 0 if gpu_counts else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""tp.comm.treduce across GPUs in one process (torch tensors, rank r on cuda:r, dst on the root's GPU):
+the CPU tests' key cases give the CPU backend's bits exactly; bad device placements raise before
+anything is written. Skipped where fewer GPUs are usable (the multi_gpu marker, conftest)."""
+import numpy as np
+import pytest
+
+import tileprim as tp
+from conftest import bits_equal
+from test_treduce import (CHUNK_CASES, DST_LAYOUTS, DTYPES, OPS, SOURCE_LAYOUTS, laid_out, meeting_specials,
+                          np_dtype, poisoned, random_source, random_sources, treduce)
+from treduce_oracle import treduce_reference
+
+pytestmark = pytest.mark.gpu
+
+# (GPUs, root, algorithm): scatter_gather needs 3+ ranks
+RUNS = [pytest.param(n, root, dispatch, marks=pytest.mark.multi_gpu(n), id=f"{n}gpus-root{root}-{dispatch}")
+        for n, root, dispatch in [(2, 0, "root_pull"), (2, 1, "root_pull"), (4, 2, "root_pull"),
+                                  (4, 0, "scatter_gather"), (4, 3, "scatter_gather")]]
+
+
+@pytest.fixture
+def torch():
+    return pytest.importorskip("torch")
+
+
+def on_device(torch, buffer: np.ndarray, view: np.ndarray, device: str):
+    """(`view`, its buffer) re-created on `device` with the same strides and offset; the values go
+    through their bits, since torch cannot read ml_dtypes' bfloat16."""
+    item = buffer.itemsize
+    bits = torch.from_numpy(buffer.view(f"i{item}")).to(device)
+    on_dev = bits.view(getattr(torch, buffer.dtype.name))
+    offset = (view.__array_interface__["data"][0] - buffer.__array_interface__["data"][0]) // item
+    return on_dev.as_strided(view.shape, [s // item for s in view.strides], offset), on_dev
+
+
+def to_host(torch, t, dtype: str) -> np.ndarray:
+    torch.cuda.synchronize(t.device)
+    return t.view(getattr(torch, f"int{t.element_size() * 8}")).cpu().numpy().view(np_dtype(dtype))
+
+
+def gpu_and_cpu(torch, sources, root, dst_layout="dst-contiguous", **kwargs):
+    """The same call on the GPUs and on the CPU backend. sources: (buffer, view) per rank.
+    Returns the GPU's and the CPU's dst buffers, as NumPy."""
+    shape, dtype = sources[0][1].shape, sources[0][1].dtype.name
+    cpu_buffer, cpu_dst = laid_out(DST_LAYOUTS[dst_layout], shape, lambda s: poisoned(s, dtype))
+    treduce([view for _, view in sources], root, cpu_dst, **kwargs)
+
+    host_buffer, host_dst = laid_out(DST_LAYOUTS[dst_layout], shape, lambda s: poisoned(s, dtype))
+    gpu_dst, gpu_buffer = on_device(torch, host_buffer, host_dst, f"cuda:{root}")
+    gpu_sources = [on_device(torch, buffer, view, f"cuda:{r}")[0] for r, (buffer, view) in enumerate(sources)]
+    out = tp.comm.treduce(tp.comm.ParallelGroup(gpu_sources, root=root), gpu_dst, **kwargs)
+    assert out.data_ptr() == gpu_dst.data_ptr(), "treduce returns dst"
+    return to_host(torch, gpu_buffer, dtype), cpu_buffer
+
+
+def contiguous_sources(rng, nranks, shape, dtype):
+    return [(x, x) for x in random_sources(rng, nranks, shape, dtype)]
+
+
+@pytest.mark.parametrize("nranks,root,dispatch", RUNS)
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype,accumulate", DTYPES)
+@pytest.mark.parametrize("shape,tile", [((2, 13, 37), (4, 16)), ((67, 300), (64, 256))], ids=["small", "mid"])
+def test_gpu_equals_cpu_bit_for_bit(nranks, root, dispatch, op, dtype, accumulate, shape, tile, torch, rng):
+    gpu, cpu = gpu_and_cpu(torch, contiguous_sources(rng, nranks, shape, dtype), root, op=op, tile=tile,
+                           accumulate=accumulate, dispatch=dispatch)
+    assert bits_equal(gpu, cpu)
+
+
+@pytest.mark.parametrize("nranks,root,dispatch", RUNS)
+@pytest.mark.parametrize("shape,tile,valid", CHUNK_CASES)
+@pytest.mark.parametrize("pingpong", [False, True], ids=["acc-recv", "pingpong"])
+def test_gpu_chunking(nranks, root, dispatch, shape, tile, valid, pingpong, torch, rng):
+    sources = contiguous_sources(rng, nranks, shape, "float32")
+    gpu, cpu = gpu_and_cpu(torch, sources, root, tile=tile, valid=valid, pingpong=pingpong, dispatch=dispatch)
+    assert bits_equal(gpu, cpu)
+
+
+@pytest.mark.parametrize("nranks,root,dispatch", RUNS)
+@pytest.mark.parametrize("src_layout", SOURCE_LAYOUTS)
+@pytest.mark.parametrize("dst_layout", DST_LAYOUTS)
+def test_gpu_strided_sources_and_dst(nranks, root, dispatch, src_layout, dst_layout, torch, rng):
+    sources = [laid_out(SOURCE_LAYOUTS[src_layout], (3, 6, 37), lambda s: random_source(rng, s, "float32"))
+               for _ in range(nranks)]
+    gpu, cpu = gpu_and_cpu(torch, sources, root, dst_layout, tile=(4, 16), dispatch=dispatch)
+    assert bits_equal(gpu, cpu)
+
+
+@pytest.mark.parametrize("nranks,root,dispatch", RUNS)
+@pytest.mark.parametrize("op", OPS)
+def test_gpu_nan_and_inf_meet_as_on_the_cpu(nranks, root, dispatch, op, torch):
+    sources = [(x, x) for x in meeting_specials(nranks, "float32")]
+    gpu, cpu = gpu_and_cpu(torch, sources, root, op=op, tile=(4, 16), dispatch=dispatch)
+    assert bits_equal(gpu, cpu)
+
+
+@pytest.mark.parametrize("nranks,root,dispatch", RUNS)
+@pytest.mark.parametrize("dtype,accumulate", [("float32", None), ("bfloat16", "float32")])
+def test_gpu_many_partial_chunks_match_the_reference(nranks, root, dispatch, dtype, accumulate, torch, rng):
+    """Large enough for many CTAs; the NumPy reference stands in for the (slower) CPU backend."""
+    xs = random_sources(rng, nranks, (1000, 3000), dtype)  # 1000 % 64 and 3000 % 256: partial chunks
+    gpu_xs = [on_device(torch, x, x, f"cuda:{r}")[0] for r, x in enumerate(xs)]
+    out = tp.comm.treduce(tp.comm.ParallelGroup(gpu_xs, root=root), op="sum", tile=(64, 256), pingpong=True,
+                          accumulate=accumulate, dispatch=dispatch)
+    assert bits_equal(to_host(torch, out, dtype), treduce_reference(xs, root, "sum", accumulate))
+
+
+@pytest.mark.parametrize("nranks,root,dispatch", RUNS)
+def test_gpu_allocates_dst_on_the_root(nranks, root, dispatch, torch, rng):
+    sources = contiguous_sources(rng, nranks, (13, 37), "float32")
+    gpu_xs = [on_device(torch, x, x, f"cuda:{r}")[0] for r, (x, _) in enumerate(sources)]
+    out = tp.comm.treduce(tp.comm.ParallelGroup(gpu_xs, root=root), op="sum", tile=(4, 16), dispatch=dispatch)
+    assert isinstance(out, torch.Tensor) and out.device == torch.device(f"cuda:{root}")
+    assert bits_equal(to_host(torch, out, "float32"), treduce([x for x, _ in sources], root))
+
+
+@pytest.mark.multi_gpu(2)
+def test_gpu_plan_shows_chunks_ctas_and_stages(torch):
+    xs = [torch.randn((128, 512), device=f"cuda:{r}") for r in range(2)]
+    plan = tp.plan(tp.comm.treduce, tp.comm.ParallelGroup(xs, root=0), op="sum", tile=(64, 256))
+    assert plan.variant == "root_pull"
+    keys = " ".join(plan.params).lower()
+    assert all(word in keys for word in ("chunk", "cta", "stage")), plan.params
+
+
+@pytest.mark.multi_gpu(2)
+def test_gpu_empty_tensor_leaves_dst_untouched(torch):
+    xs = [torch.ones((0, 16), device=f"cuda:{r}") for r in range(2)]
+    buffer = torch.full((3, 16), float("nan"), device="cuda:0")
+    assert tp.comm.treduce(tp.comm.ParallelGroup(xs, root=0), buffer[1:1], tile=(4, 16)).numel() == 0
+    assert torch.isnan(buffer).all()
+
+
+# (how dst or a source is misplaced, the error); 2 GPUs, root 0
+BAD_PLACEMENTS = [
+    pytest.param(lambda xs, dst: (xs, dst.to("cuda:1")), ValueError, id="dst-on-a-non-root-gpu"),
+    pytest.param(lambda xs, dst: (xs, dst.cpu().numpy()), TypeError, id="numpy-dst-for-device-sources"),
+    pytest.param(lambda xs, dst: ([xs[0], xs[1].cpu().numpy()], dst), TypeError,
+                 id="host-and-device-sources"),
+]
+
+
+@pytest.mark.multi_gpu(2)
+@pytest.mark.parametrize("misplace,error", BAD_PLACEMENTS)
+def test_gpu_misplaced_dst_or_source_raises_before_writing(misplace, error, torch):
+    xs = [torch.full((6, 20), float(r + 1), device=f"cuda:{r}") for r in range(2)]
+    xs, dst = misplace(xs, torch.full((6, 20), float("nan"), device="cuda:0"))
+    with pytest.raises(error, match="(?i)dst|tensors|device"):
+        tp.comm.treduce(tp.comm.ParallelGroup(xs, root=0), dst, tile=(4, 16))
+    untouched = torch.from_numpy(dst) if isinstance(dst, np.ndarray) else dst.cpu()
+    assert torch.isnan(untouched).all()
