@@ -6,6 +6,7 @@ import pytest
 
 import tileprim as tp
 from tileprim import R, S, Swizzle, TileLayout, laneid, m, tid_in_wg, tx, warpid, wid_in_wg
+from tileprim._layout import PositionSet
 
 
 def expected_positions(shard, replica, offset, flat):
@@ -75,7 +76,7 @@ def test_seed_lane_per_row_layout():
 def test_replica_gives_the_set_of_holders():
     L = TileLayout(S[8:1] + R[32:1 @ laneid])
     places = L.apply(3)
-    assert isinstance(places, set) and len(places) == 32
+    assert isinstance(places, PositionSet) and isinstance(places, frozenset) and len(places) == 32
     assert places == {tp.Position({"m": 3, "laneid": lane}) for lane in range(32)}
     assert L.storage() == TileLayout(S[8:1])
     assert str(L) == "S[8 : 1] + R[32 : 1@laneid]"
