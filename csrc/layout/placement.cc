@@ -12,6 +12,7 @@ constexpr long long kMaxRegisterSlots = 1024;
 constexpr long long kMaxTableEntries = 1ll << 22;
 }  // namespace
 
+// A layout's construction checked that its largest thread index fits in int64.
 long long thread_of(const Position& pos) {
   long long t = 0;
   for (const auto& [axis, value] : pos) {

@@ -21,7 +21,14 @@ __all__ = [
 _INT64_MIN, _INT64_MAX = -2**63, 2**63 - 1
 # Canonical axis order (m, then the thread axes), and each thread axis' weight in a thread index.
 _AXIS_ORDER = {name: k for k, name in enumerate(_C.axis_names())}
-_THREAD_WEIGHT = {name: _C.thread_weight(name) for name in _C.axis_names() if name != "m"}
+_THREAD_WEIGHT = {name: _C.thread_weight(name) for name in _AXIS_ORDER if name != "m"}
+
+
+def _axis_rank(name: str) -> int:
+    """The axis' place in the canonical order; ValueError for a name that is no axis."""
+    if name not in _AXIS_ORDER:
+        raise ValueError(f"axis: unknown axis {name!r}; the axes are {', '.join(_AXIS_ORDER)}")
+    return _AXIS_ORDER[name]
 
 
 def _as_int(v, what: str) -> int:
@@ -42,8 +49,7 @@ class Axis:
     """A named axis: ``m`` (memory) or a thread axis. ``4 @ laneid`` is a stride or offset on it."""
 
     def __init__(self, name: str):
-        if name not in _C.axis_names():
-            raise ValueError(f"axis: unknown axis {name!r}; the axes are {', '.join(_C.axis_names())}")
+        _axis_rank(name)
         self.name = name
 
     def __rmatmul__(self, value) -> "OnAxis":
@@ -184,10 +190,7 @@ class Position(dict):
     of a replicated element form a set."""
 
     def __init__(self, coords=(), **kw):
-        coords = dict(coords, **kw)
-        for name in coords:
-            Axis(name)  # an unknown axis name raises here
-        super().__init__(sorted(coords.items(), key=lambda kv: _AXIS_ORDER[kv[0]]))
+        super().__init__(sorted(dict(coords, **kw).items(), key=lambda kv: _axis_rank(kv[0])))
 
     @property
     def thread(self) -> int:
