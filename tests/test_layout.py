@@ -231,6 +231,8 @@ BAD_LAYOUTS = [
     (lambda: TileLayout(S[True:1]), TypeError, "layout: extent True must be an integer"),
     (lambda: tp.Iter(2**63, 1), ValueError, "layout: extent 9223372036854775808 does not fit in int64"),
     (lambda: tp.Iter(4, True), TypeError, "layout: stride True must be an integer"),
+    (lambda: tp.Iter(4, 1, 3), ValueError, "axis: unknown axis '3'"),
+    (lambda: TileLayout.from_iters([(8, 1, "m")]), TypeError, "from_iters takes tp.Iter(extent, stride, axis)"),
     (lambda: TileLayout(S[8:1]).apply(8), ValueError, "index: 8 is outside the layout's 8 elements"),
     (lambda: TileLayout(S[8:1]).apply(-1), ValueError, "index: -1 is outside the layout's 8 elements"),
     (lambda: TileLayout(S[8:1]).apply((8,)), ValueError, "index: (8,) is outside shape (8,)"),
@@ -278,7 +280,7 @@ def test_numpy_integers_are_accepted_wherever_an_int_is():
     assert L.apply(i(9)) == {"m": 3, "laneid": 1, "warpid": 3}
     assert L.apply((i(1), np.int16(1))) == {"m": 3, "laneid": 1, "warpid": 3}
     assert L.dims((i(32), i(8)))[0].thread_extent == 32
-    assert tp.Iter(i(4), i(2), "laneid") == tp.Iter(4, 2, "laneid")
+    assert tp.Iter(i(4), i(2), laneid) == tp.Iter(4, 2, "laneid")
     assert TileLayout(S[8:1], swizzle=Swizzle(i(1), i(2), i(3))).swizzle == Swizzle(1, 2, 3)
     A = np.arange(8, dtype=np.float32)
     assert tp.sum(A, layout=S[(i(8),):(i(1),)], backend="cpu") == A.sum()

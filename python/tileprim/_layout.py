@@ -241,7 +241,11 @@ class TileLayout:
     @classmethod
     def from_iters(cls, shard: Iterable[Iter], replica: Iterable[Iter] = (),
                    offset: Optional[Dict[str, int]] = None, swizzle: Optional[Swizzle] = None) -> "TileLayout":
-        return cls(LayoutExpr(list(shard), list(replica), offset or {}), swizzle=swizzle)
+        shard, replica = list(shard), list(replica)
+        for it in shard + replica:
+            if not isinstance(it, Iter):
+                raise TypeError(f"layout: from_iters takes tp.Iter(extent, stride, axis) values, not {it!r}")
+        return cls(LayoutExpr(shard, replica, offset or {}), swizzle=swizzle)
 
     @classmethod
     def row_major(cls, shape) -> "TileLayout":
