@@ -1,20 +1,22 @@
 """TileLayout algebra, host only, index by index (like CuTe's test/unit/cute/core)."""
 import itertools
+import math
 
 import numpy as np
 import pytest
 
 import tileprim as tp
 from tileprim import R, S, Swizzle, TileLayout, laneid, m, tid_in_wg, tx, warpid, wid_in_wg
+from tileprim._layout import PositionSet
 
 
 def expected_positions(shard, replica, offset, flat):
-    """The reference formula: digits of flat over the shard extents, times strides, + offset,
-    over every replica combination."""
+    """The reference formula, in Python's exact integers: digits of flat over the shard extents,
+    times strides, + offset, over every replica combination (no swizzle)."""
     extents = [e for e, _, _ in shard]
     base = {}
     for k, (e, s, ax) in enumerate(shard):
-        digit = (flat // int(np.prod(extents[k + 1:], dtype=np.int64))) % e
+        digit = (flat // math.prod(extents[k + 1:])) % e
         base[ax] = base.get(ax, 0) + digit * s
     for ax, v in offset.items():
         base[ax] = base.get(ax, 0) + v
@@ -75,7 +77,7 @@ def test_seed_lane_per_row_layout():
 def test_replica_gives_the_set_of_holders():
     L = TileLayout(S[8:1] + R[32:1 @ laneid])
     places = L.apply(3)
-    assert isinstance(places, set) and len(places) == 32
+    assert isinstance(places, PositionSet) and isinstance(places, frozenset) and len(places) == 32
     assert places == {tp.Position({"m": 3, "laneid": lane}) for lane in range(32)}
     assert L.storage() == TileLayout(S[8:1])
     assert str(L) == "S[8 : 1] + R[32 : 1@laneid]"
@@ -165,3 +167,135 @@ def test_axes_and_value_semantics():
     assert a == b and hash(a) == hash(b) and a != TileLayout(S[(32, 8):(8, 1)])
     assert a == S[(32, 8):(1 @ laneid, 1)]
     assert m.name == "m"
+
+
+W = np.ones((32, 8), np.float32)
+
+# Each call must raise this error with this text: never a crash, a wrapped-around number, an
+# OverflowError/MemoryError or pybind11's signature mismatch.
+BAD_LAYOUTS = [
+    (lambda: TileLayout(S[(8,):(2**61,)]).span, ValueError,
+     "layout: S[8 : 2305843009213693952] spans more than 2**63 - 1 positions on axis m "
+     "(shard iter 0: extent 8, stride 2**61)"),
+    (lambda: TileLayout(S[(2**40, 2**40)]).size, ValueError,
+     "places more than 2**63 - 1 elements (shard iter 1: extent 2**40)"),
+    (lambda: TileLayout(S[(3, 2**40):(2**62, 1)]), ValueError,
+     "spans more than 2**63 - 1 positions on axis m"),
+    (lambda: TileLayout(S[(4, 4):(1, 2**61)] + R[2:2**62]), ValueError,
+     "(replica iter 0: extent 2, stride 2**62, after the offset and earlier iters reach"),
+    (lambda: TileLayout(S[8:1] + (2**63 - 1)), ValueError, "spans more than 2**63 - 1 positions on axis m"),
+    (lambda: TileLayout(S[8:1] + (2**63 - 8)), ValueError, "(the last is 9223372036854775807)"),
+    (lambda: TileLayout(S[8:1] + (2**63 - 2**23 - 8), swizzle=Swizzle(16, 8, 8)), ValueError,
+     "(rounded up to whole swizzle blocks of 2**24)"),
+    (lambda: TileLayout(S[(2, 8):(2**62 @ tp.wgid, 1)]), ValueError,
+     "reaches thread indices beyond 2**63 - 1 (wgid up to 2**62, weight 128)"),
+    (lambda: tp.plan(tp.sum, np.ones(8, "f4"), layout=S[(8,):(2**61,)]), ValueError,
+     "spans more than 2**63 - 1"),
+    (lambda: tp.warp.sqrt(W, layout=S[(32, 8):(1 @ laneid, 2**56)], backend="cpu"), ValueError,
+     "layout: registers per thread: S[(32, 8) : (1@laneid, 72057594037927936)] needs 504403158265495553 "
+     "register slots per thread; the limit is 1024 (split the tile with batch_dims)"),
+    (lambda: tp.sum(np.ones((4, 2048), np.float32), axes=-1, layout=S[4, 2048], backend="cpu"), ValueError,
+     "needs 8192 register slots per thread; the limit is 1024"),
+    (lambda: tp.warp.sqrt(np.ones(8, np.float32), layout=S[8:1] + R[(32, 2):(1 @ laneid, 0)], backend="cpu"),
+     ValueError, "puts element 0 twice (its replicas coincide) in register 0 of thread 0"),
+    (lambda: TileLayout(S[8:1] + R[2**30:1]).apply(3), ValueError,
+     "copies each element to more than 2**16 places; "
+     "the limit on the positions listed for one element is 2**16"),
+    (lambda: Swizzle(62, 3, 3), ValueError,
+     "swizzle: Swizzle(62, 3, 3) needs per_element + swizzle_len + atom_len <= 32"),
+    (lambda: TileLayout(S[64:1], swizzle=(2**40, 0, 0)), ValueError,
+     "needs per_element + swizzle_len + atom_len"),
+    (lambda: Swizzle(-1, 0, 0), ValueError, "must not be negative"),
+    (lambda: Swizzle(2**64, 0, 0), ValueError,
+     "layout: swizzle per_element 18446744073709551616 does not fit in int64"),
+    (lambda: Swizzle(1.0, 0, 0), TypeError, "swizzle per_element 1.0 must be an integer"),
+    (lambda: S[-1], ValueError,
+     "layout: row-major shape (-1,) has dim 0 of size -1; dims must be at least 1"),
+    (lambda: S[(4, -2)], ValueError, "row-major shape (4, -2) has dim 1 of size -2"),
+    (lambda: S[(2**40, 2**40, 2**40)], ValueError, "has more than 2**63 - 1 elements"),
+    (lambda: TileLayout(S[-1:1]), ValueError, "layout: shard iter 0: extent -1 must be at least 1"),
+    (lambda: TileLayout(S[(4, 2):(1, -2)]), ValueError,
+     "layout: shard iter 1: stride -2 must not be negative"),
+    (lambda: TileLayout(S[4:1] + R[2:-1]), ValueError,
+     "layout: replica iter 0: stride -1 must not be negative"),
+    (lambda: TileLayout(S[8:1] + (-3)), ValueError, "layout: offset -3 on m must not be negative"),
+    (lambda: TileLayout(S[8:2**63]), ValueError, "layout: stride 9223372036854775808 does not fit in int64"),
+    (lambda: TileLayout(S[8:-2**63 - 1]), ValueError, "stride -9223372036854775809 does not fit in int64"),
+    (lambda: TileLayout(S[2**63:1]), ValueError, "layout: extent 9223372036854775808 does not fit in int64"),
+    (lambda: TileLayout(S[4:2**64 @ laneid]), ValueError, "stride or offset on laneid 18446744073709551616"),
+    (lambda: TileLayout(S[8:1] + 2**64), ValueError,
+     "offset on m 18446744073709551616 does not fit in int64"),
+    (lambda: TileLayout(S[8:1] + 2**62 @ warpid + 2**62 @ warpid), ValueError,
+     "offset on warpid 9223372036854775808 does not fit in int64"),
+    (lambda: TileLayout(S[8:1.5]), TypeError, "layout: stride 1.5 must be an integer"),
+    (lambda: TileLayout(S[True:1]), TypeError, "layout: extent True must be an integer"),
+    (lambda: tp.Iter(2**63, 1), ValueError, "layout: extent 9223372036854775808 does not fit in int64"),
+    (lambda: tp.Iter(4, True), TypeError, "layout: stride True must be an integer"),
+    (lambda: tp.Iter(4, 1, 3), ValueError, "axis: unknown axis '3'"),
+    (lambda: TileLayout.from_iters([(8, 1, "m")]), TypeError, "from_iters takes tp.Iter(extent, stride, axis)"),
+    (lambda: TileLayout(S[8:1]).apply(8), ValueError, "index: 8 is outside the layout's 8 elements"),
+    (lambda: TileLayout(S[8:1]).apply(-1), ValueError, "index: -1 is outside the layout's 8 elements"),
+    (lambda: TileLayout(S[8:1]).apply((8,)), ValueError, "index: (8,) is outside shape (8,)"),
+    (lambda: TileLayout(S[8:1]).apply(2**70), ValueError,
+     "layout: index 1180591620717411303424 does not fit"),
+    (lambda: TileLayout(S[8:1]).dims((-8,)), ValueError, "tile shape (-8,) has dim 0 of size -8"),
+    (lambda: TileLayout(S[8:1]).dims((2**40, 2**40, 2**40)), ValueError, "has more than 2**63 - 1 elements"),
+    (lambda: TileLayout.row_major((2**64,)), ValueError,
+     "layout: shape dim 18446744073709551616 does not fit"),
+    (lambda: tp.Position({"lane": 3}), ValueError, "unknown axis 'lane'"),
+]
+
+
+@pytest.mark.parametrize("call,error,message", BAD_LAYOUTS, ids=[m[:50] for _, _, m in BAD_LAYOUTS])
+def test_bad_layouts_raise_errors_naming_the_part_and_the_rule(call, error, message):
+    with pytest.raises(error) as err:
+        call()
+    assert message in str(err.value)
+
+
+def test_largest_layouts_that_fit_in_int64_work():
+    L = TileLayout(S[(2, 2**31):(2**62, 1)] + (2**62 - 2**31 - 1))
+    assert L.size == 2**32
+    assert L.span == 2**63 - 1  # the last position is 2**63 - 2
+    assert L.apply((1, 2**31 - 1)) == {"m": 2**63 - 2}
+    big = TileLayout(S[(2**31 - 1, 2**32):(2**32, 1)])
+    assert big.size == 2**63 - 2**32 and big.apply(big.size - 1) == {"m": 2**63 - 2**32 - 1}
+    T = TileLayout(S[2:(2**63 - 1) // 128 @ tp.wgid])
+    assert T.apply(1) == {"wgid": (2**63 - 1) // 128}
+
+
+def test_register_tiles_up_to_the_slot_limit_run():
+    A = np.arange(4 * 1024, dtype=np.float32).reshape(4, 1024)
+    got = tp.sum(A, axes=-1, batch_dims=1, backend="cpu")
+    assert np.array_equal(got, A.sum(-1))
+
+
+def test_numpy_integers_are_accepted_wherever_an_int_is():
+    i = np.int64
+    L = TileLayout(S[(i(32), i(8)):(i(1) @ laneid, np.int32(1))] + i(2) + np.uint8(3) @ warpid,
+                   swizzle=Swizzle(i(0), i(0), i(0)))
+    assert L == TileLayout(S[(32, 8):(1 @ laneid, 1)] + 2 + 3 @ warpid)
+    assert TileLayout(S[i(4), i(8)]) == TileLayout(S[4, 8])
+    assert TileLayout.row_major((i(4), i(8))) == TileLayout(S[4, 8])
+    assert L.apply(i(9)) == {"m": 3, "laneid": 1, "warpid": 3}
+    assert L.apply((i(1), np.int16(1))) == {"m": 3, "laneid": 1, "warpid": 3}
+    assert L.dims((i(32), i(8)))[0].thread_extent == 32
+    assert tp.Iter(i(4), i(2), laneid) == tp.Iter(4, 2, "laneid")
+    assert TileLayout(S[8:1], swizzle=Swizzle(i(1), i(2), i(3))).swizzle == Swizzle(1, 2, 3)
+    A = np.arange(8, dtype=np.float32)
+    assert tp.sum(A, layout=S[(i(8),):(i(1),)], backend="cpu") == A.sum()
+
+
+def test_positions_print_in_numeric_order():
+    p = tp.Position({"wid_in_wg": 1, "laneid": 5, "m": 3})
+    assert list(p) == ["m", "laneid", "wid_in_wg"] and p.thread == 37
+    assert repr(p) == "{'m': 3, 'laneid': 5, 'wid_in_wg': 1}"
+    places = TileLayout(S[4:1] + R[(12, 2):(1 @ laneid, 4)]).apply(2)
+    assert places == {tp.Position({"m": m_, "laneid": lane}) for lane in range(12) for m_ in (2, 6)}
+    assert places == frozenset(places) and hash(places) == hash(frozenset(places))
+    want = ", ".join(f"{{'m': {m_}, 'laneid': {lane}}}" for lane in range(12) for m_ in (2, 6))
+    assert repr(places) == "{" + want + "}"  # laneid 10 after 9, not after 1
+    # by thread index (laneid + 32 * warpid), not by the coordinates in axis order
+    mixed = TileLayout(S[1:1] + R[(2, 2):(31 @ laneid, 1 @ warpid)]).apply(0)
+    assert repr(mixed) == ("{{'m': 0, 'laneid': 0, 'warpid': 0}, {'m': 0, 'laneid': 31, 'warpid': 0}, "
+                           "{'m': 0, 'laneid': 0, 'warpid': 1}, {'m': 0, 'laneid': 31, 'warpid': 1}}")

@@ -28,8 +28,13 @@ std::map<Axis, long long> offsets_from(const std::map<std::string, long long>& n
 
 void bind_layout(py::module_& m) {
   py::class_<Iter>(m, "Iter")
-      .def(py::init([](long long extent, long long stride, const std::string& axis) {
-             return Iter{extent, stride, axis_from_name(axis)};
+      // Python's rule for layout numbers (any __index__ but bool, within int64) converts extent
+      // and stride, and the axis is named by str(), so a bad argument raises an error naming it
+      // rather than a signature mismatch.
+      .def(py::init([](const py::object& extent, const py::object& stride, const py::object& axis) {
+             const py::object as_int = py::module_::import("tileprim._layout").attr("_as_int");
+             return Iter{as_int(extent, "extent").cast<long long>(),
+                         as_int(stride, "stride").cast<long long>(), axis_from_name(py::str(axis))};
            }),
            py::arg("extent"), py::arg("stride"), py::arg("axis") = "m")
       .def_readonly("extent", &Iter::extent)
@@ -96,6 +101,8 @@ void bind_layout(py::module_& m) {
     for (Axis a : all_axes()) names.push_back(axis_name(a));
     return names;
   });
+  m.def("thread_weight", [](const std::string& axis) { return thread_weight(axis_from_name(axis)); });
+  m.def("check_swizzle", &check_swizzle, py::arg("per_element"), py::arg("swizzle_len"), py::arg("atom_len"));
 }
 
 }  // namespace tp

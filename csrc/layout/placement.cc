@@ -1,13 +1,18 @@
 #include "layout/placement.h"
 
 #include "errors.h"
+#include "layout/checked.h"
 
 namespace tp {
 
 namespace {
+// A thread has at most 255 hardware registers; a tile needing more than 1024 slots per
+// thread is a mistake (or wants batch_dims), and the placement tables stay small.
+constexpr long long kMaxRegisterSlots = 1024;
 constexpr long long kMaxTableEntries = 1ll << 22;
-}
+}  // namespace
 
+// A layout's construction checked that its largest thread index fits in int64.
 long long thread_of(const Position& pos) {
   long long t = 0;
   for (const auto& [axis, value] : pos) {
@@ -29,9 +34,16 @@ RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& 
   RegisterPlacement p;
   p.threads = scope.threads;
   const long long span = layout.span();
-  if (span * scope.threads > kMaxTableEntries) {
-    throw ValueError(arg + ": " + layout.str() + " needs " + std::to_string(span) +
-                     " registers per thread; too many for a register tile");
+  if (span > kMaxRegisterSlots) {
+    throw ValueError(arg + ": registers per thread: " + layout.str() + " needs " + std::to_string(span) +
+                     " register slots per thread; the limit is " + std::to_string(kMaxRegisterSlots) +
+                     " (split the tile with batch_dims)");
+  }
+  long long entries = 0;
+  if (!checked_mul(span, scope.threads, entries) || entries > kMaxTableEntries) {
+    throw ValueError(arg + ": " + layout.str() + " at " + scope.str() + " scope needs a placement table of " +
+                     std::to_string(span) + " slots x " + std::to_string(scope.threads) +
+                     " threads; the limit is " + int_str(kMaxTableEntries) + " entries");
   }
   p.slots = static_cast<int>(span);
   p.load.assign(static_cast<size_t>(p.slots) * p.threads, -1);
@@ -53,11 +65,14 @@ RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& 
       const long long t_end = p.thread_private ? scope.threads : t + 1;
       for (long long th = t_begin; th < t_end; ++th) {
         int& slot = p.load[static_cast<size_t>(m) * p.threads + th];
-        if (slot >= 0 && slot != e) {
-          throw ValueError(arg + ": " + layout.str() + " puts elements " + std::to_string(slot) +
-                           " and " + std::to_string(e) + " in register " + std::to_string(m) +
-                           " of thread " + std::to_string(th) +
-                           "; each register holds one element");
+        // A slot is filled once, even by the same element: that bounds this loop by the table
+        // size whatever the replicas are.
+        if (slot >= 0) {
+          const std::string what = slot == e
+                                       ? "element " + std::to_string(e) + " twice (its replicas coincide)"
+                                       : "elements " + std::to_string(slot) + " and " + std::to_string(e);
+          throw ValueError(arg + ": " + layout.str() + " puts " + what + " in register " + std::to_string(m) +
+                           " of thread " + std::to_string(th) + "; each register holds one element once");
         }
         slot = static_cast<int>(e);
       }

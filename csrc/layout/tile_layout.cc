@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "errors.h"
+#include "layout/checked.h"
 
 namespace tp {
 
@@ -33,14 +34,24 @@ std::string iters_str(const char* head, const std::vector<Iter>& iters) {
 }
 
 void check_iters(const std::vector<Iter>& iters, const char* part) {
-  for (const Iter& it : iters) {
+  for (size_t k = 0; k < iters.size(); ++k) {
+    const Iter& it = iters[k];
+    const std::string where = std::string("layout: ") + part + " iter " + std::to_string(k) + ": ";
     if (it.extent < 1) {
-      throw ValueError(std::string("layout: ") + part + " extent " + std::to_string(it.extent) +
-                       " must be at least 1");
+      throw ValueError(where + "extent " + std::to_string(it.extent) + " must be at least 1");
     }
     if (it.stride < 0) {
-      throw ValueError(std::string("layout: ") + part + " stride " + std::to_string(it.stride) +
-                       " must not be negative");
+      throw ValueError(where + "stride " + std::to_string(it.stride) + " must not be negative");
+    }
+  }
+}
+
+void check_shape(const std::vector<long long>& shape, const char* what) {
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] < 1) {
+      throw ValueError(std::string("layout: ") + what + " " + shape_str(shape) + " has dim " +
+                       std::to_string(d) + " of size " + std::to_string(shape[d]) +
+                       "; dims must be at least 1");
     }
   }
 }
@@ -56,12 +67,36 @@ std::string shape_str(const std::vector<long long>& shape) {
   return os.str();
 }
 
+void check_swizzle(long long per_element, long long swizzle_len, long long atom_len) {
+  const std::string given = "swizzle: Swizzle(" + std::to_string(per_element) + ", " +
+                            std::to_string(swizzle_len) + ", " + std::to_string(atom_len) + ")";
+  if (per_element < 0 || swizzle_len < 0 || atom_len < 0) {
+    throw ValueError(given + ": per_element, swizzle_len and atom_len must not be negative");
+  }
+  if (atom_len < swizzle_len) {
+    throw ValueError(given + " needs atom_len >= swizzle_len (the bits it XORs in lie above the bits "
+                     "it changes)");
+  }
+  // each part first, so that the sum of huge parts cannot wrap around
+  if (per_element > kMaxSwizzleBits || swizzle_len > kMaxSwizzleBits || atom_len > kMaxSwizzleBits ||
+      per_element + swizzle_len + atom_len > kMaxSwizzleBits) {
+    throw ValueError(given + " needs per_element + swizzle_len + atom_len <= " +
+                     std::to_string(kMaxSwizzleBits) +
+                     " (it rewrites the address bits below that sum; no tile has 2**32 addresses)");
+  }
+}
+
 TileLayout::TileLayout(std::vector<Iter> shard, std::vector<Iter> replica,
                        std::map<Axis, long long> offset, Swizzle swizzle)
     : shard_(std::move(shard)),
       replica_(std::move(replica)),
       offset_(std::move(offset)),
       swizzle_(swizzle) {
+  check_parts();
+  measure();
+}
+
+void TileLayout::check_parts() const {
   if (shard_.empty()) throw ValueError("layout: the shard S[...] needs at least one iter");
   if (shard_.size() > static_cast<size_t>(kMaxIters)) {
     throw ValueError("layout: at most " + std::to_string(kMaxIters) + " shard iters");
@@ -70,29 +105,85 @@ TileLayout::TileLayout(std::vector<Iter> shard, std::vector<Iter> replica,
   check_iters(replica_, "replica");
   for (const auto& [axis, value] : offset_) {
     if (value < 0) {
-      throw ValueError(std::string("layout: offset on ") + axis_name(axis) + " must not be negative");
+      throw ValueError(std::string("layout: offset ") + std::to_string(value) + " on " + axis_name(axis) +
+                       " must not be negative");
     }
   }
-  if (swizzle_.swizzle_len < 0 || swizzle_.per_element < 0 || swizzle_.atom_len < swizzle_.swizzle_len) {
-    throw ValueError("swizzle: needs per_element >= 0, swizzle_len >= 0 and atom_len >= swizzle_len");
+  check_swizzle(swizzle_.per_element, swizzle_.swizzle_len, swizzle_.atom_len);
+}
+
+// Every coordinate is the offset plus digit * stride terms with 0 <= digit < extent, all
+// non-negative, so the largest one on each axis bounds every position and every partial sum
+// on the way to one. Checking those maxima here is what lets the rest run unchecked.
+void TileLayout::measure() {
+  const auto overflow = [&](const std::string& what, const std::string& cause) {
+    return ValueError("layout: " + str() + " " + what + " (" + cause + ")");
+  };
+  for (size_t k = 0; k < shard_.size(); ++k) {
+    if (!checked_mul(size_, shard_[k].extent, size_)) {
+      throw overflow("places more than 2**63 - 1 elements",
+                     "shard iter " + std::to_string(k) + ": extent " + int_str(shard_[k].extent));
+    }
+  }
+
+  std::map<Axis, long long> last = offset_;  // the largest coordinate on each axis
+  const auto reach = [&](const char* part, const std::vector<Iter>& iters) {
+    for (size_t k = 0; k < iters.size(); ++k) {
+      const Iter& it = iters[k];
+      long long& on_axis = last[it.axis];
+      const long long before = on_axis;
+      long long term = 0;
+      if (!checked_mul(it.extent - 1, it.stride, term) || !checked_add(before, term, on_axis)) {
+        throw overflow(std::string("spans more than 2**63 - 1 positions on axis ") + axis_name(it.axis),
+                       std::string(part) + " iter " + std::to_string(k) + ": extent " + int_str(it.extent) +
+                           ", stride " + int_str(it.stride) +
+                           (before ? ", after the offset and earlier iters reach " + int_str(before)
+                                   : std::string()));
+      }
+    }
+  };
+  reach("shard", shard_);
+  reach("replica", replica_);
+
+  long long last_thread = 0;
+  for (const auto& [axis, value] : last) {
+    if (!is_thread_axis(axis)) continue;
+    long long weighted = 0;
+    if (!checked_mul(value, thread_weight(axis), weighted) ||
+        !checked_add(last_thread, weighted, last_thread)) {
+      throw overflow("reaches thread indices beyond 2**63 - 1",
+                     std::string(axis_name(axis)) + " up to " + int_str(value) + ", weight " +
+                         std::to_string(thread_weight(axis)));
+    }
+  }
+
+  const long long last_m = last.count(Axis::m) ? last.at(Axis::m) : 0;
+  if (!checked_add(last_m, 1, span_)) {
+    throw overflow("spans more than 2**63 - 1 positions on axis m", "the last is " + int_str(last_m));
+  }
+  if (swizzled()) {  // a swizzle permutes addresses within blocks of 2**(M + B)
+    const long long block = 1ll << (swizzle_.per_element + swizzle_.swizzle_len);
+    if (!checked_add(span_, block - 1, span_)) {
+      throw overflow("spans more than 2**63 - 1 positions on axis m",
+                     "rounded up to whole swizzle blocks of " + int_str(block));
+    }
+    span_ = span_ / block * block;
   }
 }
 
 TileLayout TileLayout::row_major(const std::vector<long long>& shape) {
-  std::vector<Iter> iters;
+  check_shape(shape, "row-major shape");
+  std::vector<Iter> iters(shape.size());
   long long stride = 1;
-  for (auto it = shape.rbegin(); it != shape.rend(); ++it) {
-    iters.insert(iters.begin(), Iter{*it, stride, Axis::m});
-    stride *= *it;
+  for (size_t k = shape.size(); k-- > 0;) {
+    iters[k] = Iter{shape[k], stride, Axis::m};
+    if (k > 0 && !checked_mul(stride, shape[k], stride)) {
+      throw ValueError("layout: row-major shape " + shape_str(shape) +
+                       " has more than 2**63 - 1 elements");
+    }
   }
   if (iters.empty()) iters.push_back(Iter{1, 1, Axis::m});
   return TileLayout(iters);
-}
-
-long long TileLayout::size() const {
-  long long n = 1;
-  for (const Iter& it : shard_) n *= it.extent;
-  return n;
 }
 
 std::vector<long long> TileLayout::shape() const {
@@ -128,22 +219,6 @@ TileLayout TileLayout::storage() const {
   return TileLayout(shard, replica, offset, swizzle_);
 }
 
-long long TileLayout::span() const {
-  long long last = offset_.count(Axis::m) ? offset_.at(Axis::m) : 0;
-  for (const Iter& it : shard_) {
-    if (!is_thread_axis(it.axis)) last += (it.extent - 1) * it.stride;
-  }
-  for (const Iter& it : replica_) {
-    if (!is_thread_axis(it.axis)) last += (it.extent - 1) * it.stride;
-  }
-  long long span = last + 1;
-  if (swizzled()) {
-    const long long block = 1ll << (swizzle_.per_element + swizzle_.swizzle_len);
-    span = (span + block - 1) / block * block;
-  }
-  return span;
-}
-
 namespace {
 
 // Shard digits times strides, plus the offset; replica axes named at 0; no swizzle yet.
@@ -164,6 +239,18 @@ Position unswizzled_place(const std::vector<Iter>& shard, const std::vector<Iter
 Position TileLayout::place(long long flat) const { return positions(flat).front(); }
 
 std::vector<Position> TileLayout::positions(long long flat) const {
+  if (flat < 0 || flat >= size_) {
+    throw ValueError("index: " + std::to_string(flat) + " is outside the layout's " +
+                     std::to_string(size_) + " elements");
+  }
+  long long copies = 1;
+  for (const Iter& r : replica_) {
+    if (!checked_mul(copies, r.extent, copies) || copies > kMaxPositions) {
+      throw ValueError("layout: " + str() + " copies each element to more than " +
+                       int_str(kMaxPositions) + " places; the limit on the positions listed for one " +
+                       "element is " + int_str(kMaxPositions));
+    }
+  }
   std::vector<Position> out = {unswizzled_place(shard_, replica_, offset_, flat)};
   for (const Iter& r : replica_) {
     std::vector<Position> next;
@@ -183,8 +270,13 @@ std::vector<Position> TileLayout::positions(long long flat) const {
 }
 
 std::vector<DimIters> TileLayout::group(const std::vector<long long>& shape) const {
+  check_shape(shape, "tile shape");
   long long elements = 1;
-  for (long long d : shape) elements *= d;
+  for (long long d : shape) {
+    if (!checked_mul(elements, d, elements)) {
+      throw ValueError("layout: tile shape " + shape_str(shape) + " has more than 2**63 - 1 elements");
+    }
+  }
   if (elements != size()) {
     throw ValueError("layout: " + str() + " places " + std::to_string(size()) +
                      " elements but the tile shape " + shape_str(shape) + " has " +
@@ -215,7 +307,8 @@ std::vector<DimIters> TileLayout::group(const std::vector<long long>& shape) con
                            std::to_string(shape[d]) + " ends inside an iter of extent " +
                            std::to_string(it.extent) + ")");
         }
-        // outer part goes to this dim, inner part stays for the next dims
+        // outer part goes to this dim, inner part stays for the next dims; stride * inner
+        // is below (extent - 1) * stride, which construction checked
         const long long inner = it.extent / need;
         dims[d].iters.push_back(Iter{need, it.stride * inner, it.axis});
         pending[next] = Iter{inner, it.stride, it.axis};

@@ -2,6 +2,8 @@
 // For a logical flat index x the shard digits are c_k = (x / prod_{l>k} e_l) mod e_k and
 // the positions are { sum_k c_k s_k @ axis_k + r + offset | r in replica }.
 // Host-only value type; the memory part becomes a tp::MemLayout for the kernels.
+// Construction rejects any layout whose size, span or positions do not fit in int64, so the
+// arithmetic after it (positions, group, memory_offset) cannot overflow.
 #pragma once
 #include <map>
 #include <string>
@@ -31,8 +33,16 @@ struct DimIters {
   long long local_extent = 1;   // product of the memory iters' extents
 };
 
+// Throws ValueError naming `swizzle` unless 0 <= swizzle_len <= atom_len, per_element >= 0 and
+// per_element + swizzle_len + atom_len <= kMaxSwizzleBits.
+constexpr long long kMaxSwizzleBits = 32;
+void check_swizzle(long long per_element, long long swizzle_len, long long atom_len);
+
 class TileLayout {
  public:
+  // positions() lists at most this many places per element
+  static constexpr long long kMaxPositions = 1ll << 16;
+
   TileLayout(std::vector<Iter> shard, std::vector<Iter> replica = {},
              std::map<Axis, long long> offset = {}, Swizzle swizzle = {0, 0, 0});
   static TileLayout row_major(const std::vector<long long>& shape);
@@ -43,7 +53,7 @@ class TileLayout {
   const Swizzle& swizzle() const { return swizzle_; }
   bool swizzled() const { return swizzle_.swizzle_len != 0; }
 
-  long long size() const;                // elements the shard places
+  long long size() const { return size_; }  // elements the shard places
   std::vector<long long> shape() const;  // the shard's extents
   bool has_thread_axes() const;
   std::vector<Axis> thread_axes() const;  // in first-use order
@@ -52,13 +62,16 @@ class TileLayout {
   TileLayout storage() const;
   // Memory slots one thread (or one shared tile) needs: the span of the memory iters plus
   // the memory offset, rounded up to whole swizzle blocks.
-  long long span() const;
+  long long span() const { return span_; }
 
-  Position place(long long flat) const;                   // the shard position
-  std::vector<Position> positions(long long flat) const;  // every replica of it
+  Position place(long long flat) const;  // the shard position
+  // Every replica of it; throws ValueError for a flat index outside [0, size) or an element
+  // with more than kMaxPositions places.
+  std::vector<Position> positions(long long flat) const;
 
   // Splits the shard into consecutive iters per logical dim (splitting an iter where a dim
-  // boundary falls inside it); throws ValueError when the shape does not fit.
+  // boundary falls inside it); throws ValueError when the shape does not fit or has a dim
+  // below 1.
   std::vector<DimIters> group(const std::vector<long long>& shape) const;
 
   // The memory part for kernels; requires a layout without thread axes.
@@ -68,10 +81,15 @@ class TileLayout {
   bool operator==(const TileLayout& o) const;
 
  private:
+  void check_parts() const;
+  void measure();  // size_ and span_, or ValueError when a position does not fit in int64
+
   std::vector<Iter> shard_;
   std::vector<Iter> replica_;
   std::map<Axis, long long> offset_;
   Swizzle swizzle_;
+  long long size_ = 1;
+  long long span_ = 1;
 };
 
 std::string shape_str(const std::vector<long long>& shape);

@@ -7,30 +7,53 @@ lives in C++ (``csrc/layout``); this module only spells it.
 """
 from __future__ import annotations
 
-import math
+import operator
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple, Union
 
 from . import _C
 
 __all__ = [
-    "Axis", "S", "R", "TileLayout", "Swizzle", "Iter", "Position", "DimInfo",
+    "Axis", "S", "R", "TileLayout", "Swizzle", "Iter", "Position", "PositionSet", "DimInfo",
     "m", "laneid", "warpid", "tx", "wgid", "tid_in_wg", "wid_in_wg",
 ]
 
-Iter = _C.Iter
+_INT64_MIN, _INT64_MAX = -2**63, 2**63 - 1
+# Canonical axis order (m, then the thread axes), and each thread axis' weight in a thread index.
+_AXIS_ORDER = {name: k for k, name in enumerate(_C.axis_names())}
+_THREAD_WEIGHT = {name: _C.thread_weight(name) for name in _AXIS_ORDER if name != "m"}
+
+
+def _axis_rank(name: str) -> int:
+    """The axis' place in the canonical order; ValueError for a name that is no axis."""
+    if name not in _AXIS_ORDER:
+        raise ValueError(f"axis: unknown axis {name!r}; the axes are {', '.join(_AXIS_ORDER)}")
+    return _AXIS_ORDER[name]
+
+
+def _as_int(v, what: str) -> int:
+    """An int from anything with ``__index__`` (NumPy integers too) except bool, within int64: the
+    core stores every layout number as a 64-bit integer."""
+    if isinstance(v, bool) or not hasattr(type(v), "__index__"):
+        raise TypeError(f"layout: {what} {v!r} must be an integer")
+    i = operator.index(v)
+    if not _INT64_MIN <= i <= _INT64_MAX:
+        raise ValueError(f"layout: {what} {i} does not fit in int64 (-2**63 .. 2**63 - 1)")
+    return i
+
+
+Iter = _C.Iter  # its constructor converts extent and stride with _as_int
 
 
 class Axis:
     """A named axis: ``m`` (memory) or a thread axis. ``4 @ laneid`` is a stride or offset on it."""
 
     def __init__(self, name: str):
-        if name not in _C.axis_names():
-            raise ValueError(f"axis: unknown axis {name!r}; the axes are {', '.join(_C.axis_names())}")
+        _axis_rank(name)
         self.name = name
 
     def __rmatmul__(self, value) -> "OnAxis":
-        return OnAxis(_as_int(value, "stride"), self)
+        return OnAxis(_as_int(value, f"stride or offset on {self.name}"), self)
 
     def __repr__(self) -> str:
         return self.name
@@ -61,12 +84,6 @@ class OnAxis:
         return f"{self.value}@{self.axis.name}"
 
 
-def _as_int(v, what: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int,)) and not hasattr(v, "__index__"):
-        raise TypeError(f"layout: {what} {v!r} must be an integer")
-    return int(v.__index__())
-
-
 def _as_tuple(v) -> tuple:
     return tuple(v) if isinstance(v, (tuple, list)) else (v,)
 
@@ -87,9 +104,11 @@ def _iters(key, what: str) -> List[Iter]:
             else:
                 iters.append(Iter(e, _as_int(s, "stride"), "m"))
         return iters
-    extents = [_as_int(e, "extent") for e in _as_tuple(key)]
-    strides = [math.prod(extents[i + 1:]) for i in range(len(extents))]
-    return [Iter(e, s, "m") for e, s in zip(extents, strides)]
+    return list(_row_major([_as_int(e, "extent") for e in _as_tuple(key)]).shard)
+
+
+def _row_major(shape):
+    return _C.TileLayoutCore.row_major([_as_int(d, "shape dim") for d in _as_tuple(shape)])
 
 
 class LayoutExpr:
@@ -103,8 +122,8 @@ class LayoutExpr:
     def __add__(self, other) -> "LayoutExpr":
         if isinstance(other, OnAxis):
             other = LayoutExpr(offset={other.axis.name: other.value})
-        elif isinstance(other, int) and not isinstance(other, bool):
-            other = LayoutExpr(offset={"m": other})
+        elif hasattr(type(other), "__index__"):  # a bare number is an offset on m
+            other = LayoutExpr(offset={"m": _as_int(other, "offset on m")})
         if not isinstance(other, LayoutExpr):
             return NotImplemented
         if self.shard is not None and other.shard is not None:
@@ -149,6 +168,11 @@ class Swizzle:
     swizzle_len: int
     atom_len: int = 3
 
+    def __post_init__(self):
+        for name in ("per_element", "swizzle_len", "atom_len"):
+            object.__setattr__(self, name, _as_int(getattr(self, name), f"swizzle {name}"))
+        _C.check_swizzle(self.per_element, self.swizzle_len, self.atom_len)
+
     @classmethod
     def for_bytes(cls, swizzle_bytes: int, dtype) -> "Swizzle":
         """The 32/64/128-byte swizzles of TMA and wgmma for elements of ``dtype``."""
@@ -161,14 +185,33 @@ class Swizzle:
 
 
 class Position(dict):
-    """Coordinates of one place holding an element: ``{'laneid': 3, 'm': 5}``. Hashable, so the
-    places of a replicated element form a set."""
+    """Coordinates of one place holding an element: ``{'m': 5, 'laneid': 3}``, axes in the
+    canonical order (m, laneid, warpid, tx, wgid, tid_in_wg, wid_in_wg). Hashable, so the places
+    of a replicated element form a set."""
+
+    def __init__(self, coords=(), **kw):
+        super().__init__(sorted(dict(coords, **kw).items(), key=lambda kv: _axis_rank(kv[0])))
+
+    @property
+    def thread(self) -> int:
+        """The index of the thread holding this place within its scope instance."""
+        return sum(v * _THREAD_WEIGHT[a] for a, v in self.items() if a != "m")
 
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(frozenset(self.items()))
 
     def __setitem__(self, k, v):
         raise TypeError("Position is read-only")
+
+
+class PositionSet(frozenset):
+    """The places of a replicated element; its repr lists them in numeric order (by thread
+    index, then m, then the coordinates in axis order)."""
+
+    def __repr__(self) -> str:
+        def key(p):
+            return (p.thread, p.get("m", 0), tuple(p.values()))
+        return "{" + ", ".join(repr(p) for p in sorted(self, key=key)) + "}"
 
 
 @dataclass(frozen=True)
@@ -192,16 +235,21 @@ class TileLayout:
             return
         if not isinstance(layout, LayoutExpr) or layout.shard is None:
             raise TypeError(f"layout: TileLayout takes S[...] (+ R[...] + offsets), not {layout!r}")
-        self._core = _C.TileLayoutCore(layout.shard, layout.replica, layout.offset, _swizzle_tuple(swizzle))
+        offset = {axis: _as_int(v, f"offset on {axis}") for axis, v in layout.offset.items()}
+        self._core = _C.TileLayoutCore(layout.shard, layout.replica, offset, _swizzle_tuple(swizzle))
 
     @classmethod
     def from_iters(cls, shard: Iterable[Iter], replica: Iterable[Iter] = (),
                    offset: Optional[Dict[str, int]] = None, swizzle: Optional[Swizzle] = None) -> "TileLayout":
-        return cls(LayoutExpr(list(shard), list(replica), offset or {}), swizzle=swizzle)
+        shard, replica = list(shard), list(replica)
+        for it in shard + replica:
+            if not isinstance(it, Iter):
+                raise TypeError(f"layout: from_iters takes tp.Iter(extent, stride, axis) values, not {it!r}")
+        return cls(LayoutExpr(shard, replica, offset or {}), swizzle=swizzle)
 
     @classmethod
     def row_major(cls, shape) -> "TileLayout":
-        return cls._wrap(_C.TileLayoutCore.row_major([int(d) for d in _as_tuple(shape)]))
+        return cls._wrap(_row_major(shape))
 
     @classmethod
     def _wrap(cls, core) -> "TileLayout":
@@ -253,14 +301,14 @@ class TileLayout:
     # ---- evaluation -----------------------------------------------------------------------
     def apply(self, index, shape=None):
         """The place(s) holding the element at ``index`` (a flat int, or a tuple over ``shape``,
-        default this layout's shape): a Position, or a set of Positions when replicated."""
+        default this layout's shape): a Position, or a PositionSet when replicated."""
         flat = self._flat(index, shape)
         places = [Position(p) for p in self._core.positions(flat)]
-        return places[0] if not self._core.replica else set(places)
+        return places[0] if not self._core.replica else PositionSet(places)
 
     def _flat(self, index, shape) -> int:
         if isinstance(index, (tuple, list)):
-            shape = tuple(shape) if shape is not None else self.shape
+            shape = tuple(_as_int(d, "shape dim") for d in shape) if shape is not None else self.shape
             if len(index) != len(shape):
                 raise ValueError(f"index: {tuple(index)} has {len(index)} coordinates for shape {shape}")
             flat = 0
@@ -269,15 +317,12 @@ class TileLayout:
                 if not 0 <= i < d:
                     raise ValueError(f"index: {tuple(index)} is outside shape {shape}")
                 flat = flat * d + i
-            return flat
-        flat = _as_int(index, "index")
-        if not 0 <= flat < self.size:
-            raise ValueError(f"index: {flat} is outside the layout's {self.size} elements")
-        return flat
+            index = flat
+        return _as_int(index, "index")  # the core checks it against the layout's size
 
     def dims(self, shape=None) -> List[DimInfo]:
         """The iters each logical dim of ``shape`` owns, with its thread and local extents."""
-        shape = [int(d) for d in _as_tuple(shape)] if shape is not None else list(self.shape)
+        shape = [_as_int(d, "shape dim") for d in _as_tuple(shape)] if shape is not None else list(self.shape)
         return [DimInfo(tuple(d.iters), d.thread_extent, d.local_extent) for d in self._core.group(shape)]
 
     def thread_extents(self, shape=None) -> Tuple[int, ...]:

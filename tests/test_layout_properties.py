@@ -1,0 +1,165 @@
+"""Random layouts and random tile-op calls: each either works and agrees with an exact
+big-integer reference, or raises ValueError / TypeError. Never another exception, never a crash.
+
+HYPOTHESIS_PROFILE=dev runs more examples than the default "ci" profile."""
+import math
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+import tileprim as tp
+from tileprim import R, S, Swizzle, TileLayout
+from test_layout import expected_positions
+
+settings.register_profile("ci", max_examples=300, deadline=None, database=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", parent=settings.get_profile("ci"), max_examples=3000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+INT64_MAX = 2**63 - 1
+MAX_POSITIONS = 2**16      # what apply lists for one element
+MAX_SWIZZLE_BITS = 32      # per_element + swizzle_len + atom_len
+AXES = ("m", "laneid", "warpid", "tx", "wgid", "tid_in_wg", "wid_in_wg")
+THREAD_WEIGHT = {"laneid": 1, "warpid": 32, "tx": 1, "wgid": 128, "tid_in_wg": 1, "wid_in_wg": 32}
+
+
+def numbers(lo, hi):
+    """Small values, values anywhere in [lo, hi], and powers of two give or take 2 (the edges)."""
+    near_pow2 = st.builds(lambda k, d: 2**k + d, st.integers(0, 63), st.integers(-2, 2))
+    return st.one_of(st.integers(lo, min(hi, 40)), st.integers(lo, hi),
+                     near_pow2.filter(lambda v: lo <= v <= hi))
+
+
+def iters(extents):
+    axis = st.one_of(st.just("m"), st.sampled_from(AXES))
+    return st.tuples(extents, numbers(0, 2**63), axis)
+
+
+# Mostly valid parts, with out-of-range ones mixed in for the error paths.
+EXTENTS = st.one_of(numbers(1, 2**63), st.integers(-2, 0))
+REPLICA_EXTENTS = st.one_of(st.integers(1, 4), st.sampled_from([MAX_POSITIONS + 1, 2**40, 2**63]))
+OFFSETS = st.dictionaries(st.sampled_from(AXES), st.one_of(numbers(0, 2**63), st.just(-1)), max_size=2)
+SWIZZLES = st.none() | st.tuples(st.integers(-1, 24), st.integers(0, 6), st.integers(0, 24))
+
+
+def layout_from(shard, replica, offset, swizzle):
+    """The seeds' syntax for these parts: S[extents : strides] + R[...] + v @ axis + ..."""
+    def part(head, it):
+        return head[tuple(e for e, _, _ in it):tuple(s @ tp.Axis(a) for _, s, a in it)]
+    expr = part(S, shard)
+    if replica:
+        expr = expr + part(R, replica)
+    for axis, v in offset.items():
+        expr = expr + v @ tp.Axis(axis)
+    return TileLayout(expr, swizzle=None if swizzle is None else Swizzle(*swizzle))
+
+
+def swizzled(addr, swizzle):
+    if swizzle is None or swizzle[1] == 0:
+        return addr
+    per_element, swizzle_len, atom_len = swizzle
+    x = addr >> per_element
+    x ^= (x & (((1 << swizzle_len) - 1) << atom_len)) >> atom_len
+    return (x << per_element) | (addr & ((1 << per_element) - 1))
+
+
+def reference(shard, replica, offset, swizzle):
+    """(size, span) by the layout's rules in exact integers, or None where a rule rejects it."""
+    in_int64 = [(e, 1) for e, _, _ in shard + replica] + [(v, 0) for _, v, _ in shard + replica]
+    in_int64 += [(v, 0) for v in offset.values()]
+    if not all(low <= v <= INT64_MAX for v, low in in_int64):  # extents >= 1, strides and offsets >= 0
+        return None
+    if swizzle is not None:
+        per_element, swizzle_len, atom_len = swizzle
+        if min(swizzle) < 0 or atom_len < swizzle_len or sum(swizzle) > MAX_SWIZZLE_BITS:
+            return None
+    size = math.prod(e for e, _, _ in shard)
+    last = dict(offset)
+    for e, s, a in shard + replica:
+        last[a] = last.get(a, 0) + (e - 1) * s
+    last_thread = sum(v * THREAD_WEIGHT[a] for a, v in last.items() if a != "m")
+    span = last.get("m", 0) + 1
+    if swizzle is not None and swizzle[1]:
+        block = 2 ** (swizzle[0] + swizzle[1])
+        span = -(-span // block) * block
+    if max([size, last_thread, span, *last.values()]) > INT64_MAX:
+        return None
+    return size, span
+
+
+@given(shard=st.lists(iters(EXTENTS), min_size=1, max_size=4),
+       replica=st.lists(iters(REPLICA_EXTENTS), max_size=3),
+       offset=OFFSETS, swizzle=SWIZZLES, data=st.data())
+def test_random_layouts_match_the_exact_formula_or_raise(shard, replica, offset, swizzle, data):
+    want = reference(shard, replica, offset, swizzle)
+    if want is None:
+        with pytest.raises((ValueError, TypeError)):
+            layout_from(shard, replica, offset, swizzle)
+        return
+    L = layout_from(shard, replica, offset, swizzle)
+    size, span = want
+    assert (L.size, L.span) == (size, span)
+    assert L.storage().span == span
+    assert [d.thread_extent * d.local_extent for d in L.dims()] == [e for e, _, _ in shard]
+    assert str(L).startswith("S[")
+    copies = math.prod(e for e, _, _ in replica)
+    for flat in {0, size - 1, data.draw(st.integers(0, size - 1), label="flat")}:
+        if copies > MAX_POSITIONS:
+            with pytest.raises(ValueError, match="places; the limit on the positions listed"):
+                L.apply(flat)
+            continue
+        places = [{**p, "m": swizzled(p["m"], swizzle)} if "m" in p else p
+                  for p in expected_positions(shard, replica, offset, flat)]
+        got = L.apply(flat)
+        assert got == ({tp.Position(p) for p in places} if replica else places[0])
+
+
+# Tile shapes, each with the shard extents that cover it (one iter per dim, or one for all).
+SHAPES = [(8,), (32,), (4, 8), (32, 2), (32, 8), (2, 16)]
+SMALL_STRIDES = st.sampled_from([0, 1, 2, 3, 8, 32, 2**40, 2**62])
+
+
+@st.composite
+def tile_layouts(draw, shape):
+    """Layouts for a tile of this shape: often compact (row-major on each axis), often not."""
+    extents = draw(st.sampled_from([shape, (math.prod(shape),)]))
+    axes = [draw(st.sampled_from(["m", "m", "laneid"])) for _ in extents]
+    shard = []
+    for k, (e, axis) in enumerate(zip(extents, axes)):
+        compact = math.prod(f for f, a in zip(extents[k + 1:], axes[k + 1:]) if a == axis)
+        shard.append((e, draw(st.just(compact) | SMALL_STRIDES), axis))
+    lanes_or_m = st.sampled_from(["m", "laneid"])
+    replica = draw(st.lists(st.tuples(st.sampled_from([1, 2, 32]), SMALL_STRIDES, lanes_or_m), max_size=1))
+    offset = draw(st.dictionaries(lanes_or_m, st.sampled_from([0, 1, 5, 2**62]), max_size=1))
+    swizzle = draw(st.sampled_from([None, (0, 1, 1), (1, 2, 3)]))
+    return shard, replica, offset, swizzle
+
+
+@st.composite
+def tile_calls(draw):
+    shape = draw(st.sampled_from(SHAPES))
+    scope = draw(st.sampled_from([tp.thread, tp.warp]))
+    parts = draw(tile_layouts(shape))
+    axes = draw(st.sampled_from([-1, 0, tuple(range(len(shape)))]))
+    return shape, scope, parts, axes
+
+
+@given(call=tile_calls(), op=st.sampled_from(["sum", "sqrt"]))
+def test_random_tile_ops_give_numpys_answer_or_raise(call, op):
+    shape, scope, parts, axes = call
+    # small positive integers: every summation order gives the same float32, sqrt is exact-rounded
+    A = np.random.default_rng(0).integers(1, 100, size=shape).astype(np.float32)
+    try:
+        layout = layout_from(*parts)
+        if op == "sum":
+            got, want = tp.sum(A, axes=axes, scope=scope, layout=layout, backend="cpu"), A.sum(axis=axes)
+        else:
+            got, want = tp.sqrt(A, scope=scope, layout=layout, backend="cpu"), np.sqrt(A)
+    except (ValueError, TypeError):
+        event("refused")  # a refusal is a correct answer
+        return
+    event("ran")
+    assert got.shape == want.shape and np.array_equal(got, want)
