@@ -9,6 +9,30 @@ namespace tp {
 
 namespace {
 
+// The most shared memory any architecture gives one block (sm_90/sm_100: 227 KiB).
+constexpr long long kMaxSharedTileBytes = 227 * 1024;
+
+// A shared tile fits in shared memory and gives every element its own address.
+void check_shared_addresses(const TileLayout& L, DType dtype, const std::string& arg) {
+  const long long span = L.span();
+  if (span > kMaxSharedTileBytes / dtype_size(dtype)) {
+    throw ValueError(arg + ": " + L.str() + " spans " + std::to_string(span) + " elements of shared memory (" +
+                     std::to_string(span) + " x " + std::to_string(dtype_size(dtype)) +
+                     " bytes); a shared tile must fit in 227 KiB");
+  }
+  const MemLayout mem = L.memory_layout();
+  std::vector<long long> owner(static_cast<size_t>(span), -1);
+  for (long long e = 0; e < L.size(); ++e) {
+    const long long at = memory_offset(mem, e);
+    if (owner[at] >= 0) {
+      throw ValueError(arg + ": " + L.str() + " puts elements " + std::to_string(owner[at]) + " and " +
+                       std::to_string(e) + " at shared offset " + std::to_string(at) +
+                       "; each element of a shared tile needs its own address");
+    }
+    owner[at] = e;
+  }
+}
+
 void check_layout(const TileRef& t, const ExecScope& scope, const std::string& arg) {
   if (!t.layout) return;
   const TileLayout& L = *t.layout;
@@ -25,6 +49,7 @@ void check_layout(const TileRef& t, const ExecScope& scope, const std::string& a
     throw ValueError(arg + ": " + L.str() + " has replicas; a " + std::string(storage_name(t.storage)) +
                      " tile holds each element once");
   }
+  check_shared_addresses(L, t.dtype, arg);
 }
 
 void normalise_axes(OpCall& call) {
@@ -120,6 +145,9 @@ void validate_call(OpCall& call) {
   }
   if (call.output.layout && call.output.storage == Storage::local) {
     place_in_registers(*call.output.layout, call.scope, "out_layout");
+  }
+  if (call.output.layout && is_shared(call.output.storage)) {
+    check_shared_addresses(*call.output.layout, call.output.dtype, "out_layout");
   }
   if (call.accum && def.family != OpFamily::reduction) {
     throw ValueError("accum: only reductions accumulate into their output");

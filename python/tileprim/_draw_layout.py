@@ -89,7 +89,7 @@ def _check_shape(layout, shape) -> Tuple[int, ...]:
 
 def _holders(layout, flat: int) -> List[Dict[str, int]]:
     places = layout.apply(flat)
-    places = places if isinstance(places, set) else [places]
+    places = places if isinstance(places, (set, frozenset)) else [places]
     return sorted((dict(p) for p in places), key=_holder_order)
 
 
