@@ -4,6 +4,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "backends/cuda/driver.h"
 #include "bindings/bindings.h"
 #include "dispatch/plan_cache.h"
@@ -58,11 +61,14 @@ DispatchContext make_context(const std::string& target, const std::string& backe
   if (backend != "cpu" && backend != "cuda") throw ValueError("backend: '" + backend + "' is not 'cpu' or 'cuda'");
   ctx.backend = backend;
   ctx.devices = devices;
-  if (backend == "cuda" && devices.size() > 1) {
+  if (backend == "cuda" && !devices.empty()) {
     cuda::Driver& driver = cuda::Driver::get();
+    ctx.multiprocessors = driver.multiprocessors(devices[0]);
+    const bool no_peers = std::getenv("TILEPRIM_NO_PEER_ACCESS") != nullptr;  // tests the staged path
     for (int a : devices) {
+      ctx.multiprocessors = std::min(ctx.multiprocessors, driver.multiprocessors(a));
       std::vector<bool> row;
-      for (int b : devices) row.push_back(driver.can_access_peer(a, b));
+      for (int b : devices) row.push_back(a == b || (!no_peers && driver.can_access_peer(a, b)));
       ctx.peer.push_back(row);
     }
   }
@@ -234,7 +240,20 @@ void bind_dispatch(py::module_& m) {
             run_released(b, args);
           },
           py::arg("inputs"), py::arg("scalars"), py::arg("output"), py::arg("tiles"), py::arg("device"),
-          py::arg("stream"), "Launches on device pointers, ordered on `stream` of `device`.");
+          py::arg("stream"), "Launches on device pointers, ordered on `stream` of `device`.")
+      .def(
+          "run_collective",
+          [](const BoundPlan& b, const std::vector<std::uintptr_t>& inputs, const std::vector<int>& devices,
+             std::uintptr_t output, int output_device, const std::vector<std::uintptr_t>& streams) {
+            RunArgs args;
+            for (size_t r = 0; r < inputs.size(); ++r) args.inputs.push_back(TensorArg{inputs[r], {}, devices[r]});
+            args.output = TensorArg{output, {}, output_device};
+            args.streams = streams;
+            run_released(b, args);
+          },
+          py::arg("inputs"), py::arg("devices"), py::arg("output"), py::arg("output_device"), py::arg("streams"),
+          "Runs a collective on every rank's tensor (host addresses, or device pointers with each rank's "
+          "stream); strides are the plan's.");
 
   m.def(
       "prepare",

@@ -49,7 +49,7 @@ std::string DispatchContext::key() const {
     for (bool p : row) os << (p ? '1' : '0');
     os << ";";
   }
-  os << "|nccl:" << nccl;
+  os << "|sms:" << multiprocessors << "|nccl:" << nccl;
   return os.str();
 }
 

@@ -13,6 +13,7 @@ struct DispatchContext {
   int sm_version = 0;   // sm_100a -> 100; 0 without an architecture
   std::string backend = "cpu";  // "cpu" or "cuda"
   std::vector<int> devices;     // CUDA ordinals of the operands (collectives: one per rank)
+  int multiprocessors = 0;      // SMs of the smallest of those GPUs
   // peer[i][j]: device devices[i] can read and write device devices[j]'s memory directly
   std::vector<std::vector<bool>> peer;
   bool nccl = false;            // libnccl loaded

@@ -50,15 +50,22 @@ std::shared_ptr<const Plan> Registry::choose(const OpCall& call, const DispatchC
     const Variant* v = candidates[i];
     if (!call.dispatch.empty() && v->name() != call.dispatch) continue;
     TraceEntry& entry = trace[i];
+    bool preferred = true;
     for (const Predicate& p : v->predicates()) {
       const std::string reason = p.check(call, ctx);
-      if (!reason.empty()) entry.reasons.push_back(p.name + ": " + reason);
+      if (reason.empty()) continue;
+      if (p.preference) {
+        preferred = false;
+        if (call.dispatch.empty()) entry.reasons.push_back(p.name + " (preference): " + reason);
+      } else {
+        entry.reasons.push_back(p.name + ": " + reason);
+      }
     }
     if (!ExecutorTable::instance().find(v->name(), ctx.backend)) {
       entry.reasons.push_back("backend: no " + ctx.backend + " executor for " + v->name());
     }
     entry.status = "declined";
-    if (!entry.reasons.empty()) continue;
+    if (!entry.reasons.empty() || (!preferred && call.dispatch.empty())) continue;
     auto plan = std::make_shared<Plan>();
     plan->variant = v->name();
     plan->priority = v->priority();

@@ -3,7 +3,7 @@
 // Choice: candidates sorted by (-priority, name); every predicate of a candidate is
 // evaluated and every failure kept; a candidate without an executor for the context's
 // backend declines too; the first candidate whose predicates all pass and whose planner
-// accepts wins; dispatch= restricts the choice to one name.
+// accepts wins; dispatch= restricts the choice to one name (and overrides preferences).
 #pragma once
 #include <functional>
 #include <memory>
@@ -17,10 +17,13 @@
 
 namespace tp {
 
-// A check on a call: returns "" when it holds, else the reason it does not.
+// A check on a call: returns "" when it holds, else the reason it does not. A preference is
+// a predicate that only steers the automatic choice: dispatch= may still force the variant
+// (the trace keeps its reason).
 struct Predicate {
   std::string name;
   std::function<std::string(const OpCall&, const DispatchContext&)> check;
+  bool preference = false;
 };
 
 // Thrown by a planner that accepts the predicates' verdict but cannot plan the call.

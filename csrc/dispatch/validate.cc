@@ -9,6 +9,8 @@ namespace tp {
 
 namespace {
 
+constexpr int kTreduceMaxDims = 5;
+
 // The most shared memory any architecture gives one block (sm_90/sm_100: 227 KiB).
 constexpr long long kMaxSharedTileBytes = 227 * 1024;
 
@@ -85,11 +87,88 @@ void check_options(const OpCall& call) {
   }
 }
 
+// treduce: what PTO leaves undefined is checked here, before anything runs.
+void validate_collective(const OpCall& call) {
+  const std::vector<TileRef>& ranks = call.inputs;
+  if (ranks.empty()) throw ValueError("tensors: a group needs at least one rank's tensor");
+  const long long root = call.integer("root", 0);
+  if (root < 0 || root >= static_cast<long long>(ranks.size())) {
+    throw ValueError("root: " + std::to_string(root) + " is not a rank of this group of " +
+                     std::to_string(ranks.size()) + " (0 .. " + std::to_string(ranks.size() - 1) + ")");
+  }
+  const TileRef& first = ranks[0];
+  if (first.shape.empty() || first.shape.size() > static_cast<size_t>(kTreduceMaxDims)) {
+    throw ValueError("tensors: rank 0's tensor has " + std::to_string(first.shape.size()) +
+                     " dims; treduce takes 1 to 5 (rows = dim -2, cols = dim -1, outer dims looped)");
+  }
+  if (!call.def->takes(first.dtype)) {
+    throw TypeError("tensors: dtype " + std::string(dtype_name(first.dtype)) +
+                    " is not supported; treduce takes float32, float16, bfloat16 or int32");
+  }
+  for (size_t r = 1; r < ranks.size(); ++r) {
+    const TileRef& t = ranks[r];
+    const std::string who = "tensors[" + std::to_string(r) + "]";
+    if (t.shape != first.shape) {
+      throw ValueError(who + ": shape " + shape_str(t.shape) + " differs from tensors[0]'s " + shape_str(first.shape) +
+                       "; every rank's tensor has one shape");
+    }
+    if (t.dtype != first.dtype) {
+      throw TypeError(who + ": dtype " + std::string(dtype_name(t.dtype)) + " differs from tensors[0]'s " +
+                      dtype_name(first.dtype) + "; every rank's tensor has one dtype");
+    }
+    if (t.strides != first.strides) {
+      throw ValueError(who + ": strides " + shape_str(t.strides) + " differ from tensors[0]'s " +
+                       shape_str(first.strides) + "; every rank's tensor has the same strides");
+    }
+  }
+  const TileRef& dst = call.output;
+  if (dst.shape != first.shape) {
+    throw ValueError("dst: shape " + shape_str(dst.shape) + " differs from the ranks' " + shape_str(first.shape));
+  }
+  if (dst.dtype != first.dtype) {
+    throw TypeError("dst: dtype " + std::string(dtype_name(dst.dtype)) + " differs from the ranks' " +
+                    dtype_name(first.dtype) + " (the result has the operands' dtype, also with accumulate=)");
+  }
+  if (dst.device != ranks[root].device) {
+    throw ValueError("dst: is on " + (dst.device < 0 ? std::string("the host") : "GPU " + std::to_string(dst.device)) +
+                     " but the root's tensor on " +
+                     (ranks[root].device < 0 ? std::string("the host") : "GPU " + std::to_string(ranks[root].device)) +
+                     "; dst lives with the root");
+  }
+  const std::string op = call.text("op", "sum");
+  if (op != "sum" && op != "max" && op != "min") {
+    throw ValueError("op: '" + op + "' is not a treduce op; use 'sum', 'max' or 'min'");
+  }
+  const long long rows = call.integer("tile_rows", 0), cols = call.integer("tile_cols", 0);
+  if (rows < 1 || cols < 1) {
+    throw ValueError("tile: (" + std::to_string(rows) + ", " + std::to_string(cols) +
+                     ") needs rows and cols of at least 1");
+  }
+  const std::string valid = call.text("valid", "dynamic");
+  if (valid != "dynamic" && valid != "static") {
+    throw ValueError("valid: '" + valid + "' is not 'dynamic' (a partial last chunk) or 'static' (divisible)");
+  }
+  const long long shape_rows = first.shape.size() >= 2 ? first.shape[first.shape.size() - 2] : 1;
+  const long long shape_cols = first.shape.back();
+  if (valid == "static" && (shape_rows % rows != 0 || shape_cols % cols != 0)) {
+    throw ValueError("valid: 'static' needs the tile to divide the tensor: rows " + std::to_string(shape_rows) +
+                     " % " + std::to_string(rows) + " = " + std::to_string(shape_rows % rows) + ", cols " +
+                     std::to_string(shape_cols) + " % " + std::to_string(cols) + " = " +
+                     std::to_string(shape_cols % cols) + "; use valid='dynamic' for a partial last chunk");
+  }
+  const std::string accumulate = call.text("accumulate", "");
+  if (!accumulate.empty() && (accumulate != "float32" || !is_16bit_float(first.dtype))) {
+    throw ValueError("accumulate: '" + accumulate + "' is not allowed for " + dtype_name(first.dtype) +
+                     "; accumulate='float32' is the opt-in for float16 and bfloat16 operands");
+  }
+  call.flag("pingpong");
+}
+
 }  // namespace
 
 void validate_call(OpCall& call) {
   const OpDef& def = *call.def;
-  if (def.family == OpFamily::collective) return;  // checked by its own planner's caller
+  if (def.family == OpFamily::collective) return validate_collective(call);
   if (static_cast<int>(call.inputs.size()) != def.arity()) {
     throw ValueError(def.name + ": takes " + std::to_string(def.arity()) + " operands, got " +
                      std::to_string(call.inputs.size()));

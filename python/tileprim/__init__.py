@@ -23,6 +23,7 @@ from ._plan import Plan  # noqa: E402
 from ._info import info  # noqa: E402
 from ._kernel import Kernel, lower  # noqa: E402
 from . import cache  # noqa: E402
+from . import comm  # noqa: E402
 
 globals().update(_OPS)  # tp.sum, tp.max, ..., tp.cast: one function per op table entry
 
@@ -31,5 +32,5 @@ __all__ = [
     "m", "laneid", "warpid", "tx", "wgid", "tid_in_wg", "wid_in_wg",
     "thread", "warp", "warpgroup", "wg", "cta", "ExecScope", "STORAGE_SCOPES",
     *_OPS,
-    "plan", "lower", "variants", "op_table", "info", "cache", "Plan", "Kernel", "DispatchError",
+    "plan", "lower", "variants", "op_table", "info", "cache", "comm", "Plan", "Kernel", "DispatchError",
 ]

@@ -37,6 +37,10 @@ class Adapter:
     def device(self, x) -> int:
         raise NotImplementedError
 
+    def strides(self, x) -> tuple:
+        """Element strides (C order when the library keeps none)."""
+        return _c_strides(self.shape(x))
+
     def contiguous(self, x):
         """x itself when C-contiguous, else a C-contiguous copy made by its library."""
         raise NotImplementedError
@@ -74,6 +78,9 @@ class _Torch(Adapter):
     def device(self, x):
         return x.device.index if x.device.index is not None else self._torch.cuda.current_device()
 
+    def strides(self, x):
+        return tuple(x.stride())
+
     def contiguous(self, x):
         return x if x.is_contiguous() else x.contiguous()
 
@@ -104,6 +111,9 @@ class _Cupy(Adapter):
 
     def device(self, x):
         return x.device.id
+
+    def strides(self, x):
+        return tuple(s // x.itemsize for s in x.strides)
 
     def contiguous(self, x):
         return x if x.flags.c_contiguous else self._cupy.ascontiguousarray(x)
@@ -169,6 +179,11 @@ class _Interface(Adapter):
         ptr = self.pointer(x)
         return _C.cuda.pointer_device(ptr) if ptr else 0
 
+    def strides(self, x):
+        cai = x.__cuda_array_interface__
+        itemsize = np.dtype(cai["typestr"]).itemsize
+        return tuple(s // itemsize for s in cai["strides"]) if cai.get("strides") else _c_strides(self.shape(x))
+
     def contiguous(self, x):
         cai = x.__cuda_array_interface__
         strides = cai.get("strides")
@@ -181,6 +196,14 @@ class _Interface(Adapter):
 
     def stream(self, device):
         return 0
+
+
+def _c_strides(shape) -> tuple:
+    strides, step = [], 1
+    for d in reversed(tuple(shape)):
+        strides.append(step)
+        step *= d
+    return tuple(reversed(strides))
 
 
 _ADAPTERS = {}

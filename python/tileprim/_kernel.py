@@ -48,21 +48,22 @@ def _compile_arch(target: str) -> str:
     return _C.cuda.arch_for_compute_capability(number)
 
 
-def lower(op, *args, **kwargs) -> Kernel:
+def lower(op, /, *args, target=None, **kwargs) -> Kernel:
     """Plan ``op`` on these arguments and compile its kernel for ``target`` (default: this GPU's
-    architecture, or sm_90a without one). Nothing runs; needs NVRTC, not a GPU.
+    architecture, or sm_90a without one). Nothing runs; needs NVRTC, not a GPU. A tile op is
+    planned for ``target`` too; a collective (tp.comm.treduce) shows the kernel each worker runs.
 
     Examples
     --------
-    >>> k = tp.lower(tp.sum, np.ones(37, "f4"), target="sm_100a")   # doctest: +SKIP
-    >>> k.plan.variant, "add.rn.ftz.f32x2" in k.ptx                   # doctest: +SKIP
+    >>> k = tp.lower(tp.sum, np.ones(37, "f4"), target="sm_100a")
+    >>> k.plan.variant, "add.rn.ftz.f32x2" in k.ptx
     ('sm100_packed', True)
     """
     from ._ops import plan
     details = cuda_details()
     if not details["nvrtc"]["ok"]:
         raise RuntimeError(f"tp.lower needs NVRTC: {details['nvrtc']['error']}")
-    if kwargs.get("target") is None:
-        kwargs["target"] = device_arch(0) if cuda_status()[0] else "sm_90a"
-    p = plan(op, *args, **kwargs)
-    return Kernel(p, _C.cuda.build(p._core, _compile_arch(p.target)))
+    target = target or (device_arch(0) if cuda_status()[0] else "sm_90a")
+    collective = getattr(op, "_tp_planner", None) is not None
+    p = plan(op, *args, **kwargs) if collective else plan(op, *args, target=target, **kwargs)
+    return Kernel(p, _C.cuda.build(p._core, _compile_arch(target)))

@@ -60,7 +60,7 @@ def op_name(op) -> str:
     return name
 
 
-def plan(op, *args, **kwargs):
+def plan(op, /, *args, **kwargs):
     """Dispatch ``op`` on these arguments and return the :class:`Plan`; nothing runs.
 
     Parameters

@@ -6,6 +6,7 @@
 #include "backends/cpu/host_lanes.h"
 #include "backends/cpu/reduce_ops.h"
 #include "backends/cpu/tile_frame.h"
+#include "backends/cpu/treduce_executor.h"
 #include "ops/host_types.h"
 #include "tileprim/reduction/lane_reduce.cuh"
 #include "tileprim/reduction/shared_groups.cuh"
@@ -108,6 +109,7 @@ void register_cpu_executors(ExecutorTable& table) {
   table.add("shared", "cpu", std::make_unique<HostTileExecutor>(shared_body));
   table.add("sm100_packed", "cpu", std::make_unique<HostTileExecutor>(packed_body));
   table.add("reg", "cpu", std::make_unique<HostTileExecutor>(map_body));
+  register_cpu_treduce(table);
 }
 
 }  // namespace tp

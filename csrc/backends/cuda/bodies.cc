@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "backends/cuda/tile_executor.h"
+#include "backends/cuda/treduce_executor.h"
 #include "variants/reduction/reduction_common.h"
 
 namespace tp::cuda {
@@ -89,6 +90,7 @@ void register_cuda_executors(ExecutorTable& table) {
   table.add("shared", "cuda", std::make_unique<CudaTileExecutor>(shared_body));
   table.add("sm100_packed", "cuda", std::make_unique<CudaTileExecutor>(packed_body));
   table.add("reg", "cuda", std::make_unique<CudaTileExecutor>(map_body));
+  register_cuda_treduce(table);
 }
 
 }  // namespace tp::cuda

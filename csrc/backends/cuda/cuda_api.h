@@ -69,6 +69,8 @@ using PFN_cuMemcpyHtoDAsync = CUresult (*)(CUdeviceptr dst, const void* src, siz
                                            CUstream stream);
 using PFN_cuMemcpyDtoHAsync = CUresult (*)(void* dst, CUdeviceptr src, size_t bytes,        // _v2
                                            CUstream stream);
+using PFN_cuMemcpyPeerAsync = CUresult (*)(CUdeviceptr dst, CUcontext dst_context, CUdeviceptr src,
+                                           CUcontext src_context, size_t bytes, CUstream stream);
 using PFN_cuStreamCreate = CUresult (*)(CUstream* stream, unsigned int flags);
 using PFN_cuStreamSynchronize = CUresult (*)(CUstream stream);
 using PFN_cuStreamWaitEvent = CUresult (*)(CUstream stream, CUevent event, unsigned int flags);

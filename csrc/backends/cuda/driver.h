@@ -48,6 +48,7 @@ struct LibraryStatus {
   X(cuMemFreeHost, "cuMemFreeHost")                          \
   X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")               \
   X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")               \
+  X(cuMemcpyPeerAsync, "cuMemcpyPeerAsync")                  \
   X(cuStreamCreate, "cuStreamCreate")                        \
   X(cuStreamSynchronize, "cuStreamSynchronize")              \
   X(cuStreamWaitEvent, "cuStreamWaitEvent")                  \
@@ -77,6 +78,8 @@ class Driver {
   void make_current(int device);
   // Lets kernels on `device` read and write `peer`'s memory (once per pair per process).
   void enable_peer_access(int device, int peer);
+  // The device's primary context (retained once per process).
+  CUcontext context(int device);
 
   // Throws CudaError("what: CUDA_ERROR_NAME: description") unless r is CUDA_SUCCESS.
   void check(CUresult r, const char* what) const;
@@ -93,7 +96,6 @@ class Driver {
   void load();
   void require_loaded() const;
   CUdevice device_handle(int device);
-  CUcontext context(int device);
   int attribute(CUdevice_attribute attribute, int device);
 
   LibraryStatus status_;

@@ -120,10 +120,14 @@ int device_of(const Plan& plan) { return plan.context.devices.empty() ? 0 : plan
 }  // namespace
 
 BuiltKernel build_kernel(const Plan& plan, const std::string& arch) {
-  const auto* executor = dynamic_cast<const CudaTileExecutor*>(ExecutorTable::instance().find(plan.variant, "cuda"));
+  const auto* executor = dynamic_cast<const CudaExecutor*>(ExecutorTable::instance().find(plan.variant, "cuda"));
   if (!executor) throw ValueError("backend: no cuda kernel for variant " + plan.variant);
+  return executor->build(plan, arch);
+}
+
+BuiltKernel CudaTileExecutor::build(const Plan& plan, const std::string& arch) const {
   BuiltKernel k;
-  k.source = render_kernel(plan, executor->body(plan), arch);
+  k.source = render_kernel(plan, make_(plan), arch);
   k.arch = arch;
   k.options = kernel_options(k.source.text);
   k.binary = compile_cached(k.source.text, arch, k.options);
@@ -133,7 +137,7 @@ BuiltKernel build_kernel(const Plan& plan, const std::string& arch) {
 std::shared_ptr<const Runner> CudaTileExecutor::bind(const Plan& plan) const {
   const int device = device_of(plan);
   const std::string arch = arch_for_compute_capability(Driver::get().compute_capability(device));
-  return std::make_shared<CudaTileRunner>(plan, build_kernel(plan, arch), device);
+  return std::make_shared<CudaTileRunner>(plan, build(plan, arch), device);
 }
 
 }  // namespace tp::cuda

@@ -20,19 +20,25 @@ struct BuiltKernel {
   std::shared_ptr<const CompiledKernel> binary;
 };
 
-class CudaTileExecutor : public Executor {
+// A CUDA executor that can show its kernel for any architecture (tp.lower), GPU or not.
+class CudaExecutor : public Executor {
+ public:
+  virtual BuiltKernel build(const Plan& plan, const std::string& arch) const = 0;
+};
+
+class CudaTileExecutor : public CudaExecutor {
  public:
   using MakeBody = KernelBody (*)(const Plan&);
   explicit CudaTileExecutor(MakeBody make) : make_(make) {}
-  KernelBody body(const Plan& plan) const { return make_(plan); }
+  BuiltKernel build(const Plan& plan, const std::string& arch) const override;
   std::shared_ptr<const Runner> bind(const Plan& plan) const override;
 
  private:
   MakeBody make_;
 };
 
-// The plan's kernel for `arch`, from the kernel cache or compiled now (tp.lower, and the
-// runner for the device's own arch). ValueError when the variant has no CUDA executor.
+// The plan's kernel for `arch`, from the kernel cache or compiled now (tp.lower).
+// ValueError when the variant has no CUDA executor.
 BuiltKernel build_kernel(const Plan& plan, const std::string& arch);
 
 }  // namespace tp::cuda

@@ -150,6 +150,14 @@ TP_HD double min_nan(double a, double b) {
   return (is_nan(a) || is_nan(b)) ? limits<double>::quiet_nan() : min_num(a, b);
 }
 
+// ---- int32, which only treduce carries: sums wrap (two's complement) as the GPU's add does;
+// integers have no NaN, so the NaN forms are the plain ones ------------------------------
+TP_HD int add(int a, int b) { return static_cast<int>(static_cast<unsigned>(a) + static_cast<unsigned>(b)); }
+TP_HD int max_num(int a, int b) { return a > b ? a : b; }
+TP_HD int min_num(int a, int b) { return a < b ? a : b; }
+TP_HD int max_nan(int a, int b) { return max_num(a, b); }
+TP_HD int min_nan(int a, int b) { return min_num(a, b); }
+
 // ---- flush-to-zero, as the .ftz instruction forms do --------------------------------------
 TP_HD float flush_subnormal(float x) {
   return (bits_of(x) & 0x7f800000u) == 0 ? float_of(bits_of(x) & 0x80000000u) : x;
@@ -178,6 +186,7 @@ TP_HD double reciprocal(double a) { return 1.0 / a; }
 // cast<To>(x): widen exactly to float/double, then one rounding to To.
 TP_HD float widen(float x) { return x; }
 TP_HD double widen(double x) { return x; }
+TP_HD int widen(int x) { return x; }
 template <class To> struct convert_to;
 template <> struct convert_to<float> {
   static TP_HD float from(float x) { return x; }
@@ -186,6 +195,9 @@ template <> struct convert_to<float> {
 template <> struct convert_to<double> {
   static TP_HD double from(float x) { return (double)x; }
   static TP_HD double from(double x) { return x; }
+};
+template <> struct convert_to<int> {
+  static TP_HD int from(int x) { return x; }
 };
 
 // ---- the device's half and bfloat16 -----------------------------------------------------

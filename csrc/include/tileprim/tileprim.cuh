@@ -1,5 +1,6 @@
 // tileprim device library: the facade. Generated kernels include this one header.
 #pragma once
+#include "comm/treduce_kernel.cuh"
 #include "config.cuh"
 #include "elementwise/maps.cuh"
 #include "lanes.cuh"

@@ -1,0 +1,7 @@
+// Registers the CPU backend's treduce executors (root_pull and scatter_gather).
+#pragma once
+#include "dispatch/executor.h"
+
+namespace tp {
+void register_cpu_treduce(ExecutorTable& table);
+}

@@ -1,0 +1,126 @@
+#include "variants/comm/treduce_common.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "errors.h"
+
+namespace tp {
+
+namespace {
+
+// A piece holds about this many elements: enough work for a CTA of 256 threads, 16 bytes each.
+constexpr long long kPieceElements = 4096;
+
+ReduceKind kind_of(const std::string& op) {
+  if (op == "sum") return ReduceKind::sum;
+  return op == "max" ? ReduceKind::max : ReduceKind::min;
+}
+
+std::vector<int> fold_order(int ranks, int root) {
+  std::vector<int> order = {root};
+  for (int r = 0; r < ranks; ++r) {
+    if (r != root) order.push_back(r);
+  }
+  return order;
+}
+
+treduce::Geometry geometry_of(const OpCall& call, long long processors) {
+  treduce::Geometry g{};
+  const TileRef& src = call.inputs[0];
+  const int pad = treduce::kDims - static_cast<int>(src.shape.size());
+  for (int d = 0; d < treduce::kDims; ++d) {
+    const int k = d - pad;
+    g.shape[d] = k < 0 ? 1 : src.shape[k];
+    g.src[d] = k < 0 ? 0 : src.strides[k];
+    g.dst[d] = k < 0 ? 0 : call.output.strides[k];
+  }
+  g.tile_rows = call.integer("tile_rows", 1);
+  g.tile_cols = call.integer("tile_cols", 1);
+  g.row_chunks = (g.shape[3] + g.tile_rows - 1) / g.tile_rows;
+  g.col_chunks = (g.shape[4] + g.tile_cols - 1) / g.tile_cols;
+  const long long chunk_rows = std::min(g.tile_rows, g.shape[3]), chunk_cols = std::min(g.tile_cols, g.shape[4]);
+  // pieces of whole rows of a chunk; smaller ones when that is what spreads the work over the processors
+  g.rows_per_piece = std::max(1ll, std::min(chunk_rows, kPieceElements / std::max(1ll, chunk_cols)));
+  auto pieces = [&](long long rows) { return g.outer() * g.row_chunks * g.col_chunks * ((chunk_rows + rows - 1) / rows); };
+  while (g.rows_per_piece > 1 && pieces(g.rows_per_piece) < 2 * processors) g.rows_per_piece = (g.rows_per_piece + 1) / 2;
+  g.pieces_per_chunk = (chunk_rows + g.rows_per_piece - 1) / g.rows_per_piece;
+  return g;
+}
+
+std::string shape_text(const treduce::Geometry& g) {
+  return std::to_string(g.tile_rows) + " x " + std::to_string(g.tile_cols);
+}
+
+}  // namespace
+
+void plan_treduce(Plan& plan, const std::vector<int>& workers, const std::string& algorithm) {
+  const OpCall& call = plan.call;
+  auto p = std::make_shared<TreducePlan>();
+  const int ranks = static_cast<int>(call.inputs.size());
+  const int root = static_cast<int>(call.integer("root", 0));
+  const bool gpu = plan.context.backend == "cuda";
+  p->geometry = geometry_of(call, gpu ? std::max(1, plan.context.multiprocessors) : 1);
+  p->order = fold_order(ranks, root);
+  p->kind = kind_of(call.text("op", "sum"));
+  p->dtype = call.inputs[0].dtype;
+  p->accumulate = call.text("accumulate", "").empty() ? p->dtype : DType::float32;
+  p->pingpong = call.flag("pingpong");
+  p->workers = workers;
+  const long long pieces = p->geometry.pieces();
+  for (size_t w = 0; w < workers.size(); ++w) {
+    p->shards.emplace_back(pieces * static_cast<long long>(w) / static_cast<long long>(workers.size()),
+                           pieces * static_cast<long long>(w + 1) / static_cast<long long>(workers.size()));
+  }
+  if (gpu) {
+    for (int w : workers) {
+      for (int r = 0; r < ranks; ++r) {
+        if (!plan.context.has_peer_access(w, r) &&
+            std::find(p->staged.begin(), p->staged.end(), r) == p->staged.end()) {
+          p->staged.push_back(r);
+        }
+      }
+    }
+  }
+  const treduce::Geometry& g = p->geometry;
+  plan.set("algorithm", algorithm);
+  plan.set("ranks", static_cast<long long>(ranks));
+  plan.set("root", static_cast<long long>(root));
+  plan.set("order", std::vector<long long>(p->order.begin(), p->order.end()));
+  plan.set("chunk", shape_text(g));
+  plan.set("chunks", g.chunks());
+  plan.set("pieces", pieces);
+  plan.set("rows_per_piece", g.rows_per_piece);
+  plan.set("workers", std::vector<long long>(workers.begin(), workers.end()));
+  plan.set("buffers", std::string(p->pingpong ? "acc/ping/pong" : "acc/recv"));
+  if (gpu) {
+    plan.set("ctas", std::min(pieces, 8ll * std::max(1, plan.context.multiprocessors)));
+    plan.set("stages", p->pingpong ? static_cast<long long>(ranks) : 1ll);
+    plan.set("transport", std::string(p->staged.empty() ? "peer access (loads over NVLink/PCIe)"
+                                                         : "staged copies for ranks without peer access"));
+  } else {
+    plan.set("transport", std::string("host memory"));
+  }
+  plan.note("order", "root first, then the other ranks ascending, at every element: bitwise the same whatever "
+                     "algorithm, backend, tile or buffering");
+  plan.note("accumulate_dtype", dtype_name(p->accumulate));
+  if (p->accumulate != p->dtype) plan.note("rounding", "one rounding to the operand dtype at the end");
+  plan.note("nan", p->kind == ReduceKind::sum ? "IEEE: NaN propagates"
+                                              : "fmax/fmin: a NaN meeting a number yields the number");
+  plan.detail = p;
+}
+
+std::string missing_peer_access(const OpCall& call, const DispatchContext& ctx, const std::vector<int>& readers) {
+  if (ctx.backend != "cuda") return "";
+  for (int w : readers) {
+    for (size_t r = 0; r < call.inputs.size(); ++r) {
+      if (!ctx.has_peer_access(w, r)) {
+        return "no peer access between GPU " + std::to_string(call.inputs[w].device) + " and GPU " +
+               std::to_string(call.inputs[r].device);
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace tp
