@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Everything one GPU lease does, in one call: build, the GPU tests, compute-sanitizer over the
-# variant suite, the benchmarks. Logs go to $OUT/<step>.log; a summary line per step is printed.
-#   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench]     (default: all)
+# GPU suite, the benchmarks. Logs go to $OUT/<step>.log; a summary line per step is printed.
+#   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench] [treduce]   (default: the first four)
 set -u
 OUT=${OUT:-/tmp/tileprim-gpu}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TILEPRIM_CACHE_DIR=/tmp/tileprim-cache
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 TILEPRIM_CACHE_DIR=/tmp/tileprim-cache
 steps=${*:-install test sanitize bench}
 want() { [[ " $steps " == *" $1 "* ]]; }
 
@@ -18,18 +18,18 @@ step() {
   tail -n "${TAIL:-4}" "$OUT/$name.log" | sed 's/^/   /'
 }
 
-# the suite each sanitizer tool runs: every variant, path and dtype family, NumPy operands
-SANITIZE=(tests/test_cuda_gpu.py -k "(float32 or float16) and not torch and not cupy and not jax")
+# what each sanitizer tool runs: the single-GPU suite, every variant and path, PyTorch/CuPy/JAX included
+SANITIZE=(tests/test_cuda_gpu.py -k "float32 or float16 or torch or cupy or jax or graph")
 
 if want install; then
-  step env bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 --version;
-                    python3 -c "import torch, numpy; print(torch.__version__, numpy.__version__)"'
+  step env bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvidia-smi topo -m;
+                    python3 --version; python3 -c "import torch, numpy; print(torch.__version__, numpy.__version__)"'
   step install python3 -m pip install --no-build-isolation --no-deps -q .
   step info python3 -m tileprim info
   TAIL=12 step demo python3 -m tileprim demo
 fi
 if want test; then
-  TAIL=6 step pytest_gpu python3 -m pytest tests -m gpu -q -p no:cacheprovider -n 8 --maxfail=30
+  TAIL=6 step pytest_gpu python3 -m pytest tests -m gpu -q -p no:cacheprovider -n 8 --maxfail=30 -rfE
 fi
 if want sanitize; then
   for tool in memcheck racecheck synccheck; do
@@ -38,6 +38,10 @@ if want sanitize; then
   done
 fi
 if want bench; then
+  TAIL=8 step small_calls python3 benchmarks/small_calls.py
   TAIL=6 step compile_cache python3 benchmarks/compile_cache.py
   TAIL=8 step bench_ops python3 benchmarks/bench_ops.py
+fi
+if want treduce; then
+  TAIL=40 step treduce python3 benchmarks/treduce.py --verify
 fi

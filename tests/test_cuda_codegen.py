@@ -2,6 +2,7 @@
 its PTX holds the instructions the seeds name."""
 import re
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -13,6 +14,9 @@ pytestmark = pytest.mark.skipif(not tp.info()["nvrtc"]["ok"], reason="NVRTC is n
 ARCHS = ["sm_90a", "sm_100a"]
 
 
+BF16 = ml_dtypes.bfloat16
+
+
 def f(dtype, *shape):
     return np.ones(shape, dtype)
 
@@ -20,13 +24,13 @@ def f(dtype, *shape):
 # (id, op function, args, kwargs) covering every variant, path, dtype and storage
 CASES = [
     ("local-thread", tp.sum, (f("f4", 7),), {}),
-    ("local-thread-2d-accum", tp.min, (f("f8", 3, 4, 5),), dict(axes=(0, 2), out=None)),
+    ("local-thread-2d-accum", tp.min, (f("f8", 3, 4, 5),), dict(axes=(0, 2), out=f("f8", 4), accum=True)),
     ("local-warp-replica", tp.warp.sum, (f("f4", 32, 8),), dict(axes=0, layout=S[(32, 8):(1 @ laneid, 1)])),
     ("local-warp-groups-f16", tp.warp.max, (f("f2", 8, 4, 3),),
      dict(axes=(1, 2), layout=S[(8, 4, 3):(4 @ laneid, 1 @ laneid, 1)])),
     ("local-warp-view-tr", tp.warp.sum, (f("f4", 32, 8),),
      dict(axes=0, layout=S[(32, 8):(1 @ laneid, 1)], out_layout=S[(32, 8):(1 @ laneid, 1)], thread_reduce=True)),
-    ("local-wg-bf16", tp.warpgroup.sum, (f("f4", 4, 32, 3).astype("float32"),),
+    ("local-wg-bf16", tp.warpgroup.sum, (f(BF16, 4, 32, 3),),
      dict(axes=(1, 2), layout=S[(4, 32, 3):(1 @ wid_in_wg, 1 @ laneid, 1)])),
     ("local-wg-rows", tp.warpgroup.min, (f("f4", 128, 16),), dict(axes=1, layout=S[(128, 16):(1 @ tid_in_wg, 1)])),
     ("shared-cta32", tp.cta(32).sum, (f("f4", 4, 8),), dict(storage="shared")),
@@ -42,7 +46,7 @@ CASES = [
     ("packed-min-nan", tp.min, (f("f4", 64),), dict(propagate_nan=True)),
     ("reg-sqrt", tp.warp.sqrt, (f("f4", 32, 8),), dict(layout=S[(32, 8):(1 @ laneid, 1)])),
     ("reg-exp-f16", tp.warpgroup.exp, (f("f2", 128, 2),), dict(layout=S[(128, 2):(1 @ tid_in_wg, 1)])),
-    ("reg-silu-bf16", tp.silu, (np.ones(5, "float32"),), {}),
+    ("reg-silu-bf16", tp.silu, (f(BF16, 5),), {}),
     ("reg-fma-scalar", tp.warp.fma, (f("f4", 32, 8), 2.0, f("f4", 32, 8)), dict(layout=S[(32, 8):(1 @ laneid, 1)])),
     ("reg-maximum-nan", tp.cta(64).maximum, (f("f8", 64, 2), f("f8", 64, 2)),
      dict(layout=S[(64, 2):(1 @ tx, 1)], propagate_nan=True)),
@@ -56,7 +60,6 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_every_variant_compiles(case, arch):
     name, fn, args, kwargs = case
-    kwargs = {k: v for k, v in kwargs.items() if k != "out"}
     k = tp.lower(fn, *args, target=arch, **kwargs)
     assert k.arch == arch and k.cubin[:4] == b"\x7fELF"
     assert f".target {arch}" in k.ptx
@@ -122,8 +125,8 @@ def test_reg_uses_the_dtype_instructions():
     assert len(re.findall(r"sqrt\.rn\.f32", sqrt32.ptx)) == 8  # one per register of the lane's bundle
     fma16 = tp.lower(tp.fma, f("f2", 4), f("f2", 4), f("f2", 4), target="sm_90a")
     assert len(re.findall(r"fma\.rn\.f16", fma16.ptx)) == 4
-    add_bf16 = tp.lower(tp.add, f("f4", 3).astype(np.float32), 1.0, target="sm_90a")
-    assert "add.rn.f32" in add_bf16.ptx or "add.f32" in add_bf16.ptx
+    add_bf16 = tp.lower(tp.add, f(BF16, 3), 1.0, target="sm_90a")
+    assert len(re.findall(r"\badd(\.rn)?\.bf16\s", add_bf16.ptx)) == 3  # one per element, in bfloat16
 
 
 def test_an_arch_nvrtc_does_not_know_falls_back_to_ptx():
@@ -150,3 +153,14 @@ def test_no_driver_means_cpu_backend_with_reason():
     assert "libcuda.so.1" in info["backends"]["cuda"]
     with pytest.raises(ValueError, match="backend: 'cuda' is not usable here: .*libcuda.so.1"):
         tp.sum(f("f4", 4), backend="cuda")
+
+
+@pytest.mark.parametrize("dtype,accumulate", [("f4", None), ("f2", None), ("f2", "float32"), (BF16, "float32"),
+                                              ("i4", None)])
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+@pytest.mark.parametrize("pingpong", [False, True])
+def test_treduce_kernels_compile_with_16_byte_loads_and_no_local_memory(dtype, accumulate, op, pingpong):
+    group = tp.comm.ParallelGroup([f(dtype, 16, 64)] * 4, root=1)
+    k = tp.lower(tp.comm.treduce, group, op=op, accumulate=accumulate, pingpong=pingpong, target="sm_90a")
+    assert k.cubin[:4] == b"\x7fELF" and "ld.global.v4.u32" in k.ptx and "st.global.v4.u32" in k.ptx
+    assert "ld.local" not in k.ptx and "st.local" not in k.ptx

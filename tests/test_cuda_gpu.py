@@ -121,3 +121,46 @@ def test_device_arrays_cannot_run_on_the_cpu_backend():
         tp.sum(torch.ones(4, device="cuda"), backend="cpu")
     with pytest.raises(TypeError, match="mix NumPy and device arrays"):
         tp.add(torch.ones(4, device="cuda"), np.ones(4, np.float32))
+
+
+@pytest.mark.parametrize("call", ["sum", "fma-scalar", "shared"])
+def test_a_warmed_up_call_replays_inside_a_cuda_graph(call):
+    """After one warm-up call (plan, compile, load), the same call is a launch on the current
+    stream and an allocation by torch: both can be captured, and the replay reads new inputs."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(64, 32, device="cuda")
+    run = {"sum": lambda: tp.sum(x, batch_dims=1),
+           "fma-scalar": lambda: tp.fma(x, 2.0, x),
+           "shared": lambda: tp.cta(32).max(x, batch_dims=1, storage="shared")}[call]
+    run()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = run()
+    for _ in range(3):
+        x.copy_(torch.randn(64, 32, device="cuda"))
+        graph.replay()
+        torch.cuda.synchronize()
+        expected = {"sum": lambda v: tp.sum(v, batch_dims=1, backend="cpu"),
+                    "fma-scalar": lambda v: tp.fma(v, 2.0, v, backend="cpu"),
+                    "shared": lambda v: tp.cta(32).max(v, batch_dims=1, storage="shared", backend="cpu")}[call](
+            x.cpu().numpy())
+        assert bits_equal(captured.cpu().numpy(), expected)
+
+
+@pytest.mark.multi_gpu(2)
+def test_operands_on_another_gpu_run_there_on_its_current_stream():
+    torch = pytest.importorskip("torch")
+    x = torch.randn(256, 32, device="cuda:1")
+    with torch.cuda.device(1):
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            y = x * 2.0
+            r = tp.sum(y, batch_dims=1)
+    torch.cuda.synchronize(1)
+    assert r.device == x.device
+    assert bits_equal(r.cpu().numpy(), tp.sum(y.cpu().numpy(), batch_dims=1, backend="cpu"))

@@ -29,6 +29,17 @@ template <class T> union Vector {
   T value[kWidth];
 };
 
+// 16-byte accesses, spelled out so the compiler keeps them whole.
+__device__ __forceinline__ uint4 load16(const void* p) {
+  uint4 v;
+  asm("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ void store16(void* p, uint4 v) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
 template <class Op, class Acc, class T, bool kAllInFlight>
 __device__ __forceinline__ void fold_vector(const Launch& a, long long s, long long d) {
   using V = Vector<T>;
@@ -38,7 +49,7 @@ __device__ __forceinline__ void fold_vector(const Launch& a, long long s, long l
     V in[kMaxRanks];
 #pragma unroll
     for (int k = 0; k < kMaxRanks; ++k) {
-      if (k < a.ranks) in[k].raw = *reinterpret_cast<const uint4*>(static_cast<const T*>(a.src[k]) + s);
+      if (k < a.ranks) in[k].raw = load16(static_cast<const T*>(a.src[k]) + s);
     }
     // fold's steps with every index known at compile time, so `in` stays in registers
     Acc acc[V::kWidth];
@@ -55,19 +66,19 @@ __device__ __forceinline__ void fold_vector(const Launch& a, long long s, long l
     for (int e = 0; e < V::kWidth; ++e) out.value[e] = S::template last<T>(acc[e]);
   } else {
     V recv;
-    recv.raw = *reinterpret_cast<const uint4*>(static_cast<const T*>(a.src[0]) + s);
+    recv.raw = load16(static_cast<const T*>(a.src[0]) + s);
     Acc acc[V::kWidth];
 #pragma unroll
     for (int e = 0; e < V::kWidth; ++e) acc[e] = S::first(recv.value[e]);
     for (int k = 1; k < a.ranks; ++k) {
-      recv.raw = *reinterpret_cast<const uint4*>(static_cast<const T*>(a.src[k]) + s);
+      recv.raw = load16(static_cast<const T*>(a.src[k]) + s);
 #pragma unroll
       for (int e = 0; e < V::kWidth; ++e) acc[e] = S::next(acc[e], recv.value[e]);
     }
 #pragma unroll
     for (int e = 0; e < V::kWidth; ++e) out.value[e] = S::template last<T>(acc[e]);
   }
-  *reinterpret_cast<uint4*>(static_cast<T*>(a.dst) + d) = out.raw;
+  store16(static_cast<T*>(a.dst) + d, out.raw);
 }
 
 template <class Op, class Acc, class T>
