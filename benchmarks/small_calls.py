@@ -42,6 +42,31 @@ def row(name: str, ours: float, theirs: float, theirs_name: str) -> dict:
             "ratio": ours / theirs}
 
 
+def host_breakdown(torch, x, calls: int) -> list:
+    """Where a repeated call's host time goes: the signature lookup, the result's allocation,
+    the pointers and stream, and the launch through tileprim._C, each timed alone."""
+    from tileprim._calls import bound_call
+    from tileprim._scope import thread
+    bound = bound_call("sum", (x,), -1, None, False, thread, None, None, None, 0, None, None, None, None, {})
+    out = x.new_empty((4,))
+    stream = torch.cuda.current_stream().cuda_stream
+    parts = {
+        "signature lookup (bound_call)": lambda: bound_call("sum", (x,), -1, None, False, thread, None, None, None,
+                                                             0, None, None, None, None, {}),
+        "result allocation (new_empty)": lambda: x.new_empty((4,)),
+        "pointers and stream": lambda: (x.data_ptr(), out.data_ptr(), bound.adapter.stream(0)),
+        "launch through _C (run_device)": lambda: bound.core.run_device([x.data_ptr()], [0.0], out.data_ptr(), 1, 0,
+                                                                        stream),
+    }
+    rows = []
+    for name, fn in parts.items():
+        t = per_call(fn, calls)
+        print(f"    {name:<40} {t * 1e6:8.2f} us")
+        rows.append({"case": "host part: " + name, "tileprim_us": t * 1e6})
+    torch.cuda.synchronize()
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
@@ -64,6 +89,7 @@ def main() -> int:
                         per_call(lambda: x.sum(-1), args.calls, sync), "x.sum(-1)"))
         rows.append(row("  ... host time per call (no sync)", per_call(lambda: tp.sum(x, axes=-1), args.calls),
                         per_call(lambda: x.sum(-1), args.calls), "x.sum(-1)"))
+        rows += host_breakdown(torch, x, args.calls)
         rows.append(row("NumPy 4x8 round trip through the GPU", per_call(lambda: tp.sum(a, axes=-1, backend="cuda"),
                                                                          args.calls),
                         per_call(lambda: torch.from_numpy(a).cuda().sum(-1).cpu(), args.calls),

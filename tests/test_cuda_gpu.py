@@ -130,7 +130,7 @@ def test_a_warmed_up_call_replays_inside_a_cuda_graph(call):
     torch = pytest.importorskip("torch")
     x = torch.randn(64, 32, device="cuda")
     run = {"sum": lambda: tp.sum(x, batch_dims=1),
-           "fma-scalar": lambda: tp.fma(x, 2.0, x),
+           "fma-scalar": lambda: tp.fma(x, 2.0, x, batch_dims=1),
            "shared": lambda: tp.cta(32).max(x, batch_dims=1, storage="shared")}[call]
     run()
     side = torch.cuda.Stream()
@@ -146,7 +146,7 @@ def test_a_warmed_up_call_replays_inside_a_cuda_graph(call):
         graph.replay()
         torch.cuda.synchronize()
         expected = {"sum": lambda v: tp.sum(v, batch_dims=1, backend="cpu"),
-                    "fma-scalar": lambda v: tp.fma(v, 2.0, v, backend="cpu"),
+                    "fma-scalar": lambda v: tp.fma(v, 2.0, v, batch_dims=1, backend="cpu"),
                     "shared": lambda v: tp.cta(32).max(v, batch_dims=1, storage="shared", backend="cpu")}[call](
             x.cpu().numpy())
         assert bits_equal(captured.cpu().numpy(), expected)

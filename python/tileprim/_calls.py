@@ -312,6 +312,9 @@ class _DeviceBound(_Bound):
         self.template_at = next(i for i, o in enumerate(operands) if o.kind != "scalar")
         self.device = device
         self.kinds = [o.kind for o in operands]
+        self.allocate = self.adapter.allocator(result_shape, out_dtype)
+        # the common case: every operand an array of the result's shape
+        self.direct = not self.scalar_at and not any(self.broadcast)
 
     def check_out(self, out) -> None:
         if self.adapter.library == "jax":
@@ -331,14 +334,14 @@ class _DeviceBound(_Bound):
 
     def run(self, values, out):
         a = self.adapter
-        arrays = []
-        for kind, b, x in zip(self.kinds, self.broadcast, values):
-            if kind == "scalar":
-                arrays.append(None)
-            else:
-                arrays.append(a.broadcast(x, self.full_shape) if b else a.contiguous(x))
-        pointers = [0 if x is None else a.pointer(x) for x in arrays]
-        target = out if out is not None else a.empty(arrays[self.template_at], self.result_shape, self.out_dtype)
+        if self.direct:
+            arrays = [a.contiguous(x) for x in values]
+            pointers = [a.pointer(x) for x in arrays]
+        else:
+            arrays = [None if kind == "scalar" else a.broadcast(x, self.full_shape) if b else a.contiguous(x)
+                      for kind, b, x in zip(self.kinds, self.broadcast, values)]
+            pointers = [0 if x is None else a.pointer(x) for x in arrays]
+        target = out if out is not None else self.allocate(arrays[self.template_at])
         stream = a.stream(self.device)
         out_pointer = target.buffer.ptr if isinstance(target, OwnedArray) else a.pointer(target)
         self.core.run_device(pointers, self.scalars(values), out_pointer, self.tiles, self.device, stream)

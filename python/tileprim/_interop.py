@@ -54,6 +54,9 @@ class Adapter:
     def empty(self, template, shape, dtype: str):
         return OwnedArray(tuple(shape), dtype, self.device(template))
 
+    def allocator(self, shape, dtype: str):
+        return lambda template: self.empty(template, shape, dtype)
+
     def finish(self, result, device: int, stream: int):
         """The result as the caller's library returns it."""
         return result
@@ -73,10 +76,10 @@ class _Torch(Adapter):
         self._raw_stream = raw if callable(raw) else None
 
     def key(self, x):
-        return (x.dtype, x.shape, x.stride(), x.device)
+        return (x.dtype, x.shape, x.stride(), x.get_device())
 
     def device(self, x):
-        return x.device.index if x.device.index is not None else self._torch.cuda.current_device()
+        return x.get_device()
 
     def strides(self, x):
         return tuple(x.stride())
@@ -93,7 +96,12 @@ class _Torch(Adapter):
         return self._torch.cuda.current_stream(device).cuda_stream
 
     def empty(self, template, shape, dtype):
-        return self._torch.empty(tuple(shape), dtype=getattr(self._torch, dtype), device=template.device)
+        return template.new_empty(shape, dtype=getattr(self._torch, dtype))
+
+    def allocator(self, shape, dtype):
+        """A fast maker of results like template (a call signature's device and dtype are fixed)."""
+        torch_dtype = getattr(self._torch, dtype)
+        return lambda template: template.new_empty(shape, dtype=torch_dtype)
 
     def broadcast(self, x, shape):
         return x.broadcast_to(tuple(shape)).contiguous()
