@@ -237,7 +237,7 @@ void bind_dispatch(py::module_& m) {
             args.output = TensorArg{output, {}, device};
             args.tiles = tiles;
             args.streams = {stream};
-            run_released(b, args);
+            b.runner().run(args);  // an asynchronous launch: the GIL is kept, as PyTorch does
           },
           py::arg("inputs"), py::arg("scalars"), py::arg("output"), py::arg("tiles"), py::arg("device"),
           py::arg("stream"), "Launches on device pointers, ordered on `stream` of `device`.")

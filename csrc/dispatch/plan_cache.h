@@ -3,6 +3,7 @@
 // planner run once per new signature, and a repeated call is a hash lookup and a run.
 #pragma once
 #include <memory>
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -27,6 +28,7 @@ class BoundPlan {
   std::shared_ptr<const Plan> plan_;
   mutable std::mutex mutex_;
   mutable std::shared_ptr<const Runner> runner_;
+  mutable std::atomic<const Runner*> bound_{nullptr};  // set once bound: later calls take no lock
 };
 
 class PlanCache {

@@ -18,6 +18,7 @@ class CudaTileRunner : public Runner {
  public:
   CudaTileRunner(const Plan& plan, BuiltKernel kernel, int device)
       : kernel_(std::move(kernel)), device_(device), accum_(plan.call.accum) {
+    if (plan.call.inputs.size() > kMaxOperands) throw ValueError(plan.call.op() + ": too many operands for one kernel");
     for (const TileRef& r : plan.call.inputs) {
       scalar_.push_back(r.scalar);
       input_bytes_.push_back(0);
@@ -89,22 +90,26 @@ class CudaTileRunner : public Runner {
  private:
   void launch(std::vector<CUdeviceptr>& inputs, const std::vector<double>& scalars, CUdeviceptr output,
               long long tiles, CUstream stream) const {
-    std::vector<double> values(scalars.begin(), scalars.end());
-    values.resize(inputs.size(), 0.0);
-    std::vector<void*> params;
-    for (size_t i = 0; i < inputs.size(); ++i) params.push_back(scalar_[i] ? static_cast<void*>(&values[i]) : &inputs[i]);
-    params.push_back(&output);
-    params.push_back(&tiles);
+    double values[kMaxOperands] = {};
+    void* params[kMaxOperands + 2];
+    const size_t n = inputs.size();
+    for (size_t i = 0; i < n; ++i) {
+      values[i] = i < scalars.size() ? scalars[i] : 0.0;
+      params[i] = scalar_[i] ? static_cast<void*>(&values[i]) : &inputs[i];
+    }
+    params[n] = &output;
+    params[n + 1] = &tiles;
     const int instances = kernel_.source.instances;
     const long long blocks = (tiles + instances - 1) / instances;
     if (blocks > 0x7fffffffLL) throw ValueError("batch: " + std::to_string(tiles) + " tiles need more blocks than a grid has");
     Driver& d = Driver::get();
     d.check(d.cuLaunchKernel(function_, static_cast<unsigned>(blocks), 1, 1,
                              static_cast<unsigned>(kernel_.source.block_threads()), 1, 1,
-                             static_cast<unsigned>(kernel_.source.shared_bytes), stream, params.data(), nullptr),
+                             static_cast<unsigned>(kernel_.source.shared_bytes), stream, params, nullptr),
             "cuLaunchKernel");
   }
 
+  static constexpr size_t kMaxOperands = 8;  // the op table's largest arity is 3
   BuiltKernel kernel_;
   int device_;
   bool accum_;

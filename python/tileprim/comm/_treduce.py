@@ -18,8 +18,27 @@ from ._group import ParallelGroup
 __all__ = ["treduce"]
 
 DTYPES = ("float32", "float16", "bfloat16", "int32")
-_MEMO: Dict[tuple, object] = {}
+_MEMO: Dict[tuple, "_Bound"] = {}
 _MEMO_LIMIT = 1024
+_DEVICE_TYPES: Dict[type, object] = {}  # array types seen on a GPU, by their adapter
+
+
+class _Unkeyable(Exception):
+    """An argument the memo cannot key: take the checking path."""
+
+
+def _tensor_key(x) -> tuple:
+    t = type(x)
+    if t is np.ndarray:
+        return (t, x.dtype, x.shape, x.strides, x.flags.writeable)
+    adapter = _DEVICE_TYPES.get(t)
+    if adapter is None:
+        raise _Unkeyable
+    return (t, adapter.key(x))
+
+
+def _pointer(x) -> int:
+    return x.__array_interface__["data"][0] if type(x) is np.ndarray else _DEVICE_TYPES[type(x)].pointer(x)
 
 
 class _Rank:
@@ -125,14 +144,9 @@ class _Call:
         if _overlaps(self.dst, root) and (self.dst.pointer, self.dst.strides) != (root.pointer, root.strides):
             raise ValueError("dst: overlaps the root's tensor without being it; reduce in place with dst=tensors[root]")
         self.backend = resolve_backend(backend, device_operands=on_device)
-        key = ("treduce", op, rows, cols, bool(pingpong), valid, accumulate, self.backend, dispatch, self.root,
-               self.dst.key(), *[rank.key() for rank in self.ranks])
-        self.bound = _MEMO.get(key)
-        if self.bound is None:
-            self.bound = self._bind(op, rows, cols, pingpong, valid, accumulate, dispatch)
-            if len(_MEMO) >= _MEMO_LIMIT:
-                _MEMO.clear()
-            _MEMO[key] = self.bound
+        if on_device:
+            _DEVICE_TYPES[type(group.tensors[0])] = root.adapter
+        self.bound = self._bind(op, rows, cols, pingpong, valid, accumulate, dispatch)
 
     def _bind(self, op, rows, cols, pingpong, valid, accumulate, dispatch):
         def ref(t: _Rank):
@@ -144,14 +158,48 @@ class _Call:
         devices = [t.device for t in self.ranks] if self.backend == "cuda" else []
         target = default_target(self.backend, self.ranks[self.root].device if devices else 0)
         core = _C.prepare(call, target, self.backend, devices)
-        return core, Plan(core.plan, self.ranks[0].shape, bound=core)
+        return _Bound(core, Plan(core.plan, self.ranks[0].shape, bound=core), self.ranks, self.dst, self.root)
 
-    def run(self):
-        core, _ = self.bound
-        streams = [t.adapter.stream(t.device) if t.adapter is not None else 0 for t in self.ranks]
-        core.run_collective([t.pointer for t in self.ranks], [t.device for t in self.ranks], self.dst.pointer,
-                            self.dst.device, streams)
-        return self.dst.obj
+
+class _Bound:
+    """A treduce signature's bound plan, and the checks a repeated call still makes: those that
+    depend on where the tensors are (dst must not overlap a non-root source)."""
+
+    def __init__(self, core, plan, ranks: List[_Rank], dst: _Rank, root: int):
+        self.core, self.plan, self.root = core, plan, root
+        self.devices = [t.device for t in ranks]
+        self.dst_device = dst.device
+        self.adapter = ranks[0].adapter
+        self.no_streams = [0] * len(ranks)
+        low, high = ranks[0].extent()
+        self.span = (low - ranks[0].pointer, high - ranks[0].pointer)  # bytes around each rank's pointer
+        low, high = dst.extent()
+        self.dst_span = (low - dst.pointer, high - dst.pointer)
+        self.allocate = ((lambda t: self.adapter.empty(t, ranks[0].shape, ranks[0].dtype)) if self.adapter
+                         else (lambda t: np.empty(ranks[0].shape, numpy_dtype(ranks[0].dtype))))
+
+    def run(self, tensors, dst):
+        dst = self.allocate(tensors[self.root]) if dst is None else dst
+        pointers = [_pointer(x) for x in tensors]
+        out = _pointer(dst)
+        d0, d1 = out + self.dst_span[0], out + self.dst_span[1]
+        for r, p in enumerate(pointers):
+            if d0 < p + self.span[1] and p + self.span[0] < d1 and self.devices[r] == self.dst_device:
+                self._check_overlap(tensors, dst, r)
+        streams = [self.adapter.stream(d) for d in self.devices] if self.adapter else self.no_streams
+        self.core.run_collective(pointers, self.devices, out, self.dst_device, streams)
+        return dst
+
+    def _check_overlap(self, tensors, dst, r: int) -> None:
+        """Their extents meet: an exact look (NumPy) decides, else they overlap."""
+        exact = type(dst) is np.ndarray and not np.shares_memory(dst, tensors[r], max_work=1 << 20)
+        if exact:
+            return
+        if r != self.root:
+            raise ValueError(f"dst: overlaps tensors[{r}], a non-root rank's source that the reduction reads")
+        if (_pointer(dst), tuple(getattr(dst, "strides", ()))) != (_pointer(tensors[r]),
+                                                                   tuple(getattr(tensors[r], "strides", ()))):
+            raise ValueError("dst: overlaps the root's tensor without being it; reduce in place with dst=tensors[root]")
 
 
 def treduce(group: ParallelGroup, dst=None, op: str = "sum", *, tile=(64, 256), pingpong: bool = False,
@@ -202,13 +250,30 @@ def treduce(group: ParallelGroup, dst=None, op: str = "sum", *, tile=(64, 256), 
     array([[6., 6., 6.],
            [6., 6., 6.]], dtype=float32)
     """
-    return _Call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch).run()
+    return _bound(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch).run(group.tensors, dst)
+
+
+def _bound(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch) -> _Bound:
+    """The call's bound plan from the memo, or checked and bound now."""
+    try:
+        key = (op, tuple(tile), pingpong, valid, accumulate, backend, dispatch, group.root,
+               None if dst is None else _tensor_key(dst), *map(_tensor_key, group.tensors))
+        bound = _MEMO.get(key)
+    except (_Unkeyable, TypeError, AttributeError):
+        key, bound = None, None
+    if bound is None:
+        bound = _Call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch).bound
+        if key is not None:
+            if len(_MEMO) >= _MEMO_LIMIT:
+                _MEMO.clear()
+            _MEMO[key] = bound
+    return bound
 
 
 def _plan(group: ParallelGroup, dst=None, op: str = "sum", *, tile=(64, 256), pingpong: bool = False,
           valid: str = "dynamic", accumulate: Optional[str] = None, backend: Optional[str] = None,
           dispatch: Optional[str] = None) -> Plan:
-    return _Call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch).bound[1]
+    return _bound(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch).plan
 
 
 treduce._tp_planner = _plan  # tp.plan(tp.comm.treduce, group, ...)
