@@ -52,6 +52,7 @@ using PFN_cuDeviceGetAttribute = CUresult (*)(int* value, CUdevice_attribute att
 using PFN_cuDeviceGetName = CUresult (*)(char* name, int length, CUdevice device);
 using PFN_cuDeviceCanAccessPeer = CUresult (*)(int* can, CUdevice device, CUdevice peer);
 using PFN_cuDevicePrimaryCtxRetain = CUresult (*)(CUcontext* context, CUdevice device);
+using PFN_cuCtxGetCurrent = CUresult (*)(CUcontext* context);
 using PFN_cuCtxSetCurrent = CUresult (*)(CUcontext context);
 using PFN_cuCtxEnablePeerAccess = CUresult (*)(CUcontext peer, unsigned int flags);
 using PFN_cuModuleLoadData = CUresult (*)(CUmodule* module, const void* image);

@@ -10,13 +10,15 @@ namespace tp::cuda {
 
 DeviceBuffer::DeviceBuffer(size_t bytes, int device) : bytes_(bytes), device_(device) {
   Driver& d = Driver::get();
-  d.make_current(device);
+  DeviceScope scope;
+  scope.use(device);
   d.check(d.cuMemAlloc(&pointer_, std::max<size_t>(bytes, 1)), "cuMemAlloc");
 }
 
 DeviceBuffer::~DeviceBuffer() {
   Driver& d = Driver::get();
-  d.make_current(device_);
+  DeviceScope scope;
+  scope.use(device_);
   d.cuMemFree(pointer_);
 }
 
@@ -32,7 +34,8 @@ StagingArena& StagingArena::of(int device) {
 void StagingArena::with(size_t bytes, const std::function<void(unsigned char*, CUdeviceptr, CUstream)>& use) {
   std::lock_guard<std::mutex> lock(mutex_);
   Driver& d = Driver::get();
-  d.make_current(device_);
+  DeviceScope scope;
+  scope.use(device_);
   if (!stream_) d.check(d.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   if (bytes > bytes_) {
     const size_t grown = std::max(bytes, 2 * bytes_);
@@ -52,7 +55,8 @@ void StagingArena::with(size_t bytes, const std::function<void(unsigned char*, C
 
 void synchronize(CUstream stream, int device) {
   Driver& d = Driver::get();
-  d.make_current(device);
+  DeviceScope scope;
+  scope.use(device);
   d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
 }
 

@@ -145,12 +145,25 @@ void Driver::make_current(int device) { check(cuCtxSetCurrent(context(device)), 
 void Driver::enable_peer_access(int device, int peer) {
   if (device == peer) return;
   const CUcontext peer_context = context(peer);
-  make_current(device);
+  DeviceScope scope;
+  scope.use(device);
   std::lock_guard<std::mutex> lock(mutex_);
   if (peers_enabled_[device][peer]) return;
   const CUresult r = cuCtxEnablePeerAccess(peer_context, 0);
   if (r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) check(r, "cuCtxEnablePeerAccess");
   peers_enabled_[device][peer] = true;
+}
+
+DeviceScope::DeviceScope() { Driver::get().cuCtxGetCurrent(&saved_); }
+
+DeviceScope::~DeviceScope() {
+  if (current_ >= 0) Driver::get().cuCtxSetCurrent(saved_);
+}
+
+void DeviceScope::use(int device) {
+  if (device == current_) return;
+  Driver::get().make_current(device);
+  current_ = device;
 }
 
 }  // namespace tp::cuda

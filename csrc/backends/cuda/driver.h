@@ -36,6 +36,7 @@ struct LibraryStatus {
   X(cuDeviceGetName, "cuDeviceGetName")                      \
   X(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer")          \
   X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")    \
+  X(cuCtxGetCurrent, "cuCtxGetCurrent")                      \
   X(cuCtxSetCurrent, "cuCtxSetCurrent")                      \
   X(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess")          \
   X(cuModuleLoadData, "cuModuleLoadData")                    \
@@ -103,6 +104,21 @@ class Driver {
   std::mutex mutex_;
   std::vector<CUcontext> primary_contexts_;  // by ordinal; null until retained
   std::vector<std::vector<bool>> peers_enabled_;
+};
+
+// Makes devices current for a while and then gives the calling thread its own context back, so
+// that the caller's framework (PyTorch's current device) sees no change.
+class DeviceScope {
+ public:
+  DeviceScope();
+  ~DeviceScope();
+  void use(int device);  // makes `device` current, unless it already is
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  CUcontext saved_ = nullptr;
+  int current_ = -1;
 };
 
 }  // namespace tp::cuda

@@ -28,7 +28,8 @@ class CudaTileRunner : public Runner {
     }
     output_bytes_ = static_cast<size_t>(plan.call.output.elements() * dtype_size(plan.call.output.dtype));
     Driver& d = Driver::get();
-    d.make_current(device_);
+    DeviceScope scope;
+    scope.use(device_);
     const std::string& image = kernel_.binary->cubin.empty() ? kernel_.binary->ptx : kernel_.binary->cubin;
     d.check(d.cuModuleLoadData(&module_, image.c_str()), "cuModuleLoadData");
     d.check(d.cuModuleGetFunction(&function_, module_, "tp_kernel"), "cuModuleGetFunction");
@@ -45,7 +46,8 @@ class CudaTileRunner : public Runner {
     if (!host) {
       std::vector<CUdeviceptr> inputs;
       for (const TensorArg& t : args.inputs) inputs.push_back(t.data);
-      Driver::get().make_current(device_);
+      DeviceScope scope;
+      scope.use(device_);
       launch(inputs, args.scalars, args.output.data, args.tiles,
              args.streams.empty() ? nullptr : reinterpret_cast<CUstream>(args.streams[0]));
       return;

@@ -44,7 +44,7 @@ std::string kernel_source(const Plan& plan, const TreducePlan& p) {
      << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ")\n"
      << "tp_treduce(const tp::treduce::Launch a) {\n"
      << "  tp::treduce::run_pieces<" << functor_of(p.kind) << ", " << dtype_cuda_name(p.accumulate) << ", "
-     << dtype_cuda_name(p.dtype) << ", " << (p.pingpong ? "true" : "false") << ">(a);\n"
+     << dtype_cuda_name(p.dtype) << ", " << p.order.size() << ", " << (p.pingpong ? "true" : "false") << ">(a);\n"
      << "}\n";
   return os.str();
 }
@@ -85,7 +85,8 @@ class CudaTreduceRunner : public Runner {
       binary_ = built(plan, arch_for_compute_capability(d.compute_capability(device))).binary;
       Worker k;
       k.device = device;
-      d.make_current(device);
+      DeviceScope scope;
+      scope.use(device);
       const std::string& image = binary_->cubin.empty() ? binary_->ptx : binary_->cubin;
       d.check(d.cuModuleLoadData(&k.module, image.c_str()), "cuModuleLoadData");
       d.check(d.cuModuleGetFunction(&k.function, k.module, "tp_treduce"), "cuModuleGetFunction");
@@ -98,7 +99,8 @@ class CudaTreduceRunner : public Runner {
       staged_.emplace(r, std::make_shared<DeviceBuffer>((high - low + 1) * element_bytes_, devices_[p_.workers[0]]));
     }
     for (int device : devices_) {  // per rank: two ranks may share a GPU, not a stream
-      d.make_current(device);
+      DeviceScope scope;
+      scope.use(device);
       ready_.emplace_back();
       done_.emplace_back();
       d.check(d.cuEventCreate(&ready_.back(), CU_EVENT_DISABLE_TIMING), "cuEventCreate");
@@ -109,26 +111,30 @@ class CudaTreduceRunner : public Runner {
   void run(const RunArgs& args) const override {
     std::lock_guard<std::mutex> lock(mutex_);  // one call at a time uses the runner's events
     Driver& d = Driver::get();
+    DeviceScope scope;
     auto stream = [&](int rank) { return reinterpret_cast<CUstream>(args.streams[rank]); };
-    // source ready: every rank's stream has reached the call
-    for (size_t r = 0; r < devices_.size(); ++r) {
-      d.make_current(devices_[r]);
-      d.check(d.cuEventRecord(ready(r), stream(static_cast<int>(r))), "cuEventRecord");
+    const int ranks = static_cast<int>(devices_.size());
+    // source ready: every rank a worker other than itself reads has reached the call on its stream
+    for (int r = 0; r < ranks; ++r) {
+      if (!read_by_another(r)) continue;
+      scope.use(devices_[r]);
+      d.check(d.cuEventRecord(ready_[r], stream(r)), "cuEventRecord");
     }
     for (size_t k = 0; k < workers_.size(); ++k) {
       const int w = p_.workers[k];
-      d.make_current(workers_[k].device);
-      for (size_t r = 0; r < devices_.size(); ++r) {
-        if (static_cast<int>(r) != w) d.check(d.cuStreamWaitEvent(stream(w), ready(r), 0), "cuStreamWaitEvent");
+      scope.use(workers_[k].device);
+      for (int r = 0; r < ranks; ++r) {
+        if (r != w) d.check(d.cuStreamWaitEvent(stream(w), ready_[r], 0), "cuStreamWaitEvent");
       }
       launch(k, args, stream(w));
-      d.check(d.cuEventRecord(done(w), stream(w)), "cuEventRecord");
+      d.check(d.cuEventRecord(done_[w], stream(w)), "cuEventRecord");
     }
     // source released: no rank's stream moves on before every worker is done with its data
-    for (size_t r = 0; r < devices_.size(); ++r) {
-      d.make_current(devices_[r]);
+    for (int r = 0; r < ranks; ++r) {
       for (int w : p_.workers) {
-        if (w != static_cast<int>(r)) d.check(d.cuStreamWaitEvent(stream(static_cast<int>(r)), done(w), 0), "cuStreamWaitEvent");
+        if (w == r) continue;
+        scope.use(devices_[r]);
+        d.check(d.cuStreamWaitEvent(stream(r), done_[w], 0), "cuStreamWaitEvent");
       }
     }
   }
@@ -146,8 +152,9 @@ class CudaTreduceRunner : public Runner {
     CUfunction function = nullptr;
     int ctas = 1;
   };
-  CUevent ready(size_t rank) const { return ready_[rank]; }
-  CUevent done(int rank) const { return done_[rank]; }
+  bool read_by_another(int rank) const {
+    return std::any_of(p_.workers.begin(), p_.workers.end(), [&](int w) { return w != rank; });
+  }
 
   void launch(size_t k, const RunArgs& args, CUstream stream) const {
     Driver& d = Driver::get();

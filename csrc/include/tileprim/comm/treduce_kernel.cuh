@@ -40,45 +40,60 @@ __device__ __forceinline__ void store16(void* p, uint4 v) {
                : "memory");
 }
 
-template <class Op, class Acc, class T, bool kAllInFlight>
-__device__ __forceinline__ void fold_vector(const Launch& a, long long s, long long d) {
+// Vectors each thread keeps in flight at once: NVLink reads take microseconds to come back.
+constexpr int kVectorsPerThread = 4;
+
+// kVectorsPerThread vectors at element offsets s[u] (sources) and d[u] (dst), u < n: loaded
+// from every rank (all at once with ping-pong buffers; rank by rank, all vectors at once, with
+// acc/recv), folded with fold's steps (every index known at compile time, so the values stay
+// in registers), stored whole.
+template <class Op, class Acc, class T, int kRanks, bool kAllInFlight>
+__device__ __forceinline__ void fold_vectors(const Launch& a, const long long* s, const long long* d, int n) {
   using V = Vector<T>;
   using S = Step<Op, Acc>;
-  V out;
+  constexpr int U = kVectorsPerThread, W = V::kWidth;
+  Acc acc[U][W];
   if (kAllInFlight) {
-    V in[kMaxRanks];
+    V in[kRanks][U];
 #pragma unroll
-    for (int k = 0; k < kMaxRanks; ++k) {
-      if (k < a.ranks) in[k].raw = load16(static_cast<const T*>(a.src[k]) + s);
-    }
-    // fold's steps with every index known at compile time, so `in` stays in registers
-    Acc acc[V::kWidth];
+    for (int k = 0; k < kRanks; ++k) {
 #pragma unroll
-    for (int e = 0; e < V::kWidth; ++e) acc[e] = S::first(in[0].value[e]);
-#pragma unroll
-    for (int k = 1; k < kMaxRanks; ++k) {
-      if (k < a.ranks) {
-#pragma unroll
-        for (int e = 0; e < V::kWidth; ++e) acc[e] = S::next(acc[e], in[k].value[e]);
+      for (int u = 0; u < U; ++u) {
+        if (u < n) in[k][u].raw = load16(static_cast<const T*>(a.src[k]) + s[u]);
       }
     }
 #pragma unroll
-    for (int e = 0; e < V::kWidth; ++e) out.value[e] = S::template last<T>(acc[e]);
-  } else {
-    V recv;
-    recv.raw = load16(static_cast<const T*>(a.src[0]) + s);
-    Acc acc[V::kWidth];
+    for (int u = 0; u < U; ++u) {
 #pragma unroll
-    for (int e = 0; e < V::kWidth; ++e) acc[e] = S::first(recv.value[e]);
-    for (int k = 1; k < a.ranks; ++k) {
-      recv.raw = load16(static_cast<const T*>(a.src[k]) + s);
+      for (int e = 0; e < W; ++e) {
+        acc[u][e] = S::first(in[0][u].value[e]);
 #pragma unroll
-      for (int e = 0; e < V::kWidth; ++e) acc[e] = S::next(acc[e], recv.value[e]);
+        for (int k = 1; k < kRanks; ++k) acc[u][e] = S::next(acc[u][e], in[k][u].value[e]);
+      }
     }
+  } else {
 #pragma unroll
-    for (int e = 0; e < V::kWidth; ++e) out.value[e] = S::template last<T>(acc[e]);
+    for (int k = 0; k < kRanks; ++k) {
+      V recv[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (u < n) recv[u].raw = load16(static_cast<const T*>(a.src[k]) + s[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+#pragma unroll
+        for (int e = 0; e < W; ++e) acc[u][e] = k == 0 ? S::first(recv[u].value[e]) : S::next(acc[u][e], recv[u].value[e]);
+      }
+    }
   }
-  store16(static_cast<T*>(a.dst) + d, out.raw);
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    if (u >= n) continue;
+    V out;
+#pragma unroll
+    for (int e = 0; e < W; ++e) out.value[e] = S::template last<T>(acc[u][e]);
+    store16(static_cast<T*>(a.dst) + d[u], out.raw);
+  }
 }
 
 template <class Op, class Acc, class T>
@@ -86,27 +101,39 @@ __device__ __forceinline__ void fold_element(const Launch& a, long long s, long 
   static_cast<T*>(a.dst)[d] = fold<Op, Acc, T>(a.ranks, [&](int k) { return static_cast<const T*>(a.src[k])[s]; });
 }
 
-template <class Op, class Acc, class T, bool kAllInFlight>
+// A piece's items: 16-byte vectors of its rows (or single elements where a tensor is strided
+// along cols or not 16-byte aligned). Thread t takes items t, t + blockDim.x, ..., in groups of
+// kVectorsPerThread.
+template <class Op, class Acc, class T, int kRanks, bool kAllInFlight>
 __device__ void run_pieces(const Launch& a) {
-  constexpr int W = Vector<T>::kWidth;
+  constexpr int W = Vector<T>::kWidth, U = kVectorsPerThread;
   const Geometry& g = a.g;
   for (long long piece = a.piece_begin + blockIdx.x; piece < a.piece_end; piece += gridDim.x) {
     const Piece p = locate(g, piece);
     const long long per_row = a.vectors ? (p.cols + W - 1) / W : p.cols;
     const long long items = p.rows * per_row;
-    for (long long item = threadIdx.x; item < items; item += blockDim.x) {
-      const long long row = item / per_row, at = item % per_row;
-      if (!a.vectors) {
-        fold_element<Op, Acc, T>(a, p.src + row * g.src[3] + at * g.src[4], p.dst + row * g.dst[3] + at * g.dst[4]);
+    for (long long first = threadIdx.x; first < items; first += static_cast<long long>(blockDim.x) * U) {
+      long long s[U], d[U], count[U];
+      int n = 0;
+      bool whole = a.vectors;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const long long item = first + static_cast<long long>(u) * blockDim.x;
+        if (item >= items) break;
+        const long long row = item / per_row, at = item % per_row;
+        const long long col = a.vectors ? at * W : at;
+        s[u] = p.src + row * g.src[3] + col * g.src[4];
+        d[u] = p.dst + row * g.dst[3] + col * g.dst[4];
+        count[u] = a.vectors ? (p.cols - col < W ? p.cols - col : W) : 1;
+        whole = whole && count[u] == W && s[u] % W == 0 && d[u] % W == 0;
+        n = u + 1;
+      }
+      if (whole) {
+        fold_vectors<Op, Acc, T, kRanks, kAllInFlight>(a, s, d, n);
         continue;
       }
-      const long long col = at * W;
-      const long long s = p.src + row * g.src[3] + col, d = p.dst + row * g.dst[3] + col;
-      if (col + W <= p.cols && s % W == 0 && d % W == 0) {
-        fold_vector<Op, Acc, T, kAllInFlight>(a, s, d);
-      } else {
-        const long long n = p.cols - col < W ? p.cols - col : W;
-        for (long long e = 0; e < n; ++e) fold_element<Op, Acc, T>(a, s + e, d + e);
+      for (int u = 0; u < n; ++u) {  // a row's ragged end, or strided or unaligned: element by element
+        for (long long e = 0; e < count[u]; ++e) fold_element<Op, Acc, T>(a, s[u] + e * g.src[4], d[u] + e * g.dst[4]);
       }
     }
   }
