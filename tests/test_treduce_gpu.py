@@ -149,3 +149,18 @@ def test_gpu_misplaced_dst_or_source_raises_before_writing(misplace, error, torc
         tp.comm.treduce(tp.comm.ParallelGroup(xs, root=0), dst, tile=(4, 16))
     untouched = torch.from_numpy(dst) if isinstance(dst, np.ndarray) else dst.cpu()
     assert torch.isnan(untouched).all()
+
+
+@pytest.mark.multi_gpu(2)
+def test_without_peer_access_the_data_is_staged_and_the_bits_are_the_same(torch, monkeypatch, rng):
+    """TILEPRIM_NO_PEER_ACCESS=1 makes dispatch see GPUs that cannot reach each other: root_pull
+    copies the other rank's tensor to the root first and orders the streams with events."""
+    monkeypatch.setenv("TILEPRIM_NO_PEER_ACCESS", "1")
+    xs = random_sources(rng, 2, (37, 300), "float32")
+    gpu_xs = [torch.from_numpy(x).to(f"cuda:{r}") for r, x in enumerate(xs)]
+    group = tp.comm.ParallelGroup(gpu_xs, root=1)
+    plan = tp.plan(tp.comm.treduce, group, op="sum", tile=(8, 64))
+    assert plan.variant == "root_pull" and "staged" in plan.params["transport"]
+    out = tp.comm.treduce(group, op="sum", tile=(8, 64))
+    torch.cuda.synchronize(1)
+    assert bits_equal(out.cpu().numpy(), treduce_reference(xs, 1, "sum"))

@@ -4,6 +4,7 @@
 
 #include "errors.h"
 #include "layout/placement.h"
+#include "tileprim/config.cuh"
 
 namespace tp {
 
@@ -91,6 +92,10 @@ void check_options(const OpCall& call) {
 void validate_collective(const OpCall& call) {
   const std::vector<TileRef>& ranks = call.inputs;
   if (ranks.empty()) throw ValueError("tensors: a group needs at least one rank's tensor");
+  if (ranks.size() > static_cast<size_t>(kMaxGroupSize)) {
+    throw ValueError("tensors: " + std::to_string(ranks.size()) + " ranks; a group has at most " +
+                     std::to_string(kMaxGroupSize));
+  }
   const long long root = call.integer("root", 0);
   if (root < 0 || root >= static_cast<long long>(ranks.size())) {
     throw ValueError("root: " + std::to_string(root) + " is not a rank of this group of " +

@@ -72,6 +72,7 @@ using PFN_cuMemcpyDtoHAsync = CUresult (*)(void* dst, CUdeviceptr src, size_t by
                                            CUstream stream);
 using PFN_cuMemcpyPeerAsync = CUresult (*)(CUdeviceptr dst, CUcontext dst_context, CUdeviceptr src,
                                            CUcontext src_context, size_t bytes, CUstream stream);
+using PFN_cuMemsetD8Async = CUresult (*)(CUdeviceptr dst, unsigned char value, size_t count, CUstream stream);
 using PFN_cuStreamCreate = CUresult (*)(CUstream* stream, unsigned int flags);
 using PFN_cuStreamSynchronize = CUresult (*)(CUstream stream);
 using PFN_cuStreamWaitEvent = CUresult (*)(CUstream stream, CUevent event, unsigned int flags);

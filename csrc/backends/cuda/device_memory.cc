@@ -22,6 +22,14 @@ DeviceBuffer::~DeviceBuffer() {
   d.cuMemFree(pointer_);
 }
 
+void DeviceBuffer::zero() {
+  Driver& d = Driver::get();
+  DeviceScope scope;
+  scope.use(device_);
+  d.check(d.cuMemsetD8Async(pointer_, 0, bytes_, nullptr), "cuMemsetD8Async");
+  d.check(d.cuStreamSynchronize(nullptr), "cuStreamSynchronize");
+}
+
 StagingArena& StagingArena::of(int device) {
   static std::mutex mutex;
   static std::map<int, std::unique_ptr<StagingArena>> arenas;  // live as long as the process

@@ -20,6 +20,7 @@ class DeviceBuffer {
   CUdeviceptr pointer() const { return pointer_; }
   size_t bytes() const { return bytes_; }
   int device() const { return device_; }
+  void zero();  // every byte 0, before the call returns
 
  private:
   CUdeviceptr pointer_ = 0;

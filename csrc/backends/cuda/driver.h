@@ -50,6 +50,7 @@ struct LibraryStatus {
   X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")               \
   X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")               \
   X(cuMemcpyPeerAsync, "cuMemcpyPeerAsync")                  \
+  X(cuMemsetD8Async, "cuMemsetD8Async")                      \
   X(cuStreamCreate, "cuStreamCreate")                        \
   X(cuStreamSynchronize, "cuStreamSynchronize")              \
   X(cuStreamWaitEvent, "cuStreamWaitEvent")                  \

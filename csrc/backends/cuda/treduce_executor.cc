@@ -1,10 +1,13 @@
 // The CUDA executor of both treduce variants in one process: rank r's tensor lives on its own
 // GPU. Each worker of the plan (root_pull: the root; scatter_gather: every other rank) runs
 // the treduce kernel over its shard of pieces on its own stream, reading the ranks' memory
-// directly (peer access) and writing dst on the root's GPU. Streams are ordered with events:
-// a worker starts once every rank's current stream reached the call ("source ready"), and
-// every rank's stream continues once every worker is done ("source released"), so the call
-// behaves like one operation on each rank's stream, with no host synchronisation.
+// directly (peer access) and writing dst on the root's GPU. Every rank's stream is ordered:
+// a worker starts once every rank's stream reached the call ("source ready"), and no rank's
+// stream goes on before every worker is done ("source released"); so the call behaves like
+// one operation on each rank's stream, with no host synchronisation. Where every GPU reaches
+// every other, the GPUs order themselves through a signal pad (signals.cuh): one launch per
+// rank, no cross-device events on the critical path. Without peer access the host orders them
+// with events, and the ranks' data reaches the root by staged copies.
 #include "backends/cuda/treduce_executor.h"
 
 #include <algorithm>
@@ -17,6 +20,7 @@
 #include "backends/cuda/driver.h"
 #include "backends/cuda/tile_executor.h"
 #include "errors.h"
+#include "tileprim/comm/signals.cuh"
 #include "tileprim/comm/treduce_kernel.cuh"
 #include "variants/comm/treduce_common.h"
 
@@ -43,8 +47,12 @@ std::string kernel_source(const Plan& plan, const TreducePlan& p) {
   os << "#include <tileprim/comm/treduce_kernel.cuh>\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ")\n"
      << "tp_treduce(const tp::treduce::Launch a) {\n"
-     << "  tp::treduce::run_pieces<" << functor_of(p.kind) << ", " << dtype_cuda_name(p.accumulate) << ", "
+     << "  tp::treduce::run<" << functor_of(p.kind) << ", " << dtype_cuda_name(p.accumulate) << ", "
      << dtype_cuda_name(p.dtype) << ", " << p.order.size() << ", " << (p.pingpong ? "true" : "false") << ">(a);\n"
+     << "}\n\n"
+     << "extern \"C\" __global__ void tp_treduce_arrive(tp::signals::Pad* pad, unsigned long long epoch, int self,\n"
+     << "                                             unsigned workers) {\n"
+     << "  tp::signals::arrive_and_wait(pad, epoch, self, workers);\n"
      << "}\n";
   return os.str();
 }
@@ -72,93 +80,136 @@ BuiltKernel built(const Plan& plan, const std::string& arch) {
 class CudaTreduceRunner : public Runner {
  public:
   CudaTreduceRunner(const Plan& plan) : p_(plan.detail_as<TreducePlan>()) {
+    Driver& d = Driver::get();
     for (const TileRef& t : plan.call.inputs) devices_.push_back(t.device);
     element_bytes_ = dtype_size(p_.dtype);
-    Driver& d = Driver::get();
-    for (int w : p_.workers) {
-      const int device = devices_[w];
-      for (size_t r = 0; r < devices_.size(); ++r) {
-        if (std::find(p_.staged.begin(), p_.staged.end(), static_cast<int>(r)) == p_.staged.end()) {
-          d.enable_peer_access(device, devices_[r]);
-        }
+    const int ranks = static_cast<int>(devices_.size());
+    signalled_ = p_.staged.empty();
+    for (int w : p_.workers) workers_mask_ |= 1u << w;
+    for (int r = 0; r < ranks; ++r) {
+      Member m;
+      m.device = devices_[r];
+      m.worker = static_cast<int>(std::find(p_.workers.begin(), p_.workers.end(), r) - p_.workers.begin());
+      if (m.worker == static_cast<int>(p_.workers.size())) m.worker = -1;
+      for (int q = 0; q < ranks && (m.worker >= 0 || signalled_); ++q) {  // whom it reads or signals
+        if (std::find(p_.staged.begin(), p_.staged.end(), q) == p_.staged.end()) d.enable_peer_access(m.device, devices_[q]);
       }
-      binary_ = built(plan, arch_for_compute_capability(d.compute_capability(device))).binary;
-      Worker k;
-      k.device = device;
+      binary_ = built(plan, arch_for_compute_capability(d.compute_capability(m.device))).binary;
       DeviceScope scope;
-      scope.use(device);
+      scope.use(m.device);
       const std::string& image = binary_->cubin.empty() ? binary_->ptx : binary_->cubin;
-      d.check(d.cuModuleLoadData(&k.module, image.c_str()), "cuModuleLoadData");
-      d.check(d.cuModuleGetFunction(&k.function, k.module, "tp_treduce"), "cuModuleGetFunction");
-      k.ctas = kCtasPerSm * d.multiprocessors(device);
-      workers_.push_back(k);
+      d.check(d.cuModuleLoadData(&m.module, image.c_str()), "cuModuleLoadData");
+      d.check(d.cuModuleGetFunction(&m.reduce, m.module, "tp_treduce"), "cuModuleGetFunction");
+      d.check(d.cuModuleGetFunction(&m.arrive, m.module, "tp_treduce_arrive"), "cuModuleGetFunction");
+      m.ctas = kCtasPerSm * d.multiprocessors(m.device);
+      if (signalled_ && m.worker >= 0) {
+        m.arrivals = std::make_shared<DeviceBuffer>(sizeof(unsigned), m.device);
+        m.arrivals->zero();
+      }
+      d.check(d.cuEventCreate(&m.ready, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+      d.check(d.cuEventCreate(&m.done, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+      members_.push_back(m);
+    }
+    if (signalled_) {
+      pad_ = std::make_shared<DeviceBuffer>(sizeof(signals::Pad), devices_[p_.order[0]]);
+      pad_->zero();
     }
     const auto [low, high] = extent(p_.geometry);
     extent_low_ = low;
     for (int r : p_.staged) {  // root_pull without peer access: copies on the root's GPU
       staged_.emplace(r, std::make_shared<DeviceBuffer>((high - low + 1) * element_bytes_, devices_[p_.workers[0]]));
     }
-    for (int device : devices_) {  // per rank: two ranks may share a GPU, not a stream
-      DeviceScope scope;
-      scope.use(device);
-      ready_.emplace_back();
-      done_.emplace_back();
-      d.check(d.cuEventCreate(&ready_.back(), CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-      d.check(d.cuEventCreate(&done_.back(), CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-    }
   }
 
   void run(const RunArgs& args) const override {
-    std::lock_guard<std::mutex> lock(mutex_);  // one call at a time uses the runner's events
-    Driver& d = Driver::get();
-    DeviceScope scope;
-    auto stream = [&](int rank) { return reinterpret_cast<CUstream>(args.streams[rank]); };
-    const int ranks = static_cast<int>(devices_.size());
-    // source ready: every rank a worker other than itself reads has reached the call on its stream
-    for (int r = 0; r < ranks; ++r) {
-      if (!read_by_another(r)) continue;
-      scope.use(devices_[r]);
-      d.check(d.cuEventRecord(ready_[r], stream(r)), "cuEventRecord");
-    }
-    for (size_t k = 0; k < workers_.size(); ++k) {
-      const int w = p_.workers[k];
-      scope.use(workers_[k].device);
-      for (int r = 0; r < ranks; ++r) {
-        if (r != w) d.check(d.cuStreamWaitEvent(stream(w), ready_[r], 0), "cuStreamWaitEvent");
-      }
-      launch(k, args, stream(w));
-      d.check(d.cuEventRecord(done_[w], stream(w)), "cuEventRecord");
-    }
-    // source released: no rank's stream moves on before every worker is done with its data
-    for (int r = 0; r < ranks; ++r) {
-      for (int w : p_.workers) {
-        if (w == r) continue;
-        scope.use(devices_[r]);
-        d.check(d.cuStreamWaitEvent(stream(r), done_[w], 0), "cuStreamWaitEvent");
-      }
+    std::lock_guard<std::mutex> lock(mutex_);  // one call at a time per runner: its pad, events, epochs
+    if (signalled_) {
+      run_signalled(args);
+    } else {
+      run_with_events(args);
     }
   }
 
   std::vector<std::pair<std::string, std::string>> describe() const override {
     std::string ctas;
-    for (const Worker& w : workers_) ctas += (ctas.empty() ? "" : ", ") + std::to_string(w.ctas);
-    return {{"threads_per_cta", std::to_string(kThreads)}, {"ctas_per_worker", ctas}, {"kernel", binary_->origin}};
+    for (const Member& m : members_) {
+      if (m.worker >= 0) ctas += (ctas.empty() ? "" : ", ") + std::to_string(m.ctas);
+    }
+    return {{"threads_per_cta", std::to_string(kThreads)},
+            {"ctas_per_worker", ctas},
+            {"ordering", signalled_ ? "signal pad on the root's GPU" : "events, host-ordered"},
+            {"kernel", binary_->origin}};
   }
 
  private:
-  struct Worker {
+  struct Member {  // one rank's GPU, what runs there and its events
     int device = 0;
-    CUmodule module = nullptr;  // lives as long as the process: runners are cached
-    CUfunction function = nullptr;
+    int worker = -1;              // index into the plan's workers and shards, or -1
+    CUmodule module = nullptr;    // lives as long as the process: runners are cached
+    CUfunction reduce = nullptr;  // a worker's share
+    CUfunction arrive = nullptr;  // a rank that is no worker: ready, then wait for the workers
     int ctas = 1;
+    std::shared_ptr<DeviceBuffer> arrivals;
+    CUevent ready = nullptr, done = nullptr;
   };
+
+  CUstream stream_of(const RunArgs& args, int rank) const { return reinterpret_cast<CUstream>(args.streams[rank]); }
+
+  // One launch per rank, in any order: the GPUs wait for each other through the pad.
+  void run_signalled(const RunArgs& args) const {
+    Driver& d = Driver::get();
+    DeviceScope scope;
+    const unsigned long long epoch = ++epoch_;
+    for (int r = 0; r < static_cast<int>(members_.size()); ++r) {
+      const Member& m = members_[r];
+      scope.use(m.device);
+      if (m.worker >= 0) {
+        launch(m, args, stream_of(args, r), epoch);
+        continue;
+      }
+      signals::Pad* pad = reinterpret_cast<signals::Pad*>(pad_->pointer());
+      unsigned long long e = epoch;
+      int self = r;
+      unsigned workers = workers_mask_;
+      void* params[] = {&pad, &e, &self, &workers};
+      d.check(d.cuLaunchKernel(m.arrive, 1, 1, 1, 1, 1, 1, 0, stream_of(args, r), params, nullptr), "cuLaunchKernel");
+    }
+  }
+
+  // Events: a worker waits for every other rank's stream; every rank waits for the workers.
+  void run_with_events(const RunArgs& args) const {
+    Driver& d = Driver::get();
+    DeviceScope scope;
+    const int ranks = static_cast<int>(members_.size());
+    for (int r = 0; r < ranks; ++r) {
+      if (!read_by_another(r)) continue;
+      scope.use(members_[r].device);
+      d.check(d.cuEventRecord(members_[r].ready, stream_of(args, r)), "cuEventRecord");
+    }
+    for (int w : p_.workers) {
+      const Member& m = members_[w];
+      scope.use(m.device);
+      for (int r = 0; r < ranks; ++r) {
+        if (r != w) d.check(d.cuStreamWaitEvent(stream_of(args, w), members_[r].ready, 0), "cuStreamWaitEvent");
+      }
+      launch(m, args, stream_of(args, w), 0);
+      d.check(d.cuEventRecord(m.done, stream_of(args, w)), "cuEventRecord");
+    }
+    for (int r = 0; r < ranks; ++r) {
+      for (int w : p_.workers) {
+        if (w == r) continue;
+        scope.use(members_[r].device);
+        d.check(d.cuStreamWaitEvent(stream_of(args, r), members_[w].done, 0), "cuStreamWaitEvent");
+      }
+    }
+  }
+
   bool read_by_another(int rank) const {
     return std::any_of(p_.workers.begin(), p_.workers.end(), [&](int w) { return w != rank; });
   }
 
-  void launch(size_t k, const RunArgs& args, CUstream stream) const {
+  void launch(const Member& m, const RunArgs& args, CUstream stream, unsigned long long epoch) const {
     Driver& d = Driver::get();
-    const Worker& w = workers_[k];
     treduce::Launch a{};
     bool aligned = p_.geometry.src[4] == 1 && p_.geometry.dst[4] == 1;
     for (size_t i = 0; i < p_.order.size(); ++i) {
@@ -166,7 +217,7 @@ class CudaTreduceRunner : public Runner {
       CUdeviceptr src = args.inputs[r].data;
       if (auto it = staged_.find(r); it != staged_.end()) {
         const CUdeviceptr from = src + extent_low_ * element_bytes_;
-        d.check(d.cuMemcpyPeerAsync(it->second->pointer(), d.context(w.device), from, d.context(devices_[r]),
+        d.check(d.cuMemcpyPeerAsync(it->second->pointer(), d.context(m.device), from, d.context(devices_[r]),
                                     it->second->bytes(), stream),
                 "cuMemcpyPeerAsync");
         src = it->second->pointer() - extent_low_ * element_bytes_;
@@ -178,24 +229,34 @@ class CudaTreduceRunner : public Runner {
     a.g = p_.geometry;
     a.ranks = static_cast<int>(p_.order.size());
     a.vectors = aligned && args.output.data % 16 == 0;
-    a.piece_begin = p_.shards[k].first;
-    a.piece_end = p_.shards[k].second;
+    a.piece_begin = p_.shards[m.worker].first;
+    a.piece_end = p_.shards[m.worker].second;
+    if (signalled_) {
+      a.pad = reinterpret_cast<signals::Pad*>(pad_->pointer());
+      a.arrivals = reinterpret_cast<unsigned*>(m.arrivals->pointer());
+      a.epoch = epoch;
+      a.self = p_.workers[m.worker];
+      a.workers = workers_mask_;
+    }
     const long long pieces = a.piece_end - a.piece_begin;
-    if (pieces <= 0) return;
+    if (pieces <= 0 && !signalled_) return;  // a signalled worker still takes part
     void* params[] = {&a};
-    d.check(d.cuLaunchKernel(w.function, static_cast<unsigned>(std::min<long long>(pieces, w.ctas)), 1, 1, kThreads,
-                             1, 1, 0, stream, params, nullptr),
+    const long long ctas = std::max(1ll, std::min<long long>(pieces, m.ctas));
+    d.check(d.cuLaunchKernel(m.reduce, static_cast<unsigned>(ctas), 1, 1, kThreads, 1, 1, 0, stream, params, nullptr),
             "cuLaunchKernel");
   }
 
   TreducePlan p_;
   std::vector<int> devices_;
+  std::vector<Member> members_;  // one per rank
+  bool signalled_ = false;
+  unsigned workers_mask_ = 0;
+  std::shared_ptr<DeviceBuffer> pad_;
+  mutable unsigned long long epoch_ = 0;
   int element_bytes_ = 4;
   long long extent_low_ = 0;
   std::shared_ptr<const CompiledKernel> binary_;
-  std::vector<Worker> workers_;
   std::map<int, std::shared_ptr<DeviceBuffer>> staged_;
-  std::vector<CUevent> ready_, done_;  // per rank: its stream reached the call / its kernel finished
   mutable std::mutex mutex_;
 };
 

@@ -29,6 +29,8 @@ namespace tp {
 // descriptors hold; the host checks both before it plans anything.
 constexpr int kMaxRank = 8;
 constexpr int kMaxIters = 16;
+// Ranks one collective takes (the signal pads and kernel parameters are sized for them).
+constexpr int kMaxGroupSize = 16;
 
 // Unroll factors for loops over a tile: registers need every index known at compile time.
 constexpr int kUnrollRegisters = 1 << 16;

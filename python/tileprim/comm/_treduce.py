@@ -177,11 +177,13 @@ class _Bound:
         self.dst_span = (low - dst.pointer, high - dst.pointer)
         self.allocate = ((lambda t: self.adapter.empty(t, ranks[0].shape, ranks[0].dtype)) if self.adapter
                          else (lambda t: np.empty(ranks[0].shape, numpy_dtype(ranks[0].dtype))))
+        self.pointer = self.adapter.pointer if self.adapter else _pointer
 
     def run(self, tensors, dst):
         dst = self.allocate(tensors[self.root]) if dst is None else dst
-        pointers = [_pointer(x) for x in tensors]
-        out = _pointer(dst)
+        pointer = self.pointer
+        pointers = [pointer(x) for x in tensors]
+        out = pointer(dst)
         d0, d1 = out + self.dst_span[0], out + self.dst_span[1]
         for r, p in enumerate(pointers):
             if d0 < p + self.span[1] and p + self.span[0] < d1 and self.devices[r] == self.dst_device:

@@ -15,7 +15,6 @@ namespace tp {
 
 namespace treduce {
 
-constexpr int kMaxRanks = 16;
 constexpr int kDims = 5;
 
 // The accumulator's view of an element (its own dtype, or float for accumulate="float32") and

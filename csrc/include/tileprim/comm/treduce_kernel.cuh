@@ -4,8 +4,11 @@
 // treduce.cuh. With ping-pong buffering every rank's load is in flight before the fold starts;
 // with acc/recv each rank is loaded as the fold reaches it. The other GPUs' memory is read
 // directly (peer access) and dst, on the root's GPU, is written directly, so the same kernel
-// serves root_pull (on the root) and scatter_gather (on each worker, over its shard).
+// serves root_pull (on the root) and scatter_gather (on each worker, over its shard). With a
+// signal pad the kernel orders itself: it starts once every rank is ready and, done, keeps its
+// own stream until every worker is done (signals.cuh); without one the host orders it.
 #pragma once
+#include "signals.cuh"
 #include "treduce.cuh"
 
 namespace tp {
@@ -13,12 +16,17 @@ namespace treduce {
 
 // The kernel's one parameter, filled by the host (plain data: one layout on both sides).
 struct Launch {
-  const void* src[kMaxRanks];  // in fold order: the root, then the other ranks ascending
+  const void* src[kMaxGroupSize];  // in fold order: the root, then the other ranks ascending
   void* dst;
   Geometry g;
   int ranks;
   int vectors;  // 1: every base pointer is 16-byte aligned and cols are contiguous in every tensor
   long long piece_begin, piece_end;  // this launch's pieces
+  signals::Pad* pad;                 // null: the host orders the call with events
+  unsigned* arrivals;                // this worker's count of finished CTAs (its own memory)
+  unsigned long long epoch;          // this call's number
+  int self;                          // the worker's rank
+  unsigned workers;                  // bit r: rank r is a worker
 };
 
 #if TP_ON_DEVICE
@@ -135,6 +143,31 @@ __device__ void run_pieces(const Launch& a) {
       for (int u = 0; u < n; ++u) {  // a row's ragged end, or strided or unaligned: element by element
         for (long long e = 0; e < count[u]; ++e) fold_element<Op, Acc, T>(a, s[u] + e * g.src[4], d[u] + e * g.dst[4]);
       }
+    }
+  }
+}
+
+// The kernel: wait until every rank is ready, reduce this worker's pieces, then (the last CTA)
+// say done and hold the stream until every worker is.
+template <class Op, class Acc, class T, int kRanks, bool kAllInFlight>
+__device__ void run(const Launch& a) {
+  if (a.pad) {
+    if (threadIdx.x == 0) {
+      if (blockIdx.x == 0) signals::publish(&a.pad->ready[a.self], a.epoch);
+      for (int r = 0; r < kRanks; ++r) {
+        if (r != a.self) signals::await(&a.pad->ready[r], a.epoch);
+      }
+    }
+    __syncthreads();
+  }
+  run_pieces<Op, Acc, T, kRanks, kAllInFlight>(a);
+  if (!a.pad) return;
+  __syncthreads();
+  if (threadIdx.x == 0 && atomicAdd(a.arrivals, 1u) == gridDim.x - 1) {
+    *a.arrivals = 0;  // for the next call, which runs after this kernel on this stream
+    signals::publish(&a.pad->done[a.self], a.epoch);
+    for (int w = 0; w < kRanks; ++w) {
+      if (a.workers >> w & 1u) signals::await(&a.pad->done[w], a.epoch);
     }
   }
 }
