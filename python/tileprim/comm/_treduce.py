@@ -185,8 +185,9 @@ class _Bound:
         pointers = [pointer(x) for x in tensors]
         out = pointer(dst)
         d0, d1 = out + self.dst_span[0], out + self.dst_span[1]
+        low, high = self.span
         for r, p in enumerate(pointers):
-            if d0 < p + self.span[1] and p + self.span[0] < d1 and self.devices[r] == self.dst_device:
+            if d0 < p + high and p + low < d1 and self.devices[r] == self.dst_device:
                 self._check_overlap(tensors, dst, r)
         streams = [self.adapter.stream(d) for d in self.devices] if self.adapter else self.no_streams
         self.core.run_collective(pointers, self.devices, out, self.dst_device, streams)
@@ -258,7 +259,8 @@ def treduce(group: ParallelGroup, dst=None, op: str = "sum", *, tile=(64, 256), 
 def _bound(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch) -> _Bound:
     """The call's bound plan from the memo, or checked and bound now."""
     try:
-        key = (op, tuple(tile), pingpong, valid, accumulate, backend, dispatch, group.root,
+        tile = tile if type(tile) is tuple else tuple(tile)
+        key = (op, tile, pingpong, valid, accumulate, backend, dispatch, group.root,
                None if dst is None else _tensor_key(dst), *map(_tensor_key, group.tensors))
         bound = _MEMO.get(key)
     except (_Unkeyable, TypeError, AttributeError):
