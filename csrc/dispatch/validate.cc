@@ -210,6 +210,7 @@ void validate_call(OpCall& call) {
                        shape_str(first_array->shape));
     }
     check_layout(t, call.scope, t.arg == "src" ? "layout" : "layout (" + t.arg + ")");
+    if (is_shared(t.storage) && !t.layout) check_shared_addresses(TileLayout::row_major(t.shape), t.dtype, t.arg);
   }
   if (def.family == OpFamily::reduction) {
     normalise_axes(call);

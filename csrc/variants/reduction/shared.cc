@@ -16,6 +16,9 @@
 namespace tp {
 namespace {
 
+// The most shared memory any architecture gives one block (sm_90 / sm_100: 227 KiB).
+constexpr long long kMaxSharedBytes = 227 * 1024;
+
 long long next_pow2(long long x) {
   long long p = 1;
   while (p < x) p *= 2;
@@ -53,6 +56,11 @@ class SharedReduction : public Variant {
     const TileLayout src = call.inputs[0].layout.value_or(TileLayout::row_major(ax.src_shape));
     const TileLayout dst = call.output.layout.value_or(TileLayout::row_major(ax.dst_shape));
     p->view = fold_view(src, src.group(ax.src_shape), ax.reduced, dst, dst.group(ax.dst_shape));
+    const long long bytes = (src.span() + dst.span()) * dtype_size(call.inputs[0].dtype);
+    if (bytes > kMaxSharedBytes) {
+      throw Decline("shared memory: the src and dst tiles need " + std::to_string(bytes) +
+                    " bytes; a block has at most 227 KiB (232448 bytes)");
+    }
     p->thread_wise = call.scope.kind == ScopeKind::thread;
     plan.call.output.layout = dst;
     plan.call.output.shape = ax.dst_shape;
