@@ -163,7 +163,21 @@ R = _ReplicaSyntax()
 @dataclass(frozen=True)
 class Swizzle:
     """Address swizzle of shared tiles: ``addr -> f(addr >> M) << M | low M bits``,
-    ``f(x) = x ^ ((x & ((2**B - 1) << S)) >> S)`` (M = per_element, B = swizzle_len, S = atom_len)."""
+    ``f(x) = x ^ ((x & ((2**B - 1) << S)) >> S)`` (M = per_element, B = swizzle_len, S = atom_len).
+
+    Raises
+    ------
+    ValueError
+        Negative parts, ``atom_len < swizzle_len``, or M + B + S > 32.
+
+    Examples
+    --------
+    >>> L = TileLayout(S[(8, 32) : (32, 1)], swizzle=tp.Swizzle(2, 3, 3))
+    >>> L.apply((1, 0))     # row 1 starts 4 elements (16 bytes) further on
+    {'m': 36}
+    >>> tp.Swizzle.for_bytes(128, np.float32)
+    Swizzle(per_element=2, swizzle_len=3, atom_len=3)
+    """
     per_element: int
     swizzle_len: int
     atom_len: int = 3
@@ -224,7 +238,36 @@ class DimInfo:
 
 class TileLayout:
     """Where each element of a tile lives: shard iters place it, replica iters copy it, an
-    offset shifts it. See the module docstring for the syntax."""
+    offset shifts it.
+
+    For a logical flat index x the shard digits are c_k = (x / prod_{l>k} e_l) mod e_k and the
+    element's places are { sum_k c_k s_k @ axis_k + r + offset | r in the replica }, the memory
+    coordinate ``m`` then swizzled. On register tiles ``m`` is a register of the thread the thread
+    axes name; on shared tiles it is the element's offset.
+
+    Parameters
+    ----------
+    layout : S[...] (+ R[...] + offsets), or a TileLayout
+        ``S[extents : strides]`` is the shard, ``R[...]`` a replica, ``v @ axis`` a stride or
+        offset on a named axis (``m``, ``laneid``, ``warpid``, ``tx``, ``wgid``, ``tid_in_wg``,
+        ``wid_in_wg``; a bare number is on ``m``), ``S[8, 4]`` extents only (row-major on m).
+    swizzle : Swizzle, optional
+        The shared-memory address swizzle.
+
+    Raises
+    ------
+    ValueError
+        A part that breaks a rule: extents below 1, negative strides or offsets, numbers or a
+        span beyond 64 bits, a bad swizzle.
+
+    Examples
+    --------
+    >>> L = TileLayout(S[(32, 8) : (1 @ laneid, 1)])     # lane i holds row i in 8 registers
+    >>> L.apply((3, 5))
+    {'m': 5, 'laneid': 3}
+    >>> L.storage(), L.size, L.span
+    (TileLayout(S[8 : 1]), 256, 8)
+    """
 
     def __init__(self, layout: Union[LayoutExpr, "TileLayout"], *, swizzle: Optional[Swizzle] = None):
         if isinstance(layout, TileLayout):
@@ -241,6 +284,13 @@ class TileLayout:
     @classmethod
     def from_iters(cls, shard: Iterable[Iter], replica: Iterable[Iter] = (),
                    offset: Optional[Dict[str, int]] = None, swizzle: Optional[Swizzle] = None) -> "TileLayout":
+        """A layout from its parts: Iter(extent, stride, axis) lists and an offset per axis.
+
+        Examples
+        --------
+        >>> TileLayout.from_iters([tp.Iter(4, 8), tp.Iter(8, 1)])
+        TileLayout(S[(4, 8) : (8, 1)])
+        """
         shard, replica = list(shard), list(replica)
         for it in shard + replica:
             if not isinstance(it, Iter):
@@ -249,6 +299,13 @@ class TileLayout:
 
     @classmethod
     def row_major(cls, shape) -> "TileLayout":
+        """The row-major memory layout of ``shape``: the default of every tile.
+
+        Examples
+        --------
+        >>> TileLayout.row_major((4, 8))
+        TileLayout(S[(4, 8) : (8, 1)])
+        """
         return cls._wrap(_row_major(shape))
 
     @classmethod
@@ -295,13 +352,44 @@ class TileLayout:
         return tuple(self._core.thread_axes)
 
     def storage(self) -> "TileLayout":
-        """One thread's view: the layout without its thread iters and thread offsets."""
+        """One thread's view: the layout without its thread iters and thread offsets.
+
+        Examples
+        --------
+        >>> TileLayout(S[(32, 8) : (1 @ laneid, 1)]).storage()
+        TileLayout(S[8 : 1])
+        """
         return TileLayout._wrap(self._core.storage())
 
     # ---- evaluation -----------------------------------------------------------------------
     def apply(self, index, shape=None):
-        """The place(s) holding the element at ``index`` (a flat int, or a tuple over ``shape``,
-        default this layout's shape): a Position, or a PositionSet when replicated."""
+        """The place(s) holding the element at ``index``.
+
+        Parameters
+        ----------
+        index : int or tuple of int
+            A flat index, or coordinates over ``shape``.
+        shape : tuple of int, optional
+            The tile's logical shape (default: this layout's shard extents).
+
+        Returns
+        -------
+        Position or PositionSet
+            A place (``{'m': register or offset, <thread axis>: coordinate}``), or every place of
+            a replicated element, printed in numeric order.
+
+        Raises
+        ------
+        ValueError
+            An index outside the layout, or more than 2**16 places for one element.
+
+        Examples
+        --------
+        >>> TileLayout(S[(32, 8) : (1 @ laneid, 1)]).apply(29)
+        {'m': 5, 'laneid': 3}
+        >>> len(TileLayout(S[8 : 1] + R[32 : 1 @ laneid]).apply(3))
+        32
+        """
         flat = self._flat(index, shape)
         places = [Position(p) for p in self._core.positions(flat)]
         return places[0] if not self._core.replica else PositionSet(places)
@@ -321,19 +409,58 @@ class TileLayout:
         return _as_int(index, "index")  # the core checks it against the layout's size
 
     def dims(self, shape=None) -> List[DimInfo]:
-        """The iters each logical dim of ``shape`` owns, with its thread and local extents."""
+        """The iters each logical dim of ``shape`` owns, with its thread and local extents.
+
+        Raises
+        ------
+        ValueError
+            When the layout does not split into the dims of ``shape``.
+
+        Examples
+        --------
+        >>> [(d.thread_extent, d.local_extent) for d in TileLayout(S[(32, 8) : (1 @ laneid, 1)]).dims()]
+        [(32, 1), (1, 8)]
+        """
         shape = [_as_int(d, "shape dim") for d in _as_tuple(shape)] if shape is not None else list(self.shape)
         return [DimInfo(tuple(d.iters), d.thread_extent, d.local_extent) for d in self._core.group(shape)]
 
     def thread_extents(self, shape=None) -> Tuple[int, ...]:
+        """Threads sharing each dim of ``shape``.
+
+        Examples
+        --------
+        >>> TileLayout(S[(32, 8) : (1 @ laneid, 1)]).thread_extents()
+        (32, 1)
+        """
         return tuple(d.thread_extent for d in self.dims(shape))
 
     def local_extents(self, shape=None) -> Tuple[int, ...]:
+        """Elements of each dim of ``shape`` one thread holds.
+
+        Examples
+        --------
+        >>> TileLayout(S[(32, 8) : (1 @ laneid, 1)]).local_extents()
+        (1, 8)
+        """
         return tuple(d.local_extent for d in self.dims(shape))
 
     # ---- pictures (tileprim._draw) ----------------------------------------------------------
     def draw(self, shape=None, path=None, *, dtype=None) -> str:
-        """The tile as an SVG grid (who holds each element); written to ``path`` when given."""
+        """The tile as an SVG grid: each cell coloured by the thread holding it and labelled with
+        thread and register (shared layouts: offset and bank, swizzle included); written to
+        ``path`` when given. In Jupyter a TileLayout shows this picture.
+
+        Returns
+        -------
+        str
+            The SVG.
+
+        Examples
+        --------
+        >>> svg = TileLayout(S[(32, 8) : (1 @ laneid, 1)]).draw()
+        >>> svg.startswith("<svg")
+        True
+        """
         from ._draw import layout_svg
         svg = layout_svg(self, shape, dtype)
         if path is not None:

@@ -14,6 +14,22 @@ __all__ = ["OPS", "plan", "variants", "DispatchError", "op_name"]
 
 DispatchError = _C.DispatchError
 
+
+def _dispatch_error_repr(self) -> str:
+    return f"DispatchError:\n{self}"
+
+
+def _dispatch_error_html(self) -> str:
+    from ._draw import dispatch_error_html
+    return dispatch_error_html(str(self))
+
+
+# The message is the whole trace table: shown as it prints, not as one escaped line.
+DispatchError.__repr__ = _dispatch_error_repr
+DispatchError._repr_html_ = _dispatch_error_html
+DispatchError.__doc__ = ("No variant accepts the call (a ValueError). The message is the whole trace table: the call, "
+                         "then every variant with its priority, status and reasons.")
+
 _COMMON = ("scope=thread, storage=None, layout=None, out_layout=None, batch_dims=0, target=None, backend=None, "
            "dispatch=None, **config")
 
@@ -116,5 +132,12 @@ def variants(op) -> List[Tuple[str, int, List[str]]]:
 
 def op_table() -> Dict[str, dict]:
     """The C++ op table: every op's family, operands, dtypes, NaN rule, exactly rounded dtypes,
-    options and device functor."""
+    options and device functor.
+
+    Examples
+    --------
+    >>> t = tp.op_table()
+    >>> t["sqrt"]["family"], t["sqrt"]["exactly_rounded"], t["max"]["options"]
+    ('elementwise', ['float32', 'float64'], ['thread_reduce', 'propagate_nan'])
+    """
     return {s["name"]: dict(s) for s in _C.ops()}

@@ -21,6 +21,14 @@ class ExecScope:
 
     Every op is also a method: ``tp.warp.sqrt(A, layout=L)`` is ``tp.sqrt(A, scope=tp.warp,
     layout=L)``.
+
+    Examples
+    --------
+    >>> tp.warp.threads, tp.warp.default_storage, tp.cta(64).default_storage
+    (32, 'local', 'shared')
+    >>> x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    >>> tp.cta(32).sum(x, axes=-1)
+    array([ 6., 22.], dtype=float32)
     """
 
     _ops: dict = {}  # name -> op function; filled by tileprim._ops from the op table
@@ -65,6 +73,21 @@ wg = warpgroup
 def cta(threads: int = 128) -> ExecScope:
     """A CTA of ``threads`` threads (1..1024).
 
+    Parameters
+    ----------
+    threads : int, default 128
+
+    Returns
+    -------
+    ExecScope
+
+    Raises
+    ------
+    TypeError, ValueError
+        A non-integer count, or one outside 1..1024.
+
+    Examples
+    --------
     >>> tp.cta(32)
     tp.cta(threads=32)
     """
