@@ -47,11 +47,3 @@ def test_python_m_tileprim_demo_exits_zero():
     proc = subprocess.run([sys.executable, "-m", "tileprim", "demo"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "all programs match NumPy" in proc.stdout
-
-
-def test_example_tour_runs():
-    import pathlib
-    example = pathlib.Path(__file__).parent.parent / "examples" / "explore.py"
-    proc = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert "column sums:" in proc.stdout and "sm100_packed vs local" in proc.stdout

@@ -154,16 +154,21 @@ void Driver::enable_peer_access(int device, int peer) {
   peers_enabled_[device][peer] = true;
 }
 
-DeviceScope::DeviceScope() { Driver::get().cuCtxGetCurrent(&saved_); }
+DeviceScope::DeviceScope() {
+  Driver::get().cuCtxGetCurrent(&saved_);
+  active_ = saved_;
+}
 
 DeviceScope::~DeviceScope() {
-  if (current_ >= 0) Driver::get().cuCtxSetCurrent(saved_);
+  if (active_ != saved_) Driver::get().cuCtxSetCurrent(saved_);
 }
 
 void DeviceScope::use(int device) {
-  if (device == current_) return;
-  Driver::get().make_current(device);
-  current_ = device;
+  Driver& d = Driver::get();
+  const CUcontext wanted = d.context(device);
+  if (wanted == active_) return;
+  d.check(d.cuCtxSetCurrent(wanted), "cuCtxSetCurrent");
+  active_ = wanted;
 }
 
 }  // namespace tp::cuda

@@ -118,8 +118,8 @@ class DeviceScope {
   DeviceScope& operator=(const DeviceScope&) = delete;
 
  private:
-  CUcontext saved_ = nullptr;
-  int current_ = -1;
+  CUcontext saved_ = nullptr;   // the caller's
+  CUcontext active_ = nullptr;  // current now
 };
 
 }  // namespace tp::cuda
