@@ -4,6 +4,8 @@
 #include "backends/cpu/executors.h"
 
 #include "backends/cpu/host_lanes.h"
+#include "backends/cpu/packed_tiles.h"
+#include "backends/cpu/parallel.h"
 #include "backends/cpu/reduce_ops.h"
 #include "backends/cpu/tile_frame.h"
 #include "backends/cpu/treduce_executor.h"
@@ -79,36 +81,96 @@ HostBody packed_body(const Plan& plan) {
   });
 }
 
-// The op table's host functor over every thread's bundle.
-HostBody map_body(const Plan& plan) {
-  const OpCall& call = plan.call;
-  const HostMapFn fn = call.flag("propagate_nan") ? call.def->host_map_nan : call.def->host_map;
-  const OperandStaging& out = plan.staged_output();
-  HostMap proto;
-  proto.out_dtype = call.output.dtype;
-  proto.in_dtype = call.def->mapped.empty() ? call.output.dtype : call.inputs[call.def->mapped[0]].dtype;
-  proto.threads = out.place->threads;
-  proto.slots = out.place->slots;
-  proto.operands = static_cast<int>(call.def->mapped.size());
-  const std::vector<int> mapped = call.def->mapped;
-  return [fn, proto, mapped](const HostTile& t) {
-    HostMap m = proto;
-    m.out = t.out;
-    for (size_t i = 0; i < mapped.size(); ++i) {
-      m.regs[i] = t.in[mapped[i]];
-      m.scalar[i] = t.scalars[mapped[i]];
+// reg on the CPU: every element's result is the op of the operands at that element, whatever
+// the layout (every operand shares the anchor's placement), so the functor runs over the whole
+// batch at once, in ranges across the cores: the bits of the register-by-register run.
+class FlatMapRunner : public Runner {
+ public:
+  explicit FlatMapRunner(const Plan& plan)
+      : fn_(plan.call.flag("propagate_nan") ? plan.call.def->host_map_nan : plan.call.def->host_map),
+        mapped_(plan.call.def->mapped),
+        elements_(plan.call.output.elements()),
+        out_bytes_(dtype_size(plan.call.output.dtype)) {
+    const OpCall& call = plan.call;
+    proto_.out_dtype = call.output.dtype;
+    proto_.in_dtype = mapped_.empty() ? call.output.dtype : call.inputs[mapped_[0]].dtype;
+    proto_.threads = 1;
+    proto_.operands = static_cast<int>(mapped_.size());
+    for (int i : mapped_) in_bytes_.push_back(call.inputs[i].scalar ? 0 : dtype_size(call.inputs[i].dtype));
+  }
+
+  void run(const RunArgs& args) const override {
+    constexpr long long kRange = 1 << 14;  // elements per item of work
+    const long long total = args.tiles * elements_;
+    parallel_for((total + kRange - 1) / kRange, kRange, args.interrupted, [&](long long begin, long long end, const auto& go) {
+      for (long long item = begin; item < end && go(); ++item) {
+        const long long first = item * kRange, n = std::min(kRange, total - first);
+        HostMap m = proto_;
+        m.slots = static_cast<int>(n);
+        m.out = reinterpret_cast<unsigned char*>(args.output.data) + first * out_bytes_;
+        for (size_t i = 0; i < mapped_.size(); ++i) {
+          m.regs[i] = in_bytes_[i] ? reinterpret_cast<const unsigned char*>(args.inputs[mapped_[i]].data) + first * in_bytes_[i]
+                                   : nullptr;
+          m.scalar[i] = args.scalars[mapped_[i]];
+        }
+        fn_(m);
+      }
+    });
+  }
+
+ private:
+  HostMapFn fn_;
+  std::vector<int> mapped_;
+  long long elements_;
+  int out_bytes_;
+  std::vector<int> in_bytes_;
+  HostMap proto_;
+};
+
+class FlatMapExecutor : public Executor {
+ public:
+  std::shared_ptr<const Runner> bind(const Plan& plan) const override { return std::make_shared<FlatMapRunner>(plan); }
+};
+
+// A reduction: thread-scope tiles take the packed path, the others the lockstep tile frame.
+class ReductionExecutor : public Executor {
+ public:
+  using ThreadWise = bool (*)(const Plan&);
+  ReductionExecutor(HostTileExecutor::MakeBody body, ThreadWise thread_wise, FoldView (*view)(const Plan&))
+      : body_(body), thread_wise_(thread_wise), view_(view) {}
+
+  std::shared_ptr<const Runner> bind(const Plan& plan) const override {
+    if (!thread_wise_ || plan.call.scope.kind != ScopeKind::thread || !thread_wise_(plan)) {
+      return std::make_shared<HostTileRunner>(plan, body_(plan));
     }
-    fn(m);
-  };
-}
+    std::shared_ptr<const Runner> runner;
+    with_host_float(plan.call.inputs[0].dtype, [&](auto tag) {
+      with_reduce_op(reduce_kind(plan.call), [&](auto op) {
+        runner = std::make_shared<PackedReductionRunner<typename decltype(tag)::type, decltype(op)>>(plan, view_(plan));
+      });
+    });
+    return runner;
+  }
+
+ private:
+  HostTileExecutor::MakeBody body_;
+  ThreadWise thread_wise_;
+  FoldView (*view_)(const Plan&);
+};
 
 }  // namespace
 
 void register_cpu_executors(ExecutorTable& table) {
-  table.add("local", "cpu", std::make_unique<HostTileExecutor>(local_body));
-  table.add("shared", "cpu", std::make_unique<HostTileExecutor>(shared_body));
+  table.add("local", "cpu",
+            std::make_unique<ReductionExecutor>(
+                local_body, [](const Plan& p) { return p.detail_as<LocalPlan>().thread_wise; },
+                [](const Plan& p) { return p.detail_as<LocalPlan>().view; }));
+  table.add("shared", "cpu",
+            std::make_unique<ReductionExecutor>(
+                shared_body, [](const Plan& p) { return p.detail_as<SharedPlan>().thread_wise; },
+                [](const Plan& p) { return p.detail_as<SharedPlan>().view; }));
   table.add("sm100_packed", "cpu", std::make_unique<HostTileExecutor>(packed_body));
-  table.add("reg", "cpu", std::make_unique<HostTileExecutor>(map_body));
+  table.add("reg", "cpu", std::make_unique<FlatMapExecutor>());
   register_cpu_treduce(table);
 }
 

@@ -1,7 +1,8 @@
 #include "backends/cpu/tile_frame.h"
 
-#include <chrono>
 #include <cstddef>
+
+#include "backends/cpu/parallel.h"
 
 #include "ops/host_types.h"
 
@@ -27,9 +28,6 @@ template <class T> const HostMoves* moves_for() {
   return &m;
 }
 
-// Long host work looks for an interrupt about this often.
-constexpr auto kPollInterval = std::chrono::milliseconds(20);
-
 }  // namespace
 
 HostTileRunner::HostTileRunner(const Plan& plan, HostBody body)
@@ -43,7 +41,16 @@ HostTileRunner::HostTileRunner(const Plan& plan, HostBody body)
 }
 
 void HostTileRunner::run(const RunArgs& args) const {
-  // buffers per run, so concurrent calls of one plan never share them
+  long long cost = 1;
+  for (const HostStaging& h : staging_) cost += h.plan.elements;
+  parallel_for(args.tiles, cost, args.interrupted, [&](long long begin, long long end, const auto& keep_going) {
+    run_tiles(args, begin, end, keep_going);
+  });
+}
+
+void HostTileRunner::run_tiles(const RunArgs& args, long long begin, long long end,
+                               const std::function<bool()>& keep_going) const {
+  // buffers per range, so concurrent ranges and calls of one plan never share them
   std::vector<std::vector<std::max_align_t>> buffers(staging_.size());
   HostTile tile;
   tile.in.assign(inputs_, nullptr);
@@ -67,8 +74,7 @@ void HostTileRunner::run(const RunArgs& args) const {
     const std::uintptr_t base = h.plan.operand < 0 ? args.output.data : args.inputs[h.plan.operand].data;
     return reinterpret_cast<unsigned char*>(base) + static_cast<size_t>(t * h.plan.elements) * h.element_bytes;
   };
-  auto next_poll = std::chrono::steady_clock::now() + kPollInterval;
-  for (long long t = 0; t < args.tiles; ++t) {
+  for (long long t = begin; t < end && keep_going(); ++t) {
     for (size_t k = 0; k < staging_.size(); ++k) {
       const HostStaging& h = staging_[k];
       if (h.plan.kind == Staging::scalar) continue;
@@ -82,10 +88,6 @@ void HostTileRunner::run(const RunArgs& args) const {
     for (size_t k = 0; k < staging_.size(); ++k) {
       const HostStaging& h = staging_[k];
       if (h.plan.store) moves_[k]->out(h, buffers[k].data(), global(h, t));
-    }
-    if (args.interrupted && std::chrono::steady_clock::now() >= next_poll) {
-      if (args.interrupted()) throw Interrupted();
-      next_poll = std::chrono::steady_clock::now() + kPollInterval;
     }
   }
 }

@@ -30,6 +30,7 @@ class HostTileRunner : public Runner {
   void run(const RunArgs& args) const override;
 
  private:
+  void run_tiles(const RunArgs& args, long long begin, long long end, const std::function<bool()>& keep_going) const;
   int inputs_;
   std::vector<HostStaging> staging_;
   std::vector<const HostMoves*> moves_;

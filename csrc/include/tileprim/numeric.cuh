@@ -119,17 +119,20 @@ TP_HD float min_nan(float a, float b) {
   return d;
 }
 #else
+// Written as selects, not branches, so that loops over them vectorize.
 template <class T> inline T host_max_num(T a, T b) {
-  if (is_nan(a)) return is_nan(b) ? limits<T>::quiet_nan() : b;
-  if (is_nan(b)) return a;
-  if (a == b) return sign_bit(a) ? b : a;  // -0 < +0
-  return a > b ? a : b;
+  T r = a > b ? a : b;
+  r = a == b ? (sign_bit(a) ? b : a) : r;  // -0 < +0
+  r = is_nan(a) ? b : r;
+  r = is_nan(b) ? a : r;
+  return is_nan(a) && is_nan(b) ? limits<T>::quiet_nan() : r;
 }
 template <class T> inline T host_min_num(T a, T b) {
-  if (is_nan(a)) return is_nan(b) ? limits<T>::quiet_nan() : b;
-  if (is_nan(b)) return a;
-  if (a == b) return sign_bit(a) ? a : b;
-  return a < b ? a : b;
+  T r = a < b ? a : b;
+  r = a == b ? (sign_bit(a) ? a : b) : r;
+  r = is_nan(a) ? b : r;
+  r = is_nan(b) ? a : r;
+  return is_nan(a) && is_nan(b) ? limits<T>::quiet_nan() : r;
 }
 inline float max_num(float a, float b) { return host_max_num(a, b); }
 inline float min_num(float a, float b) { return host_min_num(a, b); }
