@@ -32,12 +32,17 @@ void with_operands(const HostMap& m, int t, F&& f, const Done&... done) {
   }
 }
 
+// The loop itself, where the vector clones must be: the compiler inlines nothing of another
+// target into a clone, so a clone further out would call this loop's scalar build.
+template <class Op, class TD, class... Operands>
+TP_HOST_VECTOR_CLONES void map_slots(TD* dst, int slots, const Operands&... operands) {
+  map_registers<Op, kUnrollMemory>(dst, slots, operands...);
+}
+
 template <class Op, int kArity, class TD, class TS> void host_map_typed(const HostMap& m) {
   for (int t = 0; t < m.threads; ++t) {
     TD* dst = static_cast<TD*>(m.out) + static_cast<long long>(t) * m.slots;
-    with_operands<kArity, TS>(m, t, [&](const auto&... operands) {
-      map_registers<Op, kUnrollMemory>(dst, m.slots, operands...);
-    });
+    with_operands<kArity, TS>(m, t, [&](const auto&... operands) { map_slots<Op>(dst, m.slots, operands...); });
   }
 }
 

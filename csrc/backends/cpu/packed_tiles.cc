@@ -2,6 +2,13 @@
 
 namespace tp {
 
+SlotTable::SlotTable(const FoldView& v) : spatial(v.spatial), reduce(v.reduce) {
+  for (int k = 0; k < spatial; ++k) {
+    dst.push_back(v.dst_slot(k));
+    for (int j = 0; j < reduce; ++j) src.push_back(v.src_slot(k, j));
+  }
+}
+
 SlotMap::SlotMap(const HostStaging& h) : slots(h.slots) {
   if (h.plan.kind == Staging::shared) {
     for (long long e = 0; e < h.plan.elements; ++e) {

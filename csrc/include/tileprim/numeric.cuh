@@ -119,19 +119,20 @@ TP_HD float min_nan(float a, float b) {
   return d;
 }
 #else
-// Written as selects, not branches, so that loops over them vectorize.
+// Written as selects a vector unit has (b > a ? b : a is x86's maxps exactly), so that loops
+// over them vectorize.
+inline float with_bits(float, unsigned u) { return float_of(u); }
+inline double with_bits(double, unsigned long long u) { return double_of(u); }
 template <class T> inline T host_max_num(T a, T b) {
-  T r = a > b ? a : b;
-  r = a == b ? (sign_bit(a) ? b : a) : r;  // -0 < +0
-  r = is_nan(a) ? b : r;
-  r = is_nan(b) ? a : r;
+  T r = b > a ? b : a;                              // a where either is NaN
+  r = is_nan(a) ? b : r;                            // a number beats a NaN
+  r = a == b ? with_bits(a, bits_of(a) & bits_of(b)) : r;  // -0 < +0
   return is_nan(a) && is_nan(b) ? limits<T>::quiet_nan() : r;
 }
 template <class T> inline T host_min_num(T a, T b) {
-  T r = a < b ? a : b;
-  r = a == b ? (sign_bit(a) ? a : b) : r;
+  T r = b < a ? b : a;
   r = is_nan(a) ? b : r;
-  r = is_nan(b) ? a : r;
+  r = a == b ? with_bits(a, bits_of(a) | bits_of(b)) : r;  // -0 < +0
   return is_nan(a) && is_nan(b) ? limits<T>::quiet_nan() : r;
 }
 inline float max_num(float a, float b) { return host_max_num(a, b); }
