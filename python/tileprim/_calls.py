@@ -214,7 +214,7 @@ def _bind(op, values, axes, out, accum, scope, storage, layout, out_layout, batc
     all_reduced = reduction and len(core.plan.call.axes) == rank and out_tile == (1,)
     result_shape = batch_shape + (() if all_reduced else out_tile)
     tiles = math.prod(batch_shape)
-    plan = Plan(core.plan, result_shape, bound=core)
+    plan = Plan(core.plan, result_shape, bound=core, tiles=tiles)
     if on_device:
         bound = _DeviceBound(core, plan, operands, full_shape, result_shape, out_dtype, tiles, accum, devices[0])
     else:

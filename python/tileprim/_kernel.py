@@ -28,6 +28,7 @@ class Kernel:
         self.compile_ms: float = built["compile_ms"]
         self.block_threads: int = built["block_threads"]
         self.instances_per_block: int = built["instances"]
+        self.instances_why: str = built["instances_why"]   # why that many tiles share a block
         self.shared_bytes: int = built["shared_bytes"]
 
     @property

@@ -35,10 +35,11 @@ class Plan:
     ['declined', 'declined', 'chosen']
     """
 
-    def __init__(self, core, out_shape=None, bound=None):
+    def __init__(self, core, out_shape=None, bound=None, tiles=None):
         self._core = core
         self.out_shape = out_shape
         self._bound = bound
+        self._tiles = tiles
 
     variant = property(lambda self: self._core.variant, doc="the chosen variant's name")
     priority = property(lambda self: self._core.priority, doc="the chosen variant's priority")
@@ -69,9 +70,15 @@ class Plan:
         return {e.variant: list(e.reasons) for e in self.trace if e.status == "declined"}
 
     def launch(self) -> Dict[str, str]:
-        """How the backend will run it (binds it, compiling the kernel on CUDA): launch shape,
-        tiles per block, shared memory, where the kernel came from."""
-        return dict(self._bound.describe()) if self._bound is not None else {}
+        """How the backend will run it (binds it, compiling the kernel on CUDA): on CUDA the
+        block (threads, tiles per block and why, shared memory), the grid (tiles, blocks), the
+        blocks resident per SM and the bytes they keep in flight, where the kernel came from."""
+        shape = dict(self._bound.describe()) if self._bound is not None else {}
+        if "tiles_per_block" in shape and self._tiles is not None:
+            per_block = int(shape["tiles_per_block"])
+            shape["tiles"] = str(self._tiles)
+            shape["blocks"] = str(-(-self._tiles // per_block))
+        return shape
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Plan) and str(self._core) == str(other._core)

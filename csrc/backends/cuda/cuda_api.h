@@ -58,6 +58,8 @@ using PFN_cuCtxEnablePeerAccess = CUresult (*)(CUcontext peer, unsigned int flag
 using PFN_cuModuleLoadData = CUresult (*)(CUmodule* module, const void* image);
 using PFN_cuModuleGetFunction = CUresult (*)(CUfunction* function, CUmodule module, const char* name);
 using PFN_cuFuncSetAttribute = CUresult (*)(CUfunction function, CUfunction_attribute attribute, int value);
+using PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor = CUresult (*)(int* blocks, CUfunction function,
+                                                                    int block_threads, size_t shared_bytes);
 using PFN_cuLaunchKernel = CUresult (*)(CUfunction function, unsigned int grid_x, unsigned int grid_y,
                                         unsigned int grid_z, unsigned int block_x, unsigned int block_y,
                                         unsigned int block_z, unsigned int shared_bytes, CUstream stream,

@@ -42,6 +42,7 @@ struct LibraryStatus {
   X(cuModuleLoadData, "cuModuleLoadData")                    \
   X(cuModuleGetFunction, "cuModuleGetFunction")              \
   X(cuFuncSetAttribute, "cuFuncSetAttribute")                \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor") \
   X(cuLaunchKernel, "cuLaunchKernel")                        \
   X(cuMemAlloc, "cuMemAlloc_v2")                             \
   X(cuMemFree, "cuMemFree_v2")                               \

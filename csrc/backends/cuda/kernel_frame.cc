@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "errors.h"
 #include "tileprim/staging.cuh"
@@ -11,19 +12,29 @@ namespace tp {
 
 namespace {
 
-// Dynamic shared memory a block may take without opting in (the launcher opts in above it).
-constexpr long long kDefaultSharedLimit = 48 * 1024;
+// Shared memory a block takes before the frame stops adding instances: above 48 KiB the
+// launcher opts in; at 100 KiB two blocks still share an SM's 227 KiB (sm_90).
+constexpr long long kSharedPerBlockTarget = 100 * 1024;
+constexpr int kBlockThreadsTarget = 256;  // a block of 256 threads: 8 per SM fill an H100's 2048
+constexpr int kNamedBarriers = 15;        // bar.sync 1..15; 0 is __syncthreads
 
 long long align16(long long bytes) { return (bytes + 15) / 16 * 16; }
 
-// Instances per block before shared memory limits them: 128 threads, 4 warps, 1 warpgroup
-// (its named barrier is then barrier 1) or 1 CTA.
-int default_instances(const ExecScope& scope) {
+// Instances per block before shared memory limits them, and why. Thread and warp instances
+// need no barrier of their own; warpgroup and CTA instances each sync on a named barrier
+// (1 + instance), so a CTA instance must be whole warps and a block holds at most 15.
+std::pair<int, std::string> default_instances(const ExecScope& scope) {
+  const int threads = scope.threads;
   switch (scope.kind) {
-    case ScopeKind::thread: return 128;
-    case ScopeKind::warp: return 4;
-    default: return 1;
+    case ScopeKind::thread: return {128, "128 threads of one tile each"};
+    case ScopeKind::warp: return {kBlockThreadsTarget / 32, std::to_string(kBlockThreadsTarget / 32) + " warps of one tile each"};
+    default: break;
   }
+  if (threads % 32 != 0) return {1, "a CTA of " + std::to_string(threads) + " threads is not whole warps: one per block"};
+  const int n = std::max(1, std::min(kNamedBarriers, kBlockThreadsTarget / threads));
+  if (n == 1) return {1, "one " + std::to_string(threads) + "-thread instance fills a block"};
+  return {n, std::to_string(n) + " instances of " + std::to_string(threads) +
+                 " threads, each synced by its own named barrier"};
 }
 
 std::string name_of(const OperandStaging& s) { return s.operand < 0 ? "out" : "in" + std::to_string(s.operand); }
@@ -54,11 +65,17 @@ class Frame {
                        " bytes per block for one scope instance; " + arch + " allows " + std::to_string(limit) +
                        " (use smaller tiles or batch_dims)");
     }
-    instances_ = default_instances(plan.call.scope);
-    while (instances_ > 1 && shared_bytes(instances_) > kDefaultSharedLimit) --instances_;
+    std::tie(instances_, why_) = default_instances(plan.call.scope);
+    const int wanted = instances_;
+    while (instances_ > 1 && shared_bytes(instances_) > kSharedPerBlockTarget) --instances_;
+    if (instances_ < wanted) {
+      why_ = std::to_string(instances_) + " instances: " + std::to_string(shared_bytes(instances_ + 1)) +
+             " bytes of shared memory for one more would pass " + std::to_string(kSharedPerBlockTarget);
+    }
   }
 
   int instances() const { return instances_; }
+  const std::string& why() const { return why_; }
   long long shared_bytes(int instances) const {
     long long bytes = 0;
     for (const OperandStaging* s : staged_) {
@@ -216,11 +233,11 @@ class Frame {
            << "[tp::memory_offset(kMem_" << n << ", e)] = (" << from << ")[e];\n";
       }
     }
-    if (!tiles_.empty() && threads_ > 1) os << "    " << cuda_scope_sync(plan_.call.scope) << "\n";
+    if (!tiles_.empty() && threads_ > 1) os << "    " << cuda_scope_sync(plan_.call.scope, instances_) << "\n";
   }
 
   void instance_results(std::ostream& os) {
-    if (!tiles_.empty() && threads_ > 1) os << "    " << cuda_scope_sync(plan_.call.scope) << "\n";
+    if (!tiles_.empty() && threads_ > 1) os << "    " << cuda_scope_sync(plan_.call.scope, instances_) << "\n";
     for (const OperandStaging* s : tiles_) {
       if (!s->store) continue;
       const std::string n = name_of(*s);
@@ -237,7 +254,7 @@ class Frame {
       const RegisterPlacement& p = *s->place;
       // with accum, threads holding a copy of an output read its old value from the staging
       // slot its owner now overwrites: all of them must have read first
-      if (threads_ > 1) os << "    " << cuda_scope_sync(plan_.call.scope) << "\n";
+      if (threads_ > 1) os << "    " << cuda_scope_sync(plan_.call.scope, instances_) << "\n";
       os << "#pragma unroll\n"
          << "    for (int s = 0; s < " << p.slots << "; ++s) {\n"
          << "      const int e = " << table(*s, false) << (per_slot(p, false) ? "[s]" : "[s * kThreads + lane]")
@@ -256,6 +273,7 @@ class Frame {
   const Plan& plan_;
   int threads_;
   int instances_ = 1;
+  std::string why_;
   long long tile_offset_ = 0;
   std::vector<const OperandStaging*> staged_, tiles_;
   std::map<const RegisterPlacement*, std::string> load_tables_, store_tables_;
@@ -270,6 +288,7 @@ KernelSource render_kernel(const Plan& plan, const KernelBody& body, const std::
   k.threads = plan.call.scope.threads;
   k.instances = frame.instances();
   k.shared_bytes = frame.shared_bytes(k.instances);
+  k.why = frame.why();
   return k;
 }
 
@@ -284,13 +303,15 @@ std::string cuda_mem_layout(const MemLayout& L) {
   return os.str();
 }
 
-std::string cuda_scope_sync(const ExecScope& scope) {
+std::string cuda_scope_sync(const ExecScope& scope, int instances) {
   switch (scope.kind) {
-    case ScopeKind::cta: return "__syncthreads();";
-    // one warpgroup per block: named barrier 1 over its 128 threads (0 is __syncthreads)
-    case ScopeKind::warpgroup: return "asm volatile(\"bar.sync 1, 128;\" ::: \"memory\");";
-    case ScopeKind::warp: return "__syncwarp();";
     case ScopeKind::thread: return "";
+    case ScopeKind::warp: return "__syncwarp();";
+    case ScopeKind::cta:
+      if (instances == 1) return "__syncthreads();";
+      [[fallthrough]];
+    case ScopeKind::warpgroup:  // barrier 1 + instance over this instance's threads
+      return "asm volatile(\"bar.sync %0, %1;\" :: \"r\"(1 + instance), \"n\"(kThreads) : \"memory\");";
   }
   return "";
 }

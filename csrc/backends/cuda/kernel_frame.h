@@ -27,6 +27,7 @@ struct KernelSource {
   int threads = 1;    // per scope instance
   int instances = 1;  // scope instances per block
   long long shared_bytes = 0;  // per block
+  std::string why;             // why this many instances per block
   int block_threads() const { return threads * instances; }
 };
 
@@ -37,8 +38,8 @@ KernelSource render_kernel(const Plan& plan, const KernelBody& body, const std::
 // Declarations of the device descriptors, as the bodies print them.
 std::string cuda_mem_layout(const MemLayout& L);
 
-// The scope's barrier (none at thread scope).
-std::string cuda_scope_sync(const ExecScope& scope);
+// The barrier of one scope instance (none at thread scope) in a block of `instances`.
+std::string cuda_scope_sync(const ExecScope& scope, int instances);
 
 // Shared memory one block may use on an architecture ("sm_90a" -> 227 KiB).
 long long max_shared_per_block(const std::string& arch);

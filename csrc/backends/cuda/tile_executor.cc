@@ -82,10 +82,24 @@ class CudaTileRunner : public Runner {
   }
 
   std::vector<std::pair<std::string, std::string>> describe() const override {
+    // Resident blocks per SM bound the bytes in flight: a block issues the loads of its whole
+    // run of tiles before it computes.
+    int blocks_per_sm = 0;
+    DeviceScope scope;
+    scope.use(device_);
+    Driver::get().check(Driver::get().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                            &blocks_per_sm, function_, kernel_.source.block_threads(),
+                            static_cast<size_t>(kernel_.source.shared_bytes)),
+                        "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    size_t tile_bytes = 0;
+    for (size_t b : input_bytes_) tile_bytes += b;
     return {{"arch", kernel_.arch},
             {"block_threads", std::to_string(kernel_.source.block_threads())},
             {"tiles_per_block", std::to_string(kernel_.source.instances)},
+            {"tiles_per_block_why", kernel_.source.why},
             {"shared_bytes", std::to_string(kernel_.source.shared_bytes)},
+            {"blocks_per_sm", std::to_string(blocks_per_sm)},
+            {"bytes_in_flight_per_sm", std::to_string(blocks_per_sm * kernel_.source.instances * tile_bytes)},
             {"kernel", kernel_.binary->origin}};
   }
 
