@@ -231,6 +231,20 @@ template <> struct convert_to<__half> {
   static TP_HD __half from(float x) { return __float2half_rn(x); }
   static TP_HD __half from(double x) { return __double2half(x); }
 };
+// Pairs: each paired intrinsic runs its scalar twin's instructions on both halves, so a lane
+// of a pair gets the scalar op's bits (elementwise maps take two registers at a time).
+TP_HD __half2 add(__half2 a, __half2 b) { return __hadd2(a, b); }
+TP_HD __half2 sub(__half2 a, __half2 b) { return __hsub2(a, b); }
+TP_HD __half2 mul(__half2 a, __half2 b) { return __hmul2(a, b); }
+TP_HD __half2 fma(__half2 a, __half2 b, __half2 c) { return __hfma2(a, b, c); }
+TP_HD __half2 sqrt(__half2 a) { return h2sqrt(a); }
+TP_HD __half2 exp(__half2 a) { return h2exp(a); }
+TP_HD __half2 exp2(__half2 a) { return h2exp2(a); }
+TP_HD __half2 log2(__half2 a) { return h2log2(a); }
+TP_HD __half2 max_num(__half2 a, __half2 b) { return __hmax2(a, b); }
+TP_HD __half2 min_num(__half2 a, __half2 b) { return __hmin2(a, b); }
+TP_HD __half2 max_nan(__half2 a, __half2 b) { return __hmax2_nan(a, b); }
+TP_HD __half2 min_nan(__half2 a, __half2 b) { return __hmin2_nan(a, b); }
 #endif
 #if TP_ON_DEVICE && defined(TP_WITH_BF16)
 template <> struct limits<__nv_bfloat16> {
@@ -258,6 +272,16 @@ template <> struct convert_to<__nv_bfloat16> {
   static TP_HD __nv_bfloat16 from(float x) { return __float2bfloat16_rn(x); }
   static TP_HD __nv_bfloat16 from(double x) { return __double2bfloat16(x); }
 };
+// Pairs of the exactly rounded ops only: bfloat16's paired transcendentals are not the
+// scalar ones' steps.
+TP_HD __nv_bfloat162 add(__nv_bfloat162 a, __nv_bfloat162 b) { return __hadd2(a, b); }
+TP_HD __nv_bfloat162 sub(__nv_bfloat162 a, __nv_bfloat162 b) { return __hsub2(a, b); }
+TP_HD __nv_bfloat162 mul(__nv_bfloat162 a, __nv_bfloat162 b) { return __hmul2(a, b); }
+TP_HD __nv_bfloat162 fma(__nv_bfloat162 a, __nv_bfloat162 b, __nv_bfloat162 c) { return __hfma2(a, b, c); }
+TP_HD __nv_bfloat162 max_num(__nv_bfloat162 a, __nv_bfloat162 b) { return __hmax2(a, b); }
+TP_HD __nv_bfloat162 min_num(__nv_bfloat162 a, __nv_bfloat162 b) { return __hmin2(a, b); }
+TP_HD __nv_bfloat162 max_nan(__nv_bfloat162 a, __nv_bfloat162 b) { return __hmax2_nan(a, b); }
+TP_HD __nv_bfloat162 min_nan(__nv_bfloat162 a, __nv_bfloat162 b) { return __hmin2_nan(a, b); }
 #endif
 
 template <class To, class From> TP_HD To cast(From x) { return convert_to<To>::from(widen(x)); }

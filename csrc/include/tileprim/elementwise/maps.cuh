@@ -83,11 +83,62 @@ template <class TD> struct To<Cast, TD> {
 
 }  // namespace map_op
 
-// dst[f] = Op(operands[f]...) for every register slot f of one bundle.
+// Paired<Op, T>::type: the two-lane type where Op on a pair gives each lane the bits of Op on
+// one T (numeric.cuh defines those pair overloads); none elsewhere, and none on the host.
+template <class Op, class T> struct Paired {};
+#if TP_ON_DEVICE
+#define TP_PAIRED(op, T, T2)              \
+  template <> struct Paired<map_op::op, T> { \
+    using type = T2;                      \
+  };
+#if defined(TP_WITH_FP16)
+TP_PAIRED(Sqrt, __half, __half2)
+TP_PAIRED(Exp, __half, __half2)
+TP_PAIRED(Exp2, __half, __half2)
+TP_PAIRED(Log2, __half, __half2)
+TP_PAIRED(Add, __half, __half2)
+TP_PAIRED(Sub, __half, __half2)
+TP_PAIRED(Mul, __half, __half2)
+TP_PAIRED(Fma, __half, __half2)
+TP_PAIRED(Maximum, __half, __half2)
+TP_PAIRED(MaximumNaN, __half, __half2)
+#endif
+#if defined(TP_WITH_BF16)
+TP_PAIRED(Add, __nv_bfloat16, __nv_bfloat162)
+TP_PAIRED(Sub, __nv_bfloat16, __nv_bfloat162)
+TP_PAIRED(Mul, __nv_bfloat16, __nv_bfloat162)
+TP_PAIRED(Fma, __nv_bfloat16, __nv_bfloat162)
+TP_PAIRED(Maximum, __nv_bfloat16, __nv_bfloat162)
+TP_PAIRED(MaximumNaN, __nv_bfloat16, __nv_bfloat162)
+#endif
+#undef TP_PAIRED
+#endif
+
+template <class...> using void_t = void;
+template <class Op, class T, class = void> struct has_pair {
+  static constexpr bool value = false;
+};
+template <class Op, class T> struct has_pair<Op, T, void_t<typename Paired<Op, T>::type>> {
+  static constexpr bool value = true;
+};
+
+// dst[f] = Op(operands[f]...) for every register slot f of one bundle; two slots per
+// instruction where the op pairs (16-bit maps run at twice the rate).
 template <class Op, int kUnroll, class TD, class... Operands>
 TP_HD void map_registers(TD* dst, int slots, const Operands&... operands) {
-  TP_UNROLL_BY(kUnroll)
-  for (int f = 0; f < slots; ++f) dst[f] = map_op::To<Op, TD>::apply(operands[f]...);
+  if constexpr (has_pair<Op, TD>::value) {
+    using Pair = typename Paired<Op, TD>::type;
+    TP_UNROLL_BY(kUnroll)
+    for (int f = 0; f + 1 < slots; f += 2) {
+      const Pair r = Op::apply(Pair(operands[f], operands[f + 1])...);
+      dst[f] = r.x;
+      dst[f + 1] = r.y;
+    }
+    if (slots % 2) dst[slots - 1] = Op::apply(operands[slots - 1]...);
+  } else {
+    TP_UNROLL_BY(kUnroll)
+    for (int f = 0; f < slots; ++f) dst[f] = map_op::To<Op, TD>::apply(operands[f]...);
+  }
 }
 
 // Every lane of the scope instance maps its own bundle; lanes never talk.
