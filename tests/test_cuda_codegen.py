@@ -124,9 +124,13 @@ def test_reg_uses_the_dtype_instructions():
     sqrt32 = tp.lower(tp.warp.sqrt, f("f4", 32, 8), layout=S[(32, 8):(1 @ laneid, 1)], target="sm_90a")
     assert len(re.findall(r"sqrt\.rn\.f32", sqrt32.ptx)) == 8  # one per register of the lane's bundle
     fma16 = tp.lower(tp.fma, f("f2", 4), f("f2", 4), f("f2", 4), target="sm_90a")
-    assert len(re.findall(r"fma\.rn\.f16", fma16.ptx)) == 4
+    assert len(re.findall(r"fma\.rn\.f16x2\s", fma16.ptx)) == 2  # two registers per instruction
+    assert not re.findall(r"fma\.rn\.f16\s", fma16.ptx)
     add_bf16 = tp.lower(tp.add, f(BF16, 3), 1.0, target="sm_90a")
-    assert len(re.findall(r"\badd(\.rn)?\.bf16\s", add_bf16.ptx)) == 3  # one per element, in bfloat16
+    assert len(re.findall(r"\badd(\.rn)?\.bf16x2\s", add_bf16.ptx)) == 1  # a pair, in bfloat16,
+    assert len(re.findall(r"\badd(\.rn)?\.bf16\s", add_bf16.ptx)) == 1    # and the odd one alone
+    exp16 = tp.lower(tp.exp, f("f2", 6), target="sm_90a")
+    assert len(re.findall(r"ex2\.approx\.ftz\.f32", exp16.ptx)) == 6  # h2exp: each half's own ex2
 
 
 def test_an_arch_nvrtc_does_not_know_falls_back_to_ptx():
