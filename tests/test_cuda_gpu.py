@@ -164,3 +164,21 @@ def test_operands_on_another_gpu_run_there_on_its_current_stream():
     torch.cuda.synchronize(1)
     assert r.device == x.device
     assert bits_equal(r.cpu().numpy(), tp.sum(y.cpu().numpy(), batch_dims=1, backend="cpu"))
+
+
+@pytest.mark.parametrize("op,intrinsic", [("exp", "hexp"), ("exp2", "hexp2"), ("log2", "hlog2"), ("sqrt", "hsqrt")])
+def test_paired_float16_maps_equal_the_scalar_intrinsic_on_every_half(op, intrinsic):
+    # tileprim maps float16 two registers at a time (h2exp, ...); every one of the 65536 halves,
+    # in both lanes of a pair and alone (odd tail), must get the scalar intrinsic's bits.
+    cupy = pytest.importorskip("cupy")
+    kernel = cupy.RawKernel(
+        "#include <cuda_fp16.h>\n"
+        f'extern "C" __global__ void scalar(const __half* x, __half* y, int n) {{\n'
+        f"  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = {intrinsic}(x[i]); }}\n", "scalar")
+    every = cupy.arange(1 << 16, dtype=cupy.uint16).view(cupy.float16)
+    want = cupy.empty_like(every)
+    kernel(((1 << 16) // 256,), (256,), (every, want, cupy.int32(1 << 16)))
+    for tile in (8, 7):  # four pairs; three pairs and one alone
+        x = every[: (1 << 16) // tile * tile].reshape(-1, tile)
+        got = getattr(tp, op)(x, batch_dims=1)
+        assert bits_equal(cupy.asnumpy(got).ravel(), cupy.asnumpy(want[: x.size]))
