@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything one GPU lease does, in one call: build, the GPU tests, compute-sanitizer over the
-# GPU suite, the benchmarks. Logs go to $OUT/<step>.log; a summary line per step is printed.
+# GPU suite, the benchmarks (python -m tileprim bench; its JSON in $OUT/bench.json). Logs go to
+# $OUT/<step>.log; a summary line per step is printed.
 #   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench] [treduce]   (default: the first four)
 set -u
 OUT=${OUT:-/tmp/tileprim-gpu}
@@ -38,9 +39,7 @@ if want sanitize; then
   done
 fi
 if want bench; then
-  TAIL=8 step small_calls python3 benchmarks/small_calls.py
-  TAIL=6 step compile_cache python3 benchmarks/compile_cache.py
-  TAIL=8 step bench_ops python3 benchmarks/bench_ops.py
+  TAIL=12 step bench python3 -m tileprim bench --json "$OUT/bench.json"
 fi
 if want treduce; then
   TAIL=40 step treduce python3 benchmarks/treduce.py --verify

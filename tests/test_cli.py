@@ -30,7 +30,7 @@ def test_help_and_no_command_print_usage_and_exit_zero():
         proc = run_cli(*args)
         assert proc.returncode == 0, proc.stderr
         assert "usage: python -m tileprim" in proc.stdout
-        assert all(command in proc.stdout for command in ("demo", "info", "show"))
+        assert all(command in proc.stdout for command in ("demo", "info", "show", "bench"))
 
 
 def test_info_prints_json():

@@ -1,5 +1,6 @@
 """``python -m tileprim``: run the specification's demonstration programs (``demo``), say what this
-installation can do (``info``), or draw a layout as an SVG picture (``show``)."""
+installation can do (``info``), draw a layout as an SVG picture (``show``), or time tileprim
+against PyTorch/CuPy on a GPU or NumPy on the CPU (``bench``)."""
 from __future__ import annotations
 
 import argparse
@@ -60,6 +61,18 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("-o", "--output", default="layout.svg", metavar="FILE.svg",
                       help="where to write the picture (default layout.svg)")
     show.set_defaults(run=lambda args: _show(args, show.error))
+    bench = commands.add_parser(
+        "bench", help="time tileprim against PyTorch and CuPy on a GPU (against NumPy without one): "
+                      "GB/s, ratios, optionally JSON",
+        description="Time tileprim beside PyTorch (which makes the inputs) and CuPy (where installed) with "
+                    "CUDA events: row sum/max/min for K in 4..8192 at thread, warp and cta(32/128/256) "
+                    "scope, sqrt/exp/add/fma in float32/float16/bfloat16 on 1 GiB inputs, then small-call "
+                    "latencies, cold compile and disk-cache load. Without a GPU: the CPU backend against "
+                    "NumPy, wall-clock timed. Ratios are tileprim's time over the baseline's (below 1: "
+                    "tileprim is faster).")
+    from .bench import add_arguments
+    add_arguments(bench)
+    bench.set_defaults(run=lambda args: _bench(args, bench.error))
     return parser
 
 
@@ -72,6 +85,11 @@ def _info(args) -> int:
     from . import info
     print(json.dumps(info(), indent=2))
     return 0
+
+
+def _bench(args, fail: Callable[[str], None]) -> int:
+    from .bench import run_from_args
+    return run_from_args(args, fail)
 
 
 def _show(args, fail: Callable[[str], None]) -> int:

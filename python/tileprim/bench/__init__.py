@@ -1,0 +1,262 @@
+"""``python -m tileprim bench``: tileprim beside the libraries people would otherwise use, on the
+same inputs.
+
+On a GPU (PyTorch needed for the inputs; CuPy timed too where installed): row sum/max/min of
+float32 ``(N, K)`` tensors for K in 4 ... 8192 at thread, warp and cta(32/128/256) scope;
+sqrt/exp/add/fma in float32/float16/bfloat16; 2^28 elements per input (1 GiB of float32, far more
+than L2), CUDA events around batches of back-to-back calls after a warm-up that also compiles,
+medians. Then the small-call latencies and what getting a kernel costs. Without a GPU the same
+against NumPy on the CPU backend, wall-clock timed.
+
+Each case prints one line (stdout) and becomes one JSON row; a case tileprim refuses (a tile too
+big for a thread's registers, say) is recorded as n/a with the reason, and the run goes on.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import platform
+import shlex
+import sys
+from dataclasses import dataclass
+from typing import Callable, Iterable, List, Optional
+
+import tileprim as tp
+
+from . import report
+from .baselines import GpuLibrary, NumpyLibrary
+from .cases import CPU_KS, CPU_SCOPES, GPU_KS, GPU_SCOPES, Case, Inputs, map_cases, reduction_cases
+from .latency import gpu_small_calls, host_small_calls, kernel_cases
+from .progress import open_progress
+from .timing import CudaEventTimer, WallTimer
+
+__all__ = ["Sizes", "Suite", "suite", "run", "add_arguments", "run_from_args", "main"]
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big and how often: elements per input, timed repeats, calls per CUDA-event batch
+    (GPU only), and calls per small-call median."""
+
+    elements: int
+    repeats: int
+    inner: int
+    calls: int
+
+
+SIZES = {("cuda", False): Sizes(1 << 28, 15, 5, 2000), ("cuda", True): Sizes(1 << 26, 5, 3, 300),
+         ("cpu", False): Sizes(1 << 20, 21, 1, 2000), ("cpu", True): Sizes(1 << 16, 7, 1, 300)}
+
+
+@dataclass
+class Suite:
+    """The cases of one backend, with what they share: the baseline library, the timer, the
+    sizes, and the inputs alive at the moment."""
+
+    backend: str
+    quick: bool
+    lib: object
+    timer: object
+    sizes: Sizes
+    inputs: Inputs
+    cases: List[Case]
+
+
+def _cuda_usable() -> bool:
+    return tp.info()["backends"]["cuda"] == "available"
+
+
+def suite(backend: str = "cpu", quick: bool = False) -> Suite:
+    """The benchmark cases for ``backend``; nothing runs yet.
+
+    Parameters
+    ----------
+    backend : {"cpu", "cuda"}
+        ``"cuda"``: tileprim on PyTorch CUDA tensors against PyTorch (and CuPy where installed).
+        ``"cpu"``: tileprim's CPU backend against NumPy.
+    quick : bool, default False
+        Inputs a quarter (GPU) or a sixteenth (CPU) of the size, fewer repeats.
+
+    Returns
+    -------
+    Suite
+
+    Raises
+    ------
+    RuntimeError
+        ``"cuda"`` without PyTorch, which makes the GPU inputs.
+
+    Examples
+    --------
+    >>> from tileprim import bench
+    >>> [case.name for case in bench.suite("cpu", quick=True).cases][:3]
+    ['sum K=4 thread', 'max K=4 thread', 'min K=4 thread']
+    """
+    sizes = SIZES[backend, quick]
+    if backend == "cuda":
+        try:
+            import torch
+        except ImportError:
+            raise RuntimeError("the GPU suite makes its inputs with PyTorch, which is not installed; "
+                               "--backend cpu runs the CPU suite") from None
+        try:
+            import cupy
+        except ImportError:
+            cupy = None
+        lib = GpuLibrary(torch, cupy)
+        timer = CudaEventTimer(torch, sizes.repeats, sizes.inner)
+        ks, scopes = GPU_KS, GPU_SCOPES
+    else:
+        lib, timer, ks, scopes = NumpyLibrary(), WallTimer(sizes.repeats), CPU_KS, CPU_SCOPES
+    inputs = Inputs(lib.free)
+    cases = reduction_cases(lib, inputs, timer, sizes.elements, ks, scopes)
+    cases += map_cases(lib, inputs, timer, sizes.elements)
+    cases += host_small_calls(sizes.calls)
+    if backend == "cuda":
+        cases += gpu_small_calls(lib.torch, inputs, sizes.calls)
+    cases += kernel_cases(sizes.calls)
+    return Suite(backend, quick, lib, timer, sizes, inputs, cases)
+
+
+def _selected(cases: List[Case], only: Iterable[str]) -> List[Case]:
+    only = list(only)
+    return [case for case in cases if not only or any(text in case.name for text in only)]
+
+
+def _reason(error: Exception) -> str:
+    """The error's type and the first line of its message (a DispatchError's is its whole trace)."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+def _header(s: Suite, only: List[str]) -> dict:
+    return {"tileprim": tp.__version__, "python": platform.python_version(), "versions": s.lib.versions(),
+            "device": s.lib.device(), "backend": s.backend, "command": shlex.join(sys.argv),
+            "options": {"backend": s.backend, "quick": s.quick, "only": only},
+            "elements_per_input": s.sizes.elements, "repeats": s.sizes.repeats,
+            "timing": s.timer.describe(),
+            "small_call_timing": f"time.perf_counter around one call, median of {s.sizes.calls} calls",
+            "ratio": report.RATIO, "started": datetime.datetime.now().isoformat(timespec="seconds")}
+
+
+def run(s: Suite, only: Iterable[str] = (), json_path: Optional[str] = None) -> dict:
+    """Measures the suite's cases (those whose name contains one of ``only``, if given), printing
+    one line per case on stdout under a progress display on stderr.
+
+    Parameters
+    ----------
+    s : Suite
+        From :func:`suite`.
+    only : iterable of str, optional
+        Substrings of case names (``"sum K=32 "``, ``"cta(128)"``, ``"float16"``, ``"small"``).
+    json_path : str, optional
+        Where to write ``{"header": ..., "rows": [...]}``.
+
+    Returns
+    -------
+    dict
+        ``{"header": ..., "rows": [...]}``: one row per case, with ``tileprim_ms``, ``baselines``
+        (name -> ms), GB/s, ``ratios`` (tileprim_ms / each baseline's ms) and ``ratio`` (to the
+        fastest baseline); a case that could not run has null times and the reason in ``note``.
+
+    Raises
+    ------
+    ValueError
+        ``only`` matches no case.
+    """
+    only = list(only)
+    cases = _selected(s.cases, only)
+    if not cases:
+        raise ValueError(f"no case name contains any of {only}")
+    header = _header(s, only)
+    widths = {}
+    for case in cases:
+        widths[case.kind] = max(widths.get(case.kind, 0), len(case.name))
+    rows, kind = [], None
+    shown = open_progress(len(cases))
+    try:
+        for case in cases:
+            shown.start(case.name)
+            if case.kind != kind:
+                kind = case.kind
+                s.inputs.clear()  # no kind uses another's inputs
+                shown.write(report.section(kind))
+            try:
+                row = report.row(case, case.measure())
+            except Exception as e:  # a refused tile, a missing library: the row says why, the run goes on
+                row = report.row(case, None, note=_reason(e))
+            s.lib.free()
+            rows.append(row)
+            shown.write(report.line(row, widths[kind]))
+            shown.finish()
+    finally:
+        shown.close()
+        s.inputs.clear()
+    result = {"header": header, "rows": rows}
+    if json_path:
+        report.write_json(json_path, header, rows)
+    return result
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``python -m tileprim bench`` (and ``benchmarks/run.py``)."""
+    parser.add_argument("--backend", choices=("cpu", "cuda"),
+                        help="cuda: tileprim on PyTorch tensors against PyTorch and CuPy; cpu: the CPU "
+                             "backend against NumPy (default: cuda where a GPU is usable)")
+    parser.add_argument("--quick", action="store_true", help="smaller inputs and fewer repeats")
+    parser.add_argument("--only", action="append", default=[], metavar="TEXT",
+                        help="run only the cases whose name contains TEXT (repeatable), e.g. 'sum K=32 ', "
+                             "'cta(128)', 'float16', 'small', 'kernel'")
+    parser.add_argument("--list", action="store_true", help="print the case names and exit")
+    parser.add_argument("--json", metavar="PATH", help="also write the header and one row per case as JSON")
+
+
+def run_from_args(args: argparse.Namespace, fail: Callable[[str], None]) -> int:
+    """Runs the suite ``args`` (from :func:`add_arguments`) ask for; ``fail`` reports a usage error.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+    fail : callable
+        ``parser.error``: prints the message and exits 2.
+
+    Returns
+    -------
+    int
+        0.
+    """
+    if args.backend == "cuda" and not _cuda_usable():
+        fail(f"--backend cuda: the CUDA backend is {tp.info()['backends']['cuda']}")
+    backend = args.backend or ("cuda" if _cuda_usable() else "cpu")
+    try:
+        s = suite(backend, args.quick)
+    except RuntimeError as e:
+        fail(str(e))
+    cases = _selected(s.cases, args.only)
+    if not cases:
+        fail(f"--only {' '.join(map(repr, args.only))}: no case matches (--list names them)")
+    if args.list:
+        print("\n".join(case.name for case in cases))
+        return 0
+    run(s, args.only, args.json)
+    if args.json:
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``benchmarks/run.py``: the same as ``python -m tileprim bench``.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The options (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit status.
+    """
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("``", ""))
+    add_arguments(parser)
+    return run_from_args(parser.parse_args(argv), parser.error)

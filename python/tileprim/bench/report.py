@@ -1,0 +1,80 @@
+"""A measured case as a JSON row and as a line of the printed table."""
+from __future__ import annotations
+
+import json
+from typing import List, Optional
+
+from .cases import Case, Measured
+
+RATIO = "tileprim_ms / baseline_ms: below 1, tileprim is faster"
+SECTIONS = {
+    "throughput": "throughput: ms per call, GB/s = bytes read + written / time; (r) = " + RATIO,
+    "latency": "small calls: median time of one call; (r) = " + RATIO,
+    "kernel": "getting a kernel (a warp sum for sm_90a): the build or load alone; "
+              "lower_ms: the whole tp.lower",
+}
+
+
+def row(case: Case, measured: Optional[Measured], note: Optional[str] = None) -> dict:
+    """The JSON row of ``case``: what it is, tileprim's and each baseline's ms (and GB/s where the
+    case moves a known number of bytes), tileprim's ratio to each baseline and to the fastest
+    one. ``measured`` is None, with the reason in ``note``, where the case could not run.
+
+    Parameters
+    ----------
+    case : Case
+    measured : Measured or None
+    note : str, optional
+
+    Returns
+    -------
+    dict
+    """
+    def gbps(ms):
+        return case.bytes / ms / 1e6 if case.bytes and ms else None
+    ours = measured.tileprim_ms if measured else None
+    baselines = measured.baselines if measured else {}
+    ratios = {name: ours / ms for name, ms in baselines.items() if ours and ms}
+    best = min(ratios, key=baselines.get) if ratios else None
+    return {"case": case.name, "kind": case.kind, "op": case.op, "dtype": case.dtype, "scope": case.scope,
+            "K": case.K, "shape": list(case.shape) if case.shape else None, "bytes": case.bytes,
+            "tileprim_ms": ours, "baselines": dict(baselines), "tileprim_GBps": gbps(ours),
+            "baselines_GBps": {name: gbps(ms) for name, ms in baselines.items()} if case.bytes else {},
+            "ratios": ratios, "best_baseline": best, "ratio": ratios[best] if best else None,
+            "detail": measured.detail if measured else {}, "note": note}
+
+
+def _time(ms: float) -> str:
+    return f"{ms * 1e3:7.2f} us" if ms < 0.1 else f"{ms:7.3f} ms"
+
+
+def _cell(ms: Optional[float], gbps: Optional[float]) -> str:
+    return _time(ms) + (f" {gbps:7.1f} GB/s" if gbps is not None else "")
+
+
+def line(r: dict, width: int = 0) -> str:
+    """One printed line: the case (padded to ``width``), tileprim's time (and GB/s), each
+    baseline's with tileprim's ratio to it in parentheses, then the case's own figures, or n/a
+    with the reason."""
+    text = f"{r['case']:<{width}}  tileprim "
+    if r["tileprim_ms"] is None:
+        return text + f"n/a: {r['note']}"
+    text += _cell(r["tileprim_ms"], r["tileprim_GBps"])
+    for name, ms in r["baselines"].items():
+        ratio = r["ratios"].get(name)
+        text += f"   {name} {_cell(ms, r['baselines_GBps'].get(name))}" + (f" ({ratio:.2f})" if ratio else "")
+    for key, value in r["detail"].items():
+        text += f"   {key} {value:.3f}" if isinstance(value, float) else f"   {key} {value}"
+    return text
+
+
+def section(kind: str) -> str:
+    """The heading printed before the first case of each kind."""
+    return f"\n== {SECTIONS[kind]}"
+
+
+def write_json(path: str, header: dict, rows: List[dict]) -> None:
+    """``{"header": header, "rows": rows}``; strict JSON (a figure that does not apply is null)."""
+    with open(path, "w") as f:
+        json.dump({"header": header, "rows": rows}, f, indent=2, allow_nan=False)
+        f.write("\n")

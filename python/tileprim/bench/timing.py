@@ -1,0 +1,123 @@
+"""How a call is timed: wall clock for the CPU backend and NumPy, CUDA events for the GPU, and one
+call at a time for small-call latency. Every timer warms up first and reports a median."""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable, Optional
+
+# a measurement stops early (with at least MIN_SAMPLES) once it has run this long, so one very slow
+# case cannot stall the whole run
+BUDGET_S = 2.0
+MIN_SAMPLES = 3
+
+
+def _median_ms(sample: Callable[[], float], repeats: int) -> float:
+    deadline = time.perf_counter() + BUDGET_S
+    samples = []
+    for _ in range(repeats):
+        samples.append(sample())
+        if len(samples) >= MIN_SAMPLES and time.perf_counter() > deadline:
+            break
+    return statistics.median(samples)
+
+
+class WallTimer:
+    """Milliseconds per call by ``time.perf_counter``: ``warmup`` calls, then the median of
+    ``repeats`` timed calls.
+
+    Parameters
+    ----------
+    repeats : int
+        How many calls are timed (fewer when they pass the time budget).
+    warmup : int, default 2
+        Untimed calls first.
+    """
+
+    def __init__(self, repeats: int, warmup: int = 2):
+        self.repeats, self.warmup = repeats, warmup
+
+    def __call__(self, fn: Callable[[], object]) -> float:
+        for _ in range(self.warmup):
+            fn()
+
+        def one() -> float:
+            start = time.perf_counter()
+            fn()
+            return (time.perf_counter() - start) * 1e3
+        return _median_ms(one, self.repeats)
+
+    def describe(self) -> str:
+        return f"time.perf_counter around one call, {self.warmup} warm-up calls, median of {self.repeats}"
+
+
+class CudaEventTimer:
+    """Milliseconds per call by CUDA events (PyTorch's) around a batch of ``inner`` back-to-back
+    calls on the current stream, so host overhead overlaps the GPU as in a real program:
+    ``warmup`` calls, then the median over ``repeats`` batches.
+
+    Parameters
+    ----------
+    torch : module
+        PyTorch, for its events and synchronize.
+    repeats : int
+        How many batches are timed (fewer when they pass the time budget).
+    inner : int
+        Calls per batch.
+    warmup : int, default 3
+        Untimed calls first.
+    """
+
+    def __init__(self, torch, repeats: int, inner: int, warmup: int = 3):
+        self.torch, self.repeats, self.inner, self.warmup = torch, repeats, inner, warmup
+
+    def __call__(self, fn: Callable[[], object]) -> float:
+        cuda = self.torch.cuda
+        for _ in range(self.warmup):
+            fn()
+        cuda.synchronize()
+
+        def batch() -> float:
+            start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(self.inner):
+                fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / self.inner
+        return _median_ms(batch, self.repeats)
+
+    def describe(self) -> str:
+        return (f"CUDA events around {self.inner} back-to-back calls, {self.warmup} warm-up calls, "
+                f"median of {self.repeats} batches")
+
+
+def per_call_ms(fn: Callable[[], object], calls: int, sync: Optional[Callable[[], None]] = None,
+                warmup: int = 50) -> float:
+    """Median milliseconds of one ``fn()`` (then ``sync()``, where given) over ``calls`` calls,
+    each timed alone, after ``warmup`` untimed ones: what a small repeated call costs.
+
+    Parameters
+    ----------
+    fn : callable
+    calls : int
+    sync : callable, optional
+        Called after each call, inside the timing (e.g. a stream synchronize).
+    warmup : int, default 50
+
+    Returns
+    -------
+    float
+    """
+    for _ in range(warmup):
+        fn()
+    if sync:
+        sync()
+    samples = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        fn()
+        if sync:
+            sync()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1e3
