@@ -27,58 +27,89 @@ struct small_float {
   }
   // The exact value hi + lo (|lo| at most half an ulp of hi), rounded once.
   static small_float round(double hi, double lo = 0.0);
-
-  double to_double() const {
-    const bool neg = bits >> 15;
-    const int e = (bits & kExpMask) >> kMant;
-    const int m = bits & ((1u << kMant) - 1u);
-    double v;
-    if (e == (1 << kExp) - 1) {
-      v = m ? std::nan("") : INFINITY;
-    } else if (e == 0) {
-      v = std::ldexp(m, 1 - kBias - kMant);
+  // A float, rounded once; bfloat16 is float's top half, so its rounding is one carry.
+  static small_float from_float(float x) {
+    if constexpr (kExp == 8) {
+      const std::uint32_t u = bits_of(x);
+      if ((u & 0x7fffffffu) > 0x7f800000u) return from_bits(static_cast<std::uint16_t>((u >> 16) & 0x8000) | kExpMask | (1u << (kMant - 1)));
+      return from_bits(static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16));
     } else {
-      v = std::ldexp(m + (1 << kMant), e - kBias - kMant);
+      return from_bits(half_from_float(x));
     }
-    return neg ? -v : v;
+  }
+  // Half by the FPU's own rounding: |x| (scaled by 2^2, which also takes anything past
+  // half's range to infinity) is added to a power of two whose float ulp is half's ulp at
+  // x's exponent (never finer than half's subnormal step), so the addition rounds to nearest
+  // even exactly where half does; the sum's low bits are then half's exponent and fraction.
+  static std::uint16_t half_from_float(float x) {
+    const std::uint32_t w = bits_of(x), twice = w + w;  // twice: w without its sign, shifted
+    const std::uint16_t sign = static_cast<std::uint16_t>((w >> 16) & 0x8000);
+    const float scaled = (std::fabs(x) * float_of(0x77800000u)) * float_of(0x08800000u);  // 2^112, 2^-110
+    const std::uint32_t bias = std::max(twice & 0xff000000u, 0x71000000u);
+    const std::uint32_t sum = bits_of(float_of((bias >> 1) + 0x07800000u) + scaled);
+    const std::uint16_t magnitude = static_cast<std::uint16_t>(((sum >> 13) & 0x7c00) + (sum & 0x0fff));
+    return sign | (twice > 0xff000000u ? std::uint16_t(0x7e00) : magnitude);  // a select: NaN
+  }
+  // Exact: every value of both formats is a float. Half's exponent field moves into
+  // float's and one multiplication by 2^(127 - 15) rebiases it, subnormals included.
+  float to_float() const {
+    if constexpr (kExp == 8) {
+      return float_of(static_cast<std::uint32_t>(bits) << 16);
+    } else {
+      static_assert(kMant == 10 && kExp == 5, "half or bfloat16");
+      const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x8000) << 16, em = bits & 0x7fffu;
+      const std::uint32_t special = 0x7f800000u | (em & 0x3ffu) << 13;  // infinity, NaN
+      const std::uint32_t finite = bits_of(float_of(em << 13) * float_of(0x77800000u));
+      return float_of(sign | (em >= kExpMask ? special : finite));  // a select, so loops vectorize
+    }
+  }
+
+  // A wider IEEE format's bits (kSrcMant fraction bits), rounded to nearest, ties to even.
+  template <class U, int kSrcMant, int kSrcExp> static small_float round_bits(U b);
+
+  // Integer work only (no libm): these sit in every 16-bit loop of the CPU backend.
+  double to_double() const {
+    const std::uint64_t sign = static_cast<std::uint64_t>(bits >> 15) << 63;
+    const int e = (bits & kExpMask) >> kMant;
+    const std::uint64_t m = bits & ((1u << kMant) - 1u);
+    if (e == (1 << kExp) - 1) return double_of(sign | (m ? 0x7ff8000000000000ull : 0x7ff0000000000000ull));
+    if (e == 0) {  // subnormal or zero: m units of the smallest subnormal, a power of two
+      const double v = static_cast<double>(m) * double_of(static_cast<std::uint64_t>(1023 + 1 - kBias - kMant) << 52);
+      return sign ? -v : v;
+    }
+    return double_of(sign | static_cast<std::uint64_t>(e - kBias + 1023) << 52 | m << (52 - kMant));
   }
 };
 
 template <int kMant, int kExp>
 small_float<kMant, kExp> small_float<kMant, kExp>::round(double hi, double lo) {
-  const std::uint16_t sign = std::signbit(hi) ? 0x8000 : 0;
-  if (std::isnan(hi)) return from_bits(sign | kExpMask | (1u << (kMant - 1)));
-  const double a = std::fabs(hi);
-  const double toward = std::signbit(hi) ? -lo : lo;  // the error, in the direction of |hi|
-  if (std::isinf(a)) return from_bits(sign | kExpMask);
-  if (a == 0.0) return from_bits(sign);
-  const int emin = 1 - kBias;
-  int e2;
-  std::frexp(a, &e2);
-  const int exponent = std::max(e2 - 1, emin);
-  const double quantum = std::ldexp(1.0, exponent - kMant);
-  const double scaled = a / quantum;  // exact: a power-of-two scaling
-  const double whole = std::floor(scaled);
-  const double frac = scaled - whole;
-  bool up;
-  if (frac != 0.5) {
-    up = frac > 0.5;
-  } else if (toward != 0.0) {
-    up = toward > 0.0;
-  } else {
-    up = std::fmod(whole, 2.0) != 0.0;  // tie: to even
-  }
-  const double mant = whole + (up ? 1.0 : 0.0);
-  const double value = mant * quantum;
-  if (value >= std::ldexp(1.0, kBias + 1)) return from_bits(sign | kExpMask);
-  if (mant < std::ldexp(1.0, kMant) && exponent == emin) {
-    return from_bits(sign | static_cast<std::uint16_t>(mant));  // subnormal (or zero)
-  }
-  std::frexp(value, &e2);
-  const int e = e2 - 1;
-  const auto field = static_cast<std::uint16_t>(e + kBias) << kMant;
-  const auto frac_bits = static_cast<std::uint16_t>(std::ldexp(value, kMant - e) - std::ldexp(1.0, kMant));
-  return from_bits(sign | field | frac_bits);
+  std::uint64_t b = bits_of(hi);
+  // Round to odd: a nonzero error sets hi's last bit (moving |hi| toward the exact value), so
+  // that rounding this one double, 40 bits wider than the format, rounds hi + lo correctly.
+  if (lo != 0.0 && std::isfinite(hi) && (b & 1) == 0) b += (std::signbit(lo) == std::signbit(hi)) ? 1 : -1;
+  return round_bits<std::uint64_t, 52, 11>(b);
+}
+
+template <int kMant, int kExp>
+template <class U, int kSrcMant, int kSrcExp>
+small_float<kMant, kExp> small_float<kMant, kExp>::round_bits(U b) {
+  constexpr int kSrcBias = (1 << (kSrcExp - 1)) - 1, kSrcMax = (1 << kSrcExp) - 1;
+  const std::uint16_t sign = static_cast<std::uint16_t>((b >> (kSrcMant + kSrcExp)) << 15);
+  const int exp = static_cast<int>((b >> kSrcMant) & kSrcMax);
+  const U frac = b & ((U(1) << kSrcMant) - 1);
+  if (exp == kSrcMax) return from_bits(sign | kExpMask | (frac ? (1u << (kMant - 1)) : 0u));
+  const std::uint64_t m = frac | (exp ? std::uint64_t(1) << kSrcMant : 0);
+  const int E = (exp ? exp : 1) - kSrcBias + kBias;  // the format's biased exponent of |x|
+  const int shift = kSrcMant - kMant + (E < 1 ? 1 - E : 0);
+  if (m == 0 || shift > 63) return from_bits(sign);
+  std::uint64_t r = m >> shift;
+  const std::uint64_t rest = m & ((std::uint64_t(1) << shift) - 1), half = std::uint64_t(1) << (shift - 1);
+  if (rest > half || (rest == half && (r & 1))) ++r;  // to nearest, ties to even
+  // Normal: (E - 1) << kMant plus r, hidden bit included, carries into the exponent; a
+  // subnormal r is the bits themselves (r == 1 << kMant is the smallest normal).
+  const std::uint64_t magnitude = E < 1 ? r : (static_cast<std::uint64_t>(E - 1) << kMant) + r;
+  if (magnitude >= kExpMask) return from_bits(sign | kExpMask);
+  return from_bits(sign | static_cast<std::uint16_t>(magnitude));
 }
 
 using half_t = small_float<10, 5>;
@@ -91,11 +122,11 @@ inline void two_sum(double a, double b, double& s, double& err) {
   const double bb = s - a;
   err = (a - (s - bb)) + (b - bb);
 }
-template <class F> F add(F a, F b) {
-  double s, e;
-  two_sum(a.to_double(), b.to_double(), s, e);
-  return F::round(s, e);
-}
+// +, -, * and sqrt of 16-bit values in float, then rounded: float's 24 bits are at least
+// 2p + 2 for p = 11 and 8, so the two roundings give the one correct rounding (Figueroa,
+// 1995); none reaches float's subnormals with extra bits (half's exponents are small;
+// bfloat16's products have at most 16 significant bits; square roots grow small values).
+template <class F> F add(F a, F b) { return F::from_float(a.to_float() + b.to_float()); }
 template <class F> F fma(F a, F b, F c) {
   double s, e;  // a*b is exact in double for 11- and 8-bit significands
   two_sum(a.to_double() * b.to_double(), c.to_double(), s, e);
@@ -117,10 +148,10 @@ template <class F> F pick(F a, F b, bool want_max, bool nan_wins) {
 #define TP_HOST_SMALL_FLOAT_OPS(F)                                                              \
   inline F add(F a, F b) { return host_small_float::add(a, b); }                                  \
   inline F sub(F a, F b) { return host_small_float::add(a, F::from_bits(b.bits ^ 0x8000)); }       \
-  inline F mul(F a, F b) { return F::round(a.to_double() * b.to_double()); }                      \
+  inline F mul(F a, F b) { return F::from_float(a.to_float() * b.to_float()); }                  \
   inline F fdiv(F a, F b) { return F::round(a.to_double() / b.to_double()); }                     \
   inline F fma(F a, F b, F c) { return host_small_float::fma(a, b, c); }                          \
-  inline F sqrt(F a) { return F::round(std::sqrt(a.to_double())); }                              \
+  inline F sqrt(F a) { return F::from_float(std::sqrt(a.to_float())); }                          \
   inline F exp(F a) { return F::round(std::exp(a.to_double())); }                                \
   inline F exp2(F a) { return F::round(std::exp2(a.to_double())); }                              \
   inline F log2(F a) { return F::round(std::log2(a.to_double())); }                              \
@@ -137,7 +168,7 @@ template <class F> F pick(F a, F b, bool want_max, bool nan_wins) {
     static F quiet_nan() { return host_small_float::quiet_nan<F>(); }                             \
   };                                                                                              \
   template <> struct convert_to<F> {                                                              \
-    static F from(float x) { return F::round(x); }                                                \
+    static F from(float x) { return F::from_float(x); }                                           \
     static F from(double x) { return F::round(x); }                                               \
   };
 
