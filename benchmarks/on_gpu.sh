@@ -2,7 +2,7 @@
 # Everything one GPU lease does, in one call: build, the GPU tests, compute-sanitizer over the
 # GPU suite, the benchmarks (python -m tileprim bench; its JSON in $OUT/bench.json). Logs go to
 # $OUT/<step>.log; a summary line per step is printed.
-#   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench] [treduce]   (default: the first four)
+#   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench] [profile] [treduce]   (default: the first four)
 set -u
 OUT=${OUT:-/tmp/tileprim-gpu}
 mkdir -p "$OUT"
@@ -40,6 +40,13 @@ if want sanitize; then
 fi
 if want bench; then
   TAIL=12 step bench python3 -m tileprim bench --json "$OUT/bench.json"
+fi
+if want profile; then  # the cases whose targets are hardest, through Nsight Compute
+  for case in "sum K=128 thread" "sum K=32 cta(32)" "exp float16"; do
+    step "ncu_${case//[^a-z0-9]/_}" ncu --clock-control none --kernel-name tp_kernel --launch-skip 2 --launch-count 1 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+      python3 benchmarks/profile_cases.py "$case"
+  done
 fi
 if want treduce; then
   TAIL=40 step treduce python3 benchmarks/treduce.py --verify

@@ -1,0 +1,40 @@
+"""Runs a few of the benchmark's cases a handful of times each, for a profiler to capture:
+
+    ncu --clock-control none --kernel-name tp_kernel --launch-skip 2 --launch-count 1 \
+        --section SpeedOfLight --section Occupancy --section WarpStateStats \
+        python3 benchmarks/profile_cases.py "sum K=128 thread"
+
+Each case is named as `python -m tileprim bench --list` names it; its first calls compile."""
+from __future__ import annotations
+
+import sys
+
+import torch
+
+import tileprim as tp
+from tileprim.bench.cases import GPU_SCOPES, MAPS, MAP_TILE, scope_name
+
+ELEMENTS = 1 << 28
+
+
+def run(case: str, calls: int = 4) -> None:
+    words = case.split()
+    op = words[0]
+    if op in MAPS:
+        dtype = getattr(torch, words[1])
+        arrays = [torch.rand(ELEMENTS // MAP_TILE, MAP_TILE, device="cuda", dtype=dtype) + 0.5
+                  for _ in range(MAPS[op])]
+        call = lambda: getattr(tp, op)(*arrays, batch_dims=1)
+    else:
+        k = int(words[1].split("=")[1])
+        scope = next(s for s in GPU_SCOPES if scope_name(s) == words[2])
+        x = torch.randn(ELEMENTS // k, k, device="cuda")
+        call = lambda: getattr(scope, op)(x, axes=-1, batch_dims=1)
+    for _ in range(calls):
+        call()
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    for name in sys.argv[1:]:
+        run(name)
