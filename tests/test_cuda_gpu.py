@@ -182,3 +182,18 @@ def test_paired_float16_maps_equal_the_scalar_intrinsic_on_every_half(op, intrin
         x = every[: (1 << 16) // tile * tile].reshape(-1, tile)
         got = getattr(tp, op)(x, batch_dims=1)
         assert bits_equal(cupy.asnumpy(got).ravel(), cupy.asnumpy(want[: x.size]))
+
+
+@pytest.mark.parametrize("scope", [tp.thread, tp.warp, tp.cta(32), tp.cta(64), tp.warpgroup, tp.cta(256)], ids=str)
+@pytest.mark.parametrize("k", [4, 32, 129])
+@pytest.mark.parametrize("tiles", [1, 1000, 4099])
+def test_many_tiles_per_block_cpu_equals_gpu(scope, k, tiles, rng):
+    # blocks hold several instances, each taking several tiles in turn: full blocks, a
+    # partial last block and a lone tile must all match the CPU, with accum too
+    x = random_tile(rng, (tiles, k), "float32")
+    cpu, gpu = both(scope.sum, x, axes=-1, batch_dims=1)
+    assert bits_equal(cpu, gpu)
+    old = random_tile(rng, cpu.shape, "float32", special=False)
+    cpu_acc = scope.max(x, axes=-1, batch_dims=1, accum=True, out=old.copy(), backend="cpu")
+    gpu_acc = scope.max(x, axes=-1, batch_dims=1, accum=True, out=old.copy(), backend="cuda")
+    assert bits_equal(cpu_acc, gpu_acc)

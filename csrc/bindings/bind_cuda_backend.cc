@@ -82,6 +82,7 @@ void bind_cuda_backend(py::module_& m) {
         d["compile_ms"] = k.binary->compile_ms;
         d["block_threads"] = k.source.block_threads();
         d["instances"] = k.source.instances;
+        d["tiles_per_block"] = k.source.tiles_per_block();
         d["instances_why"] = k.source.why;
         d["shared_bytes"] = k.source.shared_bytes;
         return d;

@@ -27,8 +27,9 @@ class Kernel:
         self.origin: str = built["origin"]          # compiled, disk or memory
         self.compile_ms: float = built["compile_ms"]
         self.block_threads: int = built["block_threads"]
-        self.instances_per_block: int = built["instances"]
-        self.instances_why: str = built["instances_why"]   # why that many tiles share a block
+        self.instances_per_block: int = built["instances"]  # scope instances side by side
+        self.tiles_per_block: int = built["tiles_per_block"]  # instances x the tiles each takes in turn
+        self.instances_why: str = built["instances_why"]    # why the block is shaped so
         self.shared_bytes: int = built["shared_bytes"]
 
     @property
@@ -40,7 +41,7 @@ class Kernel:
 
     def __repr__(self) -> str:
         return (f"<tileprim.Kernel {self.plan.variant} for {self.arch}: {self.block_threads} threads/block, "
-                f"{self.instances_per_block} tile(s)/block, {self.shared_bytes} B shared, "
+                f"{self.instances_per_block} instance(s) x {self.tiles_per_block // self.instances_per_block} tile(s)/block, {self.shared_bytes} B shared, "
                 f"{'PTX only' if not self.cubin else f'{len(self.cubin)} B cubin'}; {self.origin_words}>")
 
     def _repr_html_(self) -> str:

@@ -17,6 +17,10 @@ namespace {
 constexpr long long kSharedPerBlockTarget = 100 * 1024;
 constexpr int kBlockThreadsTarget = 256;  // a block of 256 threads: 8 per SM fill an H100's 2048
 constexpr int kNamedBarriers = 15;        // bar.sync 1..15; 0 is __syncthreads
+// Tiles a block stages at once when they are small: 32 KiB keeps 6 blocks on an SM, each
+// with its whole run in flight; at most 64 rounds, so a block never holds a long serial tail.
+constexpr long long kStagedBytesTarget = 32 * 1024;
+constexpr int kMaxRounds = 64;
 
 long long align16(long long bytes) { return (bytes + 15) / 16 * 16; }
 
@@ -59,30 +63,46 @@ class Frame {
       if (s.kind == Staging::registers) staged_.push_back(&s);
       if (s.kind == Staging::shared) tiles_.push_back(&s);
     }
+    block_tiles_ = std::all_of(tiles_.begin(), tiles_.end(), [&](const OperandStaging* s) { return row_major(*s); });
     const long long limit = max_shared_per_block(arch);
-    if (shared_bytes(1) > limit) {
-      throw ValueError("shared memory: this kernel needs " + std::to_string(shared_bytes(1)) +
+    if (shared_bytes(1, 1) > limit) {
+      throw ValueError("shared memory: this kernel needs " + std::to_string(shared_bytes(1, 1)) +
                        " bytes per block for one scope instance; " + arch + " allows " + std::to_string(limit) +
                        " (use smaller tiles or batch_dims)");
     }
     std::tie(instances_, why_) = default_instances(plan.call.scope);
     const int wanted = instances_;
-    while (instances_ > 1 && shared_bytes(instances_) > kSharedPerBlockTarget) --instances_;
+    while (instances_ > 1 && shared_bytes(instances_, 1) > kSharedPerBlockTarget) --instances_;
     if (instances_ < wanted) {
-      why_ = std::to_string(instances_) + " instances: " + std::to_string(shared_bytes(instances_ + 1)) +
+      why_ = std::to_string(instances_) + " instances: " + std::to_string(shared_bytes(instances_ + 1, 1)) +
              " bytes of shared memory for one more would pass " + std::to_string(kSharedPerBlockTarget);
+    }
+    // Small tiles: each instance takes several in turn, all staged by the whole block at once,
+    // so that a block keeps enough bytes in flight and its launch is paid for.
+    while (block_tiles_ && rounds_ < kMaxRounds && shared_bytes(instances_, 2 * rounds_) <= kStagedBytesTarget) {
+      rounds_ *= 2;
+    }
+    if (rounds_ > 1) {
+      why_ += "; each takes " + std::to_string(rounds_) + " tiles in turn, the block staging all " +
+              std::to_string(instances_ * rounds_) + " at once (" + std::to_string(shared_bytes(instances_, rounds_)) +
+              " bytes)";
     }
   }
 
   int instances() const { return instances_; }
+  int rounds() const { return rounds_; }
   const std::string& why() const { return why_; }
-  long long shared_bytes(int instances) const {
+  long long shared_bytes(int instances, int rounds) const {
+    const long long tiles = static_cast<long long>(instances) * rounds;
     long long bytes = 0;
     for (const OperandStaging* s : staged_) {
-      bytes += align16(static_cast<long long>(skewed_span(static_cast<int>(instances * s->elements))) *
-                       dtype_size(s->dtype));
+      bytes += align16(static_cast<long long>(skewed_span(static_cast<int>(tiles * s->elements))) * dtype_size(s->dtype));
     }
-    return bytes + instances * instance_bytes();
+    for (const OperandStaging* s : tiles_) {
+      bytes += block_tiles_ ? align16(tiles * s->elements * dtype_size(s->dtype))
+                            : instances * align16(s->layout->span() * dtype_size(s->dtype));
+    }
+    return bytes;
   }
 
   std::string text(const KernelBody& body) {
@@ -91,7 +111,7 @@ class Frame {
     params(head);
     block_staging(load, store);
     instance_operands(run);
-    run << "    " << body.call << "\n";
+    run << "      " << body.call << "\n";
     instance_results(run);
 
     std::ostringstream os;
@@ -102,30 +122,28 @@ class Frame {
        << "namespace tp_gen {\n"
        << "constexpr int kThreads = " << threads_ << ";\n"
        << "constexpr int kInstances = " << instances_ << ";\n"
+       << "constexpr int kRounds = " << rounds_ << ";\n"
        << decls.str() << body.decls << "}  // namespace tp_gen\n\n"
        << "extern \"C\" __global__ void __launch_bounds__(" << threads_ * instances_ << ")\n"
        << "tp_kernel(" << head.str() << ") {\n"
        << "  using namespace tp_gen;\n"
        << "  const int instance = threadIdx.x / kThreads;\n"
        << "  const int lane = threadIdx.x % kThreads;\n"
-       << "  const long long first = static_cast<long long>(blockIdx.x) * kInstances;\n"
-       << "  const long long tile = first + instance;\n"
-       << "  const int valid = static_cast<int>(tiles - first < kInstances ? tiles - first : kInstances);\n"
+       << "  const long long first = static_cast<long long>(blockIdx.x) * (kInstances * kRounds);\n"
+       << "  const int valid = static_cast<int>(tiles - first < kInstances * kRounds ? tiles - first : kInstances * kRounds);\n"
        << "  (void)lane; (void)valid;\n";
-    if (shared_bytes(instances_) > 0) os << "  extern __shared__ __align__(16) unsigned char tp_smem[];\n";
-    os << load.str() << "  if (tile < tiles) {  // a whole scope instance is in or out together\n"
-       << run.str() << "  }\n"
+    if (shared_bytes(instances_, rounds_) > 0) os << "  extern __shared__ __align__(16) unsigned char tp_smem[];\n";
+    os << load.str() << "  for (int round = 0; round < kRounds; ++round) {\n"
+       << "    const int slot = round * kInstances + instance;  // this instance's tile within the block's run\n"
+       << "    const long long tile = first + slot;\n"
+       << "    if (tile < tiles) {  // a whole scope instance is in or out together\n"
+       << run.str() << "    }\n"
+       << "  }\n"
        << store.str() << "}\n";
     return os.str();
   }
 
  private:
-  long long instance_bytes() const {
-    long long bytes = 0;
-    for (const OperandStaging* s : tiles_) bytes += align16(s->layout->span() * dtype_size(s->dtype));
-    return bytes;
-  }
-
   bool uses(DType t) const {
     if (plan_.call.output.dtype == t) return true;
     return std::any_of(plan_.call.inputs.begin(), plan_.call.inputs.end(),
@@ -156,7 +174,7 @@ class Frame {
       if (s->store) tables[table(*s, false)] = pick(p.store, false);
     }
     for (const OperandStaging* s : tiles_) {
-      if (row_major(*s)) continue;  // copied as it is, 16 bytes at a time
+      if (block_tiles_) break;  // staged by the block as they are
       os << "constexpr tp::MemLayout kMem_" << name_of(*s) << " = " << cuda_mem_layout(s->layout->memory_layout())
          << ";\n";
     }
@@ -177,91 +195,98 @@ class Frame {
 
   std::string global(const OperandStaging& s) const { return "g_" + name_of(s); }
 
-  // The block copies its contiguous run of tiles of every register operand to shared memory.
+  // The block copies its contiguous run of tiles of every register operand (skewed) and,
+  // when they are block-staged, of every shared tile (as it is) to shared memory.
   void block_staging(std::ostream& load, std::ostream& store) {
+    const long long tiles = static_cast<long long>(instances_) * rounds_;
     long long offset = 0;
     bool loads = false;
-    for (const OperandStaging* s : staged_) {
-      const char* T = dtype_cuda_name(s->dtype);
-      const std::string stage = "stage_" + name_of(*s);
-      load << "  " << T << "* " << stage << " = reinterpret_cast<" << T << "*>(tp_smem + " << offset << ");\n";
-      offset += align16(static_cast<long long>(skewed_span(static_cast<int>(instances_ * s->elements))) *
-                        dtype_size(s->dtype));
-      if (s->load) {
-        load << "  tp::block_load(" << stage << ", " << global(*s) << " + first * " << s->elements << ", valid * "
-             << s->elements << ");\n";
+    auto stage = [&](const OperandStaging& s, const std::string& name, const char* skew, long long bytes) {
+      const char* T = dtype_cuda_name(s.dtype);
+      load << "  " << T << "* " << name << " = reinterpret_cast<" << T << "*>(tp_smem + " << offset << ");\n";
+      offset += align16(bytes);
+      const std::string run = global(s) + " + first * " + std::to_string(s.elements);
+      const std::string count = "valid * " + std::to_string(s.elements);
+      if (s.load) {
+        load << "  tp::copy_to_shared<" << skew << ">(" << name << ", " << run << ", " << count
+             << ", threadIdx.x, blockDim.x);\n";
         loads = true;
       }
-      if (s->store) {
+      if (s.store) {
         store << "  __syncthreads();\n"
-              << "  tp::block_store(" << global(*s) << " + first * " << s->elements << ", " << stage << ", valid * "
-              << s->elements << ");\n";
+              << "  tp::copy_from_shared<" << skew << ">(" << run << ", " << name << ", " << count
+              << ", threadIdx.x, blockDim.x);\n";
       }
+    };
+    for (const OperandStaging* s : staged_) {
+      stage(*s, "stage_" + name_of(*s), "true",
+            static_cast<long long>(skewed_span(static_cast<int>(tiles * s->elements))) * dtype_size(s->dtype));
+    }
+    if (block_tiles_) {
+      for (const OperandStaging* s : tiles_) stage(*s, "tiles_" + name_of(*s), "false", tiles * s->elements * dtype_size(s->dtype));
     }
     if (loads) load << "  __syncthreads();\n";
     tile_offset_ = offset;
   }
 
-  // This instance's registers gathered from the staging area; its shared tiles filled.
+  // This instance's registers gathered from the staging area; its shared tiles found (block
+  // staged) or filled.
   void instance_operands(std::ostream& os) {
     for (const OperandStaging* s : staged_) {
       const char* T = dtype_cuda_name(s->dtype);
       const RegisterPlacement& p = *s->place;
-      os << "    " << T << " " << name_of(*s) << "[" << p.slots << "];\n";
+      os << "      " << T << " " << name_of(*s) << "[" << p.slots << "];\n";
       if (!s->load) continue;
       os << "#pragma unroll\n"
-         << "    for (int s = 0; s < " << p.slots << "; ++s) {\n"
-         << "      const int e = " << table(*s, true) << (per_slot(p, true) ? "[s]" : "[s * kThreads + lane]") << ";\n"
-         << "      " << name_of(*s) << "[s] = e >= 0 ? stage_" << name_of(*s) << "[tp::skewed(instance * "
+         << "      for (int s = 0; s < " << p.slots << "; ++s) {\n"
+         << "        const int e = " << table(*s, true) << (per_slot(p, true) ? "[s]" : "[s * kThreads + lane]") << ";\n"
+         << "        " << name_of(*s) << "[s] = e >= 0 ? stage_" << name_of(*s) << "[tp::skewed(slot * "
          << s->elements << " + e)] : tp::limits<" << T << ">::quiet_nan();\n"
-         << "    }\n";
+         << "      }\n";
     }
     long long offset = tile_offset_;
-    const long long per_instance = instance_bytes();
+    long long per_instance = 0;
+    for (const OperandStaging* s : tiles_) per_instance += align16(s->layout->span() * dtype_size(s->dtype));
     for (const OperandStaging* s : tiles_) {
       const char* T = dtype_cuda_name(s->dtype);
       const std::string n = name_of(*s);
-      os << "    " << T << "* " << n << " = reinterpret_cast<" << T << "*>(tp_smem + " << offset
+      if (block_tiles_) {
+        os << "      " << T << "* " << n << " = tiles_" << n << " + static_cast<long long>(slot) * " << s->elements << ";\n";
+        continue;
+      }
+      os << "      " << T << "* " << n << " = reinterpret_cast<" << T << "*>(tp_smem + " << offset
          << " + static_cast<long long>(instance) * " << per_instance << ");\n";
       offset += align16(s->layout->span() * dtype_size(s->dtype));
       if (!s->load) continue;
-      const std::string from = global(*s) + " + tile * " + std::to_string(s->elements);
-      if (row_major(*s)) {
-        os << "    tp::copy_to_shared<false>(" << n << ", " << from << ", " << s->elements << ", lane, kThreads);\n";
-      } else {
-        os << "    for (long long e = lane; e < " << s->elements << "; e += kThreads) " << n
-           << "[tp::memory_offset(kMem_" << n << ", e)] = (" << from << ")[e];\n";
-      }
+      os << "      for (long long e = lane; e < " << s->elements << "; e += kThreads) " << n
+         << "[tp::memory_offset(kMem_" << n << ", e)] = (" << global(*s) << " + tile * " << s->elements << ")[e];\n";
     }
-    if (!tiles_.empty() && threads_ > 1) os << "    " << cuda_scope_sync(plan_.call.scope, instances_) << "\n";
+    // tiles the instance filled itself must be whole before the body reads them, and read
+    // before it stores them (block-staged ones are synced by the block)
+    if (!tiles_.empty() && !block_tiles_ && threads_ > 1) os << "      " << cuda_scope_sync(plan_.call.scope, instances_) << "\n";
   }
 
   void instance_results(std::ostream& os) {
-    if (!tiles_.empty() && threads_ > 1) os << "    " << cuda_scope_sync(plan_.call.scope, instances_) << "\n";
+    if (!tiles_.empty() && !block_tiles_ && threads_ > 1) os << "      " << cuda_scope_sync(plan_.call.scope, instances_) << "\n";
     for (const OperandStaging* s : tiles_) {
-      if (!s->store) continue;
+      if (!s->store || block_tiles_) continue;
       const std::string n = name_of(*s);
-      const std::string to = global(*s) + " + tile * " + std::to_string(s->elements);
-      if (row_major(*s)) {
-        os << "    tp::copy_from_shared<false>(" << to << ", " << n << ", " << s->elements << ", lane, kThreads);\n";
-      } else {
-        os << "    for (long long e = lane; e < " << s->elements << "; e += kThreads) (" << to << ")[e] = " << n
-           << "[tp::memory_offset(kMem_" << n << ", e)];\n";
-      }
+      os << "      for (long long e = lane; e < " << s->elements << "; e += kThreads) (" << global(*s) << " + tile * "
+         << s->elements << ")[e] = " << n << "[tp::memory_offset(kMem_" << n << ", e)];\n";
     }
     for (const OperandStaging* s : staged_) {
       if (!s->store) continue;
       const RegisterPlacement& p = *s->place;
       // with accum, threads holding a copy of an output read its old value from the staging
       // slot its owner now overwrites: all of them must have read first
-      if (threads_ > 1) os << "    " << cuda_scope_sync(plan_.call.scope, instances_) << "\n";
+      if (threads_ > 1) os << "      " << cuda_scope_sync(plan_.call.scope, instances_) << "\n";
       os << "#pragma unroll\n"
-         << "    for (int s = 0; s < " << p.slots << "; ++s) {\n"
-         << "      const int e = " << table(*s, false) << (per_slot(p, false) ? "[s]" : "[s * kThreads + lane]")
+         << "      for (int s = 0; s < " << p.slots << "; ++s) {\n"
+         << "        const int e = " << table(*s, false) << (per_slot(p, false) ? "[s]" : "[s * kThreads + lane]")
          << ";\n"
-         << "      if (e >= 0) stage_" << name_of(*s) << "[tp::skewed(instance * " << s->elements << " + e)] = "
+         << "        if (e >= 0) stage_" << name_of(*s) << "[tp::skewed(slot * " << s->elements << " + e)] = "
          << name_of(*s) << "[s];\n"
-         << "    }\n";
+         << "      }\n";
     }
   }
 
@@ -273,6 +298,8 @@ class Frame {
   const Plan& plan_;
   int threads_;
   int instances_ = 1;
+  int rounds_ = 1;
+  bool block_tiles_ = false;  // every shared tile row-major: the block stages them as they are
   std::string why_;
   long long tile_offset_ = 0;
   std::vector<const OperandStaging*> staged_, tiles_;
@@ -287,7 +314,8 @@ KernelSource render_kernel(const Plan& plan, const KernelBody& body, const std::
   k.text = frame.text(body);
   k.threads = plan.call.scope.threads;
   k.instances = frame.instances();
-  k.shared_bytes = frame.shared_bytes(k.instances);
+  k.rounds = frame.rounds();
+  k.shared_bytes = frame.shared_bytes(k.instances, k.rounds);
   k.why = frame.why();
   return k;
 }

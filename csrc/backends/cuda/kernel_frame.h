@@ -2,12 +2,14 @@
 //   tp_kernel(<one parameter per call input: a device pointer, or a double for a scalar>,
 //             <the output's device pointer>, long long tiles)
 // and runs like the specification's demonstration programs: global -> storage scope ->
-// primitive -> global. A block holds `instances` scope instances of `threads` threads;
-// instance i of block b runs tile b * instances + i. Register operands are staged through
-// shared memory (the block copies its run of tiles with 16-byte accesses, then each thread
-// gathers its registers by the placement table); shared operands get a tile per instance
-// laid out by their layout. In between, the variant's body: its declarations and one call
-// of its device template on the staged operands `in<i>` and `out`.
+// primitive -> global. A block holds `instances` scope instances of `threads` threads, each
+// taking `rounds` tiles in turn: in round r, instance i of block b runs tile
+// b * instances * rounds + r * instances + i. Register operands are staged through shared
+// memory (the block copies its run of tiles with 16-byte accesses, then each thread gathers
+// its registers by the placement table); shared operands laid out row-major are staged by
+// the block too, others get a tile per instance filled by their layout. In between, the
+// variant's body: its declarations and one call of its device template on the staged
+// operands `in<i>` and `out`.
 #pragma once
 #include <string>
 #include <vector>
@@ -26,9 +28,11 @@ struct KernelSource {
   std::string text;
   int threads = 1;    // per scope instance
   int instances = 1;  // scope instances per block
+  int rounds = 1;     // tiles each instance takes in turn
   long long shared_bytes = 0;  // per block
   std::string why;             // why this many instances per block
   int block_threads() const { return threads * instances; }
+  int tiles_per_block() const { return instances * rounds; }
 };
 
 // Fills the frame for `arch` (its shared-memory limit bounds the instances per block);

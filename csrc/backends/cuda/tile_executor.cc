@@ -95,11 +95,12 @@ class CudaTileRunner : public Runner {
     for (size_t b : input_bytes_) tile_bytes += b;
     return {{"arch", kernel_.arch},
             {"block_threads", std::to_string(kernel_.source.block_threads())},
-            {"tiles_per_block", std::to_string(kernel_.source.instances)},
+            {"instances_per_block", std::to_string(kernel_.source.instances)},
+            {"tiles_per_block", std::to_string(kernel_.source.tiles_per_block())},
             {"tiles_per_block_why", kernel_.source.why},
             {"shared_bytes", std::to_string(kernel_.source.shared_bytes)},
             {"blocks_per_sm", std::to_string(blocks_per_sm)},
-            {"bytes_in_flight_per_sm", std::to_string(blocks_per_sm * kernel_.source.instances * tile_bytes)},
+            {"bytes_in_flight_per_sm", std::to_string(blocks_per_sm * kernel_.source.tiles_per_block() * tile_bytes)},
             {"kernel", kernel_.binary->origin}};
   }
 
@@ -115,8 +116,8 @@ class CudaTileRunner : public Runner {
     }
     params[n] = &output;
     params[n + 1] = &tiles;
-    const int instances = kernel_.source.instances;
-    const long long blocks = (tiles + instances - 1) / instances;
+    const int per_block = kernel_.source.tiles_per_block();
+    const long long blocks = (tiles + per_block - 1) / per_block;
     if (blocks > 0x7fffffffLL) throw ValueError("batch: " + std::to_string(tiles) + " tiles need more blocks than a grid has");
     Driver& d = Driver::get();
     d.check(d.cuLaunchKernel(function_, static_cast<unsigned>(blocks), 1, 1,

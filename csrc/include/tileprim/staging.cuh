@@ -4,7 +4,7 @@
 //    block copies to a staging area where element k sits at skewed(k) = k + k / 32; that keeps
 //    the per-thread register gathers that follow free of bank conflicts for the common
 //    strides (8, 32, ...).
-//  * Row-major shared tiles: one scope instance copies its tile as it is.
+//  * Row-major shared tiles: the block copies its run of them as it is.
 // Data movement only: the CPU backend stages directly and gets the same values.
 #pragma once
 #include "config.cuh"
@@ -27,14 +27,25 @@ __device__ __forceinline__ void copy_to_shared(T* smem, const T* global, int n, 
   if (reinterpret_cast<unsigned long long>(global) % 16 == 0) {
     const int vectors = n / kPerVector;
     const uint4* src = reinterpret_cast<const uint4*>(global);
-    for (int v = first; v < vectors; v += stride) {
+    // kBatch loads in flight per thread before their stores: what keeps HBM busy when a
+    // block is one of a few on its SM.
+    constexpr int kBatch = 8;
+    for (int v0 = first; v0 < vectors; v0 += kBatch * stride) {
       union {
         uint4 raw;
         T values[kPerVector];
-      } u;
-      u.raw = __ldg(src + v);
+      } u[kBatch];
 #pragma unroll
-      for (int j = 0; j < kPerVector; ++j) smem[shared_index<kSkew>(v * kPerVector + j)] = u.values[j];
+      for (int b = 0; b < kBatch; ++b) {
+        if (v0 + b * stride < vectors) u[b].raw = __ldg(src + v0 + b * stride);
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int v = v0 + b * stride;
+        if (v >= vectors) break;
+#pragma unroll
+        for (int j = 0; j < kPerVector; ++j) smem[shared_index<kSkew>(v * kPerVector + j)] = u[b].values[j];
+      }
     }
     done = vectors * kPerVector;
   }
@@ -63,13 +74,6 @@ __device__ __forceinline__ void copy_from_shared(T* global, const T* smem, int n
   for (int k = done + first; k < n; k += stride) global[k] = smem[shared_index<kSkew>(k)];
 }
 
-// The whole block stages its run of register tiles.
-template <class T> __device__ __forceinline__ void block_load(T* smem, const T* global, int n) {
-  copy_to_shared<true>(smem, global, n, threadIdx.x, blockDim.x);
-}
-template <class T> __device__ __forceinline__ void block_store(T* global, const T* smem, int n) {
-  copy_from_shared<true>(global, smem, n, threadIdx.x, blockDim.x);
-}
 #endif
 
 }  // namespace tp
