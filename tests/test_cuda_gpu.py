@@ -185,7 +185,7 @@ def test_paired_float16_maps_equal_the_scalar_intrinsic_on_every_half(op, intrin
 
 
 @pytest.mark.parametrize("scope", [tp.thread, tp.warp, tp.cta(32), tp.cta(64), tp.warpgroup, tp.cta(256)], ids=str)
-@pytest.mark.parametrize("k", [4, 32, 129])
+@pytest.mark.parametrize("k", [2, 4, 32, 129])
 @pytest.mark.parametrize("tiles", [1, 1000, 4099])
 def test_many_tiles_per_block_cpu_equals_gpu(scope, k, tiles, rng):
     # blocks hold several instances, each taking several tiles in turn: full blocks, a
@@ -197,3 +197,18 @@ def test_many_tiles_per_block_cpu_equals_gpu(scope, k, tiles, rng):
     cpu_acc = scope.max(x, axes=-1, batch_dims=1, accum=True, out=old.copy(), backend="cpu")
     gpu_acc = scope.max(x, axes=-1, batch_dims=1, accum=True, out=old.copy(), backend="cuda")
     assert bits_equal(cpu_acc, gpu_acc)
+
+
+@pytest.mark.parametrize("k", [4, 8])
+def test_unaligned_device_tiles_load_element_by_element(k, rng):
+    # a thread's 16-byte tile loads as one vector only at a 16-byte address; a view one
+    # element in must still give the CPU's bits
+    torch = pytest.importorskip("torch")
+    x = random_tile(rng, (1001 * k + 1,), "float16" if k == 8 else "float32")
+    on_gpu = torch.from_numpy(x).cuda()[1:].view(1001, k)
+    assert on_gpu.data_ptr() % 16
+    cpu = tp.sum(x[1:].reshape(1001, k), axes=-1, batch_dims=1, backend="cpu")
+    assert bits_equal(cpu, tp.sum(on_gpu, axes=-1, batch_dims=1).cpu().numpy())
+    aligned = on_gpu.clone()  # a fresh allocation: the vector path
+    assert aligned.data_ptr() % 16 == 0
+    assert bits_equal(tp.exp(on_gpu, batch_dims=1).cpu().numpy(), tp.exp(aligned, batch_dims=1).cpu().numpy())

@@ -60,7 +60,7 @@ class Frame {
  public:
   Frame(const Plan& plan, const std::string& arch) : plan_(plan), threads_(plan.call.scope.threads) {
     for (const OperandStaging& s : plan.staging) {
-      if (s.kind == Staging::registers) staged_.push_back(&s);
+      if (s.kind == Staging::registers) (direct(s) ? direct_ : staged_).push_back(&s);
       if (s.kind == Staging::shared) tiles_.push_back(&s);
     }
     block_tiles_ = std::all_of(tiles_.begin(), tiles_.end(), [&](const OperandStaging* s) { return row_major(*s); });
@@ -79,7 +79,8 @@ class Frame {
     }
     // Small tiles: each instance takes several in turn, all staged by the whole block at once,
     // so that a block keeps enough bytes in flight and its launch is paid for.
-    while (block_tiles_ && rounds_ < kMaxRounds && shared_bytes(instances_, 2 * rounds_) <= kStagedBytesTarget) {
+    while (block_tiles_ && shared_bytes(instances_, 1) > 0 && rounds_ < kMaxRounds &&
+           shared_bytes(instances_, 2 * rounds_) <= kStagedBytesTarget) {
       rounds_ *= 2;
     }
     if (rounds_ > 1) {
@@ -232,6 +233,11 @@ class Frame {
   // This instance's registers gathered from the staging area; its shared tiles found (block
   // staged) or filled.
   void instance_operands(std::ostream& os) {
+    for (const OperandStaging* s : direct_) {
+      const char* T = dtype_cuda_name(s->dtype);
+      os << "      " << T << " " << name_of(*s) << "[" << s->elements << "];\n";
+      if (s->load) os << "      tp::load_vector(" << name_of(*s) << ", " << global(*s) << " + tile * " << s->elements << ");\n";
+    }
     for (const OperandStaging* s : staged_) {
       const char* T = dtype_cuda_name(s->dtype);
       const RegisterPlacement& p = *s->place;
@@ -274,6 +280,9 @@ class Frame {
       os << "      for (long long e = lane; e < " << s->elements << "; e += kThreads) (" << global(*s) << " + tile * "
          << s->elements << ")[e] = " << n << "[tp::memory_offset(kMem_" << n << ", e)];\n";
     }
+    for (const OperandStaging* s : direct_) {
+      if (s->store) os << "      tp::store_vector(" << global(*s) << " + tile * " << s->elements << ", " << name_of(*s) << ");\n";
+    }
     for (const OperandStaging* s : staged_) {
       if (!s->store) continue;
       const RegisterPlacement& p = *s->place;
@@ -290,6 +299,18 @@ class Frame {
     }
   }
 
+  // A thread-scope tile of at most 16 bytes whose slots are its elements in order: its thread
+  // loads (and stores) it directly, with one vector access at 16 bytes; a warp's accesses are
+  // one contiguous run, so it skips the staging round trip through shared memory.
+  bool direct(const OperandStaging& s) const {
+    const RegisterPlacement& p = *s.place;
+    if (threads_ != 1 || p.slots != s.elements || s.elements * dtype_size(s.dtype) > 16) return false;
+    for (int k = 0; k < p.slots; ++k) {
+      if ((s.load && p.load[k] != k) || (s.store && p.store[k] != k)) return false;
+    }
+    return true;
+  }
+
   bool row_major(const OperandStaging& s) const {
     const TileRef& ref = s.operand < 0 ? plan_.call.output : plan_.call.inputs[s.operand];
     return *s.layout == TileLayout::row_major(ref.shape);
@@ -302,7 +323,7 @@ class Frame {
   bool block_tiles_ = false;  // every shared tile row-major: the block stages them as they are
   std::string why_;
   long long tile_offset_ = 0;
-  std::vector<const OperandStaging*> staged_, tiles_;
+  std::vector<const OperandStaging*> staged_, direct_, tiles_;
   std::map<const RegisterPlacement*, std::string> load_tables_, store_tables_;
 };
 

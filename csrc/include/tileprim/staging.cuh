@@ -74,6 +74,36 @@ __device__ __forceinline__ void copy_from_shared(T* global, const T* smem, int n
   for (int k = done + first; k < n; k += stride) global[k] = smem[shared_index<kSkew>(k)];
 }
 
+// A thread's register tile of at most 16 bytes from and to global memory: one vector access
+// where it is 16 bytes at an address that allows it, element by element otherwise.
+template <class T, int N> __device__ __forceinline__ void load_vector(T (&regs)[N], const T* global) {
+  if (N * sizeof(T) == 16 && reinterpret_cast<unsigned long long>(global) % 16 == 0) {
+    union {
+      uint4 raw;
+      T values[N];
+    } u;
+    u.raw = __ldg(reinterpret_cast<const uint4*>(global));
+#pragma unroll
+    for (int j = 0; j < N; ++j) regs[j] = u.values[j];
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) regs[j] = global[j];
+  }
+}
+template <class T, int N> __device__ __forceinline__ void store_vector(T* global, const T (&regs)[N]) {
+  if (N * sizeof(T) == 16 && reinterpret_cast<unsigned long long>(global) % 16 == 0) {
+    union {
+      uint4 raw;
+      T values[N];
+    } u;
+#pragma unroll
+    for (int j = 0; j < N; ++j) u.values[j] = regs[j];
+    *reinterpret_cast<uint4*>(global) = u.raw;
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) global[j] = regs[j];
+  }
+}
 #endif
 
 }  // namespace tp
