@@ -19,8 +19,11 @@ step() {
   tail -n "${TAIL:-4}" "$OUT/$name.log" | sed 's/^/   /'
 }
 
-# what each sanitizer tool runs: the single-GPU suite, every variant and path, PyTorch/CuPy/JAX included
-SANITIZE=(tests/test_cuda_gpu.py -k "float32 or float16 or torch or cupy or jax or graph")
+# what the sanitizers run: memcheck the single-GPU suite in float32 (every variant and path,
+# PyTorch/CuPy/JAX, graphs, many tiles per block, unaligned views, paired float16 maps);
+# racecheck and synccheck the kernels with barriers (shared tiles, several instances per block)
+MEMCHECK=(tests/test_cuda_gpu.py -k "float32 or torch or cupy or jax or graph or many_tiles or unaligned or paired")
+RACECHECK=(tests/test_cuda_gpu.py -k "many_tiles or (reductions and float32) or unaligned")
 
 if want install; then
   step env bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvidia-smi topo -m;
@@ -33,9 +36,11 @@ if want test; then
   TAIL=6 step pytest_gpu python3 -m pytest tests -m gpu -q -p no:cacheprovider -n 8 --maxfail=30 -rfE
 fi
 if want sanitize; then
-  for tool in memcheck racecheck synccheck; do
+  step sanitizer_memcheck compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 \
+    python3 -m pytest "${MEMCHECK[@]}" -q -p no:cacheprovider -x
+  for tool in racecheck synccheck; do
     step "sanitizer_$tool" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
-      python3 -m pytest "${SANITIZE[@]}" -q -p no:cacheprovider -x
+      python3 -m pytest "${RACECHECK[@]}" -q -p no:cacheprovider -x
   done
 fi
 if want bench; then

@@ -98,8 +98,9 @@ def reduction_cases(lib, inputs: Inputs, timer, elements: int, ks: Iterable[int]
     -------
     list of Case
     """
+    # a row shorter than the scope's threads would leave most of them idle: not measured
     return [_reduction(lib, inputs, timer, op, k, scope, elements)
-            for k in ks for op in ops for scope in scopes]
+            for k in ks for op in ops for scope in scopes if k >= scope.threads]
 
 
 def _reduction(lib, inputs: Inputs, timer, op: str, k: int, scope, elements: int) -> Case:
@@ -107,7 +108,12 @@ def _reduction(lib, inputs: Inputs, timer, op: str, k: int, scope, elements: int
 
     def measure() -> Measured:
         x = inputs.get(("normal", shape), lambda: lib.normal(shape))
-        ours = functools.partial(getattr(scope, op), x, axes=-1, batch_dims=1, **lib.tileprim_options)
+        if scope.kind == "warp":  # the row across the lanes: lane i holds its K/32 elements i*K/32, ...
+            tile = x.reshape(shape[0], 32, k // 32)
+            ours = functools.partial(getattr(scope, op), tile, axes=(-2, -1), batch_dims=1,
+                                     layout=tp.S[(32, k // 32):(1 @ tp.laneid, 1)], **lib.tileprim_options)
+        else:
+            ours = functools.partial(getattr(scope, op), x, axes=-1, batch_dims=1, **lib.tileprim_options)
         return throughput(timer, ours, lib.reductions(op, x))
     return Case(f"{op} K={k} {scope_name(scope)}", "throughput", measure, op=op, dtype="float32",
                 scope=scope_name(scope), K=k, shape=shape, bytes=(shape[0] * k + shape[0]) * 4)
