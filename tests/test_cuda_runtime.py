@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import statistics
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -122,6 +123,20 @@ def test_bad_nvrtc_override_is_reported(tmp_path):
     assert status["tried"][0] == bogus
     assert status["ok"]  # then found in the usual places
     assert "TILEPRIM_NVRTC" in done.stderr and bogus in done.stderr
+
+
+def test_an_nvrtc_without_its_builtins_is_passed_over(tmp_path):
+    # a libnvrtc alone in its directory cannot compile (it opens libnvrtc-builtins at the first
+    # compile): the search must go on to one that can, saying why
+    require_nvrtc()
+    lonely = tmp_path / "libnvrtc.so.13"
+    shutil.copy(cuda.nvrtc_status()["path"], lonely)
+    script = "import json; from tileprim import _C; print(json.dumps(_C.cuda.nvrtc_status()))"
+    done = subprocess.run([sys.executable, "-c", script], env=child_env(TILEPRIM_NVRTC=str(lonely)),
+                          capture_output=True, text=True, check=True)
+    status = json.loads(done.stdout)
+    assert status["tried"][0] == str(lonely) and status["ok"] and status["path"] != str(lonely)
+    assert "libnvrtc-builtins" in done.stderr
 
 
 def test_no_driver_is_a_clean_error():

@@ -1,5 +1,8 @@
 #include "backends/cuda/nvrtc.h"
 
+#include <dlfcn.h>
+#include <glob.h>
+
 #include <sys/stat.h>
 
 #include <chrono>
@@ -44,6 +47,19 @@ std::vector<std::string> search_dirs(const std::vector<std::string>& site_dirs) 
     add(site + "/nvidia/cu13/lib");
   }
   return dirs;
+}
+
+// NVRTC opens libnvrtc-builtins by name when it first compiles, so a libnvrtc given by path is
+// only usable with its builtins beside it (some packagings ship the one without the other).
+// They are loaded here, global, so that the lookup succeeds even where the directory is not
+// on the loader path. False when there are none.
+bool load_builtins_beside(const std::string& library_path) {
+  glob_t found{};
+  const std::string pattern = library_path.substr(0, library_path.rfind('/')) + "/libnvrtc-builtins.so.*";
+  const bool any = glob(pattern.c_str(), 0, nullptr, &found) == 0 && found.gl_pathc > 0;
+  for (size_t i = 0; any && i < found.gl_pathc; ++i) dlopen(found.gl_pathv[i], RTLD_NOW | RTLD_GLOBAL);
+  globfree(&found);
+  return any;
 }
 
 std::string numbered(const std::string& source) {
@@ -104,6 +120,10 @@ void Nvrtc::load_locked(const std::vector<std::string>& extra_dirs) {
 
 bool Nvrtc::try_open(const std::string& candidate, std::string& failures) {
   status_.tried.push_back(candidate);
+  if (candidate.find('/') != std::string::npos && is_file(candidate) && !load_builtins_beside(candidate)) {
+    failures += "  " + candidate + ": no libnvrtc-builtins.so.* beside it, without which NVRTC cannot compile\n";
+    return false;
+  }
   if (!library_.open(candidate, failures)) return false;
   std::string missing;
 #define TP_RESOLVE(name) library_.resolve(name, #name, missing);
