@@ -7,4 +7,5 @@ void bind_layout(pybind11::module_& m);
 void bind_dispatch(pybind11::module_& m);
 void bind_cuda_runtime(pybind11::module_& m);
 void bind_cuda_backend(pybind11::module_& m);
+void bind_comm(pybind11::module_& m);
 }  // namespace tp

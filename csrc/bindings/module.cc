@@ -28,4 +28,5 @@ PYBIND11_MODULE(_C, m) {
   tp::bind_dispatch(m);
   tp::bind_cuda_runtime(m);
   tp::bind_cuda_backend(m);
+  tp::bind_comm(m);
 }

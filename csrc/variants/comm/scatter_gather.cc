@@ -31,6 +31,11 @@ std::string peer_access(const OpCall& call, const DispatchContext& ctx) {
   return missing_peer_access(call, ctx, non_root(call));
 }
 
+std::string one_process(const OpCall& call, const DispatchContext&) {
+  return call.text("processes", "").empty() ? ""
+                                            : "ranks in separate processes: only the root's process runs kernels";
+}
+
 std::string message_size(const OpCall& call, const DispatchContext& ctx) {
   if (ctx.backend != "cuda") return "the cpu backend has one engine for every rank; root_pull moves less";
   const long long bytes = call.inputs[0].elements() * dtype_size(call.inputs[0].dtype);
@@ -42,7 +47,7 @@ class ScatterGather : public Variant {
  public:
   ScatterGather()
       : Variant("scatter_gather", 20, {"treduce"},
-                {{"ranks", ranks}, {"peer_access", peer_access}, {"message_size", message_size, true}}) {}
+                {{"ranks", ranks}, {"one_process", one_process}, {"peer_access", peer_access}, {"message_size", message_size, true}}) {}
 
   void plan(Plan& plan) const override { plan_treduce(plan, non_root(plan.call), "scatter_gather"); }
 };

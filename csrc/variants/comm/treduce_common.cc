@@ -101,6 +101,14 @@ void plan_treduce(Plan& plan, const std::vector<int>& workers, const std::string
   } else {
     plan.set("transport", std::string("host memory"));
   }
+  const std::string processes = call.text("processes", "");
+  if (processes == "shm") {
+    plan.set("transport", std::string("shared memory between processes: each rank copies its source in, the "
+                                      "root folds them"));
+  } else if (processes == "cuda_ipc") {
+    plan.set("transport", std::string("CUDA IPC between processes: the root maps every rank's buffer and loads "
+                                      "it over NVLink/PCIe; ready/released flags in the root's GPU memory"));
+  }
   plan.note("order", "root first, then the other ranks ascending, at every element: bitwise the same whatever "
                      "algorithm, backend, tile or buffering");
   plan.note("accumulate_dtype", dtype_name(p->accumulate));

@@ -1,10 +1,13 @@
-"""ParallelGroup: every rank's tensor as the root sees it, and which rank is the root."""
+"""ParallelGroup: every rank's tensor as the root sees it, and which rank is the root; or, one
+process per rank, this rank's tensor and the communicator that reaches the others."""
 from __future__ import annotations
 
 import operator
 from typing import List, Sequence
 
-__all__ = ["ParallelGroup"]
+from ._communicator import Communicator, default_communicator
+
+__all__ = ["ParallelGroup", "DistributedGroup"]
 
 
 class ParallelGroup:
@@ -40,6 +43,22 @@ class ParallelGroup:
             raise ValueError(f"root: {self.root} is not a rank of this group of {len(self.tensors)} "
                              f"(0 .. {len(self.tensors) - 1})")
 
+    @classmethod
+    def distributed(cls, x, root: int, comm=None) -> "DistributedGroup":
+        """This process's part of a group whose ranks are processes: ``x`` is this rank's tensor,
+        ``comm`` (default: the last :func:`tp.comm.init`'s) reaches the others. Every rank calls
+        ``treduce`` on its group; the root gets ``dst``, the others ``None``.
+
+        Examples
+        --------
+        >>> comm = tp.comm.init(backend="cpu")   # rank 0 of 1 when started alone
+        >>> g = tp.comm.ParallelGroup.distributed(np.ones((2, 3), np.float32), root=0, comm=comm)
+        >>> g.rank, g.size, g.root
+        (0, 1, 0)
+        >>> comm.close()
+        """
+        return DistributedGroup(x, root, comm)
+
     @property
     def size(self) -> int:
         """The number of ranks."""
@@ -47,3 +66,32 @@ class ParallelGroup:
 
     def __repr__(self) -> str:
         return f"ParallelGroup({self.size} ranks, root={self.root})"
+
+
+class DistributedGroup(ParallelGroup):
+    """A group whose ranks are processes: this rank's ``tensor``, the ``comm`` that reaches the
+    others, its ``rank`` and the ``root``. Made by :meth:`ParallelGroup.distributed`."""
+
+    def __init__(self, x, root: int, comm=None):  # pylint: disable=super-init-not-called
+        if comm is None:
+            comm = default_communicator()
+        if not isinstance(comm, Communicator):
+            raise TypeError(f"comm: expected a communicator from tp.comm.init(), not {type(comm).__name__}")
+        if isinstance(root, bool) or not hasattr(root, "__index__"):
+            raise TypeError(f"root: expected an int, not {root!r}")
+        self.tensor, self.comm, self.root = x, comm, operator.index(root)
+        if not 0 <= self.root < comm.world_size:
+            raise ValueError(f"root: {self.root} is not a rank of this job of {comm.world_size} "
+                             f"(0 .. {comm.world_size - 1})")
+
+    @property
+    def rank(self) -> int:
+        """This process's rank."""
+        return self.comm.rank
+
+    @property
+    def size(self) -> int:
+        return self.comm.world_size
+
+    def __repr__(self) -> str:
+        return f"ParallelGroup.distributed(rank {self.rank} of {self.size}, root={self.root})"

@@ -1,0 +1,213 @@
+"""How the ranks of a multi-process job find each other: the launcher's environment names the
+rank and world size, and the engine the program already runs exchanges the few bytes each rank
+must tell the others once (an initialised torch.distributed group, mpi4py under mpirun, or a
+file every rank can see). Nothing here moves tensors."""
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import time
+import uuid
+from typing import List, Optional, Tuple
+
+from ._errors import CommError, CommTimeout
+
+__all__ = ["rank_and_world", "local_rank", "Bootstrap", "choose_bootstrap", "host_id"]
+
+# (rank, world size) variables, by launcher: torchrun, Open MPI, MPICH/Intel MPI (PMI), Slurm.
+_RANK_VARIABLES = (("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+                   ("PMI_RANK", "PMI_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"))
+_LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID")
+
+
+def _env_int(name: str) -> Optional[int]:
+    text = os.environ.get(name)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={text!r} is not an integer") from None
+
+
+def _launcher() -> Tuple[Optional[int], Optional[int], str]:
+    for rank_name, size_name in _RANK_VARIABLES:
+        rank, size = _env_int(rank_name), _env_int(size_name)
+        if rank is not None and size is not None:
+            return rank, size, f"{rank_name}/{size_name}"
+    return None, None, ""
+
+
+def _torch_group():
+    """torch.distributed's default group when the program initialised one (never imports torch)."""
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return dist
+
+
+def _mpi_world():
+    """mpi4py's COMM_WORLD when this process runs under an MPI launcher and mpi4py is installed."""
+    if not any(name in os.environ for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")):
+        return None
+    try:
+        from mpi4py import MPI  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return MPI.COMM_WORLD
+
+
+def rank_and_world(rank: Optional[int], world_size: Optional[int]) -> Tuple[int, int]:
+    """The rank and world size from the arguments, else torch.distributed, else the launcher's
+    environment; a process started alone is rank 0 of 1. Both checked."""
+    dist = _torch_group()
+    env_rank, env_size = (dist.get_rank(), dist.get_world_size()) if dist is not None else _launcher()[:2]
+    rank = env_rank if rank is None else rank
+    world_size = env_size if world_size is None else world_size
+    if rank is None and world_size in (None, 1):
+        rank, world_size = 0, 1
+    if rank is None or world_size is None:
+        raise ValueError("rank, world_size: pass both, or start the program with a launcher that sets them "
+                         "(torchrun: RANK/WORLD_SIZE, mpirun, srun)")
+    for name, value in (("rank", rank), ("world_size", world_size)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name}: expected an int, not {value!r}")
+    if world_size < 1:
+        raise ValueError(f"world_size: {world_size} < 1")
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank: {rank} is not in 0 .. {world_size - 1} (world_size {world_size})")
+    return rank, world_size
+
+
+def local_rank() -> Optional[int]:
+    """This process's index among the ranks of its host, where the launcher says."""
+    for name in _LOCAL_RANK_VARIABLES:
+        value = _env_int(name)
+        if value is not None:
+            return value
+    return None
+
+
+class Bootstrap:
+    """Every rank's bytes to every rank (all_gather), through the program's own engine."""
+
+    name = "single"
+
+    def __init__(self, rank: int, world_size: int):
+        self.rank, self.world_size = rank, world_size
+
+    def all_gather(self, payload: bytes, timeout: float) -> List[bytes]:
+        return [payload]
+
+    def close(self) -> None:
+        pass
+
+
+class _TorchBootstrap(Bootstrap):
+    name = "torch.distributed"
+
+    def __init__(self, rank, world_size, dist):
+        super().__init__(rank, world_size)
+        self.dist = dist
+
+    def all_gather(self, payload, timeout):
+        out: List = [None] * self.world_size
+        self.dist.all_gather_object(out, payload)
+        return out
+
+
+class _MpiBootstrap(Bootstrap):
+    name = "mpi4py"
+
+    def __init__(self, rank, world_size, world):
+        super().__init__(rank, world_size)
+        self.world = world
+
+    def all_gather(self, payload, timeout):
+        return self.world.allgather(payload)
+
+
+class _FileBootstrap(Bootstrap):
+    """Files beside `init_file`: rank 0 names the job in init_file, then each exchange is one file
+    per rank, written whole (temp file + rename) and read once every rank's is there."""
+
+    name = "init_file"
+
+    def __init__(self, rank, world_size, path: str, timeout: float):
+        super().__init__(rank, world_size)
+        self.path, self.exchanges, self.written = os.fspath(path), 0, []
+        if rank == 0:
+            self._write(self.path, pickle.dumps((uuid.uuid4().hex, world_size)))
+        job, size = pickle.loads(self._read_when_there(self.path, timeout, "rank 0 to create init_file"))
+        if size != world_size:
+            raise CommError(f"init_file: {self.path} belongs to a job of {size} ranks, this one has {world_size}; "
+                            "use a fresh path per run")
+        self.job = job
+
+    @staticmethod
+    def _write(path: str, data: bytes) -> None:
+        temp = f"{path}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+        with open(temp, "wb") as f:
+            f.write(data)
+        os.replace(temp, path)
+
+    @staticmethod
+    def _read_when_there(path: str, timeout: float, what: str) -> bytes:
+        deadline, pause = time.monotonic() + timeout, 1e-4
+        while True:
+            try:
+                with open(path, "rb") as f:
+                    return f.read()
+            except FileNotFoundError:
+                if time.monotonic() > deadline:
+                    raise CommTimeout(f"init_file: waited {timeout:g} s for {what} ({path})") from None
+                time.sleep(pause)
+                pause = min(2 * pause, 0.05)
+
+    def all_gather(self, payload, timeout):
+        self.exchanges += 1
+        name = f"{self.path}.{self.job}.{self.exchanges}"
+        mine = f"{name}.{self.rank}"
+        self._write(mine, payload)
+        self.written.append(mine)
+        return [payload if r == self.rank else self._read_when_there(f"{name}.{r}", timeout, f"rank {r}")
+                for r in range(self.world_size)]
+
+    def close(self):
+        for path in self.written + ([self.path] if self.rank == 0 else []):
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+        self.written = []
+
+
+def choose_bootstrap(rank: int, world_size: int, init_file, timeout: float) -> Bootstrap:
+    """An explicit init_file, else torch.distributed's initialised group, else mpi4py under an MPI
+    launcher; a world of one needs none."""
+    if init_file is not None:
+        return _FileBootstrap(rank, world_size, init_file, timeout)
+    dist = _torch_group()
+    if dist is not None:
+        return _TorchBootstrap(rank, world_size, dist)
+    world = _mpi_world()
+    if world is not None:
+        return _MpiBootstrap(rank, world_size, world)
+    if world_size == 1:
+        return Bootstrap(rank, world_size)
+    raise ValueError("init_file: the ranks need a way to meet: initialise torch.distributed, run under mpirun "
+                     "with mpi4py installed, or pass init_file= (a path every rank can see)")
+
+
+def host_id() -> str:
+    """Which host this process runs on, as the ranks compare it (shared memory and CUDA IPC need one)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f"{socket.gethostname()}/{f.read().strip()}"
+    except OSError:
+        return socket.gethostname()

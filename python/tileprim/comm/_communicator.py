@@ -1,0 +1,175 @@
+"""tp.comm.init: this process's membership of a multi-process job (torchrun, mpirun, or any
+launcher with a shared init file). The ranks meet once through the bootstrap, agree on the
+backend, and, on one host, share a rendezvous segment that every later call meets in."""
+from __future__ import annotations
+
+import os
+import pickle
+import uuid
+import weakref
+from typing import Dict, List, Optional
+
+from .._backends import resolve_backend
+from ._bootstrap import Bootstrap, choose_bootstrap, host_id, local_rank, rank_and_world
+from ._errors import CommError
+from ._rendezvous import SLOT, Rendezvous, SharedFile
+
+__all__ = ["Communicator", "init", "default_communicator", "check_call_timeout"]
+
+_DEFAULT: Optional["Communicator"] = None
+
+
+def _check_timeout(timeout) -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout: expected seconds (a number), not {timeout!r}")
+    if not timeout > 0:
+        raise ValueError(f"timeout: {timeout} is not a positive number of seconds")
+    return float(timeout)
+
+
+def _choose_device(backend: str, device) -> Optional[int]:
+    if backend != "cuda":
+        if device is not None:
+            raise ValueError("device: only the cuda backend runs on a GPU; leave it None with backend='cpu'")
+        return None
+    from .._backends import cuda_details
+    count = len(cuda_details()["devices"])
+    if device is None:
+        device = (local_rank() or 0) % count
+    if isinstance(device, bool) or not isinstance(device, int):
+        raise TypeError(f"device: expected a CUDA ordinal (int), not {device!r}")
+    if not 0 <= device < count:
+        raise ValueError(f"device: GPU {device} does not exist here ({count} visible)")
+    return device
+
+
+class Communicator:
+    """One rank of a job: ``rank``, ``world_size``, ``backend`` ('cpu' or 'cuda'), ``device`` (this
+    rank's GPU), ``transport`` (how ranks' data meets: 'shm' or 'cuda_ipc') and ``bootstrap`` (how
+    the ranks found each other). Made by :func:`tp.comm.init`; ``close()`` (or ``with``) frees it."""
+
+    def __init__(self, rank: int, world_size: int, backend: str, device: Optional[int], bootstrap: Bootstrap,
+                 timeout: float):
+        self.rank, self.world_size, self.backend, self.device = rank, world_size, backend, device
+        self.timeout, self._bootstrap = timeout, bootstrap
+        mine = {"host": host_id(), "pid": os.getpid(), "backend": backend, "device": device, "job": uuid.uuid4().hex}
+        infos = [pickle.loads(p) for p in bootstrap.all_gather(pickle.dumps(mine), timeout)]
+        backends = sorted({(i["backend"], r) for r, i in enumerate(infos)})
+        if len({b for b, _ in backends}) > 1:
+            raise CommError("backend: the ranks chose different backends: " +
+                            ", ".join(f"rank {r} {b}" for b, r in backends) + "; pass one backend= on every rank")
+        self.job: str = infos[0]["job"]
+        self.hosts: List[str] = [i["host"] for i in infos]
+        self.devices: List[Optional[int]] = [i["device"] for i in infos]
+        if len(set(self.hosts)) > 1:
+            raise CommError(f"backend: the ranks run on {len(set(self.hosts))} hosts; this version's transports "
+                            "(shared memory, CUDA IPC) reach the ranks of one host only")
+        self.transport = "shm" if backend == "cpu" else "cuda_ipc"
+        self.rendezvous = self._meet(timeout)
+        self.calls = 0                # collective calls so far: every rank numbers them alike
+        self.broken: Optional[str] = None
+        self.state: Dict[str, object] = {}  # what the transports keep between calls
+        self._finalizer = weakref.finalize(self, _release, self.state, bootstrap)
+
+    def _meet(self, timeout: float) -> Rendezvous:
+        """Rank 0 creates the rendezvous segment, every rank maps it, then its name goes (no leftovers)."""
+        name = f"tileprim-{self.job}"
+        segment = SharedFile(name, self.world_size * SLOT, create=True) if self.rank == 0 else None
+        self._bootstrap.all_gather(b"", timeout)
+        segment = segment or SharedFile(name)
+        rendezvous = Rendezvous(segment, self.rank, self.world_size)
+        self._bootstrap.all_gather(b"", timeout)
+        if self.rank == 0:
+            segment.unlink()
+        rendezvous.learn_pids()
+        return rendezvous
+
+    def next_call(self) -> int:
+        """This call's number (the same on every rank), once the communicator is usable."""
+        if self.broken:
+            raise CommError(f"the communicator is broken: {self.broken}; make a new one with tp.comm.init()")
+        if self._finalizer.alive is False:
+            raise CommError("the communicator is closed")
+        self.calls += 1
+        return self.calls
+
+    def close(self) -> None:
+        """Frees this rank's shared buffers and the bootstrap's files; the communicator is unusable after."""
+        self._finalizer()
+
+    def __enter__(self) -> "Communicator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = f", device={self.device}" if self.device is not None else ""
+        return (f"Communicator(rank={self.rank}, world_size={self.world_size}, backend={self.backend!r}{where}, "
+                f"transport={self.transport!r}, bootstrap={self._bootstrap.name!r})")
+
+
+def _release(state: Dict[str, object], bootstrap: Bootstrap) -> None:
+    for item in state.values():
+        release = getattr(item, "release", None)
+        if release is not None:
+            release()
+    state.clear()
+    bootstrap.close()
+
+
+def init(backend: Optional[str] = None, *, rank: Optional[int] = None, world_size: Optional[int] = None,
+         init_file=None, device: Optional[int] = None, timeout: float = 300.0) -> Communicator:
+    """This process's communicator; the ranks meet here (every rank calls it).
+
+    Parameters
+    ----------
+    backend : {'cpu', 'cuda'}, optional
+        'cpu': NumPy tensors, ranks meet in POSIX shared memory. 'cuda': device arrays, ranks on
+        one host meet through CUDA IPC. Default: cuda when usable here, else cpu.
+    rank, world_size : int, optional
+        Default: torch.distributed's group, else the launcher's environment (torchrun's
+        RANK/WORLD_SIZE, Open MPI's, PMI's, Slurm's); a process started alone is rank 0 of 1.
+    init_file : path, optional
+        A path every rank can see, fresh for each run: the ranks meet through files beside it.
+        Without it: an initialised torch.distributed group, else mpi4py under mpirun.
+    device : int, optional
+        This rank's GPU (cuda). Default: LOCAL_RANK modulo the visible GPUs.
+    timeout : float
+        Seconds to wait for the other ranks here, and the default of every call's ``timeout``.
+
+    Returns
+    -------
+    Communicator
+        Also the default for :meth:`ParallelGroup.distributed` from now on.
+
+    Examples
+    --------
+    >>> comm = tp.comm.init(backend="cpu")      # a process started alone: rank 0 of 1
+    >>> comm.rank, comm.world_size, comm.transport
+    (0, 1, 'shm')
+    >>> comm.close()
+    """
+    global _DEFAULT
+    timeout = _check_timeout(timeout)
+    rank, world_size = rank_and_world(rank, world_size)
+    backend = resolve_backend(backend)
+    device = _choose_device(backend, device)
+    bootstrap = choose_bootstrap(rank, world_size, init_file, timeout)
+    try:
+        _DEFAULT = Communicator(rank, world_size, backend, device, bootstrap, timeout)
+    except BaseException:
+        bootstrap.close()
+        raise
+    return _DEFAULT
+
+
+def default_communicator() -> Communicator:
+    if _DEFAULT is None or not _DEFAULT._finalizer.alive:
+        raise ValueError("comm: no communicator; call tp.comm.init() first, or pass comm=")
+    return _DEFAULT
+
+
+def check_call_timeout(timeout, comm: Communicator) -> float:
+    return comm.timeout if timeout is None else _check_timeout(timeout)
+

@@ -1,0 +1,211 @@
+"""treduce with one process per rank. Every rank posts its call (a signature every rank must
+share, and where its data is) in the rendezvous; the root checks that they agree, says so (or
+the error every rank then raises), and runs the one-process treduce over every rank's data as
+its transport exposes it. So the fold order, the plan and the bits are the one-process ones.
+
+Transports (the communicator's): 'shm', each rank's source copied into its own shared-memory
+buffer, which the root maps; 'cuda_ipc' (see _ipc.py), the root maps each rank's GPU buffer."""
+from __future__ import annotations
+
+import struct
+from typing import List, Optional
+
+import numpy as np
+
+from .._dtypes import numpy_dtype
+from .._interop import adapter_for
+from ._errors import CommError, CommTimeout
+from ._group import DistributedGroup, ParallelGroup
+from ._one_process import RankTensor, bound_call, check_options
+from ._rendezvous import SharedFile
+
+__all__ = ["distributed_treduce", "distributed_plan"]
+
+_FAILED = b"!"  # a description that is a rank's own error, not a call
+
+
+class _Local:
+    """This rank's part of the call, checked: its tensor, and the signature all ranks must share."""
+
+    def __init__(self, group: DistributedGroup, op, tile, pingpong, valid, accumulate, dispatch):
+        check_options(op, tile, pingpong, valid, accumulate, dispatch)
+        comm = group.comm
+        adapter = adapter_for(group.tensor)
+        if comm.backend == "cpu" and adapter is not None:
+            raise TypeError("x: the cpu communicator reduces NumPy arrays; this is a device array "
+                            "(use tp.comm.init(backend='cuda'))")
+        if comm.backend == "cuda" and adapter is None:
+            raise TypeError("x: the cuda communicator reduces device arrays; this is a NumPy array "
+                            "(use tp.comm.init(backend='cpu'))")
+        self.tensor = RankTensor(group.tensor, "x", adapter)
+        if adapter is not None and self.tensor.device != comm.device:
+            raise ValueError(f"x: is on GPU {self.tensor.device}, but this rank's communicator uses GPU {comm.device}")
+        strides = f" strides={self.tensor.strides}" if comm.transport == "cuda_ipc" else ""
+        self.signature = (f"treduce(op={op!r}, {self.tensor.dtype} {tuple(self.tensor.shape)}{strides}, "
+                          f"root={group.root}, tile={tuple(tile)}, pingpong={bool(pingpong)}, valid={valid!r}, "
+                          f"accumulate={accumulate!r}, dispatch={dispatch!r})")
+
+
+def _disagreement(descriptions: List[bytes]) -> str:
+    """The error every rank raises for this call, or ''."""
+    failed = [(r, d[1:].decode()) for r, d in enumerate(descriptions) if d.startswith(_FAILED)]
+    if failed:
+        return "; ".join(f"rank {r}: {why}" for r, why in failed)
+    signatures = [d.split(b"\0", 1)[0].decode() for d in descriptions]
+    if len(set(signatures)) == 1:
+        return ""
+    groups: dict = {}
+    for r, s in enumerate(signatures):
+        groups.setdefault(s, []).append(r)
+    return ("the ranks called differently (every rank's tensor has one shape, dtype and layout, and the "
+            "options agree): " + "; ".join(f"rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))}: {s}"
+                                           for s, rs in groups.items()))
+
+
+class _ShmSources:
+    """The 'shm' transport: a rank's source copied into its own shared-memory file (grown, never
+    shrunk, a new generation each time it grows); the root maps each rank's current one."""
+
+    def __init__(self, comm):
+        self.comm = comm
+        self.own: Optional[SharedFile] = None
+        self.generation = 0
+        self.mapped = {}  # rank -> (generation, SharedFile)
+
+    def offer(self, t: RankTensor, x) -> bytes:
+        nbytes = int(np.prod(t.shape)) * t.itemsize
+        if nbytes and (self.own is None or self.own.size < nbytes):
+            self._grow(nbytes)
+        if nbytes:
+            np.copyto(np.ndarray(t.shape, numpy_dtype(t.dtype), buffer=self.own.map), x)
+        return struct.pack("<qq", self.generation, nbytes)
+
+    def _grow(self, nbytes: int) -> None:
+        if self.own is not None:
+            self.own.close()
+            self.own.unlink()
+        self.generation += 1
+        size = 1 << max(16, (nbytes - 1).bit_length())
+        self.own = SharedFile(f"tileprim-{self.comm.job}-{self.comm.rank}-{self.generation}", size, create=True)
+
+    def source(self, rank: int, where: bytes, shape, dtype: str) -> np.ndarray:
+        generation, nbytes = struct.unpack("<qq", where)
+        if not nbytes:
+            return np.empty(shape, numpy_dtype(dtype))
+        have = self.mapped.get(rank)
+        if have is None or have[0] != generation:
+            if have is not None:
+                have[1].close()
+            have = self.mapped[rank] = (generation, SharedFile(f"tileprim-{self.comm.job}-{rank}-{generation}"))
+        return np.ndarray(shape, numpy_dtype(dtype), buffer=have[1].map)
+
+    def wait_released(self, root: int, epoch: int, timeout: float, what: str) -> None:
+        """A non-root rank's end of the call: the root is done with its buffer."""
+        self.comm.rendezvous.released(root, epoch, timeout, what)
+
+    def release(self) -> None:
+        if self.own is not None:
+            self.own.close()
+            self.own.unlink()
+            self.own = None
+        for _, mapping in self.mapped.values():
+            mapping.close()
+        self.mapped.clear()
+
+
+def _transport(comm):
+    state = comm.state
+    if "sources" not in state:
+        if comm.transport == "shm":
+            state["sources"] = _ShmSources(comm)
+        else:
+            from ._ipc import IpcSources
+            state["sources"] = IpcSources(comm)
+    return state["sources"]
+
+
+def distributed_treduce(group: DistributedGroup, dst, op, tile, pingpong, valid, accumulate, backend, dispatch,
+                        timeout: float):
+    comm = group.comm
+    if backend is not None and backend != comm.backend:
+        raise ValueError(f"backend: {backend!r}, but the communicator's is {comm.backend!r}")
+    epoch = comm.next_call()
+    rendezvous, root = comm.rendezvous, group.root
+    what = f"treduce (call {epoch}, rank {comm.rank})"
+    sources = _transport(comm)
+    local_error: Optional[BaseException] = None
+    try:
+        local = _Local(group, op, tile, pingpong, valid, accumulate, dispatch)
+        where = sources.offer(local.tensor, group.tensor) if comm.rank != root else b""
+        description = local.signature.encode() + b"\0" + where
+    except (TypeError, ValueError) as e:
+        local_error, description = e, _FAILED + str(e).encode()
+    try:
+        rendezvous.post(epoch, description)
+        if comm.rank != root:
+            # the root decides within `timeout`; hear its verdict a little longer than that
+            verdict = rendezvous.verdict(root, epoch, timeout * 1.1 + 1, what)
+            if local_error is not None:
+                raise local_error
+            if verdict:
+                kind, text = verdict.split("\0", 1)
+                raise _VERDICTS[kind](text)
+            sources.wait_released(root, epoch, timeout, what)
+            return None
+        return _root(comm, group, local_error, local if local_error is None else None, epoch, timeout, what,
+                     dst, (op, tile, pingpong, valid, accumulate, comm.backend, dispatch, comm.transport))
+    except CommError as e:
+        comm.broken = str(e)
+        raise
+
+
+_VERDICTS = {"ValueError": ValueError, "CommError": CommError, "CommTimeout": CommTimeout}
+
+
+def _root(comm, group, local_error, local, epoch, timeout, what, dst, call):
+    """The root's side: every rank's description, the verdict, the one-process run, the release."""
+    rendezvous, root = comm.rendezvous, group.root
+    try:
+        descriptions = rendezvous.descriptions(epoch, timeout, what)
+    except CommError as e:
+        rendezvous.judge(epoch, f"{type(e).__name__}\0rank {root} (the root): {e}")
+        raise
+    error = _disagreement(descriptions)
+    if error:
+        rendezvous.judge(epoch, "ValueError\0" + error)
+        raise local_error if local_error is not None else ValueError(error)
+    try:
+        tensors = [group.tensor if r == root else
+                   comm.state["sources"].source(r, d.split(b"\0", 1)[1], local.tensor.shape, local.tensor.dtype)
+                   for r, d in enumerate(descriptions)]
+        if comm.transport == "shm":  # every rank's data as the root holds it: one layout
+            tensors[root] = np.ascontiguousarray(tensors[root])
+        bound = bound_call(ParallelGroup(tensors, root), dst, *call)
+    except (TypeError, ValueError) as e:
+        rendezvous.judge(epoch, f"ValueError\0rank {root} (the root): {e}")
+        raise
+    rendezvous.judge(epoch, "")
+    try:
+        return bound.run(tensors, dst)
+    finally:
+        rendezvous.release(epoch)
+
+
+def distributed_plan(group: DistributedGroup, dst, op, tile, pingpong, valid, accumulate, backend, dispatch):
+    """The plan every rank's call gets (nothing is exchanged or run): this rank's tensor standing
+    for every rank's."""
+    comm = group.comm
+    local = _Local(group, op, tile, pingpong, valid, accumulate, dispatch)
+    x = group.tensor
+    if comm.transport == "shm":
+        x = np.ascontiguousarray(x)
+    others = [x if r == group.root else _stand_in(x, local.tensor) for r in range(comm.world_size)]
+    return bound_call(ParallelGroup(others, group.root), dst, op, tile, pingpong, valid, accumulate,
+                      comm.backend, dispatch, comm.transport).plan
+
+
+def _stand_in(x, t: RankTensor):
+    """Another rank's tensor as far as planning can tell: same shape, dtype and strides, elsewhere."""
+    if t.adapter is None:
+        return np.empty_like(x)
+    return t.adapter.empty(x, t.shape, t.dtype)

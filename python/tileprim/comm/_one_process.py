@@ -1,0 +1,223 @@
+"""treduce in one process (every rank's tensor at hand): the call checked here and in the C++ core
+before anything is written, bound to its plan, and run; a repeated call of one signature reuses
+its bound plan."""
+from __future__ import annotations
+
+import operator
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from .. import _C
+from .._backends import default_target, resolve_backend
+from .._dtypes import dtype_name, numpy_dtype
+from .._interop import adapter_for
+from .._plan import Plan
+from ._group import ParallelGroup
+
+__all__ = ["bound_call", "check_options", "RankTensor", "DTYPES"]
+
+DTYPES = ("float32", "float16", "bfloat16", "int32")
+_MEMO: Dict[tuple, "_Bound"] = {}
+_MEMO_LIMIT = 1024
+_DEVICE_TYPES: Dict[type, object] = {}  # array types seen on a GPU, by their adapter
+
+
+class _Unkeyable(Exception):
+    """An argument the memo cannot key: take the checking path."""
+
+
+def _tensor_key(x) -> tuple:
+    t = type(x)
+    if t is np.ndarray:
+        return (t, x.dtype, x.shape, x.strides, x.flags.writeable)
+    adapter = _DEVICE_TYPES.get(t)
+    if adapter is None:
+        raise _Unkeyable
+    return (t, adapter.key(x))
+
+
+def _pointer(x) -> int:
+    return x.__array_interface__["data"][0] if type(x) is np.ndarray else _DEVICE_TYPES[type(x)].pointer(x)
+
+
+class RankTensor:
+    """One tensor as treduce reads it: where it lies, and how."""
+
+    def __init__(self, x, arg: str, adapter):
+        self.obj, self.arg, self.adapter = x, arg, adapter
+        if adapter is None:
+            if not isinstance(x, np.ndarray):
+                raise TypeError(f"{arg}: expected a NumPy or device array, not {type(x).__name__}")
+            if not x.dtype.isnative:
+                raise TypeError(f"{arg}: dtype {x.dtype} is not in native byte order; convert it with "
+                                f"{arg}.astype({x.dtype.newbyteorder('=').name!r})")
+            self.dtype = dtype_name(x.dtype, f"{arg}: dtype", allowed=DTYPES)
+            self.itemsize = x.itemsize
+            if any(s % x.itemsize for s in x.strides):
+                raise ValueError(f"{arg}: strides {x.strides} are not whole elements")
+            self.shape, self.strides = x.shape, tuple(s // x.itemsize for s in x.strides)
+            self.pointer, self.device = x.__array_interface__["data"][0], -1
+        else:
+            self.dtype = adapter.dtype(x, f"{arg}: dtype", allowed=DTYPES)
+            self.itemsize = numpy_dtype(self.dtype).itemsize
+            self.shape, self.strides = adapter.shape(x), adapter.strides(x)
+            self.pointer, self.device = adapter.pointer(x), adapter.device(x)
+
+    def key(self) -> tuple:
+        return (self.adapter is not None, self.dtype, self.shape, self.strides, self.device)
+
+    def extent(self) -> Tuple[int, int]:
+        """The bytes [low, high) its elements lie in; empty for an empty tensor."""
+        if 0 in self.shape:
+            return (self.pointer, self.pointer)
+        low = sum(min(0, (n - 1) * s) for n, s in zip(self.shape, self.strides))
+        high = sum(max(0, (n - 1) * s) for n, s in zip(self.shape, self.strides))
+        return (self.pointer + low * self.itemsize, self.pointer + (high + 1) * self.itemsize)
+
+
+def _overlaps(a: RankTensor, b: RankTensor) -> bool:
+    if a.adapter is None and b.adapter is None:
+        return bool(np.shares_memory(a.obj, b.obj, max_work=1 << 20)) if a.obj.size and b.obj.size else False
+    (a0, a1), (b0, b1) = a.extent(), b.extent()
+    return a.device == b.device and a0 < b1 and b0 < a1
+
+
+def _tile(tile) -> Tuple[int, int]:
+    if not isinstance(tile, (tuple, list)) or len(tile) != 2:
+        raise ValueError(f"tile: expected (rows, cols), not {tile!r}")
+    try:
+        return tuple(operator.index(t) for t in tile if not isinstance(t, bool))  # type: ignore[return-value]
+    except TypeError:
+        raise TypeError(f"tile: expected two ints (rows, cols), not {tile!r}") from None
+
+
+def check_options(op, tile, pingpong, valid, accumulate, dispatch) -> Tuple[int, int]:
+    if not isinstance(op, str):
+        raise TypeError(f"op: expected 'sum', 'max' or 'min', not {op!r}")
+    rows_cols = _tile(tile)
+    if len(rows_cols) != 2:
+        raise TypeError(f"tile: expected two ints (rows, cols), not {tile!r}")
+    if not isinstance(pingpong, (bool, np.bool_)):
+        raise TypeError(f"pingpong: expected True or False, not {pingpong!r}")
+    if not isinstance(valid, str):
+        raise TypeError(f"valid: expected 'dynamic' or 'static', not {valid!r}")
+    if accumulate is not None and not isinstance(accumulate, str):
+        raise TypeError(f"accumulate: expected None or 'float32', not {accumulate!r}")
+    if dispatch is not None and not isinstance(dispatch, str):
+        raise TypeError(f"dispatch: expected a variant name, not {dispatch!r}")
+    return rows_cols
+
+
+class _Call:
+    """A checked treduce call: its ranks, dst, and bound plan."""
+
+    def __init__(self, group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch, processes=""):
+        if not isinstance(group, ParallelGroup):
+            raise TypeError(f"group: expected a tp.comm.ParallelGroup, not {type(group).__name__}")
+        rows, cols = check_options(op, tile, pingpong, valid, accumulate, dispatch)
+        adapters = [adapter_for(x) for x in group.tensors]
+        if len({a is None for a in adapters}) > 1 or len({type(a) for a in adapters if a is not None}) > 1:
+            raise TypeError("tensors: the ranks mix NumPy and device arrays (or libraries); use one kind")
+        self.ranks = [RankTensor(x, f"tensors[{r}]", a) for r, (x, a) in enumerate(zip(group.tensors, adapters))]
+        self.root = group.root
+        root = self.ranks[self.root]
+        on_device = root.adapter is not None
+        if dst is None:
+            dst = (root.adapter.empty(group.tensors[self.root], root.shape, root.dtype) if on_device
+                   else np.empty(root.shape, numpy_dtype(root.dtype)))
+        dst_adapter = adapter_for(dst)
+        if on_device and dst_adapter is not root.adapter:
+            raise TypeError(f"dst: expected a {root.adapter.library} device array like the ranks' tensors, "
+                            f"not {type(dst).__name__}")
+        if not on_device and dst_adapter is not None:
+            raise TypeError(f"dst: expected a NumPy array for NumPy ranks, not {type(dst).__name__}")
+        if not on_device and not isinstance(dst, np.ndarray):
+            raise TypeError(f"dst: expected a NumPy array, not {type(dst).__name__}")
+        if not on_device and not dst.flags.writeable:
+            raise ValueError("dst: the array is read-only")
+        self.dst = RankTensor(dst, "dst", dst_adapter)
+        self.dst.dtype = self.dst.dtype  # checked against the ranks' in C++ (a TypeError naming dst)
+        for r, rank in enumerate(self.ranks):
+            if r != self.root and _overlaps(self.dst, rank):
+                raise ValueError(f"dst: overlaps {rank.arg}, a non-root rank's source that the reduction reads")
+        if _overlaps(self.dst, root) and (self.dst.pointer, self.dst.strides) != (root.pointer, root.strides):
+            raise ValueError("dst: overlaps the root's tensor without being it; reduce in place with dst=tensors[root]")
+        self.backend = resolve_backend(backend, device_operands=on_device)
+        if on_device:
+            _DEVICE_TYPES[type(group.tensors[0])] = root.adapter
+        self.bound = self._bind(op, rows, cols, pingpong, valid, accumulate, dispatch, processes)
+
+    def _bind(self, op, rows, cols, pingpong, valid, accumulate, dispatch, processes):
+        def ref(t: RankTensor):
+            return _C.TileRef(t.arg, t.dtype, list(t.shape), "global", None, t.device, list(t.strides))
+        config = {"op": op, "tile_rows": rows, "tile_cols": cols, "pingpong": bool(pingpong), "valid": valid,
+                  "accumulate": accumulate or "", "root": self.root, "processes": processes}
+        call = _C.OpCall("treduce", [ref(t) for t in self.ranks], ref(self.dst), "thread", 1, [], False, config,
+                         dispatch or "")
+        devices = [t.device for t in self.ranks] if self.backend == "cuda" else []
+        target = default_target(self.backend, self.ranks[self.root].device if devices else 0)
+        core = _C.prepare(call, target, self.backend, devices)
+        return _Bound(core, Plan(core.plan, self.ranks[0].shape, bound=core), self.ranks, self.dst, self.root)
+
+
+class _Bound:
+    """A treduce signature's bound plan, and the checks a repeated call still makes: those that
+    depend on where the tensors are (dst must not overlap a non-root source)."""
+
+    def __init__(self, core, plan, ranks: List[RankTensor], dst: RankTensor, root: int):
+        self.core, self.plan, self.root = core, plan, root
+        self.devices = [t.device for t in ranks]
+        self.dst_device = dst.device
+        self.adapter = ranks[0].adapter
+        self.no_streams = [0] * len(ranks)
+        low, high = ranks[0].extent()
+        self.span = (low - ranks[0].pointer, high - ranks[0].pointer)  # bytes around each rank's pointer
+        low, high = dst.extent()
+        self.dst_span = (low - dst.pointer, high - dst.pointer)
+        self.allocate = ((lambda t: self.adapter.empty(t, ranks[0].shape, ranks[0].dtype)) if self.adapter
+                         else (lambda t: np.empty(ranks[0].shape, numpy_dtype(ranks[0].dtype))))
+        self.pointer = self.adapter.pointer if self.adapter else _pointer
+
+    def run(self, tensors, dst):
+        dst = self.allocate(tensors[self.root]) if dst is None else dst
+        pointer = self.pointer
+        pointers = [pointer(x) for x in tensors]
+        out = pointer(dst)
+        d0, d1 = out + self.dst_span[0], out + self.dst_span[1]
+        low, high = self.span
+        for r, p in enumerate(pointers):
+            if d0 < p + high and p + low < d1 and self.devices[r] == self.dst_device:
+                self._check_overlap(tensors, dst, r)
+        streams = [self.adapter.stream(d) for d in self.devices] if self.adapter else self.no_streams
+        self.core.run_collective(pointers, self.devices, out, self.dst_device, streams)
+        return dst
+
+    def _check_overlap(self, tensors, dst, r: int) -> None:
+        """Their extents meet: an exact look (NumPy) decides, else they overlap."""
+        exact = type(dst) is np.ndarray and not np.shares_memory(dst, tensors[r], max_work=1 << 20)
+        if exact:
+            return
+        if r != self.root:
+            raise ValueError(f"dst: overlaps tensors[{r}], a non-root rank's source that the reduction reads")
+        if (_pointer(dst), tuple(getattr(dst, "strides", ()))) != (_pointer(tensors[r]),
+                                                                   tuple(getattr(tensors[r], "strides", ()))):
+            raise ValueError("dst: overlaps the root's tensor without being it; reduce in place with dst=tensors[root]")
+
+
+def bound_call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch, processes="") -> "_Bound":
+    """The call's bound plan from the memo, or checked and bound now."""
+    try:
+        tile = tile if type(tile) is tuple else tuple(tile)
+        key = (op, tile, pingpong, valid, accumulate, backend, dispatch, processes, group.root,
+               None if dst is None else _tensor_key(dst), *map(_tensor_key, group.tensors))
+        bound = _MEMO.get(key)
+    except (_Unkeyable, TypeError, AttributeError):
+        key, bound = None, None
+    if bound is None:
+        bound = _Call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch, processes).bound
+        if key is not None:
+            if len(_MEMO) >= _MEMO_LIMIT:
+                _MEMO.clear()
+            _MEMO[key] = bound
+    return bound

@@ -1,0 +1,153 @@
+"""The per-call meeting of the ranks of one host, in a POSIX shared-memory segment: one slot per
+rank. For call number `epoch`, each rank writes what it brings (its call's signature and where
+its data is) into its slot and publishes `posted`; the root reads every slot, checks that the
+ranks agree, publishes its `verdict` (empty, or the error every rank raises) and, once done with
+the others' data, `released`. Flags are ordered stores and loads (_C.publish_flag /
+observe_flag). A wait ends with CommTimeout after `timeout`, or at once when the rank it waits
+for has exited."""
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import tempfile
+import time
+from typing import Iterable, List, Sequence
+
+from .. import _C
+from ._errors import CommError, CommTimeout
+
+__all__ = ["Rendezvous", "SharedFile"]
+
+SLOT = 8192
+POSTED, VERDICT, RELEASED, PID = 0, 64, 128, 192  # flags on their own cache lines
+DESCRIPTION, DESCRIPTION_MAX = 256, 3840
+VERDICT_TEXT, VERDICT_MAX = 4160, 3968
+SPINS = 2000  # observe without sleeping first: a small call's ranks arrive microseconds apart
+
+
+def _shm_dir() -> str:
+    return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+
+
+class SharedFile:
+    """A file in shared memory mapped into this process: created by one rank, opened by the others."""
+
+    def __init__(self, name: str, size: int = 0, create: bool = False):
+        self.path = os.path.join(_shm_dir(), name)
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        fd = os.open(self.path, flags, 0o600)
+        try:
+            if create:
+                os.ftruncate(fd, size)
+            self.size = os.fstat(fd).st_size
+            self.map = mmap.mmap(fd, self.size)
+        finally:
+            os.close(fd)
+        self.address = _C.buffer_address(self.map) if self.size else 0
+
+    def unlink(self) -> None:
+        try:
+            os.remove(self.path)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        try:
+            self.map.close()
+        except BufferError:  # a NumPy view still refers to it: the mapping goes with the view
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (exited, not yet reaped) is gone for our purposes
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+class Rendezvous:
+    def __init__(self, segment: SharedFile, rank: int, world_size: int):
+        self.segment, self.rank, self.world_size = segment, rank, world_size
+        self.pids = [0] * world_size
+        _C.publish_flag(self._flag(rank, PID), os.getpid())
+
+    def learn_pids(self) -> None:
+        """Every rank's pid (after a barrier: each wrote its own at start)."""
+        self.pids = [_C.observe_flag(self._flag(r, PID)) for r in range(self.world_size)]
+
+    def _flag(self, rank: int, field: int) -> int:
+        return self.segment.address + rank * SLOT + field
+
+    def _text(self, rank: int, at: int, data: bytes, limit: int, what: str) -> None:
+        if len(data) > limit:
+            raise CommError(f"{what}: {len(data)} bytes, more than a slot holds ({limit})")
+        base = rank * SLOT + at
+        self.segment.map[base:base + 8] = struct.pack("<Q", len(data))
+        self.segment.map[base + 8:base + 8 + len(data)] = data
+
+    def _read(self, rank: int, at: int) -> bytes:
+        base = rank * SLOT + at
+        (n,) = struct.unpack_from("<Q", self.segment.map, base)
+        return bytes(self.segment.map[base + 8:base + 8 + n])
+
+    # What a rank brings to call `epoch`.
+    def post(self, epoch: int, description: bytes) -> None:
+        self._text(self.rank, DESCRIPTION, description, DESCRIPTION_MAX, "call description")
+        _C.publish_flag(self._flag(self.rank, POSTED), epoch)
+
+    def descriptions(self, epoch: int, timeout: float, what: str) -> List[bytes]:
+        """Every rank's description of call `epoch` (the root, once all posted)."""
+        self.wait(range(self.world_size), POSTED, epoch, timeout, what)
+        return [self._read(r, DESCRIPTION) for r in range(self.world_size)]
+
+    def judge(self, epoch: int, error: str) -> None:
+        self._text(self.rank, VERDICT_TEXT, error.encode(), VERDICT_MAX, "verdict")
+        _C.publish_flag(self._flag(self.rank, VERDICT), epoch)
+
+    def verdict(self, root: int, epoch: int, timeout: float, what: str) -> str:
+        self.wait([root], VERDICT, epoch, timeout, what)
+        return self._read(root, VERDICT_TEXT).decode()
+
+    def release(self, epoch: int) -> None:
+        _C.publish_flag(self._flag(self.rank, RELEASED), epoch)
+
+    def released(self, root: int, epoch: int, timeout: float, what: str) -> None:
+        self.wait([root], RELEASED, epoch, timeout, what)
+
+    def wait(self, ranks: Iterable[int], field: int, epoch: int, timeout: float, what: str) -> None:
+        waiting = [r for r in ranks if r != self.rank]
+        flags = [self._flag(r, field) for r in waiting]
+        observe, spins = _C.observe_flag, 0
+        start = time.monotonic()
+        pause, next_look = 2e-6, start + 0.1
+        while True:
+            missing = [r for r, f in zip(waiting, flags) if observe(f) < epoch]
+            if not missing:
+                return
+            waiting, flags = missing, [self._flag(r, field) for r in missing]
+            spins += 1
+            if spins < SPINS:
+                continue
+            now = time.monotonic()
+            if now >= next_look:
+                self._check_alive(missing, what)
+                next_look = now + 0.1
+                if now - start > timeout:
+                    raise CommTimeout(f"{what}: rank{'s' if len(missing) > 1 else ''} "
+                                      f"{', '.join(map(str, missing))} did not arrive within {timeout:g} s "
+                                      "(died, hangs, or never called)")
+            time.sleep(pause)
+            pause = min(2 * pause, 1e-3)
+
+    def _check_alive(self, ranks: Sequence[int], what: str) -> None:
+        for r in ranks:
+            if self.pids[r] and not _alive(self.pids[r]):
+                raise CommError(f"{what}: rank {r} (pid {self.pids[r]}) exited")

@@ -1,0 +1,167 @@
+"""tp.comm.treduce with one process per rank on the CPU backend: 2, 3 and 4 processes, started as
+a launcher would (tests/treduce_processes.py) and meeting through an init file, run the
+one-process suite's kinds of cases; the root's dst must equal the one-process result and the
+contract's fold bit for bit, every other rank gets None. Ranks that disagree, fail locally,
+exit or hang end the call on every rank with an error instead of a hang."""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tileprim as tp
+from conftest import bits_equal
+from test_treduce import poisoned
+from treduce_oracle import treduce_reference
+from treduce_processes import case_dst, case_tensors, options, saved_result
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "treduce_processes.py")
+
+
+def launch(cases, world_size: int, tmp_path, deadline: float = 240) -> list:
+    """Runs the ranks; each rank's record (a list, one entry per case it reached)."""
+    cases_path, init_file = tmp_path / "cases.json", tmp_path / "init"
+    cases_path.write_text(json.dumps(cases))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    ranks = [subprocess.Popen([sys.executable, WORKER, str(cases_path), str(init_file), str(r), str(world_size),
+                               str(tmp_path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             for r in range(world_size)]
+    logs = []
+    for p in ranks:
+        try:
+            logs.append(p.communicate(timeout=deadline)[0].decode())
+        except subprocess.TimeoutExpired:
+            for q in ranks:
+                q.kill()
+            pytest.fail(f"the ranks did not finish within {deadline} s")
+    records = []
+    for r, p in enumerate(ranks):
+        path = tmp_path / f"rank{r}.json"
+        records.append(json.loads(path.read_text()) if path.exists() else {"exit": p.returncode, "log": logs[r]})
+    return records
+
+
+def one_process(case: dict, world_size: int) -> np.ndarray:
+    """What the root's dst buffer must hold: the one-process call's, which must be the contract's."""
+    xs = case_tensors(case, world_size)
+    buffer, dst = case_dst(case)
+    out = tp.comm.treduce(tp.comm.ParallelGroup(xs, root=case["root"]), dst, backend="cpu", **options(case))
+    reference = treduce_reference(xs, case["root"], case.get("op", "sum"), case.get("accumulate"))
+    assert bits_equal(out, reference)
+    return out if buffer is None else buffer
+
+
+def suite(world_size: int) -> list:
+    """The one-process suite's kinds of cases: roots, ops, dtypes (and float32 accumulation),
+    chunkings, buffering, both algorithms (scatter_gather forced), strided sources and dst, N-D,
+    empty tensors."""
+    seed = itertools.count(world_size * 1000)
+    cases = []
+    for root, op, (dtype, acc) in itertools.product(
+            sorted({0, world_size - 1, world_size // 2}), ("sum", "max", "min"),
+            [("float32", None), ("float16", None), ("bfloat16", None), ("int32", None), ("float16", "float32"),
+             ("bfloat16", "float32")]):
+        cases.append({"seed": next(seed), "shape": [9, 37], "dtype": dtype, "accumulate": acc, "op": op,
+                      "root": root, "tile": [4, 16]})
+    for shape, tile, valid, pingpong in [([24, 16], [8, 16], "static", False), ([13, 37], [4, 16], "dynamic", True),
+                                         ([5, 33], [1, 32], "dynamic", False), ([3, 70], [8, 16], "dynamic", True)]:
+        cases.append({"seed": next(seed), "shape": shape, "dtype": "float32", "op": "sum", "root": 1,
+                      "tile": tile, "valid": valid, "pingpong": pingpong})
+    for src, dst in [("src-every-other-col", "dst-contiguous"), ("src-transposed", "dst-every-other-element"),
+                     ("src-offset-every-other-row", "dst-transposed")]:
+        cases.append({"seed": next(seed), "shape": [3, 6, 37], "dtype": "float32", "op": "sum", "root": 0,
+                      "src": src, "dst": dst})
+    cases.append({"seed": next(seed), "shape": [2, 1, 3, 6, 17], "dtype": "float32", "op": "max", "root": 1})
+    cases.append({"seed": next(seed), "shape": [0, 16], "dtype": "float32", "op": "sum", "root": 0,
+                  "dst": "dst-contiguous"})
+    cases.append({"seed": next(seed), "shape": [64, 300], "dtype": "float32", "op": "sum", "root": 0,
+                  "dst": "dst-contiguous"})  # in place of a smaller earlier buffer: the shared buffer grows
+    if world_size >= 3:
+        cases.append({"seed": next(seed), "shape": [16, 48], "dtype": "float32", "op": "sum", "root": 2,
+                      "dispatch": "scatter_gather"})
+    return cases
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 4])
+def test_every_rank_gets_the_one_process_bits_at_the_root_and_none_elsewhere(world_size, tmp_path):
+    cases = suite(world_size)
+    records = launch(cases, world_size, tmp_path)
+    for r, record in enumerate(records):
+        assert isinstance(record, list) and len(record) == len(cases), f"rank {r}: {record}"
+    for i, case in enumerate(cases):
+        root = case["root"]
+        if case.get("dispatch") == "scatter_gather":  # only the root's process runs kernels: declined
+            assert records[root][i].startswith("error DispatchError") and "separate processes" in records[root][i]
+            for r in set(range(world_size)) - {root}:
+                assert records[r][i].startswith(f"error ValueError: rank {root} (the root)"), records[r][i]
+            continue
+        for r in range(world_size):
+            assert records[r][i] == ("dst" if r == root else "none"), (i, case, r, records[r][i])
+        assert bits_equal(saved_result(tmp_path, i, case), one_process(case, world_size)), (i, case)
+
+
+def test_ranks_that_disagree_or_fail_locally_raise_the_same_error_everywhere_and_go_on(tmp_path):
+    base = {"shape": [9, 37], "dtype": "float32", "op": "sum", "root": 0}
+    cases = [{**base, "seed": 1, "role": {"2": "other-shape"}},
+             {**base, "seed": 2, "root": 1, "role": {"0": "float64"}},
+             {**base, "seed": 3, "dst": "dst-contiguous"}]  # the communicator still works
+    records = launch(cases, 3, tmp_path)
+    for r in range(3):
+        assert records[r][0].startswith("error ValueError: the ranks called differently"), records[r][0]
+        assert "rank 2: treduce(op='sum', float32 (9, 36)" in records[r][0]
+        assert records[r][1].startswith("error") and "float64" in records[r][1]
+        assert r == 0 or "rank 0" in records[r][1], records[r][1]  # rank 0's own error is its TypeError
+    assert [records[r][2] for r in range(3)] == ["dst", "none", "none"]
+    assert bits_equal(saved_result(tmp_path, 2, cases[2]), one_process(cases[2], 3))
+
+
+@pytest.mark.parametrize("how", ["exit", "hang"])
+def test_a_rank_that_exits_or_hangs_ends_the_call_on_every_other_rank(how, tmp_path):
+    base = {"shape": [4, 8], "dtype": "float32", "op": "sum", "root": 0, "timeout": 2}
+    cases = [{**base, "seed": 1}, {**base, "seed": 2, "role": {"1": how}}, {**base, "seed": 3}]
+    records = launch(cases, 3, tmp_path, deadline=120)
+    assert records[0][0] == "dst" and records[2][0] == "none"
+    for r in (0, 2):
+        expected = "CommTimeout" if how == "hang" else "CommError"
+        assert records[r][1].startswith(f"error {expected}") and "rank 1" in records[r][1], records[r][1]
+        assert records[r][2].startswith("error CommError: the communicator is broken"), records[r][2]
+    assert records[1]["exit"] == (3 if how == "exit" else 4)
+
+
+def test_one_process_is_a_world_of_one_and_plans_name_the_transport(rng):
+    comm = tp.comm.init(backend="cpu")
+    try:
+        x = rng.standard_normal((5, 7)).astype(np.float32)
+        g = tp.comm.ParallelGroup.distributed(x, root=0, comm=comm)
+        dst = poisoned(x.shape, "float32")
+        assert tp.comm.treduce(g, dst) is dst and bits_equal(dst, x)
+        plan = tp.plan(tp.comm.treduce, g, op="max")
+        assert plan.variant == "root_pull" and "shared memory between processes" in plan.params["transport"]
+        assert (comm.rank, comm.world_size, comm.transport) == (0, 1, "shm")
+    finally:
+        comm.close()
+    with pytest.raises(tp.comm.CommError, match="closed"):
+        tp.comm.treduce(g)
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"rank": 2, "world_size": 2}, ValueError, r"rank: 2 is not in 0 \.\. 1"),
+    ({"rank": 0, "world_size": 0}, ValueError, "world_size: 0 < 1"),
+    ({"rank": "0", "world_size": 2}, TypeError, "rank: expected an int"),
+    ({"rank": 1, "world_size": 3}, ValueError, "init_file: the ranks need a way to meet"),
+    ({"timeout": -1}, ValueError, "timeout: -1 is not a positive"),
+    ({"device": 0}, ValueError, "device: only the cuda backend"),
+])
+def test_bad_init_arguments_name_the_argument(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        tp.comm.init(backend="cpu", **kwargs)
+
+
+def test_a_rank_that_never_comes_times_out_at_init(tmp_path):
+    with pytest.raises(tp.comm.CommTimeout, match="rank 1"):
+        tp.comm.init(backend="cpu", rank=0, world_size=2, init_file=tmp_path / "init", timeout=0.5)
