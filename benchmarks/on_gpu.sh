@@ -2,7 +2,8 @@
 # Everything one GPU lease does, in one call: build, the GPU tests, compute-sanitizer over the
 # GPU suite, the benchmarks (python -m tileprim bench; its JSON in $OUT/bench.json). Logs go to
 # $OUT/<step>.log; a summary line per step is printed.
-#   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench] [profile] [treduce]   (default: the first four)
+#   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench] [profile] [treduce] [processes]
+#   (default: the first four; processes: the multi-process treduce tests and benchmark, 2+ GPUs)
 set -u
 OUT=${OUT:-/tmp/tileprim-gpu}
 mkdir -p "$OUT"
@@ -52,6 +53,11 @@ if want profile; then  # the cases whose targets are hardest, through Nsight Com
       --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
       python3 benchmarks/profile_cases.py "$case"
   done
+fi
+if want processes; then
+  TAIL=6 step pytest_processes python3 -m pytest tests/test_treduce_processes.py -q -p no:cacheprovider -rfE
+  TAIL=40 step treduce_processes python3 benchmarks/treduce.py --distributed --verify --gpus "${GPUS:-2}" \
+    --sizes "${SIZES:-4K,64K,1M,16M,64M,256M}"
 fi
 if want treduce; then
   TAIL=40 step treduce python3 benchmarks/treduce.py --verify

@@ -4,14 +4,17 @@ For each GPU count and size (bytes per rank, float32, 4 KiB ... 1 GiB), root 0:
   - tileprim, one process holding every rank's tensor (rank r on cuda:r): each algorithm that applies
     (root_pull; scatter_gather from 3 ranks) forced with dispatch=, and "auto" (what dispatch picks);
   - NCCL: torch.distributed.reduce to rank 0, one process per GPU, NVLink multicast off;
-  - peer copy: dst.copy_(src) from cuda:1 to cuda:0, the link's ceiling.
+  - peer copy: dst.copy_(src) from cuda:1 to cuda:0, the link's ceiling;
+  - with --distributed, "processes": tileprim with one process per GPU (tp.comm.init over the
+    torch.distributed group, CUDA IPC), every rank calling treduce, timed on the root like NCCL;
+    with --verify, its result at the root equal bit for bit to the CPU backend's.
 A point: warm-up, then batches of back-to-back calls between two CUDA events on the root's current
 stream, every GPU idle before each batch (NCCL: a barrier); latency = the median batch / calls,
 algbw = bytes per rank / latency. wall_us (JSON) is host time per call with every GPU synchronised,
 a check that no work escaped the events. Each series runs in its own process under a deadline, so
 a crash or hang loses that series only; a failed point is reported and the run goes on.
 
-    python benchmarks/treduce.py [--gpus 2,4] [--sizes 4K,64K,16M,1G] [--json PATH] [--verify]
+    python benchmarks/treduce.py [--gpus 2,4] [--sizes 4K,64K,16M,1G] [--json PATH] [--verify] [--distributed]
 """
 from __future__ import annotations
 
@@ -192,6 +195,50 @@ def nccl_process(rank, path, ngpus, sizes, port):
     dist.destroy_process_group()
 
 
+def distributed_process(rank, path, ngpus, sizes, port, tile, pingpong, verify):
+    """tileprim with one process per GPU: every rank calls treduce; rank 0's numbers are the root's."""
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    import tileprim as tp
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ngpus,
+                            timeout=timedelta(seconds=120), device_id=torch.device("cuda", rank))
+    comm = tp.comm.init(backend="cuda", device=rank)
+    records = []
+
+    def barrier():
+        dist.barrier(device_ids=[rank])
+        torch.cuda.synchronize(rank)
+    for nbytes in sizes:
+        def measure():
+            shape = shape_for(nbytes)
+            x = torch.randn(shape, device=f"cuda:{rank}")
+            dst = torch.empty(shape, device="cuda:0") if rank == 0 else None
+            group = tp.comm.ParallelGroup.distributed(x, root=0, comm=comm)
+            return timed(torch, lambda: tp.comm.treduce(group, dst, tile=tile, pingpong=pingpong), nbytes, rank,
+                         [rank], before_batch=barrier)
+        guarded(records, path if rank == 0 else None, {"series": "processes", "gpus": ngpus, "bytes": nbytes},
+                measure)
+    for nbytes in VERIFY_SIZES if verify else []:
+        def check():
+            xs = [np.random.default_rng([nbytes, r]).standard_normal(shape_for(nbytes)).astype(np.float32)
+                  for r in range(ngpus)]
+            group = tp.comm.ParallelGroup.distributed(torch.from_numpy(xs[rank]).cuda(rank), root=0, comm=comm)
+            out = tp.comm.treduce(group, tile=tile, pingpong=pingpong)
+            torch.cuda.synchronize(rank)
+            barrier()
+            if rank != 0:
+                return {"equal": out is None, "mismatches": 0}
+            cpu = tp.comm.treduce(tp.comm.ParallelGroup(xs, root=0), backend="cpu", tile=tile, pingpong=pingpong)
+            mismatches = int(np.count_nonzero(out.cpu().numpy().view(np.uint32) != cpu.view(np.uint32)))
+            return {"equal": mismatches == 0, "mismatches": mismatches}
+        guarded(records, path if rank == 0 else None, {"series": "processes", "gpus": ngpus, "bytes": nbytes,
+                                                        "verify": True}, check)
+    comm.close()
+    dist.destroy_process_group()
+
+
 def verify_process(_, path, gpu_counts, tile, pingpong):
     """tileprim on the GPUs equals the CPU backend bit for bit, for each algorithm."""
     import numpy as np
@@ -247,7 +294,8 @@ def free_port() -> int:
 
 def lookup(points, series, gpus, nbytes):
     """The point, measured or failed; None where none was taken."""
-    hits = [p for p in points if p["series"] == series and p["gpus"] == gpus and p["bytes"] == nbytes]
+    hits = [p for p in points if p["series"] == series and p["gpus"] == gpus and p["bytes"] == nbytes
+            and not p.get("verify")]
     return hits[0] if hits else None
 
 
@@ -269,15 +317,18 @@ def cell(point) -> str:
 
 
 def print_table(points, gpus, sizes, tile, pingpong) -> None:
-    series = algorithms(gpus) + ["auto", "nccl", "peer_copy"]
+    series = algorithms(gpus) + ["auto", "processes", "nccl", "peer_copy"]
     print(f"\n== {gpus} GPUs, root 0, float32, tile {tile[0]}x{tile[1]}, pingpong={pingpong}: "
           "latency us / algbw GB/s ==")
-    print(f"{'size':>9} " + " ".join(f"{s:>19}" for s in series) + f" {'best tp/nccl':>13}")
+    print(f"{'size':>9} " + " ".join(f"{s:>19}" for s in series) + f" {'best tp/nccl':>13} {'procs/nccl':>11}")
+
+    def ratio(point, nccl, width):
+        return f"{point['algbw_gbps'] / nccl['algbw_gbps']:{width}.2f}" if point and nccl else f"{'-':>{width}}"
     for nbytes in sizes:
         cells = [cell(lookup(points, s, 2 if s == "peer_copy" else gpus, nbytes)) for s in series]
-        best, nccl = best_tileprim(points, gpus, nbytes), find(points, "nccl", gpus, nbytes)
-        ratio = f"{best['algbw_gbps'] / nccl['algbw_gbps']:13.2f}" if best and nccl else f"{'-':>13}"
-        print(f"{human(nbytes):>9} " + " ".join(cells) + " " + ratio)
+        nccl = find(points, "nccl", gpus, nbytes)
+        print(f"{human(nbytes):>9} " + " ".join(cells) + " " + ratio(best_tileprim(points, gpus, nbytes), nccl, 13)
+              + " " + ratio(find(points, "processes", gpus, nbytes), nccl, 11))
 
 
 def check_targets(points, sizes, gpu_counts) -> list:
@@ -311,6 +362,8 @@ def main() -> int:
     parser.add_argument("--tile", type=int_list, default=[64, 256], help="treduce's tile rows,cols (64,256)")
     parser.add_argument("--no-pingpong", dest="pingpong", action="store_false", help="acc/recv tiles")
     parser.add_argument("--verify", action="store_true", help="also check GPU == CPU backend bit for bit")
+    parser.add_argument("--distributed", action="store_true",
+                        help="also tileprim with one process per GPU (CUDA IPC), beside NCCL")
     parser.add_argument("--deadline", type=float, default=200.0, help="seconds a series' processes may run")
     parser.add_argument("--json", default=os.path.join(out_dir or ".", "treduce.json"),
                         help="where the results go (default: $OUT/treduce.json, else ./treduce.json)")
@@ -364,7 +417,13 @@ def main() -> int:
     for n in gpu_counts:
         series(f"tileprim on {n} GPUs", tileprim_process, (n, sizes, tile, args.pingpong))
         series(f"NCCL reduce on {n} GPUs", nccl_process, (n, sizes, free_port()), nprocs=n)
+        if args.distributed:
+            series(f"tileprim, one process per GPU, on {n} GPUs", distributed_process,
+                   (n, sizes, free_port(), tile, args.pingpong, args.verify), nprocs=n)
         print_table(result["points"], n, sizes, tile, args.pingpong)
+        for v in (p for p in result["points"] if p.get("verify") and p["gpus"] == n):
+            outcome = v.get("error", "")[:200] or ("equal" if v["equal"] else f"{v['mismatches']} differ")
+            print(f"verify {n} processes {human(v['bytes'])}: GPU == CPU backend: {outcome}")
     if args.verify and gpu_counts:
         series("verify: GPU == CPU backend", verify_process, (gpu_counts, tile, args.pingpong), into="verify")
         for v in result["verify"]:

@@ -23,13 +23,13 @@ from treduce_processes import case_dst, case_tensors, options, saved_result
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "treduce_processes.py")
 
 
-def launch(cases, world_size: int, tmp_path, deadline: float = 240) -> list:
+def launch(cases, world_size: int, tmp_path, deadline: float = 240, backend: str = "cpu") -> list:
     """Runs the ranks; each rank's record (a list, one entry per case it reached)."""
     cases_path, init_file = tmp_path / "cases.json", tmp_path / "init"
     cases_path.write_text(json.dumps(cases))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     ranks = [subprocess.Popen([sys.executable, WORKER, str(cases_path), str(init_file), str(r), str(world_size),
-                               str(tmp_path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                               str(tmp_path), backend], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
              for r in range(world_size)]
     logs = []
     for p in ranks:
@@ -102,7 +102,32 @@ def test_every_rank_gets_the_one_process_bits_at_the_root_and_none_elsewhere(wor
             continue
         for r in range(world_size):
             assert records[r][i] == ("dst" if r == root else "none"), (i, case, r, records[r][i])
-        assert bits_equal(saved_result(tmp_path, i, case), one_process(case, world_size)), (i, case)
+        expected = one_process(case, world_size)
+        assert bits_equal(saved_result(tmp_path, i, case, expected.shape), expected), (i, case)
+
+
+def gpu_suite(world_size: int) -> list:
+    """The cpu suite's cases a GPU tensor can take as they are (contiguous dst where one is given)."""
+    return [c for c in suite(world_size) if c.get("src") is None and c.get("dst") in (None, "dst-contiguous")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("world_size", [pytest.param(n, marks=pytest.mark.multi_gpu(n)) for n in (2, 4)])
+def test_cuda_ipc_gives_the_cpu_bits_at_the_root_and_none_elsewhere(world_size, tmp_path):
+    pytest.importorskip("torch")
+    cases = gpu_suite(world_size)
+    records = launch(cases, world_size, tmp_path, backend="cuda")
+    for r, record in enumerate(records):
+        assert isinstance(record, list) and len(record) == len(cases), f"rank {r}: {record}"
+    for i, case in enumerate(cases):
+        root = case["root"]
+        if case.get("dispatch") == "scatter_gather":
+            assert records[root][i].startswith("error DispatchError"), records[root][i]
+            continue
+        for r in range(world_size):
+            assert records[r][i] == ("dst" if r == root else "none"), (i, case, r, records[r][i])
+        expected = one_process(case, world_size)
+        assert bits_equal(saved_result(tmp_path, i, case, expected.shape), expected), (i, case)
 
 
 def test_ranks_that_disagree_or_fail_locally_raise_the_same_error_everywhere_and_go_on(tmp_path):
@@ -117,7 +142,8 @@ def test_ranks_that_disagree_or_fail_locally_raise_the_same_error_everywhere_and
         assert records[r][1].startswith("error") and "float64" in records[r][1]
         assert r == 0 or "rank 0" in records[r][1], records[r][1]  # rank 0's own error is its TypeError
     assert [records[r][2] for r in range(3)] == ["dst", "none", "none"]
-    assert bits_equal(saved_result(tmp_path, 2, cases[2]), one_process(cases[2], 3))
+    expected = one_process(cases[2], 3)
+    assert bits_equal(saved_result(tmp_path, 2, cases[2], expected.shape), expected)
 
 
 @pytest.mark.parametrize("how", ["exit", "hang"])

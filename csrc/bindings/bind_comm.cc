@@ -1,10 +1,11 @@
 // What the collectives across processes need from the core: ordered flags in shared host
-// memory (every transport's rendezvous).
+// memory (every transport's rendezvous), and CUDA IPC (tileprim._C.cuda).
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
 
 #include "backends/cpu/host_flags.h"
+#include "backends/cuda/ipc.h"
 #include "bindings/bindings.h"
 
 namespace py = pybind11;
@@ -20,6 +21,21 @@ void bind_comm(py::module_& m) {
       "buffer_address",
       [](const py::buffer& b) { return reinterpret_cast<std::uintptr_t>(b.request(true).ptr); },
       py::arg("buffer"), "The address of a writable buffer's first byte (valid while the buffer lives).");
+  py::module_ cuda = m.attr("cuda");
+  cuda.def(
+      "ipc_export",
+      [](std::uint64_t pointer, int device) {
+        auto [handle, offset] = cuda::ipc_export(pointer, device);
+        return py::make_tuple(py::bytes(handle), offset);
+      },
+      py::arg("pointer"), py::arg("device"), "(handle, offset): the allocation `pointer` lies in, for ipc_open.");
+  cuda.def(
+      "ipc_open", [](const py::bytes& handle, int device) { return cuda::ipc_open(handle, device); },
+      py::arg("handle"), py::arg("device"), "Maps another process's allocation on `device`; its base pointer.");
+  cuda.def("ipc_close", &cuda::ipc_close, py::arg("base"), py::arg("device"));
+  cuda.def("arrive", &cuda::arrive, py::arg("pad"), py::arg("epoch"), py::arg("self"), py::arg("workers"),
+           py::arg("device"), py::arg("stream"),
+           "On `stream`: rank `self` is ready at `epoch`; the stream waits until the workers are done.");
 }
 
 }  // namespace tp

@@ -105,6 +105,7 @@ void bind_cuda_backend(py::module_& m) {
       .def_property_readonly("ptr", [](const cuda::DeviceBuffer& b) { return static_cast<std::uintptr_t>(b.pointer()); })
       .def_property_readonly("nbytes", &cuda::DeviceBuffer::bytes)
       .def_property_readonly("device", &cuda::DeviceBuffer::device)
+      .def("zero", &cuda::DeviceBuffer::zero, "Every byte 0, before it returns.")
       .def("dlpack", &dlpack_capsule, py::arg("shape"), py::arg("dtype"),
            "A 'dltensor' capsule viewing the buffer as a C-contiguous array");
 }

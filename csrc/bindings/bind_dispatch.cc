@@ -244,16 +244,21 @@ void bind_dispatch(py::module_& m) {
       .def(
           "run_collective",
           [](const BoundPlan& b, const std::vector<std::uintptr_t>& inputs, const std::vector<int>& devices,
-             std::uintptr_t output, int output_device, const std::vector<std::uintptr_t>& streams) {
+             std::uintptr_t output, int output_device, const std::vector<std::uintptr_t>& streams,
+             std::uintptr_t signal_pad, unsigned long long epoch) {
             RunArgs args;
             for (size_t r = 0; r < inputs.size(); ++r) args.inputs.push_back(TensorArg{inputs[r], {}, devices[r]});
             args.output = TensorArg{output, {}, output_device};
             args.streams = streams;
+            args.signal_pad = signal_pad;
+            args.epoch = epoch;
             run_released(b, args);
           },
           py::arg("inputs"), py::arg("devices"), py::arg("output"), py::arg("output_device"), py::arg("streams"),
+          py::arg("signal_pad") = 0, py::arg("epoch") = 0,
           "Runs a collective on every rank's tensor (host addresses, or device pointers with each rank's "
-          "stream); strides are the plan's.");
+          "stream); strides are the plan's. With signal_pad, the ranks are other processes (CUDA IPC) and "
+          "only this process's workers run.");
 
   m.def(
       "prepare",

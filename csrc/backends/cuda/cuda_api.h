@@ -39,6 +39,11 @@ typedef enum CUpointer_attribute_enum {
   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
 } CUpointer_attribute;
 
+typedef struct CUipcMemHandle_st {
+  char reserved[64];
+} CUipcMemHandle;
+constexpr unsigned int CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1;
+
 constexpr unsigned int CU_STREAM_NON_BLOCKING = 0x1;
 constexpr unsigned int CU_EVENT_DISABLE_TIMING = 0x2;
 constexpr CUresult CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = static_cast<CUresult>(704);
@@ -81,6 +86,10 @@ using PFN_cuStreamWaitEvent = CUresult (*)(CUstream stream, CUevent event, unsig
 using PFN_cuEventCreate = CUresult (*)(CUevent* event, unsigned int flags);
 using PFN_cuEventRecord = CUresult (*)(CUevent event, CUstream stream);
 using PFN_cuPointerGetAttribute = CUresult (*)(void* data, CUpointer_attribute attribute, CUdeviceptr pointer);
+using PFN_cuMemGetAddressRange = CUresult (*)(CUdeviceptr* base, size_t* bytes, CUdeviceptr pointer);  // _v2
+using PFN_cuIpcGetMemHandle = CUresult (*)(CUipcMemHandle* handle, CUdeviceptr pointer);
+using PFN_cuIpcOpenMemHandle = CUresult (*)(CUdeviceptr* pointer, CUipcMemHandle handle, unsigned int flags);  // _v2
+using PFN_cuIpcCloseMemHandle = CUresult (*)(CUdeviceptr pointer);
 using PFN_cuGetErrorName = CUresult (*)(CUresult error, const char** name);
 using PFN_cuGetErrorString = CUresult (*)(CUresult error, const char** description);
 

@@ -58,6 +58,10 @@ struct LibraryStatus {
   X(cuEventCreate, "cuEventCreate")                          \
   X(cuEventRecord, "cuEventRecord")                          \
   X(cuPointerGetAttribute, "cuPointerGetAttribute")          \
+  X(cuMemGetAddressRange, "cuMemGetAddressRange_v2")         \
+  X(cuIpcGetMemHandle, "cuIpcGetMemHandle")                  \
+  X(cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2")             \
+  X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle")              \
   X(cuGetErrorName, "cuGetErrorName")                        \
   X(cuGetErrorString, "cuGetErrorString")
 

@@ -123,6 +123,9 @@ class CudaTreduceRunner : public Runner {
 
   void run(const RunArgs& args) const override {
     std::lock_guard<std::mutex> lock(mutex_);  // one call at a time per runner: its pad, events, epochs
+    if (args.signal_pad != 0 && !signalled_) {
+      throw ValueError("treduce across processes needs every rank's memory mapped on the root's GPU");
+    }
     if (signalled_) {
       run_signalled(args);
     } else {
@@ -155,19 +158,22 @@ class CudaTreduceRunner : public Runner {
 
   CUstream stream_of(const RunArgs& args, int rank) const { return reinterpret_cast<CUstream>(args.streams[rank]); }
 
-  // One launch per rank, in any order: the GPUs wait for each other through the pad.
+  // One launch per rank, in any order: the GPUs wait for each other through the pad. Ranks in
+  // other processes (args.signal_pad) launch their own.
   void run_signalled(const RunArgs& args) const {
     Driver& d = Driver::get();
     DeviceScope scope;
-    const unsigned long long epoch = ++epoch_;
+    const bool one_process = args.signal_pad == 0;
+    const unsigned long long epoch = one_process ? ++epoch_ : args.epoch;
+    signals::Pad* pad = reinterpret_cast<signals::Pad*>(one_process ? pad_->pointer() : args.signal_pad);
     for (int r = 0; r < static_cast<int>(members_.size()); ++r) {
       const Member& m = members_[r];
+      if (m.worker < 0 && !one_process) continue;
       scope.use(m.device);
       if (m.worker >= 0) {
-        launch(m, args, stream_of(args, r), epoch);
+        launch(m, args, stream_of(args, r), epoch, pad);
         continue;
       }
-      signals::Pad* pad = reinterpret_cast<signals::Pad*>(pad_->pointer());
       unsigned long long e = epoch;
       int self = r;
       unsigned workers = workers_mask_;
@@ -192,7 +198,7 @@ class CudaTreduceRunner : public Runner {
       for (int r = 0; r < ranks; ++r) {
         if (r != w) d.check(d.cuStreamWaitEvent(stream_of(args, w), members_[r].ready, 0), "cuStreamWaitEvent");
       }
-      launch(m, args, stream_of(args, w), 0);
+      launch(m, args, stream_of(args, w), 0, nullptr);
       d.check(d.cuEventRecord(m.done, stream_of(args, w)), "cuEventRecord");
     }
     for (int r = 0; r < ranks; ++r) {
@@ -208,7 +214,8 @@ class CudaTreduceRunner : public Runner {
     return std::any_of(p_.workers.begin(), p_.workers.end(), [&](int w) { return w != rank; });
   }
 
-  void launch(const Member& m, const RunArgs& args, CUstream stream, unsigned long long epoch) const {
+  void launch(const Member& m, const RunArgs& args, CUstream stream, unsigned long long epoch,
+              signals::Pad* pad) const {
     Driver& d = Driver::get();
     treduce::Launch a{};
     bool aligned = p_.geometry.src[4] == 1 && p_.geometry.dst[4] == 1;
@@ -232,7 +239,7 @@ class CudaTreduceRunner : public Runner {
     a.piece_begin = p_.shards[m.worker].first;
     a.piece_end = p_.shards[m.worker].second;
     if (signalled_) {
-      a.pad = reinterpret_cast<signals::Pad*>(pad_->pointer());
+      a.pad = pad;
       a.arrivals = reinterpret_cast<unsigned*>(m.arrivals->pointer());
       a.epoch = epoch;
       a.self = p_.workers[m.worker];

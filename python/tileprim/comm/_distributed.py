@@ -3,21 +3,21 @@ share, and where its data is) in the rendezvous; the root checks that they agree
 the error every rank then raises), and runs the one-process treduce over every rank's data as
 its transport exposes it. So the fold order, the plan and the bits are the one-process ones.
 
-Transports (the communicator's): 'shm', each rank's source copied into its own shared-memory
-buffer, which the root maps; 'cuda_ipc' (see _ipc.py), the root maps each rank's GPU buffer."""
+Transports (the communicator's): 'shm' (_shm.py), each rank's source copied into its own
+shared-memory buffer, which the root maps; 'cuda_ipc' (_ipc.py), the root maps each rank's GPU
+buffer and GPU-side flags order the ranks' streams."""
 from __future__ import annotations
 
-import struct
 from typing import List, Optional
 
 import numpy as np
 
-from .._dtypes import numpy_dtype
 from .._interop import adapter_for
 from ._errors import CommError, CommTimeout
 from ._group import DistributedGroup, ParallelGroup
+from ._ipc import IpcSources
 from ._one_process import RankTensor, bound_call, check_options
-from ._rendezvous import SharedFile
+from ._shm import ShmSources
 
 __all__ = ["distributed_treduce", "distributed_plan"]
 
@@ -62,65 +62,11 @@ def _disagreement(descriptions: List[bytes]) -> str:
                                            for s, rs in groups.items()))
 
 
-class _ShmSources:
-    """The 'shm' transport: a rank's source copied into its own shared-memory file (grown, never
-    shrunk, a new generation each time it grows); the root maps each rank's current one."""
-
-    def __init__(self, comm):
-        self.comm = comm
-        self.own: Optional[SharedFile] = None
-        self.generation = 0
-        self.mapped = {}  # rank -> (generation, SharedFile)
-
-    def offer(self, t: RankTensor, x) -> bytes:
-        nbytes = int(np.prod(t.shape)) * t.itemsize
-        if nbytes and (self.own is None or self.own.size < nbytes):
-            self._grow(nbytes)
-        if nbytes:
-            np.copyto(np.ndarray(t.shape, numpy_dtype(t.dtype), buffer=self.own.map), x)
-        return struct.pack("<qq", self.generation, nbytes)
-
-    def _grow(self, nbytes: int) -> None:
-        if self.own is not None:
-            self.own.close()
-            self.own.unlink()
-        self.generation += 1
-        size = 1 << max(16, (nbytes - 1).bit_length())
-        self.own = SharedFile(f"tileprim-{self.comm.job}-{self.comm.rank}-{self.generation}", size, create=True)
-
-    def source(self, rank: int, where: bytes, shape, dtype: str) -> np.ndarray:
-        generation, nbytes = struct.unpack("<qq", where)
-        if not nbytes:
-            return np.empty(shape, numpy_dtype(dtype))
-        have = self.mapped.get(rank)
-        if have is None or have[0] != generation:
-            if have is not None:
-                have[1].close()
-            have = self.mapped[rank] = (generation, SharedFile(f"tileprim-{self.comm.job}-{rank}-{generation}"))
-        return np.ndarray(shape, numpy_dtype(dtype), buffer=have[1].map)
-
-    def wait_released(self, root: int, epoch: int, timeout: float, what: str) -> None:
-        """A non-root rank's end of the call: the root is done with its buffer."""
-        self.comm.rendezvous.released(root, epoch, timeout, what)
-
-    def release(self) -> None:
-        if self.own is not None:
-            self.own.close()
-            self.own.unlink()
-            self.own = None
-        for _, mapping in self.mapped.values():
-            mapping.close()
-        self.mapped.clear()
-
-
 def _transport(comm):
+    """The communicator's transport, made at its first call (every rank's first call: collective)."""
     state = comm.state
     if "sources" not in state:
-        if comm.transport == "shm":
-            state["sources"] = _ShmSources(comm)
-        else:
-            from ._ipc import IpcSources
-            state["sources"] = IpcSources(comm)
+        state["sources"] = (ShmSources if comm.transport == "shm" else IpcSources)(comm)
     return state["sources"]
 
 
@@ -150,7 +96,7 @@ def distributed_treduce(group: DistributedGroup, dst, op, tile, pingpong, valid,
             if verdict:
                 kind, text = verdict.split("\0", 1)
                 raise _VERDICTS[kind](text)
-            sources.wait_released(root, epoch, timeout, what)
+            sources.finish_non_root(root, epoch, local, timeout, what)
             return None
         return _root(comm, group, local_error, local if local_error is None else None, epoch, timeout, what,
                      dst, (op, tile, pingpong, valid, accumulate, comm.backend, dispatch, comm.transport))
@@ -175,37 +121,22 @@ def _root(comm, group, local_error, local, epoch, timeout, what, dst, call):
         rendezvous.judge(epoch, "ValueError\0" + error)
         raise local_error if local_error is not None else ValueError(error)
     try:
-        tensors = [group.tensor if r == root else
-                   comm.state["sources"].source(r, d.split(b"\0", 1)[1], local.tensor.shape, local.tensor.dtype)
-                   for r, d in enumerate(descriptions)]
-        if comm.transport == "shm":  # every rank's data as the root holds it: one layout
-            tensors[root] = np.ascontiguousarray(tensors[root])
-        bound = bound_call(ParallelGroup(tensors, root), dst, *call)
+        run = comm.state["sources"].bind(group, [d.split(b"\0", 1)[1] for d in descriptions], local, dst, call)
     except (TypeError, ValueError) as e:
         rendezvous.judge(epoch, f"ValueError\0rank {root} (the root): {e}")
         raise
     rendezvous.judge(epoch, "")
     try:
-        return bound.run(tensors, dst)
+        return run(epoch)
     finally:
         rendezvous.release(epoch)
 
 
 def distributed_plan(group: DistributedGroup, dst, op, tile, pingpong, valid, accumulate, backend, dispatch):
     """The plan every rank's call gets (nothing is exchanged or run): this rank's tensor standing
-    for every rank's."""
+    for every rank's, laid out as the transport lays them out."""
     comm = group.comm
-    local = _Local(group, op, tile, pingpong, valid, accumulate, dispatch)
-    x = group.tensor
-    if comm.transport == "shm":
-        x = np.ascontiguousarray(x)
-    others = [x if r == group.root else _stand_in(x, local.tensor) for r in range(comm.world_size)]
-    return bound_call(ParallelGroup(others, group.root), dst, op, tile, pingpong, valid, accumulate,
+    _Local(group, op, tile, pingpong, valid, accumulate, dispatch)
+    x = np.ascontiguousarray(group.tensor) if comm.transport == "shm" else group.tensor
+    return bound_call(ParallelGroup([x] * comm.world_size, group.root), dst, op, tile, pingpong, valid, accumulate,
                       comm.backend, dispatch, comm.transport).plan
-
-
-def _stand_in(x, t: RankTensor):
-    """Another rank's tensor as far as planning can tell: same shape, dtype and strides, elsewhere."""
-    if t.adapter is None:
-        return np.empty_like(x)
-    return t.adapter.empty(x, t.shape, t.dtype)

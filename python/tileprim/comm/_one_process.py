@@ -138,8 +138,8 @@ class _Call:
             raise ValueError("dst: the array is read-only")
         self.dst = RankTensor(dst, "dst", dst_adapter)
         self.dst.dtype = self.dst.dtype  # checked against the ranks' in C++ (a TypeError naming dst)
-        for r, rank in enumerate(self.ranks):
-            if r != self.root and _overlaps(self.dst, rank):
+        for r, rank in enumerate(self.ranks):  # across processes, the others' tensors here only show their layout
+            if r != self.root and not processes and _overlaps(self.dst, rank):
                 raise ValueError(f"dst: overlaps {rank.arg}, a non-root rank's source that the reduction reads")
         if _overlaps(self.dst, root) and (self.dst.pointer, self.dst.strides) != (root.pointer, root.strides):
             raise ValueError("dst: overlaps the root's tensor without being it; reduce in place with dst=tensors[root]")

@@ -1,0 +1,92 @@
+#include "backends/cuda/ipc.h"
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "backends/cuda/compiler.h"
+#include "backends/cuda/driver.h"
+#include "errors.h"
+
+namespace tp::cuda {
+
+namespace {
+
+const char* kArriveSource =
+    "// tileprim: a rank's part of a treduce whose kernels run in another process\n"
+    "#include <tileprim/comm/signals.cuh>\n"
+    "extern \"C\" __global__ void tp_arrive(tp::signals::Pad* pad, unsigned long long epoch, int self,\n"
+    "                                       unsigned workers) {\n"
+    "  tp::signals::arrive_and_wait(pad, epoch, self, workers);\n"
+    "}\n";
+
+CUfunction arrive_function(int device) {
+  static std::mutex mutex;
+  static std::map<int, CUfunction> loaded;  // modules live as long as the process
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = loaded.find(device); it != loaded.end()) return it->second;
+  Driver& d = Driver::get();
+  auto binary = compile_cached(kArriveSource, arch_for_compute_capability(d.compute_capability(device)),
+                               kernel_options(kArriveSource));
+  DeviceScope scope;
+  scope.use(device);
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+  const std::string& image = binary->cubin.empty() ? binary->ptx : binary->cubin;
+  d.check(d.cuModuleLoadData(&module, image.c_str()), "cuModuleLoadData");
+  d.check(d.cuModuleGetFunction(&function, module, "tp_arrive"), "cuModuleGetFunction");
+  return loaded[device] = function;
+}
+
+}  // namespace
+
+std::pair<std::string, std::uint64_t> ipc_export(std::uint64_t pointer, int device) {
+  Driver& d = Driver::get();
+  DeviceScope scope;
+  scope.use(device);
+  CUdeviceptr base = 0;
+  size_t bytes = 0;
+  d.check(d.cuMemGetAddressRange(&base, &bytes, pointer), "cuMemGetAddressRange");
+  CUipcMemHandle handle;
+  const CUresult r = d.cuIpcGetMemHandle(&handle, base);
+  if (r != CUDA_SUCCESS) {
+    try {
+      d.check(r, "cuIpcGetMemHandle");
+    } catch (const CudaError& e) {
+      throw ValueError(std::string("x: its memory cannot be shared with other processes through CUDA IPC (") +
+                       e.what() + "); allocate it with cudaMalloc (PyTorch: no expandable_segments)");
+    }
+  }
+  return {std::string(handle.reserved, sizeof(handle.reserved)), pointer - base};
+}
+
+std::uint64_t ipc_open(const std::string& handle, int device) {
+  if (handle.size() != sizeof(CUipcMemHandle)) throw ValueError("handle: not a CUDA IPC handle (64 bytes)");
+  Driver& d = Driver::get();
+  DeviceScope scope;
+  scope.use(device);
+  CUipcMemHandle h;
+  std::memcpy(h.reserved, handle.data(), sizeof(h.reserved));
+  CUdeviceptr base = 0;
+  d.check(d.cuIpcOpenMemHandle(&base, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), "cuIpcOpenMemHandle");
+  return base;
+}
+
+void ipc_close(std::uint64_t base, int device) {
+  Driver& d = Driver::get();
+  DeviceScope scope;
+  scope.use(device);
+  d.check(d.cuIpcCloseMemHandle(base), "cuIpcCloseMemHandle");
+}
+
+void arrive(std::uint64_t pad, unsigned long long epoch, int self, unsigned workers, int device, std::uintptr_t stream) {
+  Driver& d = Driver::get();
+  CUfunction f = arrive_function(device);
+  DeviceScope scope;
+  scope.use(device);
+  void* params[] = {&pad, &epoch, &self, &workers};
+  d.check(d.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, reinterpret_cast<CUstream>(stream), params, nullptr),
+          "cuLaunchKernel");
+}
+
+}  // namespace tp::cuda

@@ -1,0 +1,23 @@
+// CUDA IPC between the processes of one host: a process exports the allocation a device
+// pointer lies in (a 64-byte handle and the pointer's offset in it), another maps it into its
+// own address space. treduce across processes maps every rank's source and the root's signal
+// pad this way; a rank that runs no kernel of its own says "ready" and waits for "done" on
+// that pad with arrive().
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace tp::cuda {
+
+// (handle bytes, offset of `pointer` from its allocation's base).
+std::pair<std::string, std::uint64_t> ipc_export(std::uint64_t pointer, int device);
+// The base of another process's allocation, mapped on `device` (peer access enabled on demand).
+std::uint64_t ipc_open(const std::string& handle, int device);
+void ipc_close(std::uint64_t base, int device);
+
+// On `stream` of `device`: publish rank `self` ready at `epoch` on the pad, then hold the
+// stream until every worker in the `workers` bit mask is done with this epoch.
+void arrive(std::uint64_t pad, unsigned long long epoch, int self, unsigned workers, int device, std::uintptr_t stream);
+
+}  // namespace tp::cuda

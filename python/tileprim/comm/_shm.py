@@ -1,0 +1,74 @@
+"""The 'shm' transport of treduce across processes (cpu backend): a rank's source is copied into
+its own shared-memory file; the root maps every rank's and runs the one-process treduce over
+them, then releases them (the next call may overwrite them)."""
+from __future__ import annotations
+
+import struct
+from typing import List, Optional
+
+import numpy as np
+
+from .._dtypes import numpy_dtype
+from ._group import ParallelGroup
+from ._one_process import RankTensor, bound_call
+from ._rendezvous import SharedFile
+
+__all__ = ["ShmSources"]
+
+
+class ShmSources:
+    """The 'shm' transport: a rank's source copied into its own shared-memory file (grown, never
+    shrunk, a new generation each time it grows); the root maps each rank's current one."""
+
+    def __init__(self, comm):
+        self.comm = comm
+        self.own: Optional[SharedFile] = None
+        self.generation = 0
+        self.mapped = {}  # rank -> (generation, SharedFile)
+
+    def offer(self, t: RankTensor, x) -> bytes:
+        nbytes = int(np.prod(t.shape)) * t.itemsize
+        if nbytes and (self.own is None or self.own.size < nbytes):
+            self._grow(nbytes)
+        if nbytes:
+            np.copyto(np.ndarray(t.shape, numpy_dtype(t.dtype), buffer=self.own.map), x)
+        return struct.pack("<qq", self.generation, nbytes)
+
+    def _grow(self, nbytes: int) -> None:
+        if self.own is not None:
+            self.own.close()
+            self.own.unlink()
+        self.generation += 1
+        size = 1 << max(16, (nbytes - 1).bit_length())
+        self.own = SharedFile(f"tileprim-{self.comm.job}-{self.comm.rank}-{self.generation}", size, create=True)
+
+    def bind(self, group, wheres: List[bytes], local, dst, call):
+        """The root's run of this call: the one-process treduce over every rank's shared buffer."""
+        tensors = [np.ascontiguousarray(group.tensor) if r == group.root else  # one layout for every rank
+                   self._source(r, where, local.tensor.shape, local.tensor.dtype) for r, where in enumerate(wheres)]
+        bound = bound_call(ParallelGroup(tensors, group.root), dst, *call)
+        return lambda epoch: bound.run(tensors, dst)
+
+    def _source(self, rank: int, where: bytes, shape, dtype: str) -> np.ndarray:
+        generation, nbytes = struct.unpack("<qq", where)
+        if not nbytes:
+            return np.empty(shape, numpy_dtype(dtype))
+        have = self.mapped.get(rank)
+        if have is None or have[0] != generation:
+            if have is not None:
+                have[1].close()
+            have = self.mapped[rank] = (generation, SharedFile(f"tileprim-{self.comm.job}-{rank}-{generation}"))
+        return np.ndarray(shape, numpy_dtype(dtype), buffer=have[1].map)
+
+    def finish_non_root(self, root: int, epoch: int, local, timeout: float, what: str) -> None:
+        """A non-root rank's end of the call: the root is done with its buffer."""
+        self.comm.rendezvous.released(root, epoch, timeout, what)
+
+    def release(self) -> None:
+        if self.own is not None:
+            self.own.close()
+            self.own.unlink()
+            self.own = None
+        for _, mapping in self.mapped.values():
+            mapping.close()
+        self.mapped.clear()
