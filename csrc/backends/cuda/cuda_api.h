@@ -36,6 +36,7 @@ typedef enum CUfunction_attribute_enum {
 } CUfunction_attribute;
 
 typedef enum CUpointer_attribute_enum {
+  CU_POINTER_ATTRIBUTE_BUFFER_ID = 7,
   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
 } CUpointer_attribute;
 

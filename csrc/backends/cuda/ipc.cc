@@ -44,6 +44,14 @@ std::pair<std::string, std::uint64_t> ipc_export(std::uint64_t pointer, int devi
   Driver& d = Driver::get();
   DeviceScope scope;
   scope.use(device);
+  // An allocation's handle, by its process-wide unique buffer id (an address may be reused by a
+  // later allocation; an id is not): the export is a driver round trip, a repeated call a lookup.
+  static std::mutex mutex;
+  static std::map<unsigned long long, std::pair<std::string, CUdeviceptr>> exported;
+  unsigned long long id = 0;
+  d.check(d.cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, pointer), "cuPointerGetAttribute");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = exported.find(id); it != exported.end()) return {it->second.first, pointer - it->second.second};
   CUdeviceptr base = 0;
   size_t bytes = 0;
   d.check(d.cuMemGetAddressRange(&base, &bytes, pointer), "cuMemGetAddressRange");
@@ -57,7 +65,8 @@ std::pair<std::string, std::uint64_t> ipc_export(std::uint64_t pointer, int devi
                        e.what() + "); allocate it with cudaMalloc (PyTorch: no expandable_segments)");
     }
   }
-  return {std::string(handle.reserved, sizeof(handle.reserved)), pointer - base};
+  auto& entry = exported[id] = {std::string(handle.reserved, sizeof(handle.reserved)), base};
+  return {entry.first, pointer - base};
 }
 
 std::uint64_t ipc_open(const std::string& handle, int device) {

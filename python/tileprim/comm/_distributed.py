@@ -16,12 +16,36 @@ from .._interop import adapter_for
 from ._errors import CommError, CommTimeout
 from ._group import DistributedGroup, ParallelGroup
 from ._ipc import IpcSources
-from ._one_process import RankTensor, bound_call, check_options
+from ._one_process import (RankTensor, Unkeyable, bound_call, check_options, remember_device_type, tensor_key,
+                           tensor_pointer)
 from ._shm import ShmSources
 
 __all__ = ["distributed_treduce", "distributed_plan"]
 
 _FAILED = b"!"  # a description that is a rank's own error, not a call
+
+
+_CHECKED: dict = {}  # (tensor key, options) -> a _Local already checked: a repeated call re-reads the pointer only
+_CHECKED_LIMIT = 1024
+
+
+def _local(group: DistributedGroup, op, tile, pingpong, valid, accumulate, dispatch) -> "_Local":
+    x = group.tensor
+    try:
+        key = (tensor_key(x), op, tile if type(tile) is tuple else tuple(tile), pingpong, valid, accumulate, dispatch,
+               group.root, id(group.comm))
+        local = _CHECKED.get(key)
+    except (TypeError, AttributeError, Unkeyable):
+        key, local = None, None
+    if local is not None:
+        local.tensor.pointer = local.tensor.adapter.pointer(x) if local.tensor.adapter else tensor_pointer(x)
+        return local
+    local = _Local(group, op, tile, pingpong, valid, accumulate, dispatch)
+    if key is not None:
+        if len(_CHECKED) >= _CHECKED_LIMIT:
+            _CHECKED.clear()
+        _CHECKED[key] = local
+    return local
 
 
 class _Local:
@@ -38,12 +62,14 @@ class _Local:
             raise TypeError("x: the cuda communicator reduces device arrays; this is a NumPy array "
                             "(use tp.comm.init(backend='cpu'))")
         self.tensor = RankTensor(group.tensor, "x", adapter)
+        if adapter is not None:
+            remember_device_type(group.tensor, adapter)
         if adapter is not None and self.tensor.device != comm.device:
             raise ValueError(f"x: is on GPU {self.tensor.device}, but this rank's communicator uses GPU {comm.device}")
         strides = f" strides={self.tensor.strides}" if comm.transport == "cuda_ipc" else ""
         self.signature = (f"treduce(op={op!r}, {self.tensor.dtype} {tuple(self.tensor.shape)}{strides}, "
                           f"root={group.root}, tile={tuple(tile)}, pingpong={bool(pingpong)}, valid={valid!r}, "
-                          f"accumulate={accumulate!r}, dispatch={dispatch!r})")
+                          f"accumulate={accumulate!r}, dispatch={dispatch!r})").encode()
 
 
 def _disagreement(descriptions: List[bytes]) -> str:
@@ -81,9 +107,9 @@ def distributed_treduce(group: DistributedGroup, dst, op, tile, pingpong, valid,
     sources = _transport(comm)
     local_error: Optional[BaseException] = None
     try:
-        local = _Local(group, op, tile, pingpong, valid, accumulate, dispatch)
+        local = _local(group, op, tile, pingpong, valid, accumulate, dispatch)
         where = sources.offer(local.tensor, group.tensor) if comm.rank != root else b""
-        description = local.signature.encode() + b"\0" + where
+        description = local.signature + b"\0" + where
     except (TypeError, ValueError) as e:
         local_error, description = e, _FAILED + str(e).encode()
     try:

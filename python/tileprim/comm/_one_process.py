@@ -15,7 +15,8 @@ from .._interop import adapter_for
 from .._plan import Plan
 from ._group import ParallelGroup
 
-__all__ = ["bound_call", "check_options", "RankTensor", "DTYPES"]
+__all__ = ["bound_call", "check_options", "RankTensor", "DTYPES", "Unkeyable", "tensor_key", "tensor_pointer",
+           "remember_device_type"]
 
 DTYPES = ("float32", "float16", "bfloat16", "int32")
 _MEMO: Dict[tuple, "_Bound"] = {}
@@ -23,21 +24,26 @@ _MEMO_LIMIT = 1024
 _DEVICE_TYPES: Dict[type, object] = {}  # array types seen on a GPU, by their adapter
 
 
-class _Unkeyable(Exception):
+class Unkeyable(Exception):
     """An argument the memo cannot key: take the checking path."""
 
 
-def _tensor_key(x) -> tuple:
+def tensor_key(x) -> tuple:
     t = type(x)
     if t is np.ndarray:
         return (t, x.dtype, x.shape, x.strides, x.flags.writeable)
     adapter = _DEVICE_TYPES.get(t)
     if adapter is None:
-        raise _Unkeyable
+        raise Unkeyable
     return (t, adapter.key(x))
 
 
-def _pointer(x) -> int:
+def remember_device_type(x, adapter) -> None:
+    """Arrays of x's type are keyed through `adapter` from now on."""
+    _DEVICE_TYPES[type(x)] = adapter
+
+
+def tensor_pointer(x) -> int:
     return x.__array_interface__["data"][0] if type(x) is np.ndarray else _DEVICE_TYPES[type(x)].pointer(x)
 
 
@@ -177,7 +183,7 @@ class _Bound:
         self.dst_span = (low - dst.pointer, high - dst.pointer)
         self.allocate = ((lambda t: self.adapter.empty(t, ranks[0].shape, ranks[0].dtype)) if self.adapter
                          else (lambda t: np.empty(ranks[0].shape, numpy_dtype(ranks[0].dtype))))
-        self.pointer = self.adapter.pointer if self.adapter else _pointer
+        self.pointer = self.adapter.pointer if self.adapter else tensor_pointer
 
     def run(self, tensors, dst):
         dst = self.allocate(tensors[self.root]) if dst is None else dst
@@ -200,7 +206,7 @@ class _Bound:
             return
         if r != self.root:
             raise ValueError(f"dst: overlaps tensors[{r}], a non-root rank's source that the reduction reads")
-        if (_pointer(dst), tuple(getattr(dst, "strides", ()))) != (_pointer(tensors[r]),
+        if (tensor_pointer(dst), tuple(getattr(dst, "strides", ()))) != (tensor_pointer(tensors[r]),
                                                                    tuple(getattr(tensors[r], "strides", ()))):
             raise ValueError("dst: overlaps the root's tensor without being it; reduce in place with dst=tensors[root]")
 
@@ -210,9 +216,9 @@ def bound_call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispa
     try:
         tile = tile if type(tile) is tuple else tuple(tile)
         key = (op, tile, pingpong, valid, accumulate, backend, dispatch, processes, group.root,
-               None if dst is None else _tensor_key(dst), *map(_tensor_key, group.tensors))
+               None if dst is None else tensor_key(dst), *map(tensor_key, group.tensors))
         bound = _MEMO.get(key)
-    except (_Unkeyable, TypeError, AttributeError):
+    except (Unkeyable, TypeError, AttributeError):
         key, bound = None, None
     if bound is None:
         bound = _Call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch, processes).bound
