@@ -173,17 +173,25 @@ def tileprim_process(_, path, ngpus, sizes, tile, pingpong):
                                     "shape": list(shape)}, measure)
 
 
-def nccl_process(rank, path, ngpus, sizes, port):
+def join_process_group(rank: int, ngpus: int, port: int):
+    """This process in an NCCL group of one process per GPU; a barrier that also idles this GPU."""
     import torch
     import torch.distributed as dist
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ngpus,
                             timeout=timedelta(seconds=120), device_id=torch.device("cuda", rank))
-    records = []
 
     def barrier():
         dist.barrier(device_ids=[rank])
         torch.cuda.synchronize(rank)
+    return barrier
+
+
+def nccl_process(rank, path, ngpus, sizes, port):
+    import torch
+    import torch.distributed as dist
+    barrier = join_process_group(rank, ngpus, port)
+    records = []
     for nbytes in sizes:
         def measure():
             x = torch.randn(nbytes // 4, device=f"cuda:{rank}")
@@ -201,15 +209,9 @@ def distributed_process(rank, path, ngpus, sizes, port, tile, pingpong, verify):
     import torch
     import torch.distributed as dist
     import tileprim as tp
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ngpus,
-                            timeout=timedelta(seconds=120), device_id=torch.device("cuda", rank))
-    comm = tp.comm.init(backend="cuda", device=rank)
+    barrier = join_process_group(rank, ngpus, port)
+    comm = tp.comm.init(backend="cuda", device=rank)  # meets through the torch.distributed group
     records = []
-
-    def barrier():
-        dist.barrier(device_ids=[rank])
-        torch.cuda.synchronize(rank)
     for nbytes in sizes:
         def measure():
             shape = shape_for(nbytes)
