@@ -2,8 +2,9 @@
 # Everything one GPU lease does, in one call: build, the GPU tests, compute-sanitizer over the
 # GPU suite, the benchmarks (python -m tileprim bench; its JSON in $OUT/bench.json). Logs go to
 # $OUT/<step>.log; a summary line per step is printed.
-#   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench] [profile] [treduce] [processes]
-#   (default: the first four; processes: the multi-process treduce tests and benchmark, 2+ GPUs)
+#   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench] [profile] [treduce] [processes] [nccl]
+#   (default: the first four; processes: the multi-process treduce tests and benchmark, 2+ GPUs;
+#   nccl: the NCCL transport's benchmark, on NVLink and on NCCL's network transport)
 set -u
 OUT=${OUT:-/tmp/tileprim-gpu}
 mkdir -p "$OUT"
@@ -57,7 +58,13 @@ fi
 if want processes; then
   TAIL=6 step pytest_processes python3 -m pytest tests/test_treduce_processes.py -q -p no:cacheprovider -rfE
   TAIL=40 step treduce_processes python3 benchmarks/treduce.py --distributed --verify --gpus "${GPUS:-2}" \
-    --sizes "${SIZES:-4K,64K,1M,16M,64M,256M}"
+    --sizes "${SIZES:-4K,64K,1M,16M,64M,256M}" --json "$OUT/treduce_processes.json"
+fi
+if want nccl; then  # the NCCL transport: on NVLink, then with NCCL forced onto its network transport
+  TAIL=30 step treduce_nccl python3 benchmarks/treduce.py --distributed --transport nccl --verify \
+    --gpus "${GPUS:-2}" --sizes "${SIZES:-4K,64K,1M,16M,64M,256M}" --json "$OUT/treduce_nccl.json"
+  TAIL=30 step treduce_nccl_network python3 benchmarks/treduce.py --network --transport nccl --verify \
+    --gpus "${GPUS:-2}" --sizes "${SIZES:-4K,64K,1M,16M,64M,256M}" --json "$OUT/treduce_nccl_network.json"
 fi
 if want treduce; then
   TAIL=40 step treduce python3 benchmarks/treduce.py --verify

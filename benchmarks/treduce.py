@@ -6,8 +6,11 @@ For each GPU count and size (bytes per rank, float32, 4 KiB ... 1 GiB), root 0:
   - NCCL: torch.distributed.reduce to rank 0, one process per GPU, NVLink multicast off;
   - peer copy: dst.copy_(src) from cuda:1 to cuda:0, the link's ceiling;
   - with --distributed, "processes": tileprim with one process per GPU (tp.comm.init over the
-    torch.distributed group, CUDA IPC), every rank calling treduce, timed on the root like NCCL;
-    with --verify, its result at the root equal bit for bit to the CPU backend's.
+    torch.distributed group; CUDA IPC, or --transport nccl), every rank calling treduce, timed on
+    the root like NCCL; with --verify, its result at the root equal bit for bit to the CPU
+    backend's. --network forces NCCL onto its network transport (NCCL_P2P_DISABLE=1
+    NCCL_SHM_DISABLE=1: sockets between the processes of one host, the stand-in for two hosts)
+    for torch's NCCL and tileprim's alike, and runs only those two series.
 A point: warm-up, then batches of back-to-back calls between two CUDA events on the root's current
 stream, every GPU idle before each batch (NCCL: a barrier); latency = the median batch / calls,
 algbw = bytes per rank / latency. wall_us (JSON) is host time per call with every GPU synchronised,
@@ -15,6 +18,7 @@ a check that no work escaped the events. Each series runs in its own process und
 a crash or hang loses that series only; a failed point is reported and the run goes on.
 
     python benchmarks/treduce.py [--gpus 2,4] [--sizes 4K,64K,16M,1G] [--json PATH] [--verify] [--distributed]
+                                 [--transport cuda_ipc|nccl] [--network]
 """
 from __future__ import annotations
 
@@ -203,14 +207,14 @@ def nccl_process(rank, path, ngpus, sizes, port):
     dist.destroy_process_group()
 
 
-def distributed_process(rank, path, ngpus, sizes, port, tile, pingpong, verify):
+def distributed_process(rank, path, ngpus, sizes, port, tile, pingpong, verify, transport):
     """tileprim with one process per GPU: every rank calls treduce; rank 0's numbers are the root's."""
     import numpy as np
     import torch
     import torch.distributed as dist
     import tileprim as tp
     barrier = join_process_group(rank, ngpus, port)
-    comm = tp.comm.init(backend="cuda", device=rank)  # meets through the torch.distributed group
+    comm = tp.comm.init(backend="cuda", device=rank, transport=transport)  # meets through torch.distributed
     records = []
     for nbytes in sizes:
         def measure():
@@ -365,7 +369,11 @@ def main() -> int:
     parser.add_argument("--no-pingpong", dest="pingpong", action="store_false", help="acc/recv tiles")
     parser.add_argument("--verify", action="store_true", help="also check GPU == CPU backend bit for bit")
     parser.add_argument("--distributed", action="store_true",
-                        help="also tileprim with one process per GPU (CUDA IPC), beside NCCL")
+                        help="also tileprim with one process per GPU, beside NCCL")
+    parser.add_argument("--transport", choices=["cuda_ipc", "nccl"], default="cuda_ipc",
+                        help="the one-process-per-GPU series' transport (default cuda_ipc)")
+    parser.add_argument("--network", action="store_true",
+                        help="NCCL on its network transport (P2P and SHM off); only NCCL and --distributed")
     parser.add_argument("--deadline", type=float, default=200.0, help="seconds a series' processes may run")
     parser.add_argument("--json", default=os.path.join(out_dir or ".", "treduce.json"),
                         help="where the results go (default: $OUT/treduce.json, else ./treduce.json)")
@@ -375,10 +383,14 @@ def main() -> int:
     tile, sizes = tuple(args.tile), sorted(set(args.sizes))
     # NVLink multicast stays off: NCCL's NVLS, PyTorch's symmetric memory, NVSHMEM
     os.environ.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
+    if args.network:
+        os.environ.update(NCCL_P2P_DISABLE="1", NCCL_SHM_DISABLE="1")
+        args.distributed = True
+    nccl_env = [k for k in os.environ if k.startswith("NCCL_")]
 
     result = {"config": {"gpus": args.gpus, "sizes": sizes, "tile": list(tile), "pingpong": args.pingpong,
                          "dtype": "float32", "root": 0, "warmup": WARMUP, "batches": BATCHES,
-                         "env": {k: os.environ[k] for k in ("NCCL_NVLS_ENABLE",)}},
+                         "transport": args.transport, "env": {k: os.environ[k] for k in nccl_env}},
               "points": [], "verify": [], "failures": [], "targets": []}
 
     def save():
@@ -414,24 +426,25 @@ def main() -> int:
             result["failures"].append(error)
         save()
 
-    if gpu_counts:
+    if gpu_counts and not args.network:
         series("peer copy cuda:1 -> cuda:0", peer_copy_process, (sizes,))
     for n in gpu_counts:
-        series(f"tileprim on {n} GPUs", tileprim_process, (n, sizes, tile, args.pingpong))
+        if not args.network:
+            series(f"tileprim on {n} GPUs", tileprim_process, (n, sizes, tile, args.pingpong))
         series(f"NCCL reduce on {n} GPUs", nccl_process, (n, sizes, free_port()), nprocs=n)
         if args.distributed:
-            series(f"tileprim, one process per GPU, on {n} GPUs", distributed_process,
-                   (n, sizes, free_port(), tile, args.pingpong, args.verify), nprocs=n)
+            series(f"tileprim, one process per GPU ({args.transport}), on {n} GPUs", distributed_process,
+                   (n, sizes, free_port(), tile, args.pingpong, args.verify, args.transport), nprocs=n)
         print_table(result["points"], n, sizes, tile, args.pingpong)
         for v in (p for p in result["points"] if p.get("verify") and p["gpus"] == n):
             outcome = v.get("error", "")[:200] or ("equal" if v["equal"] else f"{v['mismatches']} differ")
             print(f"verify {n} processes {human(v['bytes'])}: GPU == CPU backend: {outcome}")
-    if args.verify and gpu_counts:
+    if args.verify and gpu_counts and not args.network:
         series("verify: GPU == CPU backend", verify_process, (gpu_counts, tile, args.pingpong), into="verify")
         for v in result["verify"]:
             outcome = v.get("error", "")[:200] or ("equal" if v["equal"] else f"{v['mismatches']} differ")
             print(f"verify {v['gpus']} GPUs {human(v['bytes'])} {v['series']}: {outcome}")
-    result["targets"] = check_targets(result["points"], sizes, gpu_counts)
+    result["targets"] = [] if args.network else check_targets(result["points"], sizes, gpu_counts)
     devices = ", ".join(sorted(set(result["meta"]["devices"])))
     for t in result["targets"]:
         print(f"target ({t['gpus']} GPUs, set for H200s; here {devices}): {t['target']}: {t['verdict']}")

@@ -23,14 +23,23 @@ from treduce_processes import case_dst, case_tensors, options, saved_result
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "treduce_processes.py")
 
 
-def launch(cases, world_size: int, tmp_path, deadline: float = 240, backend: str = "cpu") -> list:
-    """Runs the ranks; each rank's record (a list, one entry per case it reached)."""
+def launch(cases, world_size: int, tmp_path, deadline: float = 240, transport: str = "cpu",
+           torchrun: bool = False) -> list:
+    """Runs the ranks (each its own process through an init file, or torchrun's); each rank's
+    record (a list, one entry per case it reached)."""
     cases_path, init_file = tmp_path / "cases.json", tmp_path / "init"
     cases_path.write_text(json.dumps(cases))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    ranks = [subprocess.Popen([sys.executable, WORKER, str(cases_path), str(init_file), str(r), str(world_size),
-                               str(tmp_path), backend], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-             for r in range(world_size)]
+    if torchrun:
+        ranks = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                   f"--nproc-per-node={world_size}", WORKER, str(cases_path), "-", "-", "-",
+                                   str(tmp_path), transport], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT)]
+    else:
+        ranks = [subprocess.Popen([sys.executable, WORKER, str(cases_path), str(init_file), str(r), str(world_size),
+                                   str(tmp_path), transport], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT)
+                 for r in range(world_size)]
     logs = []
     for p in ranks:
         try:
@@ -40,9 +49,10 @@ def launch(cases, world_size: int, tmp_path, deadline: float = 240, backend: str
                 q.kill()
             pytest.fail(f"the ranks did not finish within {deadline} s")
     records = []
-    for r, p in enumerate(ranks):
+    for r in range(world_size):
         path = tmp_path / f"rank{r}.json"
-        records.append(json.loads(path.read_text()) if path.exists() else {"exit": p.returncode, "log": logs[r]})
+        p = ranks[0 if torchrun else r]
+        records.append(json.loads(path.read_text()) if path.exists() else {"exit": p.returncode, "log": logs[-1]})
     return records
 
 
@@ -106,17 +116,28 @@ def test_every_rank_gets_the_one_process_bits_at_the_root_and_none_elsewhere(wor
         assert bits_equal(saved_result(tmp_path, i, case, expected.shape), expected), (i, case)
 
 
-def gpu_suite(world_size: int) -> list:
-    """The cpu suite's cases a GPU tensor can take as they are (contiguous dst where one is given)."""
-    return [c for c in suite(world_size) if c.get("src") is None and c.get("dst") in (None, "dst-contiguous")]
+GPU_TRANSPORTS = ["cuda_ipc", "nccl", "nccl-hosts"]  # nccl-hosts: every rank on a host of its own, as it claims
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("transport", GPU_TRANSPORTS)
 @pytest.mark.parametrize("world_size", [pytest.param(n, marks=pytest.mark.multi_gpu(n)) for n in (2, 4)])
-def test_cuda_ipc_gives_the_cpu_bits_at_the_root_and_none_elsewhere(world_size, tmp_path):
+def test_gpu_transports_give_the_cpu_bits_at_the_root_and_none_elsewhere(world_size, transport, tmp_path):
     pytest.importorskip("torch")
-    cases = gpu_suite(world_size)
-    records = launch(cases, world_size, tmp_path, backend="cuda")
+    check_gpu_records(suite(world_size), world_size, launch(suite(world_size), world_size, tmp_path,
+                                                            transport=transport), tmp_path)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(2)
+@pytest.mark.parametrize("transport", GPU_TRANSPORTS)
+def test_under_torchrun_the_ranks_meet_through_its_process_group(transport, tmp_path):
+    pytest.importorskip("torch")
+    cases = suite(2)[:4] + [c for c in suite(2) if c.get("src")][:2]  # strided sources and dst among them
+    check_gpu_records(cases, 2, launch(cases, 2, tmp_path, transport=transport, torchrun=True), tmp_path)
+
+
+def check_gpu_records(cases, world_size, records, tmp_path) -> None:
     for r, record in enumerate(records):
         assert isinstance(record, list) and len(record) == len(cases), f"rank {r}: {record}"
     for i, case in enumerate(cases):
@@ -157,6 +178,12 @@ def test_a_rank_that_exits_or_hangs_ends_the_call_on_every_other_rank(how, tmp_p
         assert records[r][1].startswith(f"error {expected}") and "rank 1" in records[r][1], records[r][1]
         assert records[r][2].startswith("error CommError: the communicator is broken"), records[r][2]
     assert records[1]["exit"] == (3 if how == "exit" else 4)
+
+
+def test_the_cpu_backend_across_hosts_is_refused_on_every_rank(tmp_path):
+    records = launch([], 2, tmp_path, deadline=60, transport="cpu-hosts")
+    for record in records:
+        assert record["exit"] != 0 and "CommError: backend: the ranks run on 2 hosts" in record["log"], record
 
 
 def test_one_process_is_a_world_of_one_and_plans_name_the_transport(rng):

@@ -1,13 +1,17 @@
 """One rank of a multi-process treduce test, started by tests/test_treduce_processes.py the way a
 launcher would start it:
 
-    python treduce_processes.py CASES.json INIT_FILE RANK WORLD_SIZE OUT_DIR [cpu|cuda]
+    python treduce_processes.py CASES.json INIT_FILE RANK WORLD_SIZE OUT_DIR [cpu|cuda_ipc|nccl][-hosts]
+
+or under torchrun, which names the rank and world size (INIT_FILE, RANK and WORLD_SIZE "-"): the
+ranks then meet through the torch.distributed group the worker initialises.
 
 Every rank builds every rank's tensors of each case from the case's seed (so the test can
-compute what the root must get), reduces its own through tp.comm.treduce (cuda: as a torch
-tensor on GPU RANK, through CUDA IPC), and records what
-happened: the root's dst buffer's bits as OUT_DIR/<case>.npy (see saved_result), and per case "none" (a non-root's None),
-"dst" (the root's result saved) or "error <Type>: <message>" into OUT_DIR/rank<r>.json."""
+compute what the root must get), reduces its own through tp.comm.treduce (the GPU transports: as
+a torch tensor on GPU RANK laid out as the case says; nccl-hosts: every rank claims a host of its
+own, so the ranks meet as on several hosts), and records what happened: the root's dst buffer's
+bits as OUT_DIR/<case>.npy (see saved_result), and per case "none" (a non-root's None), "dst" (the
+root's result saved) or "error <Type>: <message>" into OUT_DIR/rank<r>.json."""
 from __future__ import annotations
 
 import json
@@ -23,12 +27,16 @@ import tileprim as tp  # noqa: E402
 from test_treduce import DST_LAYOUTS, SOURCE_LAYOUTS, laid_out, np_dtype, poisoned, random_source  # noqa: E402
 
 
-def case_tensors(case: dict, world_size: int) -> list:
-    """Every rank's tensor of a case (a view laid out as the case says)."""
+def case_buffers(case: dict, world_size: int) -> list:
+    """Every rank's (buffer, tensor) of a case: the tensor a view laid out as the case says."""
     shape = tuple(case["shape"])
     return [laid_out(SOURCE_LAYOUTS[case.get("src", "src-contiguous")], shape,
-                     lambda s, r=r: random_source(np.random.default_rng([case["seed"], r]), s, case["dtype"]))[1]
+                     lambda s, r=r: random_source(np.random.default_rng([case["seed"], r]), s, case["dtype"]))
             for r in range(world_size)]
+
+
+def case_tensors(case: dict, world_size: int) -> list:
+    return [view for _, view in case_buffers(case, world_size)]
 
 
 def case_dst(case: dict):
@@ -60,6 +68,14 @@ def on_gpu(x: np.ndarray, device: int):
     return bits.to(f"cuda:{device}").view(dtype[x.dtype.name])
 
 
+def laid_out_on_gpu(buffer: np.ndarray, view: np.ndarray, device: int):
+    """(buffer, view) of a NumPy buffer and its view, copied to `device` (the view's strides kept)."""
+    import torch
+    itemsize, gpu_buffer = buffer.itemsize, on_gpu(buffer, device)
+    offset = (view.__array_interface__["data"][0] - buffer.__array_interface__["data"][0]) // itemsize
+    return gpu_buffer, torch.as_strided(gpu_buffer, view.shape, [s // itemsize for s in view.strides], offset)
+
+
 def bits(out) -> np.ndarray:
     if isinstance(out, np.ndarray):
         return out.view(f"u{out.itemsize}")
@@ -69,9 +85,24 @@ def bits(out) -> np.ndarray:
     return out.contiguous().view(torch.uint8).cpu().numpy()  # the test reshapes
 
 
-def run_rank(cases, init_file: str, rank: int, world_size: int, out_dir: str, backend: str) -> None:
-    comm = tp.comm.init(backend=backend, rank=rank, world_size=world_size, init_file=init_file, timeout=60,
-                        device=rank if backend == "cuda" else None)
+def communicator(init_file: str, rank: str, world_size: str, transport: str):
+    """tp.comm.init as the test launched this rank: an init file, or torchrun's group."""
+    if transport.endswith("-hosts"):
+        os.environ["TILEPRIM_HOST_ID"] = f"host-{os.environ.get('RANK', rank)}"
+        transport = transport[:-len("-hosts")]
+    on_gpu_ = transport != "cpu"
+    kwargs = {"backend": "cuda" if on_gpu_ else "cpu", "transport": None if transport == "cpu" else transport,
+              "timeout": 60}
+    if init_file == "-":  # under torchrun
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        return tp.comm.init(device=dist.get_rank() if on_gpu_ else None, **kwargs)
+    return tp.comm.init(rank=int(rank), world_size=int(world_size), init_file=init_file,
+                        device=int(rank) if on_gpu_ else None, **kwargs)
+
+
+def run_rank(cases, comm, out_dir: str) -> None:
+    rank, world_size, backend = comm.rank, comm.world_size, comm.backend
     record = []
     for i, case in enumerate(cases):
         role = case.get("role", {}).get(str(rank), "")
@@ -80,15 +111,16 @@ def run_rank(cases, init_file: str, rank: int, world_size: int, out_dir: str, ba
         if role == "hang":
             time.sleep(6)  # longer than the others wait, then gone
             os._exit(4)
-        x = case_tensors(case, world_size)[rank]
+        x_buffer, x = case_buffers(case, world_size)[rank]
+        buffer, dst = case_dst(case) if rank == case["root"] else (None, None)
+        if backend == "cuda":
+            x = laid_out_on_gpu(x_buffer, x, rank)[1]
+            if dst is not None:
+                buffer, dst = laid_out_on_gpu(buffer, dst, rank)
         if role == "other-shape":
             x = x[..., :-1]
         if role == "float64":
-            x = x.astype(np.float64)
-        buffer, dst = case_dst(case) if rank == case["root"] else (None, None)
-        if backend == "cuda":
-            x = on_gpu(x, rank)
-            buffer = dst = None if dst is None else on_gpu(dst, rank)
+            x = x.astype(np.float64) if isinstance(x, np.ndarray) else x.double()
         group = tp.comm.ParallelGroup.distributed(x, root=case["root"], comm=comm)
         try:
             out = tp.comm.treduce(group, dst, timeout=case.get("timeout"), **options(case))
@@ -111,4 +143,4 @@ def run_rank(cases, init_file: str, rank: int, world_size: int, out_dir: str, ba
 if __name__ == "__main__":
     cases_path, init_file, rank, world_size, out_dir = sys.argv[1:6]
     with open(cases_path) as f:
-        run_rank(json.load(f), init_file, int(rank), int(world_size), out_dir, (sys.argv[6:] or ["cpu"])[0])
+        run_rank(json.load(f), communicator(init_file, rank, world_size, (sys.argv[6:] or ["cpu"])[0]), out_dir)

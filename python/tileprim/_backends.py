@@ -11,7 +11,8 @@ from typing import Dict, Tuple
 
 from . import _C
 
-__all__ = ["resolve_backend", "default_target", "device_arch", "BACKENDS", "cuda_status", "cuda_details"]
+__all__ = ["resolve_backend", "default_target", "device_arch", "BACKENDS", "cuda_status", "cuda_details",
+           "nccl_status"]
 
 BACKENDS = ("cpu", "cuda")
 
@@ -37,6 +38,14 @@ def cuda_details() -> Dict[str, object]:
         except RuntimeError as e:
             details["driver"] = {**details["driver"], "ok": False, "error": str(e)}
     return details
+
+
+def nccl_status() -> Dict[str, object]:
+    """Loads NCCL (the NCCL transport's library) on the first call; what loaded, or why not."""
+    status = dict(_C.nccl.load(_site_dirs()))
+    v = status.pop("version")
+    status["version"] = f"{v // 10000}.{v // 100 % 100}.{v % 100}" if status["ok"] else ""
+    return status
 
 
 def cuda_status() -> Tuple[bool, str]:

@@ -15,7 +15,7 @@ import numpy as np
 from . import _C
 from ._dtypes import dtype_name, numpy_dtype
 
-__all__ = ["adapter_for", "Adapter", "OwnedArray"]
+__all__ = ["adapter_for", "Adapter", "OwnedArray", "c_strides"]
 
 
 class Adapter:
@@ -39,7 +39,7 @@ class Adapter:
 
     def strides(self, x) -> tuple:
         """Element strides (C order when the library keeps none)."""
-        return _c_strides(self.shape(x))
+        return c_strides(self.shape(x))
 
     def contiguous(self, x):
         """x itself when C-contiguous, else a C-contiguous copy made by its library."""
@@ -190,7 +190,7 @@ class _Interface(Adapter):
     def strides(self, x):
         cai = x.__cuda_array_interface__
         itemsize = np.dtype(cai["typestr"]).itemsize
-        return tuple(s // itemsize for s in cai["strides"]) if cai.get("strides") else _c_strides(self.shape(x))
+        return tuple(s // itemsize for s in cai["strides"]) if cai.get("strides") else c_strides(self.shape(x))
 
     def contiguous(self, x):
         cai = x.__cuda_array_interface__
@@ -206,7 +206,7 @@ class _Interface(Adapter):
         return 0
 
 
-def _c_strides(shape) -> tuple:
+def c_strides(shape) -> tuple:
     strides, step = [], 1
     for d in reversed(tuple(shape)):
         strides.append(step)

@@ -54,9 +54,12 @@ struct LibraryStatus {
   X(cuMemsetD8Async, "cuMemsetD8Async")                      \
   X(cuStreamCreate, "cuStreamCreate")                        \
   X(cuStreamSynchronize, "cuStreamSynchronize")              \
+  X(cuStreamDestroy, "cuStreamDestroy_v2")                   \
   X(cuStreamWaitEvent, "cuStreamWaitEvent")                  \
   X(cuEventCreate, "cuEventCreate")                          \
   X(cuEventRecord, "cuEventRecord")                          \
+  X(cuEventSynchronize, "cuEventSynchronize")                \
+  X(cuEventDestroy, "cuEventDestroy_v2")                     \
   X(cuPointerGetAttribute, "cuPointerGetAttribute")          \
   X(cuMemGetAddressRange, "cuMemGetAddressRange_v2")         \
   X(cuIpcGetMemHandle, "cuIpcGetMemHandle")                  \

@@ -108,6 +108,10 @@ void plan_treduce(Plan& plan, const std::vector<int>& workers, const std::string
   } else if (processes == "cuda_ipc") {
     plan.set("transport", std::string("CUDA IPC between processes: the root maps every rank's buffer and loads "
                                       "it over NVLink/PCIe; ready/released flags in the root's GPU memory"));
+  } else if (processes == "nccl") {
+    plan.set("transport", std::string("NCCL between processes: each rank sends its packed source to the root "
+                                      "chunk by chunk (ncclSend); the root receives every rank's next chunk into "
+                                      "ping/pong staging while it folds the last"));
   }
   plan.note("order", "root first, then the other ranks ascending, at every element: bitwise the same whatever "
                      "algorithm, backend, tile or buffering");

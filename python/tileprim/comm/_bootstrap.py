@@ -179,12 +179,14 @@ class _FileBootstrap(Bootstrap):
                 for r in range(self.world_size)]
 
     def close(self):
-        for path in self.written + ([self.path] if self.rank == 0 else []):
+        """Removes this rank's files but its last exchange's, which another rank may still be
+        reading (it raised or finished first): those few bytes stay beside init_file."""
+        for path in self.written[:-1] + ([self.path] if self.rank == 0 and self.exchanges > 0 else []):
             try:
                 os.remove(path)
             except OSError:
                 pass
-        self.written = []
+        self.written = self.written[-1:]
 
 
 def choose_bootstrap(rank: int, world_size: int, init_file, timeout: float) -> Bootstrap:
@@ -205,7 +207,11 @@ def choose_bootstrap(rank: int, world_size: int, init_file, timeout: float) -> B
 
 
 def host_id() -> str:
-    """Which host this process runs on, as the ranks compare it (shared memory and CUDA IPC need one)."""
+    """Which host this process runs on, as the ranks compare it (shared memory and CUDA IPC need
+    one): $TILEPRIM_HOST_ID when set (e.g. to run the multi-host path on one machine), else the
+    host name and boot id."""
+    if os.environ.get("TILEPRIM_HOST_ID"):
+        return os.environ["TILEPRIM_HOST_ID"]
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
             return f"{socket.gethostname()}/{f.read().strip()}"

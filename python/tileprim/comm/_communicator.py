@@ -1,6 +1,7 @@
 """tp.comm.init: this process's membership of a multi-process job (torchrun, mpirun, or any
 launcher with a shared init file). The ranks meet once through the bootstrap, agree on the
-backend, and, on one host, share a rendezvous segment that every later call meets in."""
+backend and transport, and, on one host, share a rendezvous segment that every later call meets
+in (across hosts, calls meet through the bootstrap)."""
 from __future__ import annotations
 
 import os
@@ -13,6 +14,7 @@ from .._backends import resolve_backend
 from ._bootstrap import Bootstrap, choose_bootstrap, host_id, local_rank, rank_and_world
 from ._errors import CommError
 from ._rendezvous import SLOT, Rendezvous, SharedFile
+from ._rendezvous_hosts import HostsRendezvous
 
 __all__ = ["Communicator", "init", "default_communicator", "check_call_timeout"]
 
@@ -43,29 +45,49 @@ def _choose_device(backend: str, device) -> Optional[int]:
     return device
 
 
+TRANSPORTS = {"shm": "cpu", "cuda_ipc": "cuda", "nccl": "cuda"}  # transport -> the backend it serves
+
+
+def _choose_transport(transport: Optional[str], backend: str, hosts: int) -> str:
+    """The transport asked for, checked; by default shared memory or CUDA IPC on one host, NCCL
+    across hosts (the only transport that leaves a host)."""
+    if transport is None:
+        if hosts > 1 and backend == "cpu":
+            raise CommError(f"backend: the ranks run on {hosts} hosts, and the cpu backend's transport (shared "
+                            "memory) reaches one host's ranks only; use backend='cuda' (NCCL between hosts)")
+        return "nccl" if hosts > 1 else {"cpu": "shm", "cuda": "cuda_ipc"}[backend]
+    if hosts > 1 and transport != "nccl":
+        raise CommError(f"transport: {transport!r} reaches one host's ranks only, and they run on {hosts} hosts; "
+                        "use transport='nccl'")
+    return transport
+
+
+def _agree(name: str, choices: List[str]) -> None:
+    if len(set(choices)) > 1:
+        raise CommError(f"{name}: the ranks chose differently: " +
+                        ", ".join(f"rank {r} {c}" for r, c in enumerate(choices)) + f"; pass one {name}= on every rank")
+
+
 class Communicator:
     """One rank of a job: ``rank``, ``world_size``, ``backend`` ('cpu' or 'cuda'), ``device`` (this
-    rank's GPU), ``transport`` (how ranks' data meets: 'shm' or 'cuda_ipc') and ``bootstrap`` (how
-    the ranks found each other). Made by :func:`tp.comm.init`; ``close()`` (or ``with``) frees it."""
+    rank's GPU), ``transport`` (how ranks' data meets: 'shm', 'cuda_ipc' or 'nccl') and
+    ``bootstrap`` (how the ranks found each other). Made by :func:`tp.comm.init`; ``close()`` (or ``with``) frees it."""
 
     def __init__(self, rank: int, world_size: int, backend: str, device: Optional[int], bootstrap: Bootstrap,
-                 timeout: float):
+                 timeout: float, transport: Optional[str] = None):
         self.rank, self.world_size, self.backend, self.device = rank, world_size, backend, device
         self.timeout, self._bootstrap = timeout, bootstrap
-        mine = {"host": host_id(), "pid": os.getpid(), "backend": backend, "device": device, "job": uuid.uuid4().hex}
+        mine = {"host": host_id(), "pid": os.getpid(), "backend": backend, "device": device, "job": uuid.uuid4().hex,
+                "transport": transport}
         infos = [pickle.loads(p) for p in bootstrap.all_gather(pickle.dumps(mine), timeout)]
-        backends = sorted({(i["backend"], r) for r, i in enumerate(infos)})
-        if len({b for b, _ in backends}) > 1:
-            raise CommError("backend: the ranks chose different backends: " +
-                            ", ".join(f"rank {r} {b}" for b, r in backends) + "; pass one backend= on every rank")
         self.job: str = infos[0]["job"]
         self.hosts: List[str] = [i["host"] for i in infos]
         self.devices: List[Optional[int]] = [i["device"] for i in infos]
-        if len(set(self.hosts)) > 1:
-            raise CommError(f"backend: the ranks run on {len(set(self.hosts))} hosts; this version's transports "
-                            "(shared memory, CUDA IPC) reach the ranks of one host only")
-        self.transport = "shm" if backend == "cpu" else "cuda_ipc"
-        self.rendezvous = self._meet(timeout)
+        _agree("backend", [i["backend"] for i in infos])
+        hosts = len(set(self.hosts))
+        _agree("transport", [_choose_transport(i["transport"], backend, hosts) for i in infos])
+        self.transport = _choose_transport(transport, backend, hosts)
+        self.rendezvous = self._meet(timeout) if hosts == 1 else HostsRendezvous(bootstrap, rank, timeout)
         self.calls = 0                # collective calls so far: every rank numbers them alike
         self.broken: Optional[str] = None
         self.state: Dict[str, object] = {}  # what the transports keep between calls
@@ -119,14 +141,16 @@ def _release(state: Dict[str, object], bootstrap: Bootstrap) -> None:
 
 
 def init(backend: Optional[str] = None, *, rank: Optional[int] = None, world_size: Optional[int] = None,
-         init_file=None, device: Optional[int] = None, timeout: float = 300.0) -> Communicator:
+         init_file=None, device: Optional[int] = None, timeout: float = 300.0,
+         transport: Optional[str] = None) -> Communicator:
     """This process's communicator; the ranks meet here (every rank calls it).
 
     Parameters
     ----------
     backend : {'cpu', 'cuda'}, optional
-        'cpu': NumPy tensors, ranks meet in POSIX shared memory. 'cuda': device arrays, ranks on
-        one host meet through CUDA IPC. Default: cuda when usable here, else cpu.
+        'cpu': NumPy tensors, ranks meet in POSIX shared memory (one host). 'cuda': device arrays,
+        ranks on one host meet through CUDA IPC, ranks on several hosts through NCCL. Default:
+        cuda when usable here, else cpu.
     rank, world_size : int, optional
         Default: torch.distributed's group, else the launcher's environment (torchrun's
         RANK/WORLD_SIZE, Open MPI's, PMI's, Slurm's); a process started alone is rank 0 of 1.
@@ -137,6 +161,9 @@ def init(backend: Optional[str] = None, *, rank: Optional[int] = None, world_siz
         This rank's GPU (cuda). Default: LOCAL_RANK modulo the visible GPUs.
     timeout : float
         Seconds to wait for the other ranks here, and the default of every call's ``timeout``.
+    transport : {'shm', 'cuda_ipc', 'nccl'}, optional
+        How the ranks' data meets (the same on every rank). Default: 'shm' (cpu) or 'cuda_ipc'
+        (cuda) on one host, 'nccl' across hosts; 'nccl' may also be asked for on one host.
 
     Returns
     -------
@@ -153,11 +180,15 @@ def init(backend: Optional[str] = None, *, rank: Optional[int] = None, world_siz
     global _DEFAULT
     timeout = _check_timeout(timeout)
     rank, world_size = rank_and_world(rank, world_size)
-    backend = resolve_backend(backend)
+    if transport is not None and transport not in TRANSPORTS:
+        raise ValueError(f"transport: expected one of {', '.join(map(repr, TRANSPORTS))} or None, not {transport!r}")
+    backend = resolve_backend(backend if backend is not None or transport is None else TRANSPORTS[transport])
+    if transport is not None and TRANSPORTS[transport] != backend:
+        raise ValueError(f"transport: {transport!r} moves {TRANSPORTS[transport]} tensors; the backend is {backend!r}")
     device = _choose_device(backend, device)
     bootstrap = choose_bootstrap(rank, world_size, init_file, timeout)
     try:
-        _DEFAULT = Communicator(rank, world_size, backend, device, bootstrap, timeout)
+        _DEFAULT = Communicator(rank, world_size, backend, device, bootstrap, timeout, transport)
     except BaseException:
         bootstrap.close()
         raise

@@ -5,7 +5,8 @@ its transport exposes it. So the fold order, the plan and the bits are the one-p
 
 Transports (the communicator's): 'shm' (_shm.py), each rank's source copied into its own
 shared-memory buffer, which the root maps; 'cuda_ipc' (_ipc.py), the root maps each rank's GPU
-buffer and GPU-side flags order the ranks' streams."""
+buffer and GPU-side flags order the ranks' streams; 'nccl' (_nccl.py), each rank sends its source
+to the root, which folds it chunk by chunk as it lands."""
 from __future__ import annotations
 
 from typing import List, Optional
@@ -16,6 +17,7 @@ from .._interop import adapter_for
 from ._errors import CommError, CommTimeout
 from ._group import DistributedGroup, ParallelGroup
 from ._ipc import IpcSources
+from ._nccl import NcclSources
 from ._one_process import (RankTensor, Unkeyable, bound_call, check_options, remember_device_type, tensor_key,
                            tensor_pointer)
 from ._shm import ShmSources
@@ -88,11 +90,18 @@ def _disagreement(descriptions: List[bytes]) -> str:
                                            for s, rs in groups.items()))
 
 
+_SOURCES = {"shm": ShmSources, "cuda_ipc": IpcSources, "nccl": NcclSources}
+
+
 def _transport(comm):
     """The communicator's transport, made at its first call (every rank's first call: collective)."""
     state = comm.state
     if "sources" not in state:
-        state["sources"] = (ShmSources if comm.transport == "shm" else IpcSources)(comm)
+        try:
+            state["sources"] = _SOURCES[comm.transport](comm)
+        except CommError as e:
+            comm.broken = str(e)
+            raise
     return state["sources"]
 
 

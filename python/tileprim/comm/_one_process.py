@@ -3,8 +3,9 @@ before anything is written, bound to its plan, and run; a repeated call of one s
 its bound plan."""
 from __future__ import annotations
 
+import functools
 import operator
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 
@@ -15,8 +16,8 @@ from .._interop import adapter_for
 from .._plan import Plan
 from ._group import ParallelGroup
 
-__all__ = ["bound_call", "check_options", "RankTensor", "DTYPES", "Unkeyable", "tensor_key", "tensor_pointer",
-           "remember_device_type"]
+__all__ = ["bound_call", "contiguous_core", "check_options", "RankTensor", "DTYPES", "Unkeyable", "tensor_key",
+           "tensor_pointer", "remember_device_type"]
 
 DTYPES = ("float32", "float16", "bfloat16", "int32")
 _MEMO: Dict[tuple, "_Bound"] = {}
@@ -157,14 +158,30 @@ class _Call:
     def _bind(self, op, rows, cols, pingpong, valid, accumulate, dispatch, processes):
         def ref(t: RankTensor):
             return _C.TileRef(t.arg, t.dtype, list(t.shape), "global", None, t.device, list(t.strides))
-        config = {"op": op, "tile_rows": rows, "tile_cols": cols, "pingpong": bool(pingpong), "valid": valid,
-                  "accumulate": accumulate or "", "root": self.root, "processes": processes}
-        call = _C.OpCall("treduce", [ref(t) for t in self.ranks], ref(self.dst), "thread", 1, [], False, config,
-                         dispatch or "")
-        devices = [t.device for t in self.ranks] if self.backend == "cuda" else []
-        target = default_target(self.backend, self.ranks[self.root].device if devices else 0)
-        core = _C.prepare(call, target, self.backend, devices)
+        core = _prepare([ref(t) for t in self.ranks], ref(self.dst), self.root, self.backend, op, rows, cols, pingpong,
+                        valid, accumulate, dispatch, processes)
         return _Bound(core, Plan(core.plan, self.ranks[0].shape, bound=core), self.ranks, self.dst, self.root)
+
+
+def _prepare(ranks, dst, root: int, backend: str, op, rows, cols, pingpong, valid, accumulate, dispatch, processes):
+    """The C++ core's bound plan of a treduce over these TileRefs."""
+    config = {"op": op, "tile_rows": rows, "tile_cols": cols, "pingpong": bool(pingpong), "valid": valid,
+              "accumulate": accumulate or "", "root": root, "processes": processes}
+    call = _C.OpCall("treduce", ranks, dst, "thread", 1, [], False, config, dispatch or "")
+    devices = [r.device for r in ranks] if backend == "cuda" else []
+    return _C.prepare(call, default_target(backend, ranks[root].device if devices else 0), backend, devices)
+
+
+@functools.lru_cache(maxsize=256)
+def contiguous_core(world_size: int, root: int, n: int, dtype: str, device: int, op, tile, pingpong, accumulate,
+                    processes: str):
+    """The bound plan (C++ core) of a treduce of `world_size` ranks whose tensors and dst are all n
+    contiguous elements on `device`: for a transport that stages the ranks' data itself, where
+    there are no arrays to check, only its buffers' pointers to run on."""
+    rows, cols = check_options(op, tile, pingpong, "dynamic", accumulate, None)
+    refs = [_C.TileRef(f"tensors[{r}]", dtype, [n], "global", None, device, [1]) for r in range(world_size)]
+    return _prepare(refs, _C.TileRef("dst", dtype, [n], "global", None, device, [1]), root, "cuda", op, rows, cols,
+                    pingpong, "dynamic", accumulate, None, processes)
 
 
 class _Bound:

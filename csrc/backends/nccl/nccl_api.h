@@ -1,0 +1,25 @@
+// The part of NCCL's C ABI that tileprim calls (nccl.h's names and values, declared here so that
+// building tileprim needs no NCCL headers and importing it needs no NCCL library).
+#pragma once
+#include <cstddef>
+
+#include "backends/cuda/cuda_api.h"  // CUstream (NCCL's cudaStream_t is the same handle)
+
+extern "C" {
+typedef struct ncclComm* ncclComm_t;
+typedef struct { char internal[128]; } ncclUniqueId;
+typedef enum { ncclSuccess = 0, ncclInProgress = 7 } ncclResult_t;
+typedef enum { ncclInt8 = 0 } ncclDataType_t;  // bytes: tileprim moves packed bytes only
+
+typedef const char* (*PFN_ncclGetErrorString)(ncclResult_t);
+typedef const char* (*PFN_ncclGetLastError)(ncclComm_t);
+typedef ncclResult_t (*PFN_ncclGetVersion)(int*);
+typedef ncclResult_t (*PFN_ncclGetUniqueId)(ncclUniqueId*);
+typedef ncclResult_t (*PFN_ncclCommInitRank)(ncclComm_t*, int, ncclUniqueId, int);
+typedef ncclResult_t (*PFN_ncclCommDestroy)(ncclComm_t);
+typedef ncclResult_t (*PFN_ncclCommAbort)(ncclComm_t);
+typedef ncclResult_t (*PFN_ncclGroupStart)();
+typedef ncclResult_t (*PFN_ncclGroupEnd)();
+typedef ncclResult_t (*PFN_ncclSend)(const void*, size_t, ncclDataType_t, int, ncclComm_t, tp::cuda::CUstream);
+typedef ncclResult_t (*PFN_ncclRecv)(void*, size_t, ncclDataType_t, int, ncclComm_t, tp::cuda::CUstream);
+}

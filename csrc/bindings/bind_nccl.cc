@@ -1,0 +1,60 @@
+// NCCL (tileprim._C.nccl): loaded on request, never at import; the communicator that treduce's
+// NCCL transport sends and receives on.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+
+#include "backends/nccl/nccl_communicator.h"
+#include "backends/nccl/nccl_library.h"
+#include "bindings/bindings.h"
+
+namespace py = pybind11;
+
+namespace tp {
+
+void bind_nccl(py::module_& m) {
+  py::module_ n = m.def_submodule("nccl", "NCCL, loaded at run time");
+  n.def(
+      "load",
+      [](const std::vector<std::string>& site_dirs) {
+        const nccl::Library& library = nccl::Library::load(site_dirs);
+        const auto& s = library.status();
+        py::dict out;
+        out["ok"] = s.ok;
+        out["path"] = s.path;
+        out["error"] = s.error;
+        out["tried"] = s.tried;
+        out["version"] = library.version();
+        return out;
+      },
+      py::arg("site_dirs"), "Loads NCCL (once it has loaded, later calls only report): ok, path, version, error, tried.");
+  n.def("unique_id", [] { return py::bytes(nccl::unique_id()); }, "ncclGetUniqueId's 128 bytes.");
+  py::class_<nccl::Communicator>(n, "Communicator")
+      .def(py::init([](const py::bytes& id, int world_size, int rank, int device) {
+             std::string bytes = id;
+             py::gil_scoped_release release;  // collective: waits for the other ranks
+             return new nccl::Communicator(bytes, world_size, rank, device);
+           }),
+           py::arg("unique_id"), py::arg("world_size"), py::arg("rank"), py::arg("device"))
+      .def(
+          "send",
+          [](nccl::Communicator& c, std::uintptr_t source, size_t bytes, size_t chunk_bytes, int peer,
+             std::uintptr_t stream) {
+            c.send(source, bytes, chunk_bytes, peer, reinterpret_cast<nccl::CUstream>(stream));
+          },
+          py::arg("source"), py::arg("bytes"), py::arg("chunk_bytes"), py::arg("peer"), py::arg("stream"))
+      .def(
+          "gather",
+          [](nccl::Communicator& c, size_t bytes, size_t chunk_bytes, const std::vector<int>& peers,
+             std::uintptr_t stream, const nccl::Communicator::Fold& fold) {
+            c.gather(bytes, chunk_bytes, peers, reinterpret_cast<nccl::CUstream>(stream), fold);
+          },
+          py::arg("bytes"), py::arg("chunk_bytes"), py::arg("peers"), py::arg("stream"), py::arg("fold"),
+          "Receives every peer's bytes chunk by chunk into staging; fold(offset, length, staged) folds each "
+          "on `stream` as it lands.")
+      .def("abort", &nccl::Communicator::abort, "Ends the communicator now, pending operations included.");
+}
+
+}  // namespace tp
