@@ -38,16 +38,16 @@ def to_host(torch, t, dtype: str) -> np.ndarray:
     return t.view(getattr(torch, f"int{t.element_size() * 8}")).cpu().numpy().view(np_dtype(dtype))
 
 
-def gpu_and_cpu(torch, sources, root, dst_layout="dst-contiguous", **kwargs):
-    """The same call on the GPUs and on the CPU backend. sources: (buffer, view) per rank.
-    Returns the GPU's and the CPU's dst buffers, as NumPy."""
+def gpu_and_cpu(torch, sources, root, dst_layout="dst-contiguous", gpu_of=lambda rank: rank, **kwargs):
+    """The same call on the GPUs (rank r's tensor and dst on GPU gpu_of(r)) and on the CPU backend.
+    sources: (buffer, view) per rank. Returns the GPU's and the CPU's dst buffers, as NumPy."""
     shape, dtype = sources[0][1].shape, sources[0][1].dtype.name
     cpu_buffer, cpu_dst = laid_out(DST_LAYOUTS[dst_layout], shape, lambda s: poisoned(s, dtype))
     treduce([view for _, view in sources], root, cpu_dst, **kwargs)
 
     host_buffer, host_dst = laid_out(DST_LAYOUTS[dst_layout], shape, lambda s: poisoned(s, dtype))
-    gpu_dst, gpu_buffer = on_device(torch, host_buffer, host_dst, f"cuda:{root}")
-    gpu_sources = [on_device(torch, buffer, view, f"cuda:{r}")[0] for r, (buffer, view) in enumerate(sources)]
+    gpu_dst, gpu_buffer = on_device(torch, host_buffer, host_dst, f"cuda:{gpu_of(root)}")
+    gpu_sources = [on_device(torch, buffer, view, f"cuda:{gpu_of(r)}")[0] for r, (buffer, view) in enumerate(sources)]
     out = tp.comm.treduce(tp.comm.ParallelGroup(gpu_sources, root=root), gpu_dst, **kwargs)
     assert out.data_ptr() == gpu_dst.data_ptr(), "treduce returns dst"
     return to_host(torch, gpu_buffer, dtype), cpu_buffer
@@ -103,6 +103,13 @@ def test_gpu_many_partial_chunks_match_the_reference(nranks, root, dispatch, dty
     out = tp.comm.treduce(tp.comm.ParallelGroup(gpu_xs, root=root), op="sum", tile=(64, 256), pingpong=True,
                           accumulate=accumulate, dispatch=dispatch)
     assert bits_equal(to_host(torch, out, dtype), treduce_reference(xs, root, "sum", accumulate))
+
+
+@pytest.mark.parametrize("nranks,root,dispatch", [(1, 0, "root_pull"), (3, 1, "root_pull"), (4, 2, "scatter_gather")])
+def test_every_rank_on_one_gpu_is_ordered_by_its_stream(nranks, root, dispatch, torch, rng):
+    gpu, cpu = gpu_and_cpu(torch, contiguous_sources(rng, nranks, (13, 300), "float32"), root, gpu_of=lambda r: 0,
+                           dispatch=dispatch, tile=(4, 64))
+    assert bits_equal(gpu, cpu)
 
 
 @pytest.mark.parametrize("nranks,root,dispatch", RUNS)

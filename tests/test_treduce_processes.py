@@ -52,7 +52,8 @@ def launch(cases, world_size: int, tmp_path, deadline: float = 240, transport: s
     for r in range(world_size):
         path = tmp_path / f"rank{r}.json"
         p = ranks[0 if torchrun else r]
-        records.append(json.loads(path.read_text()) if path.exists() else {"exit": p.returncode, "log": logs[-1]})
+        log = logs[0 if torchrun else r]
+        records.append(json.loads(path.read_text()) if path.exists() else {"exit": p.returncode, "log": log})
     return records
 
 

@@ -126,7 +126,9 @@ class CudaTreduceRunner : public Runner {
     if (args.signal_pad != 0 && !signalled_) {
       throw ValueError("treduce across processes needs every rank's memory mapped on the root's GPU");
     }
-    if (signalled_) {
+    if (args.signal_pad == 0 && one_stream(args)) {
+      run_in_stream_order(args);
+    } else if (signalled_) {
       run_signalled(args);
     } else {
       run_with_events(args);
@@ -180,6 +182,21 @@ class CudaTreduceRunner : public Runner {
       void* params[] = {&pad, &e, &self, &workers};
       d.check(d.cuLaunchKernel(m.arrive, 1, 1, 1, 1, 1, 1, 0, stream_of(args, r), params, nullptr), "cuLaunchKernel");
     }
+  }
+
+  // Every rank's tensor on one GPU, read in one stream's order (e.g. the NCCL transport's staged
+  // chunks): that order is all the ordering there is to do, and an arrive kernel there would wait
+  // for a worker queued behind it.
+  bool one_stream(const RunArgs& args) const {
+    for (size_t r = 1; r < members_.size(); ++r)
+      if (members_[r].device != members_[0].device || args.streams[r] != args.streams[0]) return false;
+    return true;
+  }
+
+  void run_in_stream_order(const RunArgs& args) const {
+    DeviceScope scope;
+    scope.use(members_[0].device);
+    for (int w : p_.workers) launch(members_[w], args, stream_of(args, w), 0, nullptr);
   }
 
   // Events: a worker waits for every other rank's stream; every rank waits for the workers.
@@ -238,7 +255,7 @@ class CudaTreduceRunner : public Runner {
     a.vectors = aligned && args.output.data % 16 == 0;
     a.piece_begin = p_.shards[m.worker].first;
     a.piece_end = p_.shards[m.worker].second;
-    if (signalled_) {
+    if (pad) {
       a.pad = pad;
       a.arrivals = reinterpret_cast<unsigned*>(m.arrivals->pointer());
       a.epoch = epoch;
@@ -246,7 +263,7 @@ class CudaTreduceRunner : public Runner {
       a.workers = workers_mask_;
     }
     const long long pieces = a.piece_end - a.piece_begin;
-    if (pieces <= 0 && !signalled_) return;  // a signalled worker still takes part
+    if (pieces <= 0 && !pad) return;  // a signalled worker still takes part
     void* params[] = {&a};
     const long long ctas = std::max(1ll, std::min<long long>(pieces, m.ctas));
     d.check(d.cuLaunchKernel(m.reduce, static_cast<unsigned>(ctas), 1, 1, kThreads, 1, 1, 0, stream, params, nullptr),

@@ -157,8 +157,9 @@ def _root(comm, group, local_error, local, epoch, timeout, what, dst, call):
         raise local_error if local_error is not None else ValueError(error)
     try:
         run = comm.state["sources"].bind(group, [d.split(b"\0", 1)[1] for d in descriptions], local, dst, call)
-    except (TypeError, ValueError) as e:
-        rendezvous.judge(epoch, f"ValueError\0rank {root} (the root): {e}")
+    except Exception as e:  # the others hear it too, whatever it was, instead of waiting for a run
+        why = str(e) if isinstance(e, (TypeError, ValueError)) else f"{type(e).__name__}: {e}"
+        rendezvous.judge(epoch, f"ValueError\0rank {root} (the root): {why}")
         raise
     rendezvous.judge(epoch, "")
     try:

@@ -158,18 +158,19 @@ class _Call:
     def _bind(self, op, rows, cols, pingpong, valid, accumulate, dispatch, processes):
         def ref(t: RankTensor):
             return _C.TileRef(t.arg, t.dtype, list(t.shape), "global", None, t.device, list(t.strides))
-        core = _prepare([ref(t) for t in self.ranks], ref(self.dst), self.root, self.backend, op, rows, cols, pingpong,
-                        valid, accumulate, dispatch, processes)
+        devices = [t.device for t in self.ranks] if self.backend == "cuda" else []
+        core = _prepare([ref(t) for t in self.ranks], ref(self.dst), self.root, self.backend, devices, op, rows, cols,
+                        pingpong, valid, accumulate, dispatch, processes)
         return _Bound(core, Plan(core.plan, self.ranks[0].shape, bound=core), self.ranks, self.dst, self.root)
 
 
-def _prepare(ranks, dst, root: int, backend: str, op, rows, cols, pingpong, valid, accumulate, dispatch, processes):
-    """The C++ core's bound plan of a treduce over these TileRefs."""
+def _prepare(ranks, dst, root: int, backend: str, devices, op, rows, cols, pingpong, valid, accumulate, dispatch,
+             processes):
+    """The C++ core's bound plan of a treduce over these TileRefs (cuda: on these devices)."""
     config = {"op": op, "tile_rows": rows, "tile_cols": cols, "pingpong": bool(pingpong), "valid": valid,
               "accumulate": accumulate or "", "root": root, "processes": processes}
     call = _C.OpCall("treduce", ranks, dst, "thread", 1, [], False, config, dispatch or "")
-    devices = [r.device for r in ranks] if backend == "cuda" else []
-    return _C.prepare(call, default_target(backend, ranks[root].device if devices else 0), backend, devices)
+    return _C.prepare(call, default_target(backend, devices[root] if devices else 0), backend, devices)
 
 
 @functools.lru_cache(maxsize=256)
@@ -180,8 +181,8 @@ def contiguous_core(world_size: int, root: int, n: int, dtype: str, device: int,
     there are no arrays to check, only its buffers' pointers to run on."""
     rows, cols = check_options(op, tile, pingpong, "dynamic", accumulate, None)
     refs = [_C.TileRef(f"tensors[{r}]", dtype, [n], "global", None, device, [1]) for r in range(world_size)]
-    return _prepare(refs, _C.TileRef("dst", dtype, [n], "global", None, device, [1]), root, "cuda", op, rows, cols,
-                    pingpong, "dynamic", accumulate, None, processes)
+    return _prepare(refs, _C.TileRef("dst", dtype, [n], "global", None, device, [1]), root, "cuda",
+                    [device] * world_size, op, rows, cols, pingpong, "dynamic", accumulate, None, processes)
 
 
 class _Bound:
