@@ -38,7 +38,7 @@ KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 DEFAULT_SIZES = [4 * KiB * 4 ** i for i in range(10)]  # 4 KiB, 16 KiB ... 1 GiB
 VERIFY_SIZES = [64 * KiB, 1 * MiB]
 WARMUP = 3            # the first call also compiles
-BATCHES = 5
+BATCHES = int(os.environ.get("TREDUCE_BENCH_BATCHES", "5"))  # --batches; the series' processes read it
 BATCH_BYTES = 256 * MiB   # calls per batch: enough to dwarf event overhead, few at large sizes
 MAX_CALLS = 200
 # (GPUs, what, the sizes it covers, latency bound or None for "algbw >= NCCL's"): set for H200s
@@ -374,6 +374,8 @@ def main() -> int:
                         help="the one-process-per-GPU series' transport (default cuda_ipc)")
     parser.add_argument("--network", action="store_true",
                         help="NCCL on its network transport (P2P and SHM off); only NCCL and --distributed")
+    parser.add_argument("--batches", type=int, default=BATCHES,
+                        help=f"timed batches per point (default {BATCHES}); more steady a noisy link's median")
     parser.add_argument("--deadline", type=float, default=200.0, help="seconds a series' processes may run")
     parser.add_argument("--json", default=os.path.join(out_dir or ".", "treduce.json"),
                         help="where the results go (default: $OUT/treduce.json, else ./treduce.json)")
@@ -383,13 +385,14 @@ def main() -> int:
     tile, sizes = tuple(args.tile), sorted(set(args.sizes))
     # NVLink multicast stays off: NCCL's NVLS, PyTorch's symmetric memory, NVSHMEM
     os.environ.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
+    os.environ["TREDUCE_BENCH_BATCHES"] = str(args.batches)
     if args.network:
         os.environ.update(NCCL_P2P_DISABLE="1", NCCL_SHM_DISABLE="1")
         args.distributed = True
     nccl_env = [k for k in os.environ if k.startswith("NCCL_")]
 
     result = {"config": {"gpus": args.gpus, "sizes": sizes, "tile": list(tile), "pingpong": args.pingpong,
-                         "dtype": "float32", "root": 0, "warmup": WARMUP, "batches": BATCHES,
+                         "dtype": "float32", "root": 0, "warmup": WARMUP, "batches": args.batches,
                          "transport": args.transport, "env": {k: os.environ[k] for k in nccl_env}},
               "points": [], "verify": [], "failures": [], "targets": []}
 
