@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import numpy as np
 
