@@ -85,8 +85,9 @@ class Communicator:
         self.devices: List[Optional[int]] = [i["device"] for i in infos]
         _agree("backend", [i["backend"] for i in infos])
         hosts = len(set(self.hosts))
-        _agree("transport", [_choose_transport(i["transport"], backend, hosts) for i in infos])
-        self.transport = _choose_transport(transport, backend, hosts)
+        chosen = [_choose_transport(i["transport"], backend, hosts) for i in infos]
+        _agree("transport", chosen)
+        self.transport = chosen[rank]
         self.rendezvous = self._meet(timeout) if hosts == 1 else HostsRendezvous(bootstrap, rank, timeout)
         self.calls = 0                # collective calls so far: every rank numbers them alike
         self.broken: Optional[str] = None
