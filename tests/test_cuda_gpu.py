@@ -93,6 +93,24 @@ def test_torch_in_torch_out_zero_copy_on_the_current_stream():
     assert torch.allclose(tp.max(noncontig, batch_dims=1), x.t().contiguous().max(-1).values)
 
 
+def test_one_torch_signature_takes_strided_views_and_checks_every_out():
+    """A device operand's signature leaves its strides out (it is read through a contiguous
+    copy); out='s keeps them (the kernel writes into it)."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(32, 64, device="cuda")
+    x[0, :3] = torch.tensor([float("nan"), float("inf"), -float("inf")])
+    dense, view = x[:, :32].contiguous(), x[:, 32:]  # one dtype, shape and device; the view strided
+    for v in (dense, view, dense, view):
+        got = tp.sum(v, batch_dims=1)
+        assert bits_equal(got.cpu().numpy(), tp.sum(v.cpu().numpy(), batch_dims=1, backend="cpu"))
+    out = torch.full((32,), float("nan"), device="cuda")
+    assert tp.sum(view, batch_dims=1, out=out) is out
+    strided_out = torch.full((64,), 7.0, device="cuda")[::2]
+    with pytest.raises(ValueError, match="out: must be C-contiguous"):
+        tp.sum(view, batch_dims=1, out=strided_out)
+    assert (strided_out == 7.0).all()
+
+
 def test_cupy_in_cupy_out():
     cupy = pytest.importorskip("cupy")
     x = cupy.random.standard_normal((100, 48), dtype=cupy.float32)

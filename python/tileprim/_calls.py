@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
 from . import _C
 from ._backends import default_target, resolve_backend
 from ._dtypes import dtype_name, numpy_dtype
-from ._interop import Adapter, OwnedArray, adapter_for
+from ._interop import Adapter, adapter_for
 from ._layout import TileLayout, as_layout
 from ._plan import Plan
 from ._scope import ExecScope
@@ -27,40 +27,41 @@ _MEMO: Dict[tuple, "_Bound"] = {}
 _MEMO_LIMIT = 4096
 _SCALARS = (int, float, bool)
 _DEVICE_TYPES: Dict[type, Adapter] = {}  # array types seen on a GPU, by their adapter
+# How an operand of each type enters the signature, by its type (a dictionary lookup and, where
+# one exists, a C-level getter: this runs on every call). A scalar's value is a run-time
+# argument, so its type is its key. Device array types and NumPy scalar types join when seen.
+_OPERAND_KEYS: Dict[type, Callable] = {np.ndarray: operator.attrgetter("dtype", "shape", "strides"),
+                                       int: type, float: type, bool: type}
 
 
 class _Unkeyable(Exception):
     """An argument the memo cannot key (a list, a masked array, ...): take the slow path."""
 
 
-def _operand_key(x):
+def _out_key(x):
+    """out= is written where it lies: its strides (and whether NumPy lets it be written) are
+    part of the signature."""
     t = type(x)
     if t is np.ndarray:
-        return (t, x.dtype, x.shape, x.strides)
-    if t in _SCALARS or isinstance(x, np.generic):
-        return t
+        return (t, x.dtype, x.shape, x.strides, x.flags.writeable)
     adapter = _DEVICE_TYPES.get(t)
-    if adapter is not None:
-        return (t, adapter.key(x))
-    raise _Unkeyable
-
-
-def _layout_key(layout):
-    if layout is None or type(layout) is TileLayout:
-        return layout
-    raise _Unkeyable
+    if adapter is None:
+        raise _Unkeyable
+    return (t, adapter.key(x))
 
 
 def bound_call(op: str, operands: tuple, axes, out, accum, scope, storage, layout, out_layout, batch_dims,
                target, backend, dispatch, extra, config: dict) -> "_Bound":
     """The bound plan of this call, from the memo or made now."""
-    try:
-        key = (op, scope, axes, accum, storage, _layout_key(layout), _layout_key(out_layout), batch_dims, target,
-               backend, dispatch, extra, None if out is None else _operand_key(out),
-               *[_operand_key(x) for x in operands], *config.items())
-        bound = _MEMO.get(key)
-    except (_Unkeyable, TypeError):  # TypeError: an unhashable argument
-        key, bound = None, None
+    key = bound = None
+    if (layout is None or type(layout) is TileLayout) and (out_layout is None or type(out_layout) is TileLayout):
+        try:
+            key = (op, scope, axes, accum, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
+                   None if out is None else _out_key(out), *[_OPERAND_KEYS[type(x)](x) for x in operands],
+                   *config.items())
+            bound = _MEMO.get(key)
+        except (_Unkeyable, KeyError, TypeError):  # TypeError: an unhashable argument
+            key = None
     if bound is None:
         bound = _bind(op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target,
                       backend, dispatch, extra, config)
@@ -133,11 +134,14 @@ def _operands(op: str, names, values, extra_scalar_ok) -> List[_Operand]:
         if isinstance(x, _SCALARS) or isinstance(x, np.generic):
             if not extra_scalar_ok(i):
                 raise TypeError(f"{arg}: expected an array, not the scalar {x!r}")
+            if isinstance(x, np.generic):
+                _OPERAND_KEYS[type(x)] = type
             out.append(_Operand(arg, "scalar", None, ()))
             continue
         adapter = adapter_for(x)
         if adapter is not None:
             _DEVICE_TYPES[type(x)] = adapter
+            _OPERAND_KEYS[type(x)] = adapter.dense_key
             out.append(_Operand(arg, "device", adapter.dtype(x, arg), adapter.shape(x), adapter, adapter.device(x)))
             continue
         arr, dtype, convert = _host_array(x, arg)
@@ -308,13 +312,18 @@ class _DeviceBound(_Bound):
     def __init__(self, core, plan, operands, full_shape, result_shape, out_dtype, tiles, accum, device):
         super().__init__(core, plan, operands, full_shape, result_shape, out_dtype, tiles, accum)
         arrays = [o for o in operands if o.kind != "scalar"]
-        self.adapter = arrays[0].adapter
-        self.template_at = next(i for i, o in enumerate(operands) if o.kind != "scalar")
+        a = self.adapter = arrays[0].adapter
         self.device = device
         self.kinds = [o.kind for o in operands]
-        self.allocate = self.adapter.allocator(result_shape, out_dtype)
-        # the common case: every operand an array of the result's shape
+        # what a repeated call does, fixed here: the library's own functions where it has them
+        self.contiguous, self.pointer, self.result_pointer = a.contiguous, a.pointer, a.result_pointer
+        self.allocate = a.allocator(result_shape, out_dtype, device)
+        self.stream = a.stream_of(device)
+        self.finish = None if type(a).finish is Adapter.finish else a.finish
+        # the common case: every operand an array of the result's shape; most often there is one
         self.direct = not self.scalar_at and not any(self.broadcast)
+        if self.direct and len(operands) == 1:
+            self.run = self._run_one
 
     def check_out(self, out) -> None:
         if self.adapter.library == "jax":
@@ -333,19 +342,35 @@ class _DeviceBound(_Bound):
             raise ValueError(f"out: is on device {adapter.device(out)}, the operands on device {self.device}")
 
     def run(self, values, out):
-        a = self.adapter
         if self.direct:
-            arrays = [a.contiguous(x) for x in values]
-            pointers = [a.pointer(x) for x in arrays]
+            arrays = list(map(self.contiguous, values))  # held until the launch: a copy must outlive it
+            pointers = list(map(self.pointer, arrays))
+            scalars = self.zeros
         else:
-            arrays = [None if kind == "scalar" else a.broadcast(x, self.full_shape) if b else a.contiguous(x)
+            a = self.adapter
+            arrays = [None if kind == "scalar" else a.broadcast(x, self.full_shape) if b else self.contiguous(x)
                       for kind, b, x in zip(self.kinds, self.broadcast, values)]
-            pointers = [0 if x is None else a.pointer(x) for x in arrays]
-        target = out if out is not None else self.allocate(arrays[self.template_at])
-        stream = a.stream(self.device)
-        out_pointer = target.buffer.ptr if isinstance(target, OwnedArray) else a.pointer(target)
-        self.core.run_device(pointers, self.scalars(values), out_pointer, self.tiles, self.device, stream)
-        return out if out is not None else a.finish(target, self.device, stream)
+            pointers = [0 if x is None else self.pointer(x) for x in arrays]
+            scalars = self.scalars(values)
+        if out is not None:
+            self.core.run_device(pointers, scalars, self.pointer(out), self.tiles, self.device, self.stream())
+            return out
+        return self._launch(pointers, scalars)
+
+    def _run_one(self, values, out):
+        x = self.contiguous(values[0])  # held until the launch: a copy must outlive it
+        if out is not None:
+            self.core.run_device((self.pointer(x),), self.zeros, self.pointer(out), self.tiles, self.device,
+                                 self.stream())
+            return out
+        return self._launch((self.pointer(x),), self.zeros)
+
+    def _launch(self, pointers, scalars):
+        """Into a new result, which the caller's library allocated."""
+        result = self.allocate()
+        stream = self.stream()
+        self.core.run_device(pointers, scalars, self.result_pointer(result), self.tiles, self.device, stream)
+        return result if self.finish is None else self.finish(result, self.device, stream)
 
 
 _C_OPS = {spec["name"]: spec for spec in _C.ops()}

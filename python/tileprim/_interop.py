@@ -8,6 +8,7 @@ produced the inputs. JAX has no streams: its inputs are awaited and its result i
 through DLPack once the kernel is done."""
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import numpy as np
@@ -24,7 +25,12 @@ class Adapter:
     library = ""
 
     def key(self, x) -> tuple:
-        """What the call signature needs: dtype, shape, strides, device."""
+        """What a call signature needs of an array read where it lies: dtype, shape, strides, device."""
+        raise NotImplementedError
+
+    def dense_key(self, x) -> tuple:
+        """What a call signature needs of an array read through ``contiguous``: the library, dtype,
+        shape and device (the strides decide nothing there). Called on every repeated call."""
         raise NotImplementedError
 
     def dtype(self, x, arg: str, allowed=None) -> str:
@@ -54,8 +60,17 @@ class Adapter:
     def empty(self, template, shape, dtype: str):
         return OwnedArray(tuple(shape), dtype, self.device(template))
 
-    def allocator(self, shape, dtype: str):
-        return lambda template: self.empty(template, shape, dtype)
+    def allocator(self, shape, dtype: str, device: int):
+        """A maker of new results of a call signature (its shape, dtype and device are fixed)."""
+        return functools.partial(OwnedArray, tuple(shape), dtype, device)
+
+    def result_pointer(self, result) -> int:
+        """The device pointer of what ``allocator`` made."""
+        return result.buffer.ptr
+
+    def stream_of(self, device: int):
+        """A maker of ``device``'s current stream in this library."""
+        return functools.partial(self.stream, device)
 
     def finish(self, result, device: int, stream: int):
         """The result as the caller's library returns it."""
@@ -74,9 +89,15 @@ class _Torch(Adapter):
         self._torch = torch
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         self._raw_stream = raw if callable(raw) else None
+        # the per-call steps as PyTorch's own C functions: no Python frame of ours on a repeated call
+        self.contiguous = torch.Tensor.contiguous
+        self.pointer = self.result_pointer = torch.Tensor.data_ptr
 
     def key(self, x):
         return (x.dtype, x.shape, x.stride(), x.get_device())
+
+    def dense_key(self, x):
+        return ("torch", x.dtype, x.shape, x.get_device())
 
     def device(self, x):
         return x.get_device()
@@ -84,24 +105,24 @@ class _Torch(Adapter):
     def strides(self, x):
         return tuple(x.stride())
 
-    def contiguous(self, x):
-        return x if x.is_contiguous() else x.contiguous()
-
-    def pointer(self, x):
-        return x.data_ptr()
-
     def stream(self, device):
         if self._raw_stream is not None:
             return self._raw_stream(device)
         return self._torch.cuda.current_stream(device).cuda_stream
 
+    def stream_of(self, device):
+        if self._raw_stream is not None:
+            return functools.partial(self._raw_stream, device)
+        return super().stream_of(device)
+
     def empty(self, template, shape, dtype):
         return template.new_empty(shape, dtype=getattr(self._torch, dtype))
 
-    def allocator(self, shape, dtype):
-        """A fast maker of results like template (a call signature's device and dtype are fixed)."""
-        torch_dtype = getattr(self._torch, dtype)
-        return lambda template: template.new_empty(shape, dtype=torch_dtype)
+    def allocator(self, shape, dtype, device):
+        # sizes as separate ints: PyTorch parses them faster than a tuple
+        sizes = tuple(shape) if shape else ((),)
+        return functools.partial(self._torch.empty, *sizes, dtype=getattr(self._torch, dtype),
+                                 device=self._torch.device("cuda", device))
 
     def broadcast(self, x, shape):
         return x.broadcast_to(tuple(shape)).contiguous()
@@ -116,6 +137,9 @@ class _Cupy(Adapter):
 
     def key(self, x):
         return (x.dtype, x.shape, x.strides, x.device.id)
+
+    def dense_key(self, x):
+        return ("cupy", x.dtype, x.shape, x.device.id)
 
     def device(self, x):
         return x.device.id
@@ -133,8 +157,17 @@ class _Cupy(Adapter):
         return self._cupy.cuda.get_current_stream().ptr
 
     def empty(self, template, shape, dtype):
-        with self._cupy.cuda.Device(template.device.id):
-            return self._cupy.empty(tuple(shape), dtype=numpy_dtype(dtype))
+        return self._empty_on(template.device.id, tuple(shape), dtype)
+
+    def allocator(self, shape, dtype, device):
+        return functools.partial(self._empty_on, device, tuple(shape), dtype)
+
+    def result_pointer(self, result):
+        return result.data.ptr
+
+    def _empty_on(self, device, shape, dtype):
+        with self._cupy.cuda.Device(device):
+            return self._cupy.empty(shape, dtype=numpy_dtype(dtype))
 
     def broadcast(self, x, shape):
         return self._cupy.ascontiguousarray(self._cupy.broadcast_to(x, tuple(shape)))
@@ -145,6 +178,9 @@ class _Jax(Adapter):
 
     def key(self, x):
         return (x.dtype, x.shape, self.device(x))
+
+    def dense_key(self, x):
+        return ("jax", *self.key(x))
 
     def device(self, x):
         (dev,) = x.devices()
@@ -174,7 +210,11 @@ class _Interface(Adapter):
 
     def key(self, x):
         cai = x.__cuda_array_interface__
-        return (cai["typestr"], tuple(cai["shape"]), cai.get("strides"), cai["data"][0] == 0)
+        return (cai["typestr"], tuple(cai["shape"]), cai.get("strides"), self.device(x))
+
+    def dense_key(self, x):
+        # the strides stay: only C-contiguous interface arrays are taken
+        return ("cuda_array_interface", *self.key(x))
 
     def dtype(self, x, arg, allowed=None):
         kw = {} if allowed is None else {"allowed": allowed}

@@ -32,10 +32,20 @@ class ExecScope:
     """
 
     _ops: dict = {}  # name -> op function; filled by tileprim._ops from the op table
+    # One object per (kind, threads): equal scopes are the same object, so a call signature
+    # holding a scope hashes and compares it in C, not through Python methods.
+    _made: dict = {}
 
-    def __init__(self, kind: str, threads: int):
-        self.kind = kind
-        self.threads = threads
+    def __new__(cls, kind: str, threads: int):
+        scope = cls._made.get((kind, threads))
+        if scope is None:
+            scope = super().__new__(cls)
+            scope.kind, scope.threads = kind, threads
+            cls._made[(kind, threads)] = scope
+        return scope
+
+    def __reduce__(self):
+        return (ExecScope, (self.kind, self.threads))
 
     @property
     def default_storage(self) -> str:
@@ -53,12 +63,6 @@ class ExecScope:
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(ExecScope._ops))
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, ExecScope) and (self.kind, self.threads) == (other.kind, other.threads)
-
-    def __hash__(self) -> int:
-        return hash((self.kind, self.threads))
 
     def __repr__(self) -> str:
         return f"tp.cta(threads={self.threads})" if self.kind == "cta" else f"tp.{self.kind}"

@@ -163,10 +163,11 @@ DeviceScope::~DeviceScope() {
   if (active_ != saved_) Driver::get().cuCtxSetCurrent(saved_);
 }
 
-void DeviceScope::use(int device) {
-  Driver& d = Driver::get();
-  const CUcontext wanted = d.context(device);
+void DeviceScope::use(int device) { use(Driver::get().context(device)); }
+
+void DeviceScope::use(CUcontext wanted) {
   if (wanted == active_) return;
+  Driver& d = Driver::get();
   d.check(d.cuCtxSetCurrent(wanted), "cuCtxSetCurrent");
   active_ = wanted;
 }

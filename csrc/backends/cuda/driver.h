@@ -122,6 +122,7 @@ class DeviceScope {
   DeviceScope();
   ~DeviceScope();
   void use(int device);  // makes `device` current, unless it already is
+  void use(CUcontext context);  // the same with the device's context in hand (no lookup)
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;
 

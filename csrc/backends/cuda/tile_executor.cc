@@ -28,8 +28,9 @@ class CudaTileRunner : public Runner {
     }
     output_bytes_ = static_cast<size_t>(plan.call.output.elements() * dtype_size(plan.call.output.dtype));
     Driver& d = Driver::get();
+    context_ = d.context(device_);
     DeviceScope scope;
-    scope.use(device_);
+    scope.use(context_);
     const std::string& image = kernel_.binary->cubin.empty() ? kernel_.binary->ptx : kernel_.binary->cubin;
     d.check(d.cuModuleLoadData(&module_, image.c_str()), "cuModuleLoadData");
     d.check(d.cuModuleGetFunction(&function_, module_, "tp_kernel"), "cuModuleGetFunction");
@@ -47,7 +48,7 @@ class CudaTileRunner : public Runner {
       std::vector<CUdeviceptr> inputs;
       for (const TensorArg& t : args.inputs) inputs.push_back(t.data);
       DeviceScope scope;
-      scope.use(device_);
+      scope.use(context_);
       launch(inputs, args.scalars, args.output.data, args.tiles,
              args.streams.empty() ? nullptr : reinterpret_cast<CUstream>(args.streams[0]));
       return;
@@ -133,6 +134,7 @@ class CudaTileRunner : public Runner {
   std::vector<bool> scalar_;
   std::vector<size_t> input_bytes_;  // per tile
   size_t output_bytes_ = 0;          // per tile
+  CUcontext context_ = nullptr;  // device_'s primary context, looked up once
   CUmodule module_ = nullptr;  // lives as long as the process: runners are cached
   CUfunction function_ = nullptr;
 };

@@ -29,8 +29,8 @@ print(json.dumps({"origin": k.origin, "build_ms": k.compile_ms, "lower_ms": lowe
 """
 
 # the steps of a repeated call on a torch tensor, timed alone
-HOST_PARTS = ("signature lookup (bound_call)", "result allocation (new_empty)", "pointers and stream",
-              "launch through _C (run_device)")
+HOST_PARTS = ("signature lookup (bound_call)", "result allocation (torch.empty)", "pointers and stream",
+              "launch through _C (run_device)", "a call with out= (no allocation)")
 
 
 def _tile() -> np.ndarray:
@@ -117,13 +117,14 @@ def _host_parts(torch, x) -> dict:
     from .._calls import bound_call
     args = ("sum", (x,), -1, None, False, tp.thread, None, None, None, 0, None, None, None, None, {})
     bound = bound_call(*args)
-    out = x.new_empty((4,))
-    stream = torch.cuda.current_stream().cuda_stream
+    out = bound.allocate()
+    stream = bound.stream()
     return dict(zip(HOST_PARTS, (
         lambda: bound_call(*args),
-        lambda: x.new_empty((4,)),
-        lambda: (x.data_ptr(), out.data_ptr(), bound.adapter.stream(0)),
-        lambda: bound.core.run_device([x.data_ptr()], [0.0], out.data_ptr(), 1, 0, stream))))
+        bound.allocate,
+        lambda: (x.data_ptr(), out.data_ptr(), bound.stream()),
+        lambda: bound.core.run_device([x.data_ptr()], [0.0], out.data_ptr(), 1, 0, stream),
+        lambda: tp.sum(x, axes=-1, out=out))))
 
 
 def _lower_in_fresh_process(cache_dir: str) -> dict:
