@@ -37,13 +37,19 @@ void use_package_version(const std::optional<std::string>& version) {
       version ? *version : py::module_::import("tileprim").attr("__version__").cast<std::string>());
 }
 
-py::dict kernel_dict(const CompiledKernel& kernel) {
+// A compiled kernel's images, and how it came (`how`: its key and value).
+py::dict images_dict(const std::string& ptx, const std::string& cubin, const char* how_key, const py::object& how,
+                     const char* ms_key, double ms) {
   py::dict out;
-  out["ptx"] = kernel.ptx;
-  out["cubin"] = py::bytes(kernel.cubin);
-  out["origin"] = kernel.origin;
-  out["compile_ms"] = kernel.compile_ms;
+  out["ptx"] = ptx;
+  out["cubin"] = py::bytes(cubin);
+  out[how_key] = how;
+  out[ms_key] = ms;
   return out;
+}
+
+py::dict kernel_dict(const CompiledKernel& kernel) {
+  return images_dict(kernel.ptx, kernel.cubin, "origin", py::str(kernel.origin), "compile_ms", kernel.compile_ms);
 }
 
 }  // namespace
@@ -92,12 +98,7 @@ void bind_cuda_runtime(py::module_& m) {
           py::gil_scoped_release release;
           result = Nvrtc::get().compile(source, name, options, want_cubin);
         }
-        py::dict out;
-        out["ptx"] = result.ptx;
-        out["cubin"] = py::bytes(result.cubin);
-        out["log"] = result.log;
-        out["ms"] = result.milliseconds;
-        return out;
+        return images_dict(result.ptx, result.cubin, "log", py::str(result.log), "ms", result.milliseconds);
       },
       py::arg("source"), py::arg("name"), py::arg("options"), py::arg("want_cubin"),
       "Compile CUDA source with NVRTC; raises CompileError with the log and the numbered source.");

@@ -219,7 +219,7 @@ void bind_dispatch(py::module_& m) {
           [](const BoundPlan& b, const py::list& inputs, const std::vector<double>& scalars, const py::array& output,
              long long tiles) {
             RunArgs args;
-            for (const py::handle& a : inputs) args.inputs.push_back(TensorArg{a.is_none() ? 0 : address_of(a)});
+            for (const py::handle& a : inputs) args.inputs.push_back(TensorArg{a.is_none() ? 0 : address_of(a), {}, -1});
             args.scalars = scalars;
             args.output.data = reinterpret_cast<std::uintptr_t>(output.data());
             args.tiles = tiles;

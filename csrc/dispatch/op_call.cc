@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "dispatch/value_str.h"
 #include "errors.h"
 
 namespace tp {
@@ -41,22 +42,7 @@ std::string TileRef::str() const {
   return os.str();
 }
 
-std::string config_str(const ConfigValue& v) {
-  std::ostringstream os;
-  std::visit(
-      [&](const auto& x) {
-        using V = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<V, bool>) {
-          os << (x ? "True" : "False");
-        } else if constexpr (std::is_same_v<V, std::string>) {
-          os << "'" << x << "'";
-        } else {
-          os << x;
-        }
-      },
-      v);
-  return os.str();
-}
+std::string config_str(const ConfigValue& v) { return value_str(v, true); }
 
 bool OpCall::flag(const std::string& key) const {
   auto it = config.find(key);

@@ -4,6 +4,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "dispatch/value_str.h"
+
 namespace tp {
 
 void Plan::set(const std::string& key, ParamValue value) {
@@ -25,24 +27,7 @@ const OperandStaging& Plan::staged_output() const {
   throw std::logic_error("plan of " + variant + " stages no output");
 }
 
-std::string param_str(const ParamValue& v) {
-  std::ostringstream os;
-  std::visit(
-      [&](const auto& x) {
-        using V = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<V, bool>) {
-          os << (x ? "True" : "False");
-        } else if constexpr (std::is_same_v<V, std::vector<long long>>) {
-          os << "[";
-          for (size_t i = 0; i < x.size(); ++i) os << (i ? ", " : "") << x[i];
-          os << "]";
-        } else {
-          os << x;
-        }
-      },
-      v);
-  return os.str();
-}
+std::string param_str(const ParamValue& v) { return value_str(v, false); }
 
 std::string trace_table(const std::vector<TraceEntry>& trace) {
   size_t wv = std::string("variant").size(), ws = std::string("status").size();

@@ -15,8 +15,9 @@ import numpy as np
 
 from . import _C
 from ._backends import default_target, resolve_backend
+from ._checks import OPTIONAL_STR, as_bool, as_int, expect
 from ._dtypes import dtype_name, numpy_dtype
-from ._interop import Adapter, adapter_for
+from ._interop import Adapter, Unkeyable, adapter_for, placed_key, remember_device_type
 from ._layout import TileLayout, as_layout
 from ._plan import Plan
 from ._scope import ExecScope
@@ -26,28 +27,11 @@ __all__ = ["bound_call", "forget"]
 _MEMO: Dict[tuple, "_Bound"] = {}
 _MEMO_LIMIT = 4096
 _SCALARS = (int, float, bool)
-_DEVICE_TYPES: Dict[type, Adapter] = {}  # array types seen on a GPU, by their adapter
 # How an operand of each type enters the signature, by its type (a dictionary lookup and, where
 # one exists, a C-level getter: this runs on every call). A scalar's value is a run-time
 # argument, so its type is its key. Device array types and NumPy scalar types join when seen.
 _OPERAND_KEYS: Dict[type, Callable] = {np.ndarray: operator.attrgetter("dtype", "shape", "strides"),
                                        int: type, float: type, bool: type}
-
-
-class _Unkeyable(Exception):
-    """An argument the memo cannot key (a list, a masked array, ...): take the slow path."""
-
-
-def _out_key(x):
-    """out= is written where it lies: its strides (and whether NumPy lets it be written) are
-    part of the signature."""
-    t = type(x)
-    if t is np.ndarray:
-        return (t, x.dtype, x.shape, x.strides, x.flags.writeable)
-    adapter = _DEVICE_TYPES.get(t)
-    if adapter is None:
-        raise _Unkeyable
-    return (t, adapter.key(x))
 
 
 def bound_call(op: str, operands: tuple, axes, out, accum, scope, storage, layout, out_layout, batch_dims,
@@ -57,10 +41,10 @@ def bound_call(op: str, operands: tuple, axes, out, accum, scope, storage, layou
     if (layout is None or type(layout) is TileLayout) and (out_layout is None or type(out_layout) is TileLayout):
         try:
             key = (op, scope, axes, accum, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
-                   None if out is None else _out_key(out), *[_OPERAND_KEYS[type(x)](x) for x in operands],
+                   None if out is None else placed_key(out), *[_OPERAND_KEYS[type(x)](x) for x in operands],
                    *config.items())
             bound = _MEMO.get(key)
-        except (_Unkeyable, KeyError, TypeError):  # TypeError: an unhashable argument
+        except (Unkeyable, KeyError, TypeError):  # TypeError: an unhashable argument
             key = None
     if bound is None:
         bound = _bind(op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target,
@@ -79,22 +63,10 @@ def forget() -> None:
 
 
 # ---- the slow path: checking and planning a new call signature ------------------------------
-def _as_int(value, arg: str) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{arg}: expected an int, not {value!r}")
-    return operator.index(value)
-
-
-def _as_bool(value, arg: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{arg}: expected True or False, not {value!r}")
-    return bool(value)
-
-
 def _axes_list(axes) -> List[int]:
     items = axes if isinstance(axes, (tuple, list)) else (axes,)
     try:
-        return [_as_int(a, "axes") for a in items]
+        return [as_int(a, "axes") for a in items]
     except TypeError:
         raise TypeError(f"axes: expected an int or a tuple of ints, not {axes!r}") from None
 
@@ -140,7 +112,7 @@ def _operands(op: str, names, values, extra_scalar_ok) -> List[_Operand]:
             continue
         adapter = adapter_for(x)
         if adapter is not None:
-            _DEVICE_TYPES[type(x)] = adapter
+            remember_device_type(x, adapter)
             _OPERAND_KEYS[type(x)] = adapter.dense_key
             out.append(_Operand(arg, "device", adapter.dtype(x, arg), adapter.shape(x), adapter, adapter.device(x)))
             continue
@@ -154,7 +126,7 @@ def _bind(op, values, axes, out, accum, scope, storage, layout, out_layout, batc
     spec = _C_OPS[op]
     if not isinstance(scope, ExecScope):
         raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")
-    accum = _as_bool(accum, "accum")
+    accum = as_bool(accum, "accum")
     if "axis" in config:
         raise TypeError("unexpected keyword argument 'axis': tileprim reduces over axes=, as in axes=-1 or axes=(0, 1)")
     reduction = spec["family"] == "reduction"
@@ -176,7 +148,7 @@ def _bind(op, values, axes, out, accum, scope, storage, layout, out_layout, batc
     if not full_shape:
         raise ValueError(f"{arrays[0].arg}: a 0-d array holds one value, not a tile; reshape it to (1,) "
                          f"(e.g. {arrays[0].arg}.reshape(1))")
-    batch_dims = _as_int(batch_dims, "batch_dims")
+    batch_dims = as_int(batch_dims, "batch_dims")
     if not 0 <= batch_dims < len(full_shape):
         raise ValueError(f"batch_dims: {batch_dims} must leave at least one tile dim of the "
                          f"{len(full_shape)}-dim operand {full_shape}")
@@ -186,12 +158,9 @@ def _bind(op, values, axes, out, accum, scope, storage, layout, out_layout, batc
     out_layout = as_layout(out_layout, "out_layout")
     if storage is None:
         storage = "local" if layout is not None and layout.thread_axes else scope.default_storage
-    if not isinstance(storage, str):
-        raise TypeError(f"storage: expected one of 'local', 'shared', 'shared.dyn', 'global', not {storage!r}")
-    if dispatch is not None and not isinstance(dispatch, str):
-        raise TypeError(f"dispatch: expected a variant name, not {dispatch!r}")
-    if target is not None and not isinstance(target, str):
-        raise TypeError(f"target: expected an architecture string such as 'sm_90a', not {target!r}")
+    expect(storage, str, "storage", "one of 'local', 'shared', 'shared.dyn', 'global'")
+    expect(dispatch, OPTIONAL_STR, "dispatch", "a variant name")
+    expect(target, OPTIONAL_STR, "target", "an architecture string such as 'sm_90a'")
     in_dtype = arrays[0].dtype
     out_dtype = dtype_name(extra, "dtype") if spec["extra_arg"] == "dtype" else in_dtype
     core_layout = layout._core if layout is not None else None

@@ -9,14 +9,15 @@ through DLPack once the kernel is done."""
 from __future__ import annotations
 
 import functools
-from typing import Optional
+from typing import Dict, Optional
 
 import numpy as np
 
 from . import _C
 from ._dtypes import dtype_name, numpy_dtype
 
-__all__ = ["adapter_for", "Adapter", "OwnedArray", "c_strides"]
+__all__ = ["adapter_for", "Adapter", "OwnedArray", "c_strides", "Unkeyable", "remember_device_type", "placed_key",
+           "array_pointer"]
 
 
 class Adapter:
@@ -275,6 +276,36 @@ def adapter_for(x) -> Optional[Adapter]:
     if not isinstance(x, np.ndarray) and hasattr(x, "__cuda_array_interface__"):
         return _adapter("cuda_array_interface")
     return None
+
+
+class Unkeyable(Exception):
+    """An array the call memos cannot key (its type not yet seen on a GPU, a masked array, a
+    list): the caller takes its checking path."""
+
+
+_DEVICE_TYPES: Dict[type, Adapter] = {}  # array types seen on a GPU, by their adapter
+
+
+def remember_device_type(x, adapter: Adapter) -> None:
+    """Arrays of x's type are keyed and read through `adapter` from now on."""
+    _DEVICE_TYPES[type(x)] = adapter
+
+
+def placed_key(x) -> tuple:
+    """What a call signature needs of an array read or written where it lies: NumPy's dtype,
+    shape, strides and writeable flag, or a device array's adapter key."""
+    t = type(x)
+    if t is np.ndarray:
+        return (t, x.dtype, x.shape, x.strides, x.flags.writeable)
+    adapter = _DEVICE_TYPES.get(t)
+    if adapter is None:
+        raise Unkeyable
+    return (t, adapter.key(x))
+
+
+def array_pointer(x) -> int:
+    """The address of a NumPy array or of a device array of a remembered type."""
+    return x.__array_interface__["data"][0] if type(x) is np.ndarray else _DEVICE_TYPES[type(x)].pointer(x)
 
 
 class OwnedArray:

@@ -29,38 +29,37 @@ template <class F> HostBody reduction_body(const Plan& plan, F&& f) {
   return body;
 }
 
-HostBody local_body(const Plan& plan) {
-  const LocalPlan d = plan.detail_as<LocalPlan>();
+// local and shared on one scope instance: a thread-wise plan folds each thread's own registers;
+// the others fold across lanes by the variant's own algorithm, `lane_fold`.
+template <class Detail, class LaneFold> HostBody lane_body(const Plan& plan, LaneFold lane_fold) {
+  const Detail d = plan.detail_as<Detail>();
   const bool accum = plan.call.accum;
   const HostLanes lanes{plan.call.scope.threads};
   return reduction_body(plan, [&](auto tag, auto op) -> HostBody {
     using T = typename decltype(tag)::type;
-    using Op = decltype(op);
-    return [d, accum, lanes](const HostTile& t) {
+    return [d, accum, lanes, lane_fold, op](const HostTile& t) {
+      T* out = static_cast<T*>(t.out);
+      const T* in = static_cast<const T*>(t.in[0]);
       if (d.thread_wise) {
-        thread_reduce<Op>(static_cast<T*>(t.out), static_cast<const T*>(t.in[0]), d.view, accum);
+        thread_reduce<decltype(op)>(out, in, d.view, accum);
       } else {
-        lane_reduce<Op>(lanes, static_cast<T*>(t.out), t.out_stride, static_cast<const T*>(t.in[0]), t.in_stride[0],
-                        d.view, d.masks, accum);
+        lane_fold(op, lanes, t, out, in, d, accum);
       }
     };
   });
 }
 
+HostBody local_body(const Plan& plan) {
+  return lane_body<LocalPlan>(plan, [](auto op, const HostLanes& lanes, const HostTile& t, auto* out, const auto* in,
+                                       const LocalPlan& d, bool accum) {
+    lane_reduce<decltype(op)>(lanes, out, t.out_stride, in, t.in_stride[0], d.view, d.masks, accum);
+  });
+}
+
 HostBody shared_body(const Plan& plan) {
-  const SharedPlan d = plan.detail_as<SharedPlan>();
-  const bool accum = plan.call.accum;
-  const HostLanes lanes{plan.call.scope.threads};
-  return reduction_body(plan, [&](auto tag, auto op) -> HostBody {
-    using T = typename decltype(tag)::type;
-    using Op = decltype(op);
-    return [d, accum, lanes](const HostTile& t) {
-      if (d.thread_wise) {
-        thread_reduce<Op>(static_cast<T*>(t.out), static_cast<const T*>(t.in[0]), d.view, accum);
-      } else {
-        shared_group_reduce<Op>(lanes, static_cast<T*>(t.out), static_cast<const T*>(t.in[0]), d.view, d.groups, accum);
-      }
-    };
+  return lane_body<SharedPlan>(plan, [](auto op, const HostLanes& lanes, const HostTile&, auto* out, const auto* in,
+                                        const SharedPlan& d, bool accum) {
+    shared_group_reduce<decltype(op)>(lanes, out, in, d.view, d.groups, accum);
   });
 }
 
@@ -132,21 +131,21 @@ class FlatMapExecutor : public Executor {
   std::shared_ptr<const Runner> bind(const Plan& plan) const override { return std::make_shared<FlatMapRunner>(plan); }
 };
 
-// A reduction: thread-scope tiles take the packed path, the others the lockstep tile frame.
-class ReductionExecutor : public Executor {
+// local and shared: thread-wise thread-scope tiles take the packed path (whole rows folded in
+// place across the cores), the others the lockstep tile frame.
+template <class Detail> class LaneReductionExecutor : public Executor {
  public:
-  using ThreadWise = bool (*)(const Plan&);
-  ReductionExecutor(HostTileExecutor::MakeBody body, ThreadWise thread_wise, FoldView (*view)(const Plan&))
-      : body_(body), thread_wise_(thread_wise), view_(view) {}
+  explicit LaneReductionExecutor(HostTileExecutor::MakeBody body) : body_(std::move(body)) {}
 
   std::shared_ptr<const Runner> bind(const Plan& plan) const override {
-    if (!thread_wise_ || plan.call.scope.kind != ScopeKind::thread || !thread_wise_(plan)) {
+    const Detail& d = plan.detail_as<Detail>();
+    if (plan.call.scope.kind != ScopeKind::thread || !d.thread_wise) {
       return std::make_shared<HostTileRunner>(plan, body_(plan));
     }
     std::shared_ptr<const Runner> runner;
     with_host_float(plan.call.inputs[0].dtype, [&](auto tag) {
       with_reduce_op(reduce_kind(plan.call), [&](auto op) {
-        runner = std::make_shared<PackedReductionRunner<typename decltype(tag)::type, decltype(op)>>(plan, view_(plan));
+        runner = std::make_shared<PackedReductionRunner<typename decltype(tag)::type, decltype(op)>>(plan, d.view);
       });
     });
     return runner;
@@ -154,21 +153,13 @@ class ReductionExecutor : public Executor {
 
  private:
   HostTileExecutor::MakeBody body_;
-  ThreadWise thread_wise_;
-  FoldView (*view_)(const Plan&);
 };
 
 }  // namespace
 
 void register_cpu_executors(ExecutorTable& table) {
-  table.add("local", "cpu",
-            std::make_unique<ReductionExecutor>(
-                local_body, [](const Plan& p) { return p.detail_as<LocalPlan>().thread_wise; },
-                [](const Plan& p) { return p.detail_as<LocalPlan>().view; }));
-  table.add("shared", "cpu",
-            std::make_unique<ReductionExecutor>(
-                shared_body, [](const Plan& p) { return p.detail_as<SharedPlan>().thread_wise; },
-                [](const Plan& p) { return p.detail_as<SharedPlan>().view; }));
+  table.add("local", "cpu", std::make_unique<LaneReductionExecutor<LocalPlan>>(local_body));
+  table.add("shared", "cpu", std::make_unique<LaneReductionExecutor<SharedPlan>>(shared_body));
   table.add("sm100_packed", "cpu", std::make_unique<HostTileExecutor>(packed_body));
   table.add("reg", "cpu", std::make_unique<FlatMapExecutor>());
   register_cpu_treduce(table);

@@ -30,37 +30,36 @@ std::string masks_decl(const ShuffleMasks& sh) {
 
 const char* accum_of(const Plan& plan) { return plan.call.accum ? "true" : "false"; }
 
+// local and shared: a thread-wise plan folds each thread's own registers; the others call the
+// variant's lane fold, `lane_fn<op>(lanes, lane_args..., accum)`.
+KernelBody lane_body(const Plan& plan, bool thread_wise, std::string decls, const std::string& lane_fn,
+                     const std::string& lane_args) {
+  const std::string op = reduce_functor(plan.call);
+  return {std::move(decls), thread_wise
+                                ? "tp::thread_reduce<" + op + ">(out, in0, kView, " + accum_of(plan) + ");"
+                                : lane_fn + "<" + op + ">(tp::DeviceLanes{lane}, " + lane_args + accum_of(plan) + ");"};
+}
+
 KernelBody local_body(const Plan& plan) {
   const auto& d = plan.detail_as<LocalPlan>();
-  const std::string op = reduce_functor(plan.call);
-  KernelBody b{view_decl(d.view, "tp::kUnrollRegisters") + masks_decl(d.masks)};
-  b.call = d.thread_wise ? "tp::thread_reduce<" + op + ">(out, in0, kView, " + accum_of(plan) + ");"
-                         : "tp::lane_reduce<" + op + ">(tp::DeviceLanes{lane}, out, 0, in0, 0, kView, kMasks, " +
-                               accum_of(plan) + ");";
-  return b;
+  return lane_body(plan, d.thread_wise, view_decl(d.view, "tp::kUnrollRegisters") + masks_decl(d.masks),
+                   "tp::lane_reduce", "out, 0, in0, 0, kView, kMasks, ");
 }
 
 KernelBody shared_body(const Plan& plan) {
   const auto& d = plan.detail_as<SharedPlan>();
-  const std::string op = reduce_functor(plan.call);
   std::ostringstream decls;
   decls << view_decl(d.view, "tp::kUnrollMemory") << masks_decl(d.groups.masks) << "constexpr tp::GroupShape kGroups = {"
         << d.groups.group_size << ", " << d.groups.groups << ", kMasks};\n";
-  KernelBody b{decls.str()};
-  b.call = d.thread_wise ? "tp::thread_reduce<" + op + ">(out, in0, kView, " + accum_of(plan) + ");"
-                         : "tp::shared_group_reduce<" + op + ">(tp::DeviceLanes{lane}, out, in0, kView, kGroups, " +
-                               accum_of(plan) + ");";
-  return b;
+  return lane_body(plan, d.thread_wise, decls.str(), "tp::shared_group_reduce", "out, in0, kView, kGroups, ");
 }
 
 KernelBody packed_body(const Plan& plan) {
   const auto& d = plan.detail_as<PackedPlan>();
-  KernelBody b{view_decl(d.view, "tp::kUnrollRegisters")};
-  b.call = plan.call.op() == "sum"
-               ? std::string("tp::packed_add_sum(out, in0, kView, ") + accum_of(plan) + ");"
-               : "tp::packed_three_input_maxmin<" + reduce_functor(plan.call) + ">(out, in0, kView, " +
-                     accum_of(plan) + ");";
-  return b;
+  return {view_decl(d.view, "tp::kUnrollRegisters"),
+          plan.call.op() == "sum" ? std::string("tp::packed_add_sum(out, in0, kView, ") + accum_of(plan) + ");"
+                                  : "tp::packed_three_input_maxmin<" + reduce_functor(plan.call) + ">(out, in0, kView, " +
+                                        accum_of(plan) + ");"};
 }
 
 // The op table's functor over this thread's bundle; scalar operands are kernel parameters.

@@ -205,6 +205,35 @@ template <> struct convert_to<int> {
 };
 
 // ---- the device's half and bfloat16 -----------------------------------------------------
+// CUDA's intrinsics are overloaded on both 2-byte types (H) and on both pair types (P): one
+// list of ops serves each.
+#define TP_TWO_BYTE_OPS(H)                                                                       \
+  TP_HD H add(H a, H b) { return __hadd(a, b); }                                                 \
+  TP_HD H sub(H a, H b) { return __hsub(a, b); }                                                 \
+  TP_HD H mul(H a, H b) { return __hmul(a, b); }                                                 \
+  TP_HD H fdiv(H a, H b) { return __hdiv(a, b); }                                                \
+  TP_HD H fma(H a, H b, H c) { return __hfma(a, b, c); }                                         \
+  TP_HD H sqrt(H a) { return hsqrt(a); }                                                         \
+  TP_HD H exp(H a) { return hexp(a); }                                                           \
+  TP_HD H exp2(H a) { return hexp2(a); }                                                         \
+  TP_HD H log2(H a) { return hlog2(a); }                                                         \
+  TP_HD H reciprocal(H a) { return hrcp(a); }                                                    \
+  TP_HD H max_num(H a, H b) { return __hmax(a, b); }                                             \
+  TP_HD H min_num(H a, H b) { return __hmin(a, b); }                                             \
+  TP_HD H max_nan(H a, H b) { return __hmax_nan(a, b); }                                         \
+  TP_HD H min_nan(H a, H b) { return __hmin_nan(a, b); }
+// Pairs: each paired intrinsic runs its scalar twin's instructions on both halves, so a lane
+// of a pair gets the scalar op's bits (elementwise maps take two registers at a time).
+#define TP_TWO_BYTE_PAIR_OPS(P)                                                                  \
+  TP_HD P add(P a, P b) { return __hadd2(a, b); }                                                \
+  TP_HD P sub(P a, P b) { return __hsub2(a, b); }                                                \
+  TP_HD P mul(P a, P b) { return __hmul2(a, b); }                                                \
+  TP_HD P fma(P a, P b, P c) { return __hfma2(a, b, c); }                                        \
+  TP_HD P max_num(P a, P b) { return __hmax2(a, b); }                                            \
+  TP_HD P min_num(P a, P b) { return __hmin2(a, b); }                                            \
+  TP_HD P max_nan(P a, P b) { return __hmax2_nan(a, b); }                                        \
+  TP_HD P min_nan(P a, P b) { return __hmin2_nan(a, b); }
+
 #if TP_ON_DEVICE && defined(TP_WITH_FP16)
 template <> struct limits<__half> {
   static TP_HD __half neg_zero() { return __ushort_as_half(0x8000); }
@@ -212,39 +241,17 @@ template <> struct limits<__half> {
   static TP_HD __half neg_inf() { return __ushort_as_half(0xfc00); }
   static TP_HD __half quiet_nan() { return __ushort_as_half(0x7fff); }
 };
-TP_HD __half add(__half a, __half b) { return __hadd(a, b); }
-TP_HD __half sub(__half a, __half b) { return __hsub(a, b); }
-TP_HD __half mul(__half a, __half b) { return __hmul(a, b); }
-TP_HD __half fdiv(__half a, __half b) { return __hdiv(a, b); }
-TP_HD __half fma(__half a, __half b, __half c) { return __hfma(a, b, c); }
-TP_HD __half sqrt(__half a) { return hsqrt(a); }
-TP_HD __half exp(__half a) { return hexp(a); }
-TP_HD __half exp2(__half a) { return hexp2(a); }
-TP_HD __half log2(__half a) { return hlog2(a); }
-TP_HD __half reciprocal(__half a) { return hrcp(a); }
-TP_HD __half max_num(__half a, __half b) { return __hmax(a, b); }
-TP_HD __half min_num(__half a, __half b) { return __hmin(a, b); }
-TP_HD __half max_nan(__half a, __half b) { return __hmax_nan(a, b); }
-TP_HD __half min_nan(__half a, __half b) { return __hmin_nan(a, b); }
+TP_TWO_BYTE_OPS(__half)
 TP_HD float widen(__half x) { return __half2float(x); }
 template <> struct convert_to<__half> {
   static TP_HD __half from(float x) { return __float2half_rn(x); }
   static TP_HD __half from(double x) { return __double2half(x); }
 };
-// Pairs: each paired intrinsic runs its scalar twin's instructions on both halves, so a lane
-// of a pair gets the scalar op's bits (elementwise maps take two registers at a time).
-TP_HD __half2 add(__half2 a, __half2 b) { return __hadd2(a, b); }
-TP_HD __half2 sub(__half2 a, __half2 b) { return __hsub2(a, b); }
-TP_HD __half2 mul(__half2 a, __half2 b) { return __hmul2(a, b); }
-TP_HD __half2 fma(__half2 a, __half2 b, __half2 c) { return __hfma2(a, b, c); }
+TP_TWO_BYTE_PAIR_OPS(__half2)
 TP_HD __half2 sqrt(__half2 a) { return h2sqrt(a); }
 TP_HD __half2 exp(__half2 a) { return h2exp(a); }
 TP_HD __half2 exp2(__half2 a) { return h2exp2(a); }
 TP_HD __half2 log2(__half2 a) { return h2log2(a); }
-TP_HD __half2 max_num(__half2 a, __half2 b) { return __hmax2(a, b); }
-TP_HD __half2 min_num(__half2 a, __half2 b) { return __hmin2(a, b); }
-TP_HD __half2 max_nan(__half2 a, __half2 b) { return __hmax2_nan(a, b); }
-TP_HD __half2 min_nan(__half2 a, __half2 b) { return __hmin2_nan(a, b); }
 #endif
 #if TP_ON_DEVICE && defined(TP_WITH_BF16)
 template <> struct limits<__nv_bfloat16> {
@@ -253,36 +260,18 @@ template <> struct limits<__nv_bfloat16> {
   static TP_HD __nv_bfloat16 neg_inf() { return __ushort_as_bfloat16(0xff80); }
   static TP_HD __nv_bfloat16 quiet_nan() { return __ushort_as_bfloat16(0x7fff); }
 };
-TP_HD __nv_bfloat16 add(__nv_bfloat16 a, __nv_bfloat16 b) { return __hadd(a, b); }
-TP_HD __nv_bfloat16 sub(__nv_bfloat16 a, __nv_bfloat16 b) { return __hsub(a, b); }
-TP_HD __nv_bfloat16 mul(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmul(a, b); }
-TP_HD __nv_bfloat16 fdiv(__nv_bfloat16 a, __nv_bfloat16 b) { return __hdiv(a, b); }
-TP_HD __nv_bfloat16 fma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) { return __hfma(a, b, c); }
-TP_HD __nv_bfloat16 sqrt(__nv_bfloat16 a) { return hsqrt(a); }
-TP_HD __nv_bfloat16 exp(__nv_bfloat16 a) { return hexp(a); }
-TP_HD __nv_bfloat16 exp2(__nv_bfloat16 a) { return hexp2(a); }
-TP_HD __nv_bfloat16 log2(__nv_bfloat16 a) { return hlog2(a); }
-TP_HD __nv_bfloat16 reciprocal(__nv_bfloat16 a) { return hrcp(a); }
-TP_HD __nv_bfloat16 max_num(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmax(a, b); }
-TP_HD __nv_bfloat16 min_num(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmin(a, b); }
-TP_HD __nv_bfloat16 max_nan(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmax_nan(a, b); }
-TP_HD __nv_bfloat16 min_nan(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmin_nan(a, b); }
+TP_TWO_BYTE_OPS(__nv_bfloat16)
 TP_HD float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <> struct convert_to<__nv_bfloat16> {
   static TP_HD __nv_bfloat16 from(float x) { return __float2bfloat16_rn(x); }
   static TP_HD __nv_bfloat16 from(double x) { return __double2bfloat16(x); }
 };
-// Pairs of the exactly rounded ops only: bfloat16's paired transcendentals are not the
-// scalar ones' steps.
-TP_HD __nv_bfloat162 add(__nv_bfloat162 a, __nv_bfloat162 b) { return __hadd2(a, b); }
-TP_HD __nv_bfloat162 sub(__nv_bfloat162 a, __nv_bfloat162 b) { return __hsub2(a, b); }
-TP_HD __nv_bfloat162 mul(__nv_bfloat162 a, __nv_bfloat162 b) { return __hmul2(a, b); }
-TP_HD __nv_bfloat162 fma(__nv_bfloat162 a, __nv_bfloat162 b, __nv_bfloat162 c) { return __hfma2(a, b, c); }
-TP_HD __nv_bfloat162 max_num(__nv_bfloat162 a, __nv_bfloat162 b) { return __hmax2(a, b); }
-TP_HD __nv_bfloat162 min_num(__nv_bfloat162 a, __nv_bfloat162 b) { return __hmin2(a, b); }
-TP_HD __nv_bfloat162 max_nan(__nv_bfloat162 a, __nv_bfloat162 b) { return __hmax2_nan(a, b); }
-TP_HD __nv_bfloat162 min_nan(__nv_bfloat162 a, __nv_bfloat162 b) { return __hmin2_nan(a, b); }
+// Only the exactly rounded ops pair: bfloat16's paired transcendentals are not the scalar
+// ones' steps.
+TP_TWO_BYTE_PAIR_OPS(__nv_bfloat162)
 #endif
+#undef TP_TWO_BYTE_OPS
+#undef TP_TWO_BYTE_PAIR_OPS
 
 template <class To, class From> TP_HD To cast(From x) { return convert_to<To>::from(widen(x)); }
 

@@ -13,13 +13,12 @@ from typing import List, Optional
 
 import numpy as np
 
-from .._interop import adapter_for
+from .._interop import Unkeyable, adapter_for, array_pointer, placed_key, remember_device_type
 from ._errors import CommError, CommTimeout
 from ._group import DistributedGroup, ParallelGroup
 from ._ipc import IpcSources
 from ._nccl import NcclSources
-from ._one_process import (RankTensor, Unkeyable, bound_call, check_options, remember_device_type, tensor_key,
-                           tensor_pointer)
+from ._one_process import RankTensor, bound_call, check_options
 from ._shm import ShmSources
 
 __all__ = ["distributed_treduce", "distributed_plan"]
@@ -34,13 +33,13 @@ _CHECKED_LIMIT = 1024
 def _local(group: DistributedGroup, op, tile, pingpong, valid, accumulate, dispatch) -> "_Local":
     x = group.tensor
     try:
-        key = (tensor_key(x), op, tile if type(tile) is tuple else tuple(tile), pingpong, valid, accumulate, dispatch,
+        key = (placed_key(x), op, tile if type(tile) is tuple else tuple(tile), pingpong, valid, accumulate, dispatch,
                group.root, id(group.comm))
         local = _CHECKED.get(key)
     except (TypeError, AttributeError, Unkeyable):
         key, local = None, None
     if local is not None:
-        local.tensor.pointer = local.tensor.adapter.pointer(x) if local.tensor.adapter else tensor_pointer(x)
+        local.tensor.pointer = local.tensor.adapter.pointer(x) if local.tensor.adapter else array_pointer(x)
         return local
     local = _Local(group, op, tile, pingpong, valid, accumulate, dispatch)
     if key is not None:

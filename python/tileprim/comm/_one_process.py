@@ -11,43 +11,17 @@ import numpy as np
 
 from .. import _C
 from .._backends import default_target, resolve_backend
+from .._checks import OPTIONAL_STR, expect
 from .._dtypes import dtype_name, numpy_dtype
-from .._interop import adapter_for
+from .._interop import Unkeyable, adapter_for, array_pointer, placed_key, remember_device_type
 from .._plan import Plan
 from ._group import ParallelGroup
 
-__all__ = ["bound_call", "contiguous_core", "check_options", "RankTensor", "DTYPES", "Unkeyable", "tensor_key",
-           "tensor_pointer", "remember_device_type"]
+__all__ = ["bound_call", "contiguous_core", "check_options", "RankTensor", "DTYPES"]
 
 DTYPES = ("float32", "float16", "bfloat16", "int32")
 _MEMO: Dict[tuple, "_Bound"] = {}
 _MEMO_LIMIT = 1024
-_DEVICE_TYPES: Dict[type, object] = {}  # array types seen on a GPU, by their adapter
-
-
-class Unkeyable(Exception):
-    """An argument the memo cannot key: take the checking path."""
-
-
-def tensor_key(x) -> tuple:
-    t = type(x)
-    if t is np.ndarray:
-        return (t, x.dtype, x.shape, x.strides, x.flags.writeable)
-    adapter = _DEVICE_TYPES.get(t)
-    if adapter is None:
-        raise Unkeyable
-    return (t, adapter.key(x))
-
-
-def remember_device_type(x, adapter) -> None:
-    """Arrays of x's type are keyed through `adapter` from now on."""
-    _DEVICE_TYPES[type(x)] = adapter
-
-
-def tensor_pointer(x) -> int:
-    return x.__array_interface__["data"][0] if type(x) is np.ndarray else _DEVICE_TYPES[type(x)].pointer(x)
-
-
 class RankTensor:
     """One tensor as treduce reads it: where it lies, and how."""
 
@@ -100,19 +74,14 @@ def _tile(tile) -> Tuple[int, int]:
 
 
 def check_options(op, tile, pingpong, valid, accumulate, dispatch) -> Tuple[int, int]:
-    if not isinstance(op, str):
-        raise TypeError(f"op: expected 'sum', 'max' or 'min', not {op!r}")
+    expect(op, str, "op", "'sum', 'max' or 'min'")
     rows_cols = _tile(tile)
     if len(rows_cols) != 2:
         raise TypeError(f"tile: expected two ints (rows, cols), not {tile!r}")
-    if not isinstance(pingpong, (bool, np.bool_)):
-        raise TypeError(f"pingpong: expected True or False, not {pingpong!r}")
-    if not isinstance(valid, str):
-        raise TypeError(f"valid: expected 'dynamic' or 'static', not {valid!r}")
-    if accumulate is not None and not isinstance(accumulate, str):
-        raise TypeError(f"accumulate: expected None or 'float32', not {accumulate!r}")
-    if dispatch is not None and not isinstance(dispatch, str):
-        raise TypeError(f"dispatch: expected a variant name, not {dispatch!r}")
+    expect(pingpong, (bool, np.bool_), "pingpong", "True or False")
+    expect(valid, str, "valid", "'dynamic' or 'static'")
+    expect(accumulate, OPTIONAL_STR, "accumulate", "None or 'float32'")
+    expect(dispatch, OPTIONAL_STR, "dispatch", "a variant name")
     return rows_cols
 
 
@@ -152,7 +121,7 @@ class _Call:
             raise ValueError("dst: overlaps the root's tensor without being it; reduce in place with dst=tensors[root]")
         self.backend = resolve_backend(backend, device_operands=on_device)
         if on_device:
-            _DEVICE_TYPES[type(group.tensors[0])] = root.adapter
+            remember_device_type(group.tensors[0], root.adapter)
         self.bound = self._bind(op, rows, cols, pingpong, valid, accumulate, dispatch, processes)
 
     def _bind(self, op, rows, cols, pingpong, valid, accumulate, dispatch, processes):
@@ -201,7 +170,7 @@ class _Bound:
         self.dst_span = (low - dst.pointer, high - dst.pointer)
         self.allocate = ((lambda t: self.adapter.empty(t, ranks[0].shape, ranks[0].dtype)) if self.adapter
                          else (lambda t: np.empty(ranks[0].shape, numpy_dtype(ranks[0].dtype))))
-        self.pointer = self.adapter.pointer if self.adapter else tensor_pointer
+        self.pointer = self.adapter.pointer if self.adapter else array_pointer
 
     def run(self, tensors, dst):
         dst = self.allocate(tensors[self.root]) if dst is None else dst
@@ -224,7 +193,7 @@ class _Bound:
             return
         if r != self.root:
             raise ValueError(f"dst: overlaps tensors[{r}], a non-root rank's source that the reduction reads")
-        if (tensor_pointer(dst), tuple(getattr(dst, "strides", ()))) != (tensor_pointer(tensors[r]),
+        if (array_pointer(dst), tuple(getattr(dst, "strides", ()))) != (array_pointer(tensors[r]),
                                                                    tuple(getattr(tensors[r], "strides", ()))):
             raise ValueError("dst: overlaps the root's tensor without being it; reduce in place with dst=tensors[root]")
 
@@ -234,7 +203,7 @@ def bound_call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispa
     try:
         tile = tile if type(tile) is tuple else tuple(tile)
         key = (op, tile, pingpong, valid, accumulate, backend, dispatch, processes, group.root,
-               None if dst is None else tensor_key(dst), *map(tensor_key, group.tensors))
+               None if dst is None else placed_key(dst), *map(placed_key, group.tensors))
         bound = _MEMO.get(key)
     except (Unkeyable, TypeError, AttributeError):
         key, bound = None, None

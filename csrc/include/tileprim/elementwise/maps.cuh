@@ -91,26 +91,25 @@ template <class Op, class T> struct Paired {};
   template <> struct Paired<map_op::op, T> { \
     using type = T2;                      \
   };
+// the exactly rounded maps pair on both 2-byte types
+#define TP_PAIRED_EXACT(T, T2)  \
+  TP_PAIRED(Add, T, T2)         \
+  TP_PAIRED(Sub, T, T2)         \
+  TP_PAIRED(Mul, T, T2)         \
+  TP_PAIRED(Fma, T, T2)         \
+  TP_PAIRED(Maximum, T, T2)     \
+  TP_PAIRED(MaximumNaN, T, T2)
 #if defined(TP_WITH_FP16)
+TP_PAIRED_EXACT(__half, __half2)
 TP_PAIRED(Sqrt, __half, __half2)
 TP_PAIRED(Exp, __half, __half2)
 TP_PAIRED(Exp2, __half, __half2)
 TP_PAIRED(Log2, __half, __half2)
-TP_PAIRED(Add, __half, __half2)
-TP_PAIRED(Sub, __half, __half2)
-TP_PAIRED(Mul, __half, __half2)
-TP_PAIRED(Fma, __half, __half2)
-TP_PAIRED(Maximum, __half, __half2)
-TP_PAIRED(MaximumNaN, __half, __half2)
 #endif
 #if defined(TP_WITH_BF16)
-TP_PAIRED(Add, __nv_bfloat16, __nv_bfloat162)
-TP_PAIRED(Sub, __nv_bfloat16, __nv_bfloat162)
-TP_PAIRED(Mul, __nv_bfloat16, __nv_bfloat162)
-TP_PAIRED(Fma, __nv_bfloat16, __nv_bfloat162)
-TP_PAIRED(Maximum, __nv_bfloat16, __nv_bfloat162)
-TP_PAIRED(MaximumNaN, __nv_bfloat16, __nv_bfloat162)
+TP_PAIRED_EXACT(__nv_bfloat16, __nv_bfloat162)
 #endif
+#undef TP_PAIRED_EXACT
 #undef TP_PAIRED
 #endif
 
