@@ -9,6 +9,7 @@ through DLPack once the kernel is done."""
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Dict, Optional
 
 import numpy as np
@@ -30,8 +31,9 @@ class Adapter:
         raise NotImplementedError
 
     def dense_key(self, x) -> tuple:
-        """What a call signature needs of an array read through ``contiguous``: the library, dtype,
-        shape and device (the strides decide nothing there). Called on every repeated call."""
+        """What a call signature needs of an array read through ``contiguous``: its dtype, shape and
+        device, told apart from other libraries' keys (the strides decide nothing there). Called on
+        every repeated call."""
         raise NotImplementedError
 
     def dtype(self, x, arg: str, allowed=None) -> str:
@@ -93,12 +95,11 @@ class _Torch(Adapter):
         # the per-call steps as PyTorch's own C functions: no Python frame of ours on a repeated call
         self.contiguous = torch.Tensor.contiguous
         self.pointer = self.result_pointer = torch.Tensor.data_ptr
+        # a torch.dtype first: no other library's key starts with one
+        self.dense_key = operator.attrgetter("dtype", "shape", "device")
 
     def key(self, x):
         return (x.dtype, x.shape, x.stride(), x.get_device())
-
-    def dense_key(self, x):
-        return ("torch", x.dtype, x.shape, x.get_device())
 
     def device(self, x):
         return x.get_device()

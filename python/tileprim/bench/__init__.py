@@ -135,7 +135,8 @@ def _header(s: Suite, only: List[str]) -> dict:
             "options": {"backend": s.backend, "quick": s.quick, "only": only},
             "elements_per_input": s.sizes.elements, "repeats": s.sizes.repeats,
             "timing": s.timer.describe(),
-            "small_call_timing": f"time.perf_counter around one call, median of {s.sizes.calls} calls",
+            "small_call_timing": f"time.perf_counter around one call, median of {s.sizes.calls} calls; "
+                                 "tileprim and its baseline called in turn",
             "ratio": report.RATIO, "started": datetime.datetime.now().isoformat(timespec="seconds")}
 
 

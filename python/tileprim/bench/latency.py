@@ -15,7 +15,7 @@ import numpy as np
 import tileprim as tp
 
 from .cases import Case, Inputs, Measured
-from .timing import per_call_ms
+from .timing import per_call_ms, side_by_side_ms
 
 # a fresh interpreter lowers one warp kernel; sm_90a everywhere, so machines compare
 _LOWER_IN_CHILD = r"""
@@ -41,6 +41,12 @@ def _small(name: str, measure) -> Case:
     return Case(name, "latency", measure, op="sum", dtype="float32", scope="thread", K=8, shape=(4, 8))
 
 
+def _beside(ours, baselines: dict, calls: int, sync=None) -> Measured:
+    """tileprim's call and the baselines' timed in turn (see ``side_by_side_ms``)."""
+    ms = side_by_side_ms({"tileprim": ours, **baselines}, calls, sync)
+    return Measured(ms.pop("tileprim"), ms)
+
+
 def host_small_calls(calls: int) -> List[Case]:
     """A repeated ``tp.plan`` and a repeated 4x8 row sum on the CPU backend, each beside NumPy's
     ``a.sum(-1)``; medians of ``calls`` calls.
@@ -56,7 +62,7 @@ def host_small_calls(calls: int) -> List[Case]:
     a = _tile()
 
     def versus_numpy(fn):
-        return lambda: Measured(per_call_ms(fn, calls), {"numpy": per_call_ms(lambda: a.sum(-1), calls)})
+        return lambda: _beside(fn, {"numpy": lambda: a.sum(-1)}, calls)
     return [_small("small: tp.plan of a 4x8 row sum (cpu)",
                    versus_numpy(lambda: tp.plan(tp.sum, a, axes=-1, backend="cpu"))),
             _small("small: 4x8 row sum, backend='cpu'",
@@ -89,8 +95,7 @@ def gpu_small_calls(torch, inputs: Inputs, calls: int) -> List[Case]:
         def measure():
             x = tensor()
             sync = torch.cuda.current_stream().synchronize if with_sync else None
-            measured = Measured(per_call_ms(lambda: tp.sum(x, axes=-1), calls, sync),
-                                {"torch": per_call_ms(lambda: x.sum(-1), calls, sync)})
+            measured = _beside(lambda: tp.sum(x, axes=-1), {"torch": lambda: x.sum(-1)}, calls, sync)
             torch.cuda.synchronize()
             return measured
         return measure
@@ -103,8 +108,8 @@ def gpu_small_calls(torch, inputs: Inputs, calls: int) -> List[Case]:
         return _small("small: host part: " + name, measure)
 
     def round_trip():
-        return Measured(per_call_ms(lambda: tp.sum(a, axes=-1, backend="cuda"), calls),
-                        {"torch": per_call_ms(lambda: torch.from_numpy(a).cuda().sum(-1).cpu(), calls)})
+        return _beside(lambda: tp.sum(a, axes=-1, backend="cuda"),
+                       {"torch": lambda: torch.from_numpy(a).cuda().sum(-1).cpu()}, calls)
     return [_small("small: 4x8 row sum of a torch CUDA tensor, wall + sync", versus_torch(with_sync=True)),
             _small("small: 4x8 row sum of a torch CUDA tensor, host time", versus_torch(with_sync=False)),
             *[host_part(name) for name in HOST_PARTS],

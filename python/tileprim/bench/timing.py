@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable, Optional
+from typing import Callable, Dict, List, Optional
 
 # a measurement stops early (with at least MIN_SAMPLES) once it has run this long, so one very slow
 # case cannot stall the whole run
@@ -109,15 +109,24 @@ def per_call_ms(fn: Callable[[], object], calls: int, sync: Optional[Callable[[]
     -------
     float
     """
+    return side_by_side_ms({"": fn}, calls, sync, warmup)[""]
+
+
+def side_by_side_ms(fns: Dict[str, Callable[[], object]], calls: int, sync: Optional[Callable[[], None]] = None,
+                    warmup: int = 50) -> Dict[str, float]:
+    """``per_call_ms`` of each of ``fns``, their calls taken in turn (a, b, a, b, ...): a busy or
+    drifting machine slows them alike, so their ratio holds where back-to-back runs disagree."""
     for _ in range(warmup):
-        fn()
+        for fn in fns.values():
+            fn()
     if sync:
         sync()
-    samples = []
+    samples: Dict[str, List[float]] = {name: [] for name in fns}
     for _ in range(calls):
-        start = time.perf_counter()
-        fn()
-        if sync:
-            sync()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1e3
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            if sync:
+                sync()
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(s) * 1e3 for name, s in samples.items()}
