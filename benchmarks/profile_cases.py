@@ -24,12 +24,14 @@ def run(case: str, calls: int = 4) -> None:
         dtype = getattr(torch, words[1])
         arrays = [torch.rand(ELEMENTS // MAP_TILE, MAP_TILE, device="cuda", dtype=dtype) + 0.5
                   for _ in range(MAPS[op])]
-        call = lambda: getattr(tp, op)(*arrays, batch_dims=1)
+        def call():
+            return getattr(tp, op)(*arrays, batch_dims=1)
     else:
         k = int(words[1].split("=")[1])
         scope = next(s for s in GPU_SCOPES if scope_name(s) == words[2])
         x = torch.randn(ELEMENTS // k, k, device="cuda")
-        call = lambda: getattr(scope, op)(x, axes=-1, batch_dims=1)
+        def call():
+            return getattr(scope, op)(x, axes=-1, batch_dims=1)
     for _ in range(calls):
         call()
     torch.cuda.synchronize()

@@ -98,7 +98,8 @@ def test_shared_layouts_show_offset_and_bank_and_the_swizzle_changes_them():
     assert fill == cells(layout_svg(plain))[0][2], "no thread axes: one neutral colour"
     tooltip, lines, _ = shared_cell(swizzled, 1, 0)
     assert lines == ["9", "b9"] and tooltip == "element (1, 0) (swizzled): offset 9, bank 9"
-    column = lambda layout: [int(c[1][1][1:]) for c in cells(layout_svg(layout))[0::8]]
+    def column(layout):
+        return [int(c[1][1][1:]) for c in cells(layout_svg(layout))[0::8]]
     assert len(set(column(plain))) == 4, "rows 4 apart share a bank"
     assert len(set(column(swizzled))) == 8, "the swizzle spreads a column over 8 banks"
     assert shared_cell(plain, 1, 0, dtype="float16")[1] == ["8", "b4"]

@@ -56,23 +56,23 @@ def _note(canvas: Canvas, y: float, words: str) -> None:
 def _butterfly(canvas: Canvas, lanes: int, masks: List[int], top: float,
                group: Optional[int] = None) -> float:
     """Lanes as columns, one row per XOR step: each lane takes its own value (grey) and lane
-    l ^ mask's (coloured). Returns the y of the last row."""
-    x = [LANES_LEFT + LANE_STEP * l for l in range(lanes)]
-    for l in range(lanes):
-        canvas.text(x[l], top - 8, str(l), size=7, fill="#666")
+    ``lane ^ mask``'s (coloured). Returns the y of the last row."""
+    x = [LANES_LEFT + LANE_STEP * lane for lane in range(lanes)]
+    for lane in range(lanes):
+        canvas.text(x[lane], top - 8, str(lane), size=7, fill="#666")
     y = top
     for k, mask in enumerate(masks):
         colour = STEP_COLOURS[k % len(STEP_COLOURS)]
         canvas.text(LANES_LEFT - 14, y + ROW_STEP / 2 + 4, f"xor {mask}", size=10, anchor="end", fill=colour)
-        for l in range(lanes):
-            partner = l ^ mask
-            if partner < lanes and (group is None or partner // group == l // group):
-                canvas.line(x[l], y, x[l], y + ROW_STEP, stroke="#bbb", width=0.8)
-                canvas.line(x[partner], y, x[l], y + ROW_STEP - 3, stroke=colour, width=0.9, arrow=True)
+        for lane in range(lanes):
+            partner = lane ^ mask
+            if partner < lanes and (group is None or partner // group == lane // group):
+                canvas.line(x[lane], y, x[lane], y + ROW_STEP, stroke="#bbb", width=0.8)
+                canvas.line(x[partner], y, x[lane], y + ROW_STEP - 3, stroke=colour, width=0.9, arrow=True)
         y += ROW_STEP
     for level in range(len(masks) + 1):
-        for l in range(lanes):
-            canvas.circle(x[l], top + level * ROW_STEP, 2.5, "white" if level < len(masks) else "#333")
+        for lane in range(lanes):
+            canvas.circle(x[lane], top + level * ROW_STEP, 2.5, "white" if level < len(masks) else "#333")
     return y
 
 

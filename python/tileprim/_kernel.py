@@ -41,7 +41,8 @@ class Kernel:
 
     def __repr__(self) -> str:
         return (f"<tileprim.Kernel {self.plan.variant} for {self.arch}: {self.block_threads} threads/block, "
-                f"{self.instances_per_block} instance(s) x {self.tiles_per_block // self.instances_per_block} tile(s)/block, {self.shared_bytes} B shared, "
+                f"{self.instances_per_block} instance(s) x {self.tiles_per_block // self.instances_per_block} "
+                f"tile(s)/block, {self.shared_bytes} B shared, "
                 f"{'PTX only' if not self.cubin else f'{len(self.cubin)} B cubin'}; {self.origin_words}>")
 
     def _repr_html_(self) -> str:
