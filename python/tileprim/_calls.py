@@ -321,21 +321,17 @@ class _DeviceBound(_Bound):
                       for kind, b, x in zip(self.kinds, self.broadcast, values)]
             pointers = [0 if x is None else self.pointer(x) for x in arrays]
             scalars = self.scalars(values)
-        if out is not None:
-            self.core.run_device(pointers, scalars, self.pointer(out), self.tiles, self.device, self.stream())
-            return out
-        return self._launch(pointers, scalars)
+        return self._launch(pointers, scalars, out)
 
     def _run_one(self, values, out):
         x = self.contiguous(values[0])  # held until the launch: a copy must outlive it
-        if out is not None:
-            self.core.run_device((self.pointer(x),), self.zeros, self.pointer(out), self.tiles, self.device,
-                                 self.stream())
-            return out
-        return self._launch((self.pointer(x),), self.zeros)
+        return self._launch((self.pointer(x),), self.zeros, out)
 
-    def _launch(self, pointers, scalars):
-        """Into a new result, which the caller's library allocated."""
+    def _launch(self, pointers, scalars, out):
+        """Into out=, or into a new result the caller's library allocated."""
+        if out is not None:
+            self.core.run_device(pointers, scalars, self.pointer(out), self.tiles, self.device, self.stream())
+            return out
         result = self.allocate()
         stream = self.stream()
         self.core.run_device(pointers, scalars, self.result_pointer(result), self.tiles, self.device, stream)
