@@ -175,3 +175,27 @@ def test_treduce_kernels_compile_with_16_byte_loads_and_no_local_memory(dtype, a
     k = tp.lower(tp.comm.treduce, group, op=op, accumulate=accumulate, pingpong=pingpong, target="sm_90a")
     assert k.cubin[:4] == b"\x7fELF" and "ld.global.v4.u32" in k.ptx and "st.global.v4.u32" in k.ptx
     assert "ld.local" not in k.ptx and "st.local" not in k.ptx
+
+
+@pytest.mark.parametrize("arch,async_copies", [("sm_90a", True), ("sm_80", True), ("sm_75", False)])
+def test_shared_tiles_stage_asynchronously_from_sm80(arch, async_copies):
+    k = tp.lower(tp.cta(128).sum, f("f4", 1000, 128), axes=-1, batch_dims=1, target=arch)
+    assert ("cp.async.cg.shared.global" in k.ptx) == async_copies
+    assert ("cp.async.wait_group" in k.ptx) == async_copies
+    if async_copies:
+        assert "pipelined parts" in k.instances_why and "kStages = 4" in k.source
+
+
+def test_long_thread_rows_are_read_in_place_by_vectors_without_local_memory():
+    k = tp.lower(tp.thread.sum, f("f4", 100, 1024), axes=-1, batch_dims=1, target="sm_90a")
+    assert "tp::GlobalRun<float, true>" in k.source and "stage_in0" not in k.source
+    assert k.shared_bytes == 0 and "ld.global.nc.v4" in k.ptx
+    assert "ld.local" not in k.ptx and "st.local" not in k.ptx
+
+
+def test_short_lane_runs_load_every_round_up_front():
+    # one element per lane of a warp's row: no staging, 16 rounds' loads issued before any fold
+    k = tp.lower(tp.warp.sum, f("f4", 1000, 32, 1), axes=(-2, -1), batch_dims=1,
+                 layout=S[(32, 1):(1 @ laneid, 1)], target="sm_90a")
+    assert k.shared_bytes == 0 and "in0_rounds[kRounds][1]" in k.source and "kRounds = 16" in k.source
+    assert "ld.local" not in k.ptx and "st.local" not in k.ptx

@@ -230,3 +230,65 @@ def test_unaligned_device_tiles_load_element_by_element(k, rng):
     aligned = on_gpu.clone()  # a fresh allocation: the vector path
     assert aligned.data_ptr() % 16 == 0
     assert bits_equal(tp.exp(on_gpu, batch_dims=1).cpu().numpy(), tp.exp(aligned, batch_dims=1).cpu().numpy())
+
+
+def _view_one_in(x):
+    """x on the GPU at an address one element past a 16-byte boundary: no vector access fits."""
+    torch = pytest.importorskip("torch")
+    flat = torch.empty(x.size + 1, dtype=getattr(torch, str(x.dtype)), device="cuda")
+    flat[1:] = torch.from_numpy(x.ravel()).cuda()
+    view = flat[1:].view(x.shape)
+    assert view.data_ptr() % 16
+    return view
+
+
+@pytest.mark.parametrize("k", [257, 1000, 1024])
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+def test_long_thread_rows_read_in_place_equal_the_cpu(k, op, rng):
+    # a thread's row of hundreds of elements is folded as it is read from global memory, by
+    # 16-byte vectors where the row is aligned and element by element where it is not
+    x = random_tile(rng, (301, k), "float32")
+    fn = getattr(tp.thread, op)
+    kernel = tp.lower(fn, x, axes=-1, batch_dims=1)
+    assert "GlobalRun" in kernel.source and "ld.local" not in kernel.ptx
+    cpu, gpu = both(fn, x, axes=-1, batch_dims=1)
+    assert bits_equal(cpu, gpu)
+    assert bits_equal(cpu, fn(_view_one_in(x), axes=-1, batch_dims=1).cpu().numpy())
+    old = random_tile(rng, cpu.shape, "float32", special=False)
+    cpu_acc = fn(x, axes=-1, batch_dims=1, accum=True, out=old.copy(), backend="cpu")
+    gpu_acc = fn(x, axes=-1, batch_dims=1, accum=True, out=old.copy(), backend="cuda")
+    assert bits_equal(cpu_acc, gpu_acc)
+
+
+@pytest.mark.parametrize("per_lane", [1, 2, 8, 256])
+@pytest.mark.parametrize("tiles", [1, 130, 1001])
+def test_warp_rows_across_the_lanes_equal_the_cpu(per_lane, tiles, rng):
+    # lane i holds elements i*per_lane ... of its row: loaded straight into registers (every
+    # round's at once) when short, read in place when long; full, partial and lone blocks
+    x = random_tile(rng, (tiles, 32, per_lane), "float32")
+    layout = S[(32, per_lane):(1 @ laneid, 1)]
+    for op, axes in (("sum", (-2, -1)), ("max", (-2, -1)), ("min", (-1,))):
+        fn = getattr(tp.warp, op)
+        cpu, gpu = both(fn, x, axes=axes, batch_dims=1, layout=layout)
+        assert bits_equal(cpu, gpu), op
+        unaligned = fn(_view_one_in(x), axes=axes, batch_dims=1, layout=layout).cpu().numpy()
+        assert bits_equal(cpu, unaligned), op
+        old = random_tile(rng, cpu.shape, "float32", special=False)
+        cpu_acc = fn(x, axes=axes, batch_dims=1, layout=layout, accum=True, out=old.copy(), backend="cpu")
+        gpu_acc = fn(x, axes=axes, batch_dims=1, layout=layout, accum=True, out=old.copy(), backend="cuda")
+        assert bits_equal(cpu_acc, gpu_acc), op
+
+
+@pytest.mark.parametrize("scope,k", [(tp.cta(128), 128), (tp.cta(32), 32), (tp.cta(32), 8192), (tp.warp, 100),
+                                     (tp.cta(256), 1000)], ids=str)
+@pytest.mark.parametrize("tiles", [1, 7, 77, 1000])
+def test_shared_tiles_staged_in_pipelined_parts_equal_the_cpu(scope, k, tiles, rng):
+    # shared tiles arrive asynchronously in parts (the last block's parts partly or wholly
+    # empty); an unaligned run takes the element-by-element path
+    x = random_tile(rng, (tiles, k), "float16")
+    for op in ("sum", "max"):
+        fn = getattr(scope, op)
+        cpu, gpu = both(fn, x, axes=-1, batch_dims=1, storage="shared")
+        assert bits_equal(cpu, gpu), op
+        unaligned = fn(_view_one_in(x), axes=-1, batch_dims=1, storage="shared").cpu().numpy()
+        assert bits_equal(cpu, unaligned), op

@@ -35,9 +35,10 @@ const char* accum_of(const Plan& plan) { return plan.call.accum ? "true" : "fals
 KernelBody lane_body(const Plan& plan, bool thread_wise, std::string decls, const std::string& lane_fn,
                      const std::string& lane_args) {
   const std::string op = reduce_functor(plan.call);
-  return {std::move(decls), thread_wise
-                                ? "tp::thread_reduce<" + op + ">(out, in0, kView, " + accum_of(plan) + ");"
-                                : lane_fn + "<" + op + ">(tp::DeviceLanes{lane}, " + lane_args + accum_of(plan) + ");"};
+  return {std::move(decls),
+          thread_wise ? "tp::thread_reduce<" + op + ">(out, in0, kView, " + accum_of(plan) + ");"
+                      : lane_fn + "<" + op + ">(tp::DeviceLanes{lane}, " + lane_args + accum_of(plan) + ");",
+          true};
 }
 
 KernelBody local_body(const Plan& plan) {
@@ -59,7 +60,8 @@ KernelBody packed_body(const Plan& plan) {
   return {view_decl(d.view, "tp::kUnrollRegisters"),
           plan.call.op() == "sum" ? std::string("tp::packed_add_sum(out, in0, kView, ") + accum_of(plan) + ");"
                                   : "tp::packed_three_input_maxmin<" + reduce_functor(plan.call) + ">(out, in0, kView, " +
-                                        accum_of(plan) + ");"};
+                                        accum_of(plan) + ");",
+          true};
 }
 
 // The op table's functor over this thread's bundle; scalar operands are kernel parameters.

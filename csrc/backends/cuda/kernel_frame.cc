@@ -21,6 +21,18 @@ constexpr int kNamedBarriers = 15;        // bar.sync 1..15; 0 is __syncthreads
 // with its whole run in flight; at most 64 rounds, so a block never holds a long serial tail.
 constexpr long long kStagedBytesTarget = 32 * 1024;
 constexpr int kMaxRounds = 64;
+// Registers a thread loads straight from global memory for its tiles, all rounds at once:
+// 64 bytes (16 floats) keep enough in flight at any occupancy without spilling.
+constexpr long long kDirectBytesTarget = 64;
+constexpr int kMaxDirectRounds = 16;  // each round is the body unrolled once more
+// Pipeline depth of asynchronously staged tiles: a block computes on the first part of its
+// run while the rest arrives (wait_async takes 0..3 pending groups).
+constexpr int kMaxStages = 4;
+
+int sm_number(const std::string& arch) {
+  const size_t digits = arch.find_first_of("0123456789");
+  return digits == std::string::npos ? 0 : std::stoi(arch.substr(digits));
+}
 
 long long align16(long long bytes) { return (bytes + 15) / 16 * 16; }
 
@@ -41,6 +53,15 @@ std::pair<int, std::string> default_instances(const ExecScope& scope) {
                  " threads, each synced by its own named barrier"};
 }
 
+// Every line of `text` after `pad` (the instance's statements sit one loop deeper than they
+// are written).
+std::string indented(const std::string& text, const std::string& pad) {
+  std::istringstream lines(text);
+  std::ostringstream os;
+  for (std::string line; std::getline(lines, line);) os << (line.empty() || line[0] == '#' ? "" : pad) << line << "\n";
+  return os.str();
+}
+
 std::string name_of(const OperandStaging& s) { return s.operand < 0 ? "out" : "in" + std::to_string(s.operand); }
 
 std::string int_table(const std::string& name, const std::vector<int>& values) {
@@ -58,9 +79,21 @@ bool per_slot(const RegisterPlacement& p, bool loads) { return p.threads == 1 ||
 
 class Frame {
  public:
-  Frame(const Plan& plan, const std::string& arch) : plan_(plan), threads_(plan.call.scope.threads) {
+  Frame(const Plan& plan, const KernelBody& body, const std::string& arch)
+      : plan_(plan), body_(body), threads_(plan.call.scope.threads), async_(sm_number(arch) >= 80) {
+    std::tie(instances_, why_) = default_instances(plan.call.scope);
     for (const OperandStaging& s : plan.staging) {
-      if (s.kind == Staging::registers) (direct(s) ? direct_ : staged_).push_back(&s);
+      if (s.kind == Staging::registers) {
+        if (!lane_runs(s)) {
+          staged_.push_back(&s);
+        } else if (run_bytes(s) <= 16) {
+          direct_.push_back(&s);
+        } else if (read_in_place(s)) {
+          runs_.push_back(&s);
+        } else {
+          staged_.push_back(&s);
+        }
+      }
       if (s.kind == Staging::shared) tiles_.push_back(&s);
     }
     block_tiles_ = std::all_of(tiles_.begin(), tiles_.end(), [&](const OperandStaging* s) { return row_major(*s); });
@@ -70,7 +103,6 @@ class Frame {
                        " bytes per block for one scope instance; " + arch + " allows " + std::to_string(limit) +
                        " (use smaller tiles or batch_dims)");
     }
-    std::tie(instances_, why_) = default_instances(plan.call.scope);
     const int wanted = instances_;
     while (instances_ > 1 && shared_bytes(instances_, 1) > kSharedPerBlockTarget) --instances_;
     if (instances_ < wanted) {
@@ -78,15 +110,26 @@ class Frame {
              " bytes of shared memory for one more would pass " + std::to_string(kSharedPerBlockTarget);
     }
     // Small tiles: each instance takes several in turn, all staged by the whole block at once,
-    // so that a block keeps enough bytes in flight and its launch is paid for.
-    while (block_tiles_ && shared_bytes(instances_, 1) > 0 && rounds_ < kMaxRounds &&
-           shared_bytes(instances_, 2 * rounds_) <= kStagedBytesTarget) {
-      rounds_ *= 2;
+    // so that a block keeps enough bytes in flight and its launch is paid for. Registers loaded
+    // straight from global memory bound the rounds too: every round's are loaded up front.
+    const long long direct_bytes = direct_load_bytes();
+    const int max_rounds = direct_bytes > 0 ? kMaxDirectRounds : kMaxRounds;
+    auto fits = [&](int rounds) {
+      return rounds <= max_rounds && rounds * direct_bytes <= std::max(kDirectBytesTarget, direct_bytes) &&
+             shared_bytes(instances_, rounds) <= kStagedBytesTarget;
+    };
+    const bool staged = shared_bytes(instances_, 1) > 0;
+    if (block_tiles_ && (staged || direct_bytes > 0)) {
+      while (fits(2 * rounds_)) rounds_ *= 2;
     }
     if (rounds_ > 1) {
-      why_ += "; each takes " + std::to_string(rounds_) + " tiles in turn, the block staging all " +
-              std::to_string(instances_ * rounds_) + " at once (" + std::to_string(shared_bytes(instances_, rounds_)) +
-              " bytes)";
+      why_ += "; each takes " + std::to_string(rounds_) + " tiles in turn, the block " +
+              (staged ? "staging" : "loading") + " all " + std::to_string(instances_ * rounds_) + " at once";
+      if (staged) why_ += " (" + std::to_string(shared_bytes(instances_, rounds_)) + " bytes)";
+    }
+    if (async_ && block_tiles_ && !tiles_.empty()) {
+      stages_ = std::min(rounds_, kMaxStages);
+      if (stages_ > 1) why_ += ", in " + std::to_string(stages_) + " pipelined parts";
     }
   }
 
@@ -106,15 +149,18 @@ class Frame {
     return bytes;
   }
 
-  std::string text(const KernelBody& body) {
-    std::ostringstream decls, head, load, run, store;
+  std::string text() {
+    std::ostringstream decls, head, load, prefetch, run, store;
     declare_tables(decls);
     params(head);
     block_staging(load, store);
+    direct_prefetch(prefetch);
     instance_operands(run);
-    run << "      " << body.call << "\n";
+    body_call(run);
     instance_results(run);
 
+    // Rounds index the prefetched registers, so their loops unroll wherever there are some.
+    const char* unroll = direct_load_bytes() > 0 ? "#pragma unroll\n" : "";
     std::ostringstream os;
     os << "// tileprim kernel: " << plan_.call.str() << " [" << plan_.variant << "]\n";
     if (uses(DType::float16)) os << "#define TP_WITH_FP16 1\n";
@@ -124,7 +170,8 @@ class Frame {
        << "constexpr int kThreads = " << threads_ << ";\n"
        << "constexpr int kInstances = " << instances_ << ";\n"
        << "constexpr int kRounds = " << rounds_ << ";\n"
-       << decls.str() << body.decls << "}  // namespace tp_gen\n\n"
+       << "constexpr int kStages = " << stages_ << ";  // parts of the run, each synced once it is staged\n"
+       << decls.str() << body_.decls << "}  // namespace tp_gen\n\n"
        << "extern \"C\" __global__ void __launch_bounds__(" << threads_ * instances_ << ")\n"
        << "tp_kernel(" << head.str() << ") {\n"
        << "  using namespace tp_gen;\n"
@@ -134,11 +181,14 @@ class Frame {
        << "  const int valid = static_cast<int>(tiles - first < kInstances * kRounds ? tiles - first : kInstances * kRounds);\n"
        << "  (void)lane; (void)valid;\n";
     if (shared_bytes(instances_, rounds_) > 0) os << "  extern __shared__ __align__(16) unsigned char tp_smem[];\n";
-    os << load.str() << "  for (int round = 0; round < kRounds; ++round) {\n"
-       << "    const int slot = round * kInstances + instance;  // this instance's tile within the block's run\n"
-       << "    const long long tile = first + slot;\n"
-       << "    if (tile < tiles) {  // a whole scope instance is in or out together\n"
-       << run.str() << "    }\n"
+    os << load.str() << prefetch.str() << unroll << "  for (int stage = 0; stage < kStages; ++stage) {\n"
+       << stage_sync_ << unroll
+       << "    for (int round = stage * (kRounds / kStages); round < (stage + 1) * (kRounds / kStages); ++round) {\n"
+       << "      const int slot = round * kInstances + instance;  // this instance's tile within the block's run\n"
+       << "      const long long tile = first + slot;\n"
+       << "      if (tile < tiles) {  // a whole scope instance is in or out together\n"
+       << indented(run.str(), "  ") << "      }\n"
+       << "    }\n"
        << "  }\n"
        << store.str() << "}\n";
     return os.str();
@@ -163,16 +213,18 @@ class Frame {
 
   void declare_tables(std::ostream& os) {
     std::map<std::string, std::vector<int>> tables;
+    auto pick = [&](const RegisterPlacement& p, const std::vector<int>& full, bool loads) {
+      if (!per_slot(p, loads)) return full;
+      std::vector<int> slots(static_cast<size_t>(p.slots));
+      for (int k = 0; k < p.slots; ++k) slots[k] = full[static_cast<size_t>(k) * p.threads];
+      return slots;
+    };
     for (const OperandStaging* s : staged_) {
-      const RegisterPlacement& p = *s->place;
-      auto pick = [&](const std::vector<int>& full, bool loads) {
-        if (!per_slot(p, loads)) return full;
-        std::vector<int> slots(static_cast<size_t>(p.slots));
-        for (int k = 0; k < p.slots; ++k) slots[k] = full[static_cast<size_t>(k) * p.threads];
-        return slots;
-      };
-      if (s->load) tables[table(*s, true)] = pick(p.load, true);
-      if (s->store) tables[table(*s, false)] = pick(p.store, false);
+      if (s->load) tables[table(*s, true)] = pick(*s->place, s->place->load, true);
+      if (s->store) tables[table(*s, false)] = pick(*s->place, s->place->store, false);
+    }
+    for (const OperandStaging* s : direct_) {  // runs load whole; only replicas' stores need a table
+      if (s->store && !stores_every_slot(*s)) tables[table(*s, false)] = pick(*s->place, s->place->store, false);
     }
     for (const OperandStaging* s : tiles_) {
       if (block_tiles_) break;  // staged by the block as they are
@@ -196,38 +248,72 @@ class Frame {
 
   std::string global(const OperandStaging& s) const { return "g_" + name_of(s); }
 
-  // The block copies its contiguous run of tiles of every register operand (skewed) and,
-  // when they are block-staged, of every shared tile (as it is) to shared memory.
+  // The block copies its contiguous run of tiles of every staged register operand (skewed)
+  // and, when they are block-staged, of every shared tile (as it is) to shared memory. Shared
+  // tiles go asynchronously where the arch allows, in kStages parts, each its own commit
+  // group; the rounds of a part start once it has arrived.
   void block_staging(std::ostream& load, std::ostream& store) {
     const long long tiles = static_cast<long long>(instances_) * rounds_;
     long long offset = 0;
-    bool loads = false;
-    auto stage = [&](const OperandStaging& s, const std::string& name, const char* skew, long long bytes) {
+    bool loads = false, waits = false;
+    std::ostringstream parts;
+    auto stage = [&](const OperandStaging& s, const std::string& name, bool skew, long long bytes) {
       const char* T = dtype_cuda_name(s.dtype);
       load << "  " << T << "* " << name << " = reinterpret_cast<" << T << "*>(tp_smem + " << offset << ");\n";
       offset += align16(bytes);
       const std::string run = global(s) + " + first * " + std::to_string(s.elements);
       const std::string count = "valid * " + std::to_string(s.elements);
-      if (s.load) {
-        load << "  tp::copy_to_shared<" << skew << ">(" << name << ", " << run << ", " << count
+      const char* kSkew = skew ? "true" : "false";
+      if (s.load && async_ && !skew) {
+        const std::string E = std::to_string(s.elements);
+        parts << "    tp::copy_to_shared_async(" << name << " + from * " << E << ", " << global(s) << " + (first + from) * "
+              << E << ", count * " << E << ", threadIdx.x, blockDim.x);\n";
+        waits = true;
+      } else if (s.load) {
+        load << "  tp::copy_to_shared<" << kSkew << ">(" << name << ", " << run << ", " << count
              << ", threadIdx.x, blockDim.x);\n";
         loads = true;
       }
       if (s.store) {
         store << "  __syncthreads();\n"
-              << "  tp::copy_from_shared<" << skew << ">(" << run << ", " << name << ", " << count
+              << "  tp::copy_from_shared<" << kSkew << ">(" << run << ", " << name << ", " << count
               << ", threadIdx.x, blockDim.x);\n";
       }
     };
     for (const OperandStaging* s : staged_) {
-      stage(*s, "stage_" + name_of(*s), "true",
+      stage(*s, "stage_" + name_of(*s), true,
             static_cast<long long>(skewed_span(static_cast<int>(tiles * s->elements))) * dtype_size(s->dtype));
     }
     if (block_tiles_) {
-      for (const OperandStaging* s : tiles_) stage(*s, "tiles_" + name_of(*s), "false", tiles * s->elements * dtype_size(s->dtype));
+      for (const OperandStaging* s : tiles_) stage(*s, "tiles_" + name_of(*s), false, tiles * s->elements * dtype_size(s->dtype));
     }
-    if (loads) load << "  __syncthreads();\n";
+    if (waits) {
+      load << "  for (int stage = 0; stage < kStages; ++stage) {  // tiles [from, from + count) of the run\n"
+           << "    constexpr int kPart = kRounds / kStages * kInstances;\n"
+           << "    const int from = stage * kPart;\n"
+           << "    const int count = valid - from < 0 ? 0 : (valid - from < kPart ? valid - from : kPart);\n"
+           << parts.str() << "    tp::commit_async();\n"
+           << "  }\n";
+      stage_sync_ = "    tp::wait_async(kStages - 1 - stage);\n    __syncthreads();\n";
+    } else if (loads) {
+      stage_sync_ = "    __syncthreads();\n";
+    }
     tile_offset_ = offset;
+  }
+
+  // Registers loaded straight from global memory: every round's, before the rounds run, so
+  // that all of them are in flight at once.
+  void direct_prefetch(std::ostream& os) const {
+    for (const OperandStaging* s : direct_) {
+      if (!s->load) continue;
+      const std::string n = name_of(*s);
+      os << "  " << dtype_cuda_name(s->dtype) << " " << n << "_rounds[kRounds][" << s->place->slots << "];\n"
+         << "#pragma unroll\n"
+         << "  for (int round = 0; round < kRounds; ++round) {\n"
+         << "    const long long tile = first + round * kInstances + instance;\n"
+         << "    if (tile < tiles) tp::load_run(" << n << "_rounds[round], " << lane_run(*s) << ");\n"
+         << "  }\n";
+    }
   }
 
   // This instance's registers gathered from the staging area; its shared tiles found (block
@@ -235,8 +321,12 @@ class Frame {
   void instance_operands(std::ostream& os) {
     for (const OperandStaging* s : direct_) {
       const char* T = dtype_cuda_name(s->dtype);
-      os << "      " << T << " " << name_of(*s) << "[" << s->elements << "];\n";
-      if (s->load) os << "      tp::load_vector(" << name_of(*s) << ", " << global(*s) << " + tile * " << s->elements << ");\n";
+      const std::string n = name_of(*s);
+      if (s->load) {
+        os << "      " << T << " (&" << n << ")[" << s->place->slots << "] = " << n << "_rounds[round];\n";
+      } else {
+        os << "      " << T << " " << n << "[" << s->place->slots << "];\n";
+      }
     }
     for (const OperandStaging* s : staged_) {
       const char* T = dtype_cuda_name(s->dtype);
@@ -272,6 +362,32 @@ class Frame {
     if (!tiles_.empty() && !block_tiles_ && threads_ > 1) os << "      " << cuda_scope_sync(plan_.call.scope, instances_) << "\n";
   }
 
+  // The body's call; with runs read in place, once for 16-byte aligned runs (read by vectors)
+  // and once for the others.
+  void body_call(std::ostream& os) const {
+    if (runs_.empty()) {
+      os << "      " << body_.call << "\n";
+      return;
+    }
+    std::string aligned;
+    for (const OperandStaging* s : runs_) {
+      os << "      const " << dtype_cuda_name(s->dtype) << "* " << name_of(*s) << "_at = " << lane_run(*s) << ";\n";
+      aligned += (aligned.empty() ? "" : " && ") + std::string("tp::aligned16(") + name_of(*s) + "_at)";
+    }
+    auto views = [&](bool vectors) {
+      for (const OperandStaging* s : runs_) {
+        os << "        const tp::GlobalRun<" << dtype_cuda_name(s->dtype) << ", " << (vectors ? "true" : "false") << "> "
+           << name_of(*s) << "{" << name_of(*s) << "_at};\n";
+      }
+      os << "        " << body_.call << "\n";
+    };
+    os << "      if (" << aligned << ") {\n";
+    views(true);
+    os << "      } else {\n";
+    views(false);
+    os << "      }\n";
+  }
+
   void instance_results(std::ostream& os) {
     if (!tiles_.empty() && !block_tiles_ && threads_ > 1) os << "      " << cuda_scope_sync(plan_.call.scope, instances_) << "\n";
     for (const OperandStaging* s : tiles_) {
@@ -281,7 +397,18 @@ class Frame {
          << s->elements << ")[e] = " << n << "[tp::memory_offset(kMem_" << n << ", e)];\n";
     }
     for (const OperandStaging* s : direct_) {
-      if (s->store) os << "      tp::store_vector(" << global(*s) << " + tile * " << s->elements << ", " << name_of(*s) << ");\n";
+      if (!s->store) continue;
+      if (stores_every_slot(*s)) {
+        os << "      tp::store_run(" << lane_run(*s) << ", " << name_of(*s) << ");\n";
+      } else {  // replicas: the lanes the store table names write their slots
+        const RegisterPlacement& p = *s->place;
+        os << "#pragma unroll\n"
+           << "      for (int s = 0; s < " << p.slots << "; ++s) {\n"
+           << "        const int e = " << table(*s, false) << (per_slot(p, false) ? "[s]" : "[s * kThreads + lane]")
+           << ";\n"
+           << "        if (e >= 0) " << global(*s) << "[tile * " << s->elements << " + e] = " << name_of(*s) << "[s];\n"
+           << "      }\n";
+      }
     }
     for (const OperandStaging* s : staged_) {
       if (!s->store) continue;
@@ -299,16 +426,54 @@ class Frame {
     }
   }
 
-  // A thread-scope tile of at most 16 bytes whose slots are its elements in order: its thread
-  // loads (and stores) it directly, with one vector access at 16 bytes; a warp's accesses are
-  // one contiguous run, so it skips the staging round trip through shared memory.
-  bool direct(const OperandStaging& s) const {
+  // Whether every thread's slots are a run of the tile's elements in order: thread t holds
+  // t * slots + k in slot k (a thread's replicas of an output may store nothing).
+  static bool lane_runs(const OperandStaging& s) {
     const RegisterPlacement& p = *s.place;
-    if (threads_ != 1 || p.slots != s.elements || s.elements * dtype_size(s.dtype) > 16) return false;
-    for (int k = 0; k < p.slots; ++k) {
-      if ((s.load && p.load[k] != k) || (s.store && p.store[k] != k)) return false;
+    if (p.thread_private && p.threads > 1) return false;
+    for (int t = 0; t < p.threads; ++t) {
+      for (int k = 0; k < p.slots; ++k) {
+        const int run = t * p.slots + k;
+        if (s.load && p.element_at(t, k) != run) return false;
+        const int stored = p.store[static_cast<size_t>(k) * p.threads + t];
+        if (s.store && stored != run && stored != -1) return false;
+      }
     }
     return true;
+  }
+
+  static bool stores_every_slot(const OperandStaging& s) {
+    return std::find(s.place->store.begin(), s.place->store.end(), -1) == s.place->store.end();
+  }
+
+  static long long run_bytes(const OperandStaging& s) {
+    return static_cast<long long>(s.place->slots) * dtype_size(s.dtype);
+  }
+
+  // Register operands whose threads hold runs of them skip the staging round trip where that
+  // costs no coalescing: a run of at most one 16-byte vector moves straight between global
+  // memory and registers (a warp's accesses are one contiguous span). A longer run is read in
+  // place, as the body folds it, when staging it would not fit a full block in shared memory
+  // (hundreds of elements per thread: the lines a warp touches are read whole by its next few
+  // loads, and no array of them has to live in local memory).
+  bool read_in_place(const OperandStaging& s) const {
+    const long long staging = align16(static_cast<long long>(skewed_span(static_cast<int>(
+                                  std::min<long long>(instances_ * s.elements, 1 << 30)))) * dtype_size(s.dtype));
+    return body_.indexes_sources && s.load && !s.store && staging > kSharedPerBlockTarget;
+  }
+
+  // Bytes a thread loads straight into registers per tile.
+  long long direct_load_bytes() const {
+    long long bytes = 0;
+    for (const OperandStaging* s : direct_) {
+      if (s->load) bytes += static_cast<long long>(s->place->slots) * dtype_size(s->dtype);
+    }
+    return bytes;
+  }
+
+  std::string lane_run(const OperandStaging& s) const {
+    return global(s) + " + tile * " + std::to_string(s.elements) +
+           (s.place->threads > 1 ? " + lane * " + std::to_string(s.place->slots) : "");
   }
 
   bool row_major(const OperandStaging& s) const {
@@ -317,22 +482,26 @@ class Frame {
   }
 
   const Plan& plan_;
+  const KernelBody& body_;
   int threads_;
   int instances_ = 1;
   int rounds_ = 1;
+  int stages_ = 1;
+  bool async_;  // cp.async (sm_80 and later) stages row-major shared tiles
+  std::string stage_sync_;  // what a part of the run waits for before its rounds
   bool block_tiles_ = false;  // every shared tile row-major: the block stages them as they are
   std::string why_;
   long long tile_offset_ = 0;
-  std::vector<const OperandStaging*> staged_, direct_, tiles_;
+  std::vector<const OperandStaging*> staged_, direct_, runs_, tiles_;
   std::map<const RegisterPlacement*, std::string> load_tables_, store_tables_;
 };
 
 }  // namespace
 
 KernelSource render_kernel(const Plan& plan, const KernelBody& body, const std::string& arch) {
-  Frame frame(plan, arch);
+  Frame frame(plan, body, arch);
   KernelSource k;
-  k.text = frame.text(body);
+  k.text = frame.text();
   k.threads = plan.call.scope.threads;
   k.instances = frame.instances();
   k.rounds = frame.rounds();
@@ -366,8 +535,7 @@ std::string cuda_scope_sync(const ExecScope& scope, int instances) {
 }
 
 long long max_shared_per_block(const std::string& arch) {
-  const size_t digits = arch.find_first_of("0123456789");
-  const int sm = digits == std::string::npos ? 0 : std::stoi(arch.substr(digits));
+  const int sm = sm_number(arch);
   if (sm >= 120) return 99 * 1024;
   if (sm >= 90) return 227 * 1024;
   if (sm == 80 || sm == 87) return 163 * 1024;

@@ -22,6 +22,9 @@ namespace tp {
 struct KernelBody {
   std::string decls;  // constexpr descriptors, inside namespace tp_gen
   std::string call;   // one statement on this instance's staged operands
+  // The call reads its register sources only by index (never as an array), so a large
+  // thread's run can be read from global memory as it is used (tp::GlobalRun).
+  bool indexes_sources = false;
 };
 
 struct KernelSource {

@@ -22,7 +22,7 @@ struct DeviceLanes {
   template <class F> TP_HD auto map(F f) const { return f(lane); }
   template <class F> TP_HD void each(F f) const { f(lane); }
   template <class V> TP_HD const V& at(const V& v, int) const { return v; }
-  template <class T> TP_HD T* regs(T* base, int, int) const { return base; }
+  template <class R> TP_HD R regs(R base, int, int) const { return base; }
   template <class V, class F> TP_HD V zip(const V& a, const V& b, F f) const { return f(a, b); }
   template <class F> TP_HD void first(int n, F f) const {
     if (lane < n) f(*this);

@@ -25,10 +25,14 @@ template <class T> union Vector16 {
   T values[16 / sizeof(T)];
 };
 
+__device__ __forceinline__ bool aligned16(const void* p) {
+  return reinterpret_cast<unsigned long long>(p) % 16 == 0;
+}
+
 // How many whole 16-byte vectors of the n elements at `global` move as vectors: none unless it
 // is 16-byte aligned (the rest move one by one).
 template <class T> __device__ __forceinline__ int aligned_vectors(const T* global, int n) {
-  return reinterpret_cast<unsigned long long>(global) % 16 == 0 ? n / static_cast<int>(16 / sizeof(T)) : 0;
+  return aligned16(global) ? n / static_cast<int>(16 / sizeof(T)) : 0;
 }
 
 // Threads `first, first + stride, ...` copy n elements global -> shared.
@@ -72,28 +76,84 @@ __device__ __forceinline__ void copy_from_shared(T* global, const T* smem, int n
   for (int k = vectors * kPerVector + first; k < n; k += stride) global[k] = smem[shared_index<kSkew>(k)];
 }
 
-// A thread's register tile of at most 16 bytes from and to global memory: one vector access
-// where it is 16 bytes at an address that allows it, element by element otherwise.
-template <class T, int N> __device__ __forceinline__ void load_vector(T (&regs)[N], const T* global) {
-  if constexpr (N * sizeof(T) == 16) {
-    if (reinterpret_cast<unsigned long long>(global) % 16 == 0) {
+// Threads `first, first + stride, ...` start copying n elements global -> shared without
+// holding them in registers (cp.async, sm_80 and later): every 16-byte vector is in flight at
+// once, so a block's run of tiles loads while it computes on the part already there.
+// commit_async closes the copies issued so far into one group; wait_async waits for groups.
+// Vectors only where both runs are 16-byte aligned; the rest moves element by element, done
+// before the barrier that follows wait_async.
+template <class T>
+__device__ __forceinline__ void copy_to_shared_async(T* smem, const T* global, int n, int first, int stride) {
+  constexpr int kPerVector = 16 / sizeof(T);
+  const int vectors = aligned_vectors(smem, n) > 0 ? aligned_vectors(global, n) : 0;
+  for (int v = first; v < vectors; v += stride) {
+    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(smem + v * kPerVector));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(global + v * kPerVector) : "memory");
+  }
+  for (int k = vectors * kPerVector + first; k < n; k += stride) smem[k] = global[k];
+}
+
+__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+// Waits until at most `pending` of this thread's commit groups are still in flight (the
+// newest ones); a block barrier after it makes every thread's copies visible.
+__device__ __forceinline__ void wait_async(int pending) {
+  switch (pending) {  // the count is an immediate: one case per pipeline depth the frame uses
+    case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
+  }
+}
+
+// A thread's run of a large register tile, read from global memory where the body indexes it
+// instead of being loaded into an array first (an array of hundreds of elements would live in
+// local memory). kVectors: the run is 16-byte aligned and each index reads its 16-byte vector;
+// the vectors of one unrolled fold are the same loads, which the compiler merges.
+template <class T, bool kVectors> struct GlobalRun {
+  const T* __restrict__ at;
+  __device__ __forceinline__ T operator[](long long i) const {
+    if constexpr (kVectors) {
+      constexpr int kPerVector = 16 / sizeof(T);
       Vector16<T> u;
-      u.raw = __ldg(reinterpret_cast<const uint4*>(global));
+      u.raw = __ldg(reinterpret_cast<const uint4*>(at) + i / kPerVector);
+      return u.values[i % kPerVector];
+    } else {
+      return __ldg(at + i);
+    }
+  }
+};
+
+// A thread's run of N consecutive elements from and to global memory: whole 16-byte vectors
+// where the run's length and address allow, element by element otherwise.
+template <class T, int N> __device__ __forceinline__ void load_run(T (&regs)[N], const T* global) {
+  constexpr int kPerVector = 16 / sizeof(T);
+  if constexpr (N % kPerVector == 0) {
+    if (aligned16(global)) {
 #pragma unroll
-      for (int j = 0; j < N; ++j) regs[j] = u.values[j];
+      for (int v = 0; v < N / kPerVector; ++v) {
+        Vector16<T> u;
+        u.raw = __ldg(reinterpret_cast<const uint4*>(global) + v);
+#pragma unroll
+        for (int j = 0; j < kPerVector; ++j) regs[v * kPerVector + j] = u.values[j];
+      }
       return;
     }
   }
 #pragma unroll
   for (int j = 0; j < N; ++j) regs[j] = global[j];
 }
-template <class T, int N> __device__ __forceinline__ void store_vector(T* global, const T (&regs)[N]) {
-  if constexpr (N * sizeof(T) == 16) {
-    if (reinterpret_cast<unsigned long long>(global) % 16 == 0) {
-      Vector16<T> u;
+template <class T, int N> __device__ __forceinline__ void store_run(T* global, const T (&regs)[N]) {
+  constexpr int kPerVector = 16 / sizeof(T);
+  if constexpr (N % kPerVector == 0) {
+    if (aligned16(global)) {
 #pragma unroll
-      for (int j = 0; j < N; ++j) u.values[j] = regs[j];
-      *reinterpret_cast<uint4*>(global) = u.raw;
+      for (int v = 0; v < N / kPerVector; ++v) {
+        Vector16<T> u;
+#pragma unroll
+        for (int j = 0; j < kPerVector; ++j) u.values[j] = regs[v * kPerVector + j];
+        reinterpret_cast<uint4*>(global)[v] = u.raw;
+      }
       return;
     }
   }

@@ -1,6 +1,7 @@
 // reduction -> local at warp / warpgroup scope: each lane folds its own registers, then an
 // XOR butterfly folds across the lanes that hold parts of the same output (none when the
-// reduced dims live in registers only), then accum folds the old output in once.
+// reduced dims live in registers only), then accum folds the old output in once. `src_regs`
+// may also be a run read from global memory as it is folded (large per-lane tiles on the GPU).
 #pragma once
 #include "butterfly.cuh"
 #include "ops.cuh"
@@ -8,13 +9,13 @@
 
 namespace tp {
 
-template <class Op, class T, class Lanes, class View, int kUnroll = View::kUnroll>
-TP_HD void lane_reduce(const Lanes& g, T* dst_regs, int dst_stride, const T* src_regs, int src_stride,
+template <class Op, class T, class Lanes, class Src, class View, int kUnroll = View::kUnroll>
+TP_HD void lane_reduce(const Lanes& g, T* dst_regs, int dst_stride, Src src_regs, int src_stride,
                        const View& v, const ShuffleMasks& sh, bool accum) {
   TP_UNROLL_BY(kUnroll)
   for (int k = 0; k < v.spatial; ++k) {
     auto part = g.map([&](int lane) {
-      const T* src = g.regs(src_regs, src_stride, lane);
+      const auto src = g.regs(src_regs, src_stride, lane);
       T acc = Op::template identity<T>();
       TP_UNROLL_BY(kUnroll)
       for (int j = 0; j < v.reduce; ++j) acc = Op::apply(acc, src[v.src_slot(k, j)]);

@@ -63,8 +63,8 @@ TP_THREE_INPUT(MinNaN, "min.NaN.f32")
 
 }  // namespace packed
 
-template <class View, int kUnroll = View::kUnroll>
-TP_HD void packed_add_sum(float* dst, const float* src, const View& v, bool accum) {
+template <class Src, class View, int kUnroll = View::kUnroll>
+TP_HD void packed_add_sum(float* dst, Src src, const View& v, bool accum) {
   const int n = v.reduce;
   const int full = n / 8;
   float acc[8];
@@ -87,8 +87,8 @@ TP_HD void packed_add_sum(float* dst, const float* src, const View& v, bool accu
   dst[v.dst_slot(0)] = add(acc[0], acc[1]);
 }
 
-template <class Op, class View, int kUnroll = View::kUnroll>
-TP_HD void packed_three_input_maxmin(float* dst, const float* src, const View& v, bool accum) {
+template <class Op, class Src, class View, int kUnroll = View::kUnroll>
+TP_HD void packed_three_input_maxmin(float* dst, Src src, const View& v, bool accum) {
   using Three = packed::three<Op>;
   const int n = v.reduce;
   const int full = n / 8;
