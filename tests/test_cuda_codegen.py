@@ -186,10 +186,10 @@ def test_shared_tiles_stage_asynchronously_from_sm80(arch, async_copies):
         assert "pipelined parts" in k.instances_why and "kStages = 4" in k.source
 
 
-def test_long_thread_rows_are_read_in_place_by_vectors_without_local_memory():
+def test_long_thread_rows_are_read_in_place_by_whole_line_vectors_without_local_memory():
     k = tp.lower(tp.thread.sum, f("f4", 100, 1024), axes=-1, batch_dims=1, target="sm_90a")
     assert "tp::GlobalRun<float, true>" in k.source and "stage_in0" not in k.source
-    assert k.shared_bytes == 0 and "ld.global.nc.v4" in k.ptx
+    assert k.shared_bytes == 0 and "ld.global.nc.L2::128B.v4.u32" in k.ptx
     assert "ld.local" not in k.ptx and "st.local" not in k.ptx
 
 

@@ -292,3 +292,16 @@ def test_shared_tiles_staged_in_pipelined_parts_equal_the_cpu(scope, k, tiles, r
         assert bits_equal(cpu, gpu), op
         unaligned = fn(_view_one_in(x), axes=-1, batch_dims=1, storage="shared").cpu().numpy()
         assert bits_equal(cpu, unaligned), op
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float64"])
+def test_long_rows_of_other_widths_and_out_of_slot_order_read_in_place_to_the_cpu_bits(dtype, rng):
+    # 2- and 8-byte elements, and a fold across dim 0 of a thread's (256, 3) tile, which reads
+    # the run out of order
+    x = random_tile(rng, (37, 256, 3), dtype)
+    cpu, gpu = both(tp.thread.sum, x, axes=1, batch_dims=1)
+    assert bits_equal(cpu, gpu)
+    x = random_tile(rng, (37, 999), dtype)
+    cpu, gpu = both(tp.thread.max, x, axes=-1, batch_dims=1)
+    assert bits_equal(cpu, gpu)
+    assert bits_equal(cpu, tp.thread.max(_view_one_in(x), axes=-1, batch_dims=1).cpu().numpy())
