@@ -85,7 +85,7 @@ __device__ __forceinline__ void copy_from_shared(T* global, const T* smem, int n
 template <class T>
 __device__ __forceinline__ void copy_to_shared_async(T* smem, const T* global, int n, int first, int stride) {
   constexpr int kPerVector = 16 / sizeof(T);
-  const int vectors = aligned_vectors(smem, n) > 0 ? aligned_vectors(global, n) : 0;
+  const int vectors = aligned16(smem) ? aligned_vectors(global, n) : 0;
   for (int v = first; v < vectors; v += stride) {
     const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(smem + v * kPerVector));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(global + v * kPerVector) : "memory");
