@@ -7,7 +7,7 @@
 // Host loops worth a second, AVX + FMA build: the CPU picks it at load time where it has them.
 // Every op still rounds once (-ffp-contract=off holds in both), so the bits do not change.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define TP_HOST_VECTOR_CLONES __attribute__((noinline, target_clones("fma", "default")))
+#define TP_HOST_VECTOR_CLONES __attribute__((noinline, flatten, target_clones("fma", "default")))
 #else
 #define TP_HOST_VECTOR_CLONES
 #endif

@@ -10,18 +10,29 @@ SlotTable::SlotTable(const FoldView& v) : spatial(v.spatial), reduce(v.reduce) {
 }
 
 SlotMap::SlotMap(const HostStaging& h) : slots(h.slots) {
+  auto add_load = [&](long long slot, long long e) {
+    if (!load.empty() && load.back().slot + load.back().length == slot &&
+        load.back().element + load.back().length == e) {
+      ++load.back().length;
+    } else {
+      load.push_back({slot, e, 1});
+    }
+  };
   if (h.plan.kind == Staging::shared) {
     for (long long e = 0; e < h.plan.elements; ++e) {
-      load.emplace_back(memory_offset(h.memory, e), e);
+      add_load(memory_offset(h.memory, e), e);
       store.emplace_back(memory_offset(h.memory, e), e);
     }
-    return;
+  } else {
+    const RegisterPlacement& p = *h.plan.place;  // thread scope: one thread
+    for (int s = 0; s < p.slots; ++s) {
+      if (p.load[s] >= 0) add_load(s, p.load[s]);
+      if (p.store[s] >= 0) store.emplace_back(s, p.store[s]);
+    }
   }
-  const RegisterPlacement& p = *h.plan.place;  // thread scope: one thread
-  for (int s = 0; s < p.slots; ++s) {
-    if (p.load[s] >= 0) load.emplace_back(s, p.load[s]);
-    if (p.store[s] >= 0) store.emplace_back(s, p.store[s]);
-  }
+  long long loaded = 0;
+  for (const Run& r : load) loaded += r.length;
+  loads_every_slot = loaded == slots;
 }
 
 }  // namespace tp

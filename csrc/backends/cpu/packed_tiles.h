@@ -10,6 +10,7 @@
 #include "backends/cpu/pack.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/staging.h"
+#include "backends/cpu/transpose.h"
 #include "ops/host_types.h"
 #include "dispatch/executor.h"
 #include "tileprim/reduction/thread_loop.cuh"
@@ -28,16 +29,22 @@ struct SlotTable {
   long long src_slot(int k, int j) const { return src[static_cast<size_t>(k) * reduce + j]; }
 };
 
-// (slot, element) pairs: where each element of a tile is staged, and from where it is stored.
+// Where each element of a tile is staged (runs of consecutive slots holding consecutive
+// elements), and from where each is stored ((slot, element) pairs).
 struct SlotMap {
-  std::vector<std::pair<long long, long long>> load, store;
+  struct Run {
+    long long slot, element, length;
+  };
+  std::vector<Run> load;
+  std::vector<std::pair<long long, long long>> store;
   long long slots = 0;
+  bool loads_every_slot = false;  // then staging need not poison first
   explicit SlotMap(const HostStaging& h);
 };
 
 template <class T, class Op> class PackedReductionRunner : public Runner {
  public:
-  static constexpr int kLanes = 8;
+  static constexpr int kLanes = 32;  // eight vectors of floats: eight fold chains at once
   using P = Pack<T, kLanes>;
 
   PackedReductionRunner(const Plan& plan, const FoldView& view)
@@ -46,7 +53,8 @@ template <class T, class Op> class PackedReductionRunner : public Runner {
         src_(HostStaging(plan.staging[0])),
         dst_(HostStaging(plan.staged_output())),
         src_elements_(plan.staging[0].elements),
-        dst_elements_(plan.staged_output().elements) {}
+        dst_elements_(plan.staged_output().elements),
+        in_place_(src_.loads_every_slot && src_.load.size() == 1 && src_.load[0].slot == 0) {}
 
   void run(const RunArgs& args) const override {
     const T* in = reinterpret_cast<const T*>(args.inputs[0].data);
@@ -62,29 +70,93 @@ template <class T, class Op> class PackedReductionRunner : public Runner {
   void run_group(const T* in, T* out, long long first, long long tiles, std::vector<P>& src,
                  std::vector<P>& dst) const {
     const int lanes = static_cast<int>(std::min<long long>(kLanes, tiles - first));
-    stage(src, src_, in, first, lanes, src_elements_);
     if (accum_) {
       stage(dst, dst_, out, first, lanes, dst_elements_);
     } else {
       std::fill(dst.begin(), dst.end(), limits<P>::quiet_nan());
     }
-    fold(dst.data(), src.data(), view_, accum_);
+    if (in_place_) {
+      fold(dst.data(), RowSource(in, first, lanes, src_elements_, src_.load[0]), view_, accum_);
+    } else {
+      stage(src, src_, in, first, lanes, src_elements_);
+      fold(dst.data(), src.data(), view_, accum_);
+    }
     for (const auto& [slot, e] : dst_.store) {
-      for (int l = 0; l < lanes; ++l) out[(first + l) * dst_elements_ + e] = dst[slot].v[l];
+      for (int l = 0; l < lanes; ++l) out[(first + l) * dst_elements_ + e] = dst[slot].lane(l);
     }
   }
 
-  // The fold alone carries the vector clones: nothing of another target is inlined into one.
-  TP_HOST_VECTOR_CLONES static void fold(P* dst, const P* src, const SlotTable& view, bool accum) {
+  // The fold alone carries the vector clones; everything it calls is inlined into each.
+  template <class Src> TP_HOST_VECTOR_CLONES static void fold(P* dst, Src src, const SlotTable& view, bool accum) {
     thread_reduce<Op>(dst, src, view, accum);
   }
 
-  // Lane l holds tile first + l (the last tile again where the batch runs out).
+  static constexpr int W = kTransposeWidth<T>;
+  static_assert(kLanes % W == 0, "lanes are whole blocks");
+
+  // Lane l reads tile first + l (the last tile again where the batch runs out).
+  static void lane_rows(const T* global, long long first, int lanes, long long elements, const T* rows[kLanes]) {
+    for (int l = 0; l < kLanes; ++l) rows[l] = global + (first + std::min(l, lanes - 1)) * elements;
+  }
+
+  // W lanes' elements [from, from + W) of a run, as W Packs' lanes l0 ..
+  static void move_block(const T* const rows[kLanes], long long from, int l0, P* to) {
+    const T* in[W];
+    void* out[W];
+    for (int k = 0; k < W; ++k) {
+      in[k] = rows[l0 + k] + from;
+      out[k] = reinterpret_cast<unsigned char*>(&to[k]) + l0 * sizeof(T);
+    }
+    transpose_block(in, out);
+  }
+
+  // The fold's source where the tile is one run from slot 0 (a row-major thread tile): read
+  // from the tiles themselves as the fold walks it, a cache line of every lane at a time (rows
+  // a page apart share an L1 set: a line read in part would be gone before its next part),
+  // instead of the whole run staged first and read back.
+  class RowSource {
+   public:
+    RowSource(const T* global, long long first, int lanes, long long elements, const SlotMap::Run& run)
+        : element_(run.element), length_(run.length) {
+      lane_rows(global, first, lanes, elements, rows_);
+    }
+    static constexpr int kBlock = 64 / sizeof(T) > W ? 64 / sizeof(T) : W;  // slots per load
+    const P& operator[](long long slot) const {
+      if (static_cast<unsigned long long>(slot - base_) >= kBlock) load(slot - slot % kBlock);
+      return block_[slot - base_];
+    }
+
+   private:
+    void load(long long base) const {
+      base_ = base;
+      const long long whole = std::min<long long>(kBlock, length_ - base) / W * W;
+      for (int l0 = 0; l0 < kLanes; l0 += W) {
+        for (long long i = 0; i < whole; i += W) move_block(rows_, element_ + base + i, l0, block_ + i);
+      }
+      for (long long s = base + whole; s < std::min<long long>(base + kBlock, length_); ++s) {
+        for (int l = 0; l < kLanes; ++l) block_[s - base].set_lane(l, rows_[l][element_ + s]);
+      }
+    }
+    const T* rows_[kLanes];
+    long long element_, length_;
+    mutable long long base_ = -2 * kBlock;  // slot of block_[0]; none loaded yet
+    mutable P block_[kBlock];
+  };
+
+  // Every run of the map, W lanes at a time, each lane's run read in order.
   static void stage(std::vector<P>& buf, const SlotMap& map, const T* global, long long first, int lanes,
                     long long elements) {
-    std::fill(buf.begin(), buf.end(), limits<P>::quiet_nan());
-    for (const auto& [slot, e] : map.load) {
-      for (int l = 0; l < kLanes; ++l) buf[slot].v[l] = global[(first + std::min(l, lanes - 1)) * elements + e];
+    if (!map.loads_every_slot) std::fill(buf.begin(), buf.end(), limits<P>::quiet_nan());
+    const T* rows[kLanes];
+    lane_rows(global, first, lanes, elements, rows);
+    for (const SlotMap::Run& run : map.load) {
+      const long long whole = run.length - run.length % W;
+      for (int l0 = 0; l0 < kLanes; l0 += W) {
+        for (long long i = 0; i < whole; i += W) move_block(rows, run.element + i, l0, &buf[run.slot + i]);
+      }
+      for (long long i = whole; i < run.length; ++i) {
+        for (int l = 0; l < kLanes; ++l) buf[run.slot + i].set_lane(l, rows[l][run.element + i]);
+      }
     }
   }
 
@@ -92,6 +164,7 @@ template <class T, class Op> class PackedReductionRunner : public Runner {
   bool accum_;
   SlotMap src_, dst_;
   long long src_elements_, dst_elements_;
+  bool in_place_;  // the source is one run from slot 0: the fold reads it through a RowSource
 };
 
 }  // namespace tp

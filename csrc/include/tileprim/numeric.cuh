@@ -119,32 +119,36 @@ TP_HD float min_nan(float a, float b) {
   return d;
 }
 #else
-// Written as selects a vector unit has (b > a ? b : a is x86's maxps exactly), so that loops
-// over them vectorize.
+// Written as selects a vector unit has (pick(b > a, b, a) is x86's maxps exactly), so that
+// loops over them vectorize; the CPU's vector Packs (backends/cpu/pack.h) run these same
+// templates, their comparisons and picks lane-wise.
+template <class T> inline T pick(bool c, T x, T y) { return c ? x : y; }
 inline float with_bits(float, unsigned u) { return float_of(u); }
 inline double with_bits(double, unsigned long long u) { return double_of(u); }
 template <class T> inline T host_max_num(T a, T b) {
-  T r = b > a ? b : a;                              // a where either is NaN
-  r = is_nan(a) ? b : r;                            // a number beats a NaN
-  r = a == b ? with_bits(a, bits_of(a) & bits_of(b)) : r;  // -0 < +0
-  return is_nan(a) && is_nan(b) ? limits<T>::quiet_nan() : r;
+  T r = pick(b > a, b, a);                                     // a where either is NaN
+  r = pick(is_nan(a), b, r);                                   // a number beats a NaN
+  r = pick(a == b, with_bits(a, bits_of(a) & bits_of(b)), r);  // -0 < +0
+  return pick(is_nan(r), limits<T>::quiet_nan(), r);           // r is NaN only where both are
 }
 template <class T> inline T host_min_num(T a, T b) {
-  T r = b < a ? b : a;
-  r = is_nan(a) ? b : r;
-  r = a == b ? with_bits(a, bits_of(a) | bits_of(b)) : r;  // -0 < +0
-  return is_nan(a) && is_nan(b) ? limits<T>::quiet_nan() : r;
+  T r = pick(b < a, b, a);
+  r = pick(is_nan(a), b, r);
+  r = pick(a == b, with_bits(a, bits_of(a) | bits_of(b)), r);
+  return pick(is_nan(r), limits<T>::quiet_nan(), r);
+}
+template <class T> inline T host_max_nan(T a, T b) {
+  return pick(is_nan(a) | is_nan(b), limits<T>::quiet_nan(), host_max_num(a, b));
+}
+template <class T> inline T host_min_nan(T a, T b) {
+  return pick(is_nan(a) | is_nan(b), limits<T>::quiet_nan(), host_min_num(a, b));
 }
 inline float max_num(float a, float b) { return host_max_num(a, b); }
 inline float min_num(float a, float b) { return host_min_num(a, b); }
 inline double max_num(double a, double b) { return host_max_num(a, b); }
 inline double min_num(double a, double b) { return host_min_num(a, b); }
-inline float max_nan(float a, float b) {
-  return (is_nan(a) || is_nan(b)) ? limits<float>::quiet_nan() : host_max_num(a, b);
-}
-inline float min_nan(float a, float b) {
-  return (is_nan(a) || is_nan(b)) ? limits<float>::quiet_nan() : host_min_num(a, b);
-}
+inline float max_nan(float a, float b) { return host_max_nan(a, b); }
+inline float min_nan(float a, float b) { return host_min_nan(a, b); }
 #endif
 // PTX has no max.NaN.f64; spelled out the same way on both sides.
 TP_HD double max_nan(double a, double b) {
