@@ -155,3 +155,15 @@ def test_elementwise_writes_every_element_even_with_gaps(backend, rng):
     assert np.all(np.isfinite(got))
     assert bits_equal(got, np.sqrt(x.astype(np.float64)).astype(np.float32))
     assert tp.plan(tp.warp.sqrt, x, layout=L).params["registers_per_thread"] == 10
+
+
+@pytest.mark.parametrize("op", sorted(UNARY))
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_every_16_bit_input_gives_the_same_bits_in_large_and_small_calls(op, dtype, backend):
+    # 65536 elements in one call: the CPU looks each result up in the op's table of every input;
+    # calls of one 1024-element tile evaluate the op element by element
+    x = np.arange(1 << 16, dtype=np.uint16).view(NP[dtype]).reshape(64, 1024)
+    whole = getattr(tp, op)(x, batch_dims=1, backend=backend)
+    pieces = np.stack([getattr(tp, op)(row, backend=backend) for row in x])
+    assert bits_equal(whole, pieces)
+    assert np.sum(np.isfinite(whole.astype(np.float64))) > 1000

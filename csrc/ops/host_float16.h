@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 
 #include "tileprim/numeric.cuh"
@@ -127,12 +128,30 @@ inline void two_sum(double a, double b, double& s, double& err) {
 // 1995); none reaches float's subnormals with extra bits (half's exponents are small;
 // bfloat16's products have at most 16 significant bits; square roots grow small values).
 template <class F> F add(F a, F b) { return F::from_float(a.to_float() + b.to_float()); }
+template <class F> F quiet_nan() { return F::from_bits(F::kExpMask | 0x7fff); }
+// Rounding to odd (truncate, then set the last bit where anything was cut) keeps what rounding
+// to nearest at two or more bits fewer needs: so s + e rounded to odd in double, then in float,
+// then to nearest in the 16-bit format is the one correct rounding of s + e. Written as selects
+// over float and double, so loops of it vectorize (no branch, no libm).
+inline double odd_double(double s, double e) {
+  const std::uint64_t b = bits_of(s);
+  const bool inexact = e != 0.0 && std::fabs(s) <= std::numeric_limits<double>::max();
+  const std::uint64_t toward_exact = (e < 0) == (s < 0) ? b + 1 : b - 1;  // |s| moves toward |s + e|
+  return double_of(inexact && (b & 1) == 0 ? toward_exact : b);
+}
+inline float odd_float(double d) {
+  const float f = static_cast<float>(d);
+  const double back = f;
+  const std::uint32_t b = bits_of(f);
+  const std::uint32_t truncated = std::fabs(back) > std::fabs(d) ? b - 1 : b;  // f rounded away: one step back
+  return float_of(back != d ? truncated | 1u : b);
+}
 template <class F> F fma(F a, F b, F c) {
   double s, e;  // a*b is exact in double for 11- and 8-bit significands
-  two_sum(a.to_double() * b.to_double(), c.to_double(), s, e);
-  return F::round(s, e);
+  two_sum(static_cast<double>(a.to_float()) * static_cast<double>(b.to_float()), static_cast<double>(c.to_float()), s, e);
+  const F r = F::from_float(odd_float(odd_double(s, e)));
+  return s != s ? quiet_nan<F>() : r;  // one NaN whatever the compiler's operand order gave
 }
-template <class F> F quiet_nan() { return F::from_bits(F::kExpMask | 0x7fff); }
 template <class F> F pick(F a, F b, bool want_max, bool nan_wins) {
   const bool na = std::isnan(a.to_double()), nb = std::isnan(b.to_double());
   if (na || nb) {

@@ -5,6 +5,7 @@
 
 #include "errors.h"
 #include "ops/host_types.h"
+#include "ops/host_unary_table.h"
 #include "tileprim/elementwise/maps.cuh"
 
 namespace tp {
@@ -39,7 +40,21 @@ TP_HOST_VECTOR_CLONES void map_slots(TD* dst, int slots, const Operands&... oper
   map_registers<Op, kUnrollMemory>(dst, slots, operands...);
 }
 
+// From this many elements a call looks a 16-bit one-operand map up (unary_table.h): the table
+// costs 65536 evaluations once.
+constexpr long long kTableWorthIt = 4096;
+
 template <class Op, int kArity, class TD, class TS> void host_map_typed(const HostMap& m) {
+  const long long n = static_cast<long long>(m.threads) * m.slots;  // threads' slots are consecutive
+  if constexpr (kArity == 1 && sizeof(TD) == 2 && std::is_same_v<TD, TS>) {
+    if (m.regs[0] && n >= kTableWorthIt) {
+      const std::uint16_t* table = unary_table<Op, TD>([](TD* dst, const TD* src, int count) {
+        map_slots<Op>(dst, count, RegOperand<TD>{src});
+      });
+      look_up(table, static_cast<TD*>(m.out), static_cast<const TD*>(m.regs[0]), n);
+      return;
+    }
+  }
   for (int t = 0; t < m.threads; ++t) {
     TD* dst = static_cast<TD*>(m.out) + static_cast<long long>(t) * m.slots;
     with_operands<kArity, TS>(m, t, [&](const auto&... operands) { map_slots<Op>(dst, m.slots, operands...); });
