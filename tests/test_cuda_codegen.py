@@ -186,11 +186,47 @@ def test_shared_tiles_stage_asynchronously_from_sm80(arch, async_copies):
         assert "pipelined parts" in k.instances_why and "kStages = 4" in k.source
 
 
-def test_long_thread_rows_are_read_in_place_by_whole_line_vectors_without_local_memory():
-    k = tp.lower(tp.thread.sum, f("f4", 100, 1024), axes=-1, batch_dims=1, target="sm_90a")
-    assert "tp::GlobalRun<float, true>" in k.source and "stage_in0" not in k.source
-    assert k.shared_bytes == 0 and "ld.global.nc.L2::128B.v4.u32" in k.ptx
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_long_thread_rows_stream_through_warp_windows_without_local_memory(arch):
+    # whole warps copy their lanes' rows 128 bytes each ahead into a shared window (cp.async),
+    # read back by 16-byte vectors; partial warps and unaligned rows read in place
+    k = tp.lower(tp.thread.sum, f("f4", 100, 1024), axes=-1, batch_dims=1, target=arch)
+    assert "tp::WindowRun<float, 4>" in k.source and "tp::GlobalRun<float, true>" in k.source
+    assert "stage_in0" not in k.source and k.shared_bytes == 4 * 4 * 4096  # 4 warps of 4 chunks
+    assert "4-chunk window (65536 bytes)" in k.instances_why
+    assert "cp.async.cg.shared.global" in k.ptx and "ld.shared.v4" in k.ptx
+    assert "ld.global.nc.L2::128B.v4.u32" in k.ptx
     assert "ld.local" not in k.ptx and "st.local" not in k.ptx
+
+
+def test_long_thread_rows_before_sm80_are_read_in_place():
+    k = tp.lower(tp.thread.sum, f("f4", 100, 1024), axes=-1, batch_dims=1, target="sm_75")
+    assert "WindowRun" not in k.source and "tp::GlobalRun<float, true>" in k.source and k.shared_bytes == 0
+    assert "ld.local" not in k.ptx and "st.local" not in k.ptx
+
+
+@pytest.mark.parametrize("arch,stages", [("sm_90a", 4), ("sm_86", 3)])
+def test_long_lane_runs_stream_through_windows_that_fit_the_arch(arch, stages):
+    # lane i folds its 256 elements i*256, ... of a row of 8192; 8 warps per block
+    k = tp.lower(tp.warp.sum, f("f4", 10, 32, 256), axes=(-2, -1), batch_dims=1,
+                 layout=S[(32, 256):(1 @ laneid, 1)], target=arch)
+    assert f"tp::WindowRun<float, {stages}>" in k.source and k.shared_bytes == 8 * stages * 4096
+    assert "ld.local" not in k.ptx and "st.local" not in k.ptx
+
+
+@pytest.mark.parametrize("dtype", ["f2", "f8"])
+def test_long_rows_of_other_widths_stream_by_16_byte_vectors(dtype):
+    k = tp.lower(tp.thread.max, f(dtype, 100, 1024), axes=-1, batch_dims=1, target="sm_90a")
+    reads = set(re.findall(r"ld\.shared\.(\S+)", k.ptx))
+    assert "tp::WindowRun<" in k.source and reads == {"v4.u32" if dtype == "f2" else "v2.f64"}
+    assert "ld.local" not in k.ptx and "st.local" not in k.ptx
+
+
+def test_a_fold_into_several_outputs_reads_its_run_in_place():
+    # the window needs one in-order walk of each run; a (256, 3) tile folded across dim 0 reads
+    # its run three times over
+    k = tp.lower(tp.thread.sum, f("f4", 100, 256, 3), axes=1, batch_dims=1, target="sm_90a")
+    assert "WindowRun" not in k.source and "GlobalRun" in k.source
 
 
 def test_short_lane_runs_load_every_round_up_front():

@@ -245,12 +245,15 @@ def _view_one_in(x):
 @pytest.mark.parametrize("k", [257, 1000, 1024])
 @pytest.mark.parametrize("op", ["sum", "max", "min"])
 def test_long_thread_rows_read_in_place_equal_the_cpu(k, op, rng):
-    # a thread's row of hundreds of elements is folded as it is read from global memory, by
-    # 16-byte vectors where the row is aligned and element by element where it is not
+    # a thread's row of hundreds of elements is folded as it is read: whole warps of 16-byte
+    # aligned rows through their shared window, the last block's partial warp (301 = 2 * 128
+    # + 32 + 13 rows) and unaligned rows from global memory, by 16-byte vectors where the row
+    # is aligned and element by element where it is not
     x = random_tile(rng, (301, k), "float32")
     fn = getattr(tp.thread, op)
     kernel = tp.lower(fn, x, axes=-1, batch_dims=1)
     assert "GlobalRun" in kernel.source and "ld.local" not in kernel.ptx
+    assert ("WindowRun" in kernel.source) == (k % 4 == 0)
     cpu, gpu = both(fn, x, axes=-1, batch_dims=1)
     assert bits_equal(cpu, gpu)
     assert bits_equal(cpu, fn(_view_one_in(x), axes=-1, batch_dims=1).cpu().numpy())
@@ -292,6 +295,21 @@ def test_shared_tiles_staged_in_pipelined_parts_equal_the_cpu(scope, k, tiles, r
         assert bits_equal(cpu, gpu), op
         unaligned = fn(_view_one_in(x), axes=-1, batch_dims=1, storage="shared").cpu().numpy()
         assert bits_equal(cpu, unaligned), op
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_long_rows_of_other_widths_stream_through_windows_to_the_cpu_bits(dtype, op, rng):
+    # 37 rows: one whole warp through its window, 5 rows of a partial warp read in place
+    x = random_tile(rng, (37, 1024), dtype)
+    fn = getattr(tp.thread, op)
+    assert "WindowRun" in tp.lower(fn, x, axes=-1, batch_dims=1).source
+    cpu, gpu = both(fn, x, axes=-1, batch_dims=1)
+    assert bits_equal(cpu, gpu)
+    old = random_tile(rng, cpu.shape, dtype, special=False)
+    cpu_acc = fn(x, axes=-1, batch_dims=1, accum=True, out=old.copy(), backend="cpu")
+    gpu_acc = fn(x, axes=-1, batch_dims=1, accum=True, out=old.copy(), backend="cuda")
+    assert bits_equal(cpu_acc, gpu_acc)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float64"])

@@ -31,6 +31,8 @@ constexpr int kMaxDirectRounds = 16;  // each round is the body unrolled once mo
 // Pipeline depth of asynchronously staged tiles: a block computes on the first part of its
 // run while the rest arrives (wait_async takes 0..3 pending groups).
 constexpr int kMaxStages = 4;
+// Chunks of a run a warp's window holds (tp::WindowRun): the next three load while one is read.
+constexpr int kWindowStages = 4;
 
 int sm_number(const std::string& arch) {
   const size_t digits = arch.find_first_of("0123456789");
@@ -38,6 +40,7 @@ int sm_number(const std::string& arch) {
 }
 
 long long align16(long long bytes) { return (bytes + 15) / 16 * 16; }
+
 
 // Instances per block before shared memory limits them, and why. Thread and warp instances
 // need no barrier of their own; warpgroup and CTA instances each sync on a named barrier
@@ -134,6 +137,26 @@ class Frame {
       stages_ = std::min(rounds_, kMaxStages);
       if (stages_ > 1) why_ += ", in " + std::to_string(stages_) + " pipelined parts";
     }
+    // One run per lane, folded in order into one output: whole warps stream their lanes' runs
+    // through a shared window (cp.async, sm_80 and later) instead of reading them in place,
+    // where runs and tiles are whole 16-byte vectors (so that every run may be aligned).
+    if (async_ && runs_.size() == 1 && one_output() && (threads_ == 1 || threads_ % 32 == 0) &&
+        run_bytes(*runs_.front()) % 16 == 0 && runs_.front()->elements * dtype_size(runs_.front()->dtype) % 16 == 0) {
+      window_stages_ = kWindowStages;
+      while (window_stages_ > 1 && launch_shared_bytes() > limit) --window_stages_;
+      if (window_stages_ < 2) {
+        window_stages_ = 0;
+      } else {
+        why_ += "; whole warps stream their runs through a " + std::to_string(window_stages_) + "-chunk window (" +
+                std::to_string(window_bytes()) + " bytes)";
+      }
+    }
+  }
+
+  // What a block asks for at launch: its staging, then its warps' windows.
+  long long launch_shared_bytes() const { return align16(shared_bytes(instances_, rounds_)) + window_bytes(); }
+  long long window_bytes() const {
+    return window_stages_ == 0 ? 0 : threads_ * instances_ / 32 * window_stages_ * tp::kWindowSlotBytes;
   }
 
   int instances() const { return instances_; }
@@ -183,7 +206,7 @@ class Frame {
        << "  const long long first = static_cast<long long>(blockIdx.x) * (kInstances * kRounds);\n"
        << "  const int valid = static_cast<int>(tiles - first < kInstances * kRounds ? tiles - first : kInstances * kRounds);\n"
        << "  (void)lane; (void)valid;\n";
-    if (shared_bytes(instances_, rounds_) > 0) os << "  extern __shared__ __align__(16) unsigned char tp_smem[];\n";
+    if (launch_shared_bytes() > 0) os << "  extern __shared__ __align__(16) unsigned char tp_smem[];\n";
     os << load.str() << prefetch.str() << unroll << "  for (int stage = 0; stage < kStages; ++stage) {\n"
        << stage_sync_ << unroll
        << "    for (int round = stage * (kRounds / kStages); round < (stage + 1) * (kRounds / kStages); ++round) {\n"
@@ -366,7 +389,8 @@ class Frame {
   }
 
   // The body's call; with runs read in place, once for 16-byte aligned runs (read by vectors)
-  // and once for the others.
+  // and once for the others, and first, where whole warps may stream their runs through their
+  // windows, once for warps whose lanes all hold a tile with aligned runs.
   void body_call(std::ostream& os) const {
     if (runs_.empty()) {
       os << "      " << body_.call << "\n";
@@ -384,7 +408,19 @@ class Frame {
       }
       os << "        " << body_.call << "\n";
     };
-    os << "      if (" << aligned << ") {\n";
+    os << "      ";
+    if (window_stages_ > 0) {
+      const OperandStaging& s = *runs_.front();
+      // lane 31's tile is in too (thread scope: a warp's lanes hold consecutive tiles)
+      os << "if (tile + (31 - threadIdx.x % 32) / kThreads < tiles && __all_sync(~0u, " << aligned << ")) {\n"
+         << "        const tp::WindowRun<" << dtype_cuda_name(s.dtype) << ", " << window_stages_ << "> " << name_of(s)
+         << "{reinterpret_cast<char*>(tp_smem) + " << align16(shared_bytes(instances_, rounds_)) << " + threadIdx.x / 32 * "
+         << window_stages_ * tp::kWindowSlotBytes << ", " << name_of(s) << "_at, " << s.place->slots
+         << ", static_cast<int>(threadIdx.x % 32)};\n"
+         << "        " << body_.call << "\n"
+         << "      } else ";
+    }
+    os << "if (" << aligned << ") {\n";
     views(true);
     os << "      } else {\n";
     views(false);
@@ -465,6 +501,12 @@ class Frame {
     return body_.indexes_sources && s.load && !s.store && staging > kSharedPerBlockTarget;
   }
 
+  // The tile's output is one element: a body folds each lane's run once, in order.
+  bool one_output() const {
+    return std::any_of(plan_.staging.begin(), plan_.staging.end(),
+                       [](const OperandStaging& s) { return s.operand < 0 && s.elements == 1; });
+  }
+
   // Bytes a thread loads straight into registers per tile.
   long long direct_load_bytes() const {
     long long bytes = 0;
@@ -495,6 +537,7 @@ class Frame {
   bool block_tiles_ = false;  // every shared tile row-major: the block stages them as they are
   std::string why_;
   long long tile_offset_ = 0;
+  int window_stages_ = 0;  // chunks of each warp's run window; 0: runs read in place by GlobalRun
   std::vector<const OperandStaging*> staged_, direct_, runs_, tiles_;
   std::map<const RegisterPlacement*, std::string> load_tables_, store_tables_;
 };
@@ -508,7 +551,7 @@ KernelSource render_kernel(const Plan& plan, const KernelBody& body, const std::
   k.threads = plan.call.scope.threads;
   k.instances = frame.instances();
   k.rounds = frame.rounds();
-  k.shared_bytes = frame.shared_bytes(k.instances, k.rounds);
+  k.shared_bytes = frame.launch_shared_bytes();
   k.why = frame.why();
   return k;
 }

@@ -16,6 +16,10 @@ TP_HD int skewed(int k) { return k + (k >> 5); }
 // Shared-memory elements a staging area of n elements needs.
 TP_HD int skewed_span(int n) { return n == 0 ? 0 : skewed(n - 1) + 1; }
 
+// A warp's run window (WindowRun) takes, per chunk, 8 vectors of 16 bytes of each lane's run.
+constexpr int kWindowVectors = 8;
+constexpr int kWindowSlotBytes = 32 * kWindowVectors * 16;
+
 #if TP_ON_DEVICE
 template <bool kSkew> __device__ __forceinline__ int shared_index(int k) { return kSkew ? skewed(k) : k; }
 
@@ -131,6 +135,82 @@ template <class T, bool kVectors> struct GlobalRun {
     } else {
       return __ldg(at + i);
     }
+  }
+};
+
+// The 32 runs of a warp's lanes (lane l walks run l in order, as a fold does), streamed through
+// the warp's shared-memory window: for each chunk of 128 bytes per run, the warp copies all 32
+// runs' chunk with 16-byte cp.async, 8 lanes per 128-byte line (4 lines per instruction where a
+// GlobalRun load touches 32), kStages chunks ahead; each lane then reads its own run's chunk,
+// 16-byte slots swizzled by lane so that 8 lanes' vector reads fall in distinct banks. An H100
+// over 1 GiB: rows of 1024 floats 2.88 TB/s against 2.18 read in place; runs of 256: 2.90
+// against 2.02. Every lane of the warp must index its run from 0 up, each element in turn
+// (chunks advance with __syncwarp; 2-byte elements: each vector from its first element), and
+// every run be 16-byte aligned. `window` holds
+// kStages * kSlotBytes bytes for this warp. A copy of the view shares its window: the body
+// folds through one copy.
+template <class T, int kStages> struct WindowRun {
+  static constexpr int kPerVector = 16 / sizeof(T);
+  static constexpr int kVectors = kWindowVectors;  // per run per chunk
+  static constexpr int kChunk = kVectors * kPerVector;
+  static constexpr int kSlotBytes = kWindowSlotBytes;
+  const char* window;
+  const T* rows[kVectors];  // the runs this lane copies vector `lane % 8` of: 4 * i + lane / 8
+  int vectors;              // 16-byte vectors in a run
+  int lane;
+  mutable int chunk;        // the chunk the window holds for reading
+  mutable Vector16<T> held;  // 2-byte elements: the vector being read
+
+  __device__ __forceinline__ WindowRun(char* window_, const T* run, long long elements, int lane_)
+      : window(window_), vectors(static_cast<int>((elements + kPerVector - 1) / kPerVector)), lane(lane_), chunk(-1) {
+#pragma unroll
+    for (int i = 0; i < kVectors; ++i) rows[i] = reinterpret_cast<const T*>(__shfl_sync(~0u,
+        reinterpret_cast<unsigned long long>(run), 4 * i + lane / 8));
+    __syncwarp();  // the window's last reader (an earlier tile) is done with it
+#pragma unroll
+    for (int c = 0; c < kStages - 1; ++c) copy(c);
+  }
+
+  __device__ __forceinline__ T operator[](long long i) const {
+    const int c = static_cast<int>(i / kChunk), at = static_cast<int>(i % kChunk);
+    if (at == 0 && chunk < c) advance();  // a chunk's first element is read first, once folded (unrolled) away
+    if constexpr (sizeof(T) == 2) {  // 32-bit reads by 32 lanes would conflict 4 ways: read the vector whole, once
+      if (at % kPerVector == 0) held.raw = vector(c, at);
+      return held.values[at % kPerVector];
+    } else {  // an unrolled fold's reads of one vector merge into one 16-byte read
+      Vector16<T> u;
+      u.raw = vector(c, at);
+      return u.values[at % kPerVector];
+    }
+  }
+
+  __device__ __forceinline__ uint4 vector(int c, int at) const {
+    return *reinterpret_cast<const uint4*>(window + (c % kStages) * kSlotBytes + lane * (kVectors * 16) +
+                                           ((at / kPerVector) ^ (lane % kVectors)) * 16);
+  }
+
+  // The next chunk readable: the slot read last is refilled kStages - 1 chunks ahead.
+  __device__ __forceinline__ void advance() const {
+    __syncwarp();
+    copy(chunk + kStages);
+    wait_async(kStages - 1);
+    __syncwarp();
+    ++chunk;
+  }
+
+  // One commit group: chunk c of every run (empty past the runs' end).
+  __device__ __forceinline__ void copy(int c) const {
+    const int vec = lane % kVectors, v = c * kVectors + vec;
+    const char* slot = window + (c % kStages) * kSlotBytes;
+#pragma unroll
+    for (int i = 0; i < kVectors; ++i) {
+      const int row = 4 * i + lane / kVectors;
+      if (v < vectors) {
+        const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(slot + row * (kVectors * 16) + (vec ^ (row % kVectors)) * 16));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(rows[i] + v * kPerVector) : "memory");
+      }
+    }
+    commit_async();
   }
 };
 
