@@ -32,7 +32,7 @@ struct KernelSource {
   int threads = 1;    // per scope instance
   int instances = 1;  // scope instances per block
   int rounds = 1;     // tiles each instance takes in turn
-  long long shared_bytes = 0;  // per block, at launch: staging, and any reserve that bounds residency
+  long long shared_bytes = 0;  // per block, at launch: staging, then the warps' run windows
   std::string why;             // why this many instances per block
   int block_threads() const { return threads * instances; }
   int tiles_per_block() const { return instances * rounds; }
