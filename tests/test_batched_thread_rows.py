@@ -91,3 +91,39 @@ def test_batched_column_major_tiles_take_the_staged_path_with_the_same_bits(op, 
     x = rows_with_hard_values(rng, 37 * 6, 5, "float32").reshape(37, 6, 5)
     got = getattr(tp.thread, op)(x, axes=-1, batch_dims=1, layout=tp.S[(6, 5):(1, 6)], backend=backend)
     assert bits_equal(got, in_order_fold(x, op))
+
+
+def long_rows_with_extremes(rng, dtype: str, k: int) -> np.ndarray:
+    """Rows of k >= 256 elements whose max or min is each kind the any-order fold must get right:
+    a number, +-0 of both signs (in either order), +-inf alone, NaN among numbers, only NaN."""
+    x = random_tile(rng, (16, k), dtype, special=False)
+    zero = NP[dtype].type
+    x[0, :] = -np.abs(x[0, :]) - 1
+    x[0, 200], x[0, 3] = zero(-0.0), zero(0.0)       # max is +0 after -0; min is a number
+    x[1, :] = np.abs(x[1, :]) + 1
+    x[1, k - 1], x[1, 100] = zero(0.0), zero(-0.0)   # min is -0, +0 in the tail
+    x[2, :] = zero(-0.0)                             # only -0
+    x[3, :] = -np.inf                                # only -inf: the max is -inf
+    x[4, :] = np.inf
+    x[5, 17] = np.nan                                # one NaN among numbers
+    x[6, :] = np.nan                                 # only NaN
+    x[7, k - 2] = np.nan                             # a NaN in the tail
+    x[8, 5], x[8, 250] = np.inf, -np.inf
+    return x
+
+
+@pytest.mark.parametrize("k", [256, 257, 1000, 1024])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op, propagate_nan", [("max", False), ("min", False), ("max", True), ("min", True)])
+def test_long_rows_of_max_and_min_fold_in_any_order_to_the_in_order_bits(k, dtype, op, propagate_nan, backend, rng):
+    # the CPU folds rows of 256 or more across the row (max and min are exact in any order),
+    # checking the answers a comparison alone cannot give: zeros and NaN
+    x = long_rows_with_extremes(rng, dtype, k)
+    options = {"propagate_nan": True} if propagate_nan else {}
+    out = np.full((x.shape[0],), 7.0, NP[dtype])
+    getattr(tp.thread, op)(x, axes=-1, batch_dims=1, out=out, backend=backend, **options)
+    assert bits_equal(out, in_order_fold(x, op, propagate_nan))
+    old = random_tile(rng, (x.shape[0],), dtype)
+    out = old.copy()
+    getattr(tp.thread, op)(x, axes=-1, batch_dims=1, out=out, accum=True, backend=backend, **options)
+    assert bits_equal(out, in_order_fold(x, op, propagate_nan, old=old))
