@@ -74,21 +74,17 @@ template <class Op, int kArity> void host_map(const HostMap& m) {
 
 OpDef reduction(const std::string& name, NanRule nan, std::vector<std::string> options, const std::string& fn,
                 const std::string& fn_nan, const std::string& doc) {
-  OpDef d{name, OpFamily::reduction, {"src"}, "", kFloats, nan, kFloats, std::move(options), fn, fn_nan};
-  d.doc = doc;
-  return d;
+  return OpDef{name, OpFamily::reduction, {"src"}, "", kFloats, nan, kFloats, std::move(options), fn, fn_nan, {},
+               nullptr, nullptr, doc};
 }
 
 // An elementwise op whose functor reads the operands listed in `mapped`.
 template <class Op, int kArity>
 OpDef map(const std::string& name, std::vector<std::string> operands, std::vector<int> mapped,
           std::vector<DType> exact, const std::string& fn, const std::string& doc) {
-  OpDef d{name, OpFamily::elementwise, std::move(operands), "", kFloats, NanRule::ieee, std::move(exact), {}, fn};
   if (static_cast<int>(mapped.size()) != kArity) throw std::logic_error("op table: " + name + " maps " + std::to_string(kArity) + " operands");
-  d.mapped = std::move(mapped);
-  d.host_map = &host_map<Op, kArity>;
-  d.doc = doc;
-  return d;
+  return OpDef{name, OpFamily::elementwise, std::move(operands), "", kFloats, NanRule::ieee, std::move(exact), {}, fn, "",
+               std::move(mapped), &host_map<Op, kArity>, nullptr, doc};
 }
 
 // An op that reads no values: its result depends only on the call.
@@ -109,8 +105,9 @@ OpDef with_nan_form(OpDef d, const std::string& fn_nan, HostMapFn host_nan) {
 std::vector<OpDef> build_table() {
   OpDef cast = map<map_op::Cast, 1>("cast", {"src"}, {0}, kFloats, "tp::map_op::Cast", "src rounded to dtype (nearest even)");
   cast.extra_arg = "dtype";
-  OpDef treduce{"treduce", OpFamily::collective, {}, "", {F32, F16, BF16, I32}, NanRule::fmax, {F32, F16, BF16, I32}};
-  treduce.doc = "every rank's tensor reduced into the root's dst: the root's value, then ranks ascending";
+  const OpDef treduce{"treduce", OpFamily::collective, {}, "", {F32, F16, BF16, I32}, NanRule::fmax, {F32, F16, BF16, I32},
+                      {}, "", "", {}, nullptr, nullptr,
+                      "every rank's tensor reduced into the root's dst: the root's value, then ranks ascending"};
   return {
       reduction("sum", NanRule::ieee, {"thread_reduce"}, "tp::reduce_op::Sum", "", "the sum over axes"),
       reduction("max", NanRule::fmax, {"thread_reduce", "propagate_nan"}, "tp::reduce_op::Max",

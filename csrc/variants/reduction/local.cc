@@ -97,6 +97,7 @@ bool same_partition(const TileLayout& a, const TileLayout& b, const std::vector<
 ShuffleMasks shuffle_masks(const TileLayout& src, const std::vector<DimIters>& dims,
                            const std::vector<bool>& reduced) {
   ShuffleMasks sh{0, {0, 0, 0, 0, 0}, 32};
+  std::vector<int> masks;  // distinct bits of 32 lanes: at most 5
   long long reduced_bits = 0, spatial_bits = 0;
   for (size_t d = 0; d < dims.size(); ++d) {
     for (const Iter& it : dims[d].iters) {
@@ -119,15 +120,18 @@ ShuffleMasks shuffle_masks(const TileLayout& src, const std::vector<DimIters>& d
                         std::to_string(it.stride * it.extent) + " threads on " + axis_name(it.axis) +
                         "; a shuffle reduces within one warp");
         }
+        if (reduced_bits & bits) throw Decline("reduced thread iters share lane bits");
         reduced_bits |= bits;
-        for (long long m = it.stride; m < it.stride * it.extent; m *= 2) sh.mask[sh.count++] = static_cast<int>(m);
+        for (long long m = it.stride; m < it.stride * it.extent; m *= 2) masks.push_back(static_cast<int>(m));
       } else {
         spatial_bits |= bits;
       }
     }
   }
   if (reduced_bits & spatial_bits) throw Decline("spatial and reduced thread iters share lane bits");
-  std::sort(sh.mask, sh.mask + sh.count);
+  std::sort(masks.begin(), masks.end());
+  std::copy(masks.begin(), masks.end(), sh.mask);
+  sh.count = static_cast<int>(masks.size());
   if (sh.count) {
     long long lane_offset = 0;
     for (const auto& [axis, value] : src.offset()) {
