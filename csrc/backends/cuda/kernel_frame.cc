@@ -141,6 +141,7 @@ class Frame {
     // through a shared window (cp.async, sm_80 and later) instead of reading them in place,
     // where runs and tiles are whole 16-byte vectors (so that every run may be aligned).
     if (async_ && runs_.size() == 1 && one_output() && (threads_ == 1 || threads_ % 32 == 0) &&
+        threads_ * instances_ % 32 == 0 &&
         run_bytes(*runs_.front()) % 16 == 0 && runs_.front()->elements * dtype_size(runs_.front()->dtype) % 16 == 0) {
       window_stages_ = kWindowStages;
       while (window_stages_ > 1 && launch_shared_bytes() > limit) --window_stages_;
