@@ -117,7 +117,8 @@ class Frame {
     }
     // Small tiles: each instance takes several in turn, all staged by the whole block at once,
     // so that a block keeps enough bytes in flight and its launch is paid for. Registers loaded
-    // straight from global memory bound the rounds too: every round's are loaded up front.
+    // straight from global memory bound the rounds too: every round's are loaded up front. A
+    // run read in place keeps its own bytes in flight, and each round would be its fold again.
     const long long direct_bytes = direct_load_bytes();
     const int max_rounds = direct_bytes > 0 ? kMaxDirectRounds : kMaxRounds;
     auto fits = [&](int rounds) {
@@ -125,7 +126,7 @@ class Frame {
              shared_bytes(instances_, rounds) <= kStagedBytesTarget;
     };
     const bool staged = shared_bytes(instances_, 1) > 0;
-    if (block_tiles_ && (staged || direct_bytes > 0)) {
+    if (block_tiles_ && runs_.empty() && (staged || direct_bytes > 0)) {
       while (fits(2 * rounds_)) rounds_ *= 2;
     }
     if (rounds_ > 1) {

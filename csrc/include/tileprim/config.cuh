@@ -36,4 +36,16 @@ constexpr int kMaxGroupSize = 16;
 constexpr int kUnrollRegisters = 1 << 16;
 constexpr int kUnrollMemory = 1;
 
+// How far a fold unrolls its walk over one source: `unroll` (the view's), unless the source
+// is read from memory as it is folded and names its own step (Src::kFoldUnroll elements),
+// so that a row of thousands of elements is not unrolled whole into the kernel.
+template <class Src>
+constexpr auto fold_unroll(int, int) -> decltype(Src::kFoldUnroll + 0) {
+  return Src::kFoldUnroll;
+}
+template <class Src>
+constexpr int fold_unroll(int unroll, long) {
+  return unroll;
+}
+
 }  // namespace tp

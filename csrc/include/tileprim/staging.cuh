@@ -118,6 +118,7 @@ __device__ __forceinline__ void wait_async(int pending) {
 // run, and whole-line requests keep DRAM efficient where 32-byte ones do not (an H100: 1.98
 // against 1.72 TB/s on 4 KiB runs).
 template <class T, bool kVectors> struct GlobalRun {
+  static constexpr int kFoldUnroll = 128 / sizeof(T);  // a fold's step: 8 vectors in flight
   const T* __restrict__ at;
   __device__ __forceinline__ T operator[](long long i) const {
     if constexpr (kVectors) {
@@ -154,6 +155,7 @@ template <class T, int kStages> struct WindowRun {
   static constexpr int kVectors = kWindowVectors;  // per run per chunk
   static constexpr int kChunk = kVectors * kPerVector;
   static constexpr int kSlotBytes = kWindowSlotBytes;
+  static constexpr int kFoldUnroll = kChunk;  // a fold's step: one chunk, its first read known
   const char* window;
   const T* rows[kVectors];  // the runs this lane copies vector `lane % 8` of: 4 * i + lane / 8
   int vectors;              // 16-byte vectors in a run

@@ -12,12 +12,13 @@ namespace tp {
 template <class Op, class T, class Lanes, class Src, class View, int kUnroll = View::kUnroll>
 TP_HD void lane_reduce(const Lanes& g, T* dst_regs, int dst_stride, Src src_regs, int src_stride,
                        const View& v, const ShuffleMasks& sh, bool accum) {
+  [[maybe_unused]] constexpr int kSrcUnroll = fold_unroll<Src>(kUnroll, 0);
   TP_UNROLL_BY(kUnroll)
   for (int k = 0; k < v.spatial; ++k) {
     auto part = g.map([&](int lane) {
       const auto src = g.regs(src_regs, src_stride, lane);
       T acc = Op::template identity<T>();
-      TP_UNROLL_BY(kUnroll)
+      TP_UNROLL_BY(kSrcUnroll)
       for (int j = 0; j < v.reduce; ++j) acc = Op::apply(acc, src[v.src_slot(k, j)]);
       return acc;
     });

@@ -65,13 +65,14 @@ TP_THREE_INPUT(MinNaN, "min.NaN.f32")
 
 template <class Src, class View, int kUnroll = View::kUnroll>
 TP_HD void packed_add_sum(float* dst, Src src, const View& v, bool accum) {
+  [[maybe_unused]] constexpr int kSrcUnroll = fold_unroll<Src>(kUnroll, 0);  // elements; the loops below step by 8
   const int n = v.reduce;
   const int full = n / 8;
   float acc[8];
   TP_UNROLL
   for (int i = 0; i < 8; ++i) acc[i] = src[v.src_slot(0, i)];
   if (accum) acc[0] = add(src[v.src_slot(0, 0)], dst[v.dst_slot(0)]);
-  TP_UNROLL_BY(kUnroll)
+  TP_UNROLL_BY(kSrcUnroll / 8 > 0 ? kSrcUnroll / 8 : 1)
   for (int c = 1; c < full; ++c) {
     TP_UNROLL
     for (int p = 0; p < 4; ++p) {
@@ -79,7 +80,7 @@ TP_HD void packed_add_sum(float* dst, Src src, const View& v, bool accum) {
                             src[v.src_slot(0, 8 * c + 2 * p)], src[v.src_slot(0, 8 * c + 2 * p + 1)]);
     }
   }
-  TP_UNROLL_BY(kUnroll)
+  TP_UNROLL_BY(kSrcUnroll)
   for (int i = 8 * full; i < n; ++i) acc[0] = add(acc[0], src[v.src_slot(0, i)]);
   packed::add_f32x2_ftz(acc[0], acc[1], acc[0], acc[1], acc[2], acc[3]);
   packed::add_f32x2_ftz(acc[4], acc[5], acc[4], acc[5], acc[6], acc[7]);
@@ -89,6 +90,7 @@ TP_HD void packed_add_sum(float* dst, Src src, const View& v, bool accum) {
 
 template <class Op, class Src, class View, int kUnroll = View::kUnroll>
 TP_HD void packed_three_input_maxmin(float* dst, Src src, const View& v, bool accum) {
+  [[maybe_unused]] constexpr int kSrcUnroll = fold_unroll<Src>(kUnroll, 0);  // elements; the loops below step by 8
   using Three = packed::three<Op>;
   const int n = v.reduce;
   const int full = n / 8;
@@ -96,14 +98,14 @@ TP_HD void packed_three_input_maxmin(float* dst, Src src, const View& v, bool ac
   TP_UNROLL
   for (int i = 0; i < 4; ++i) t[i] = Op::apply(src[v.src_slot(0, 2 * i)], src[v.src_slot(0, 2 * i + 1)]);
   if (accum) t[0] = Three::apply(src[v.src_slot(0, 0)], src[v.src_slot(0, 1)], dst[v.dst_slot(0)]);
-  TP_UNROLL_BY(kUnroll)
+  TP_UNROLL_BY(kSrcUnroll / 8 > 0 ? kSrcUnroll / 8 : 1)
   for (int c = 1; c < full; ++c) {
     TP_UNROLL
     for (int i = 0; i < 4; ++i) {
       t[i] = Three::apply(t[i], src[v.src_slot(0, 8 * c + 2 * i)], src[v.src_slot(0, 8 * c + 2 * i + 1)]);
     }
   }
-  TP_UNROLL_BY(kUnroll)
+  TP_UNROLL_BY(kSrcUnroll)
   for (int i = 8 * full; i < n; ++i) t[0] = Op::apply(t[0], src[v.src_slot(0, i)]);
   dst[v.dst_slot(0)] = Three::apply(Op::apply(t[0], t[1]), t[2], t[3]);
 }
