@@ -235,3 +235,15 @@ def test_short_lane_runs_load_every_round_up_front():
                  layout=S[(32, 1):(1 @ laneid, 1)], target="sm_90a")
     assert k.shared_bytes == 0 and "in0_rounds[kRounds][1]" in k.source and "kRounds = 16" in k.source
     assert "ld.local" not in k.ptx and "st.local" not in k.ptx
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
+def test_long_rows_fold_a_step_at_a_time_in_one_round(dtype):
+    # a fold through a run read from memory steps a chunk at a time rather than unrolling the
+    # row whole, and the tile takes no rounds: the worst case (NaN-propagating min, accum, so
+    # the output is loaded too) once compiled for minutes into megabytes of PTX and spilled
+    x, out = f(dtype, 16, 1024), f(dtype, 16)
+    k = tp.lower(tp.thread.min, x, axes=-1, batch_dims=1, out=out, accum=True, propagate_nan=True, target="sm_90a")
+    assert "kRounds = 1;" in k.source and "tp::WindowRun" in k.source
+    assert len(k.ptx) < 200_000, len(k.ptx)
+    assert "ld.local" not in k.ptx and "st.local" not in k.ptx
