@@ -247,3 +247,12 @@ def test_long_rows_fold_a_step_at_a_time_in_one_round(dtype):
     assert "kRounds = 1;" in k.source and "tp::WindowRun" in k.source
     assert len(k.ptx) < 200_000, len(k.ptx)
     assert "ld.local" not in k.ptx and "st.local" not in k.ptx
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f2"])
+@pytest.mark.parametrize("k", [257, 1000])
+def test_long_rows_past_a_whole_number_of_steps_stay_out_of_local_memory(dtype, k):
+    # the fold's last elements (past its unrolled steps) pick their vector element at run time
+    for fn in (tp.thread.sum, tp.thread.max):
+        ptx = tp.lower(fn, f(dtype, 301, k), axes=-1, batch_dims=1, target="sm_90a").ptx
+        assert "ld.local" not in ptx and "st.local" not in ptx

@@ -27,6 +27,17 @@ template <bool kSkew> __device__ __forceinline__ int shared_index(int k) { retur
 template <class T> union Vector16 {
   uint4 raw;
   T values[16 / sizeof(T)];
+
+  // Element k by selects: a constant k folds to its register, and a run-time k (a fold's last
+  // steps past its unrolled ones) does not index the array, which would put it in local memory.
+  __device__ __forceinline__ T at(int k) const {
+    T picked = values[0];
+#pragma unroll
+    for (int e = 1; e < 16 / static_cast<int>(sizeof(T)); ++e) {
+      if (k == e) picked = values[e];
+    }
+    return picked;
+  }
 };
 
 __device__ __forceinline__ bool aligned16(const void* p) {
@@ -132,7 +143,7 @@ template <class T, bool kVectors> struct GlobalRun {
 #else
       u.raw = __ldg(vector);
 #endif
-      return u.values[i % kPerVector];
+      return u.at(static_cast<int>(i % kPerVector));
     } else {
       return __ldg(at + i);
     }
@@ -178,11 +189,11 @@ template <class T, int kStages> struct WindowRun {
     if (at == 0 && chunk < c) advance();  // a chunk's first element is read first, once folded (unrolled) away
     if constexpr (sizeof(T) == 2) {  // 32-bit reads by 32 lanes would conflict 4 ways: read the vector whole, once
       if (at % kPerVector == 0) held.raw = vector(c, at);
-      return held.values[at % kPerVector];
+      return held.at(at % kPerVector);
     } else {  // an unrolled fold's reads of one vector merge into one 16-byte read
       Vector16<T> u;
       u.raw = vector(c, at);
-      return u.values[at % kPerVector];
+      return u.at(at % kPerVector);
     }
   }
 
