@@ -111,6 +111,22 @@ def test_one_torch_signature_takes_strided_views_and_checks_every_out():
     assert (strided_out == 7.0).all()
 
 
+@pytest.mark.parametrize("shape, batch_dims", [((8,), 0), ((1, 8), 1), ((4, 1, 8), 2), ((3, 4, 8), 2),
+                                               ((2, 3, 4, 5, 8), 4), ((0, 8), 1)])
+def test_torch_results_are_new_c_contiguous_tensors_of_the_result_shape(shape, batch_dims, rng):
+    # results are made by torch.empty_like of one element broadcast to the shape: each call's is
+    # its own C-contiguous tensor (4-D included, where torch might have chosen channels-last)
+    torch = pytest.importorskip("torch")
+    x = torch.from_numpy(random_tile(rng, shape, "float32")).cuda()
+    first, second = tp.sum(x, batch_dims=batch_dims), tp.sum(x, batch_dims=batch_dims)
+    for r in (first, second):
+        assert r.shape == shape[:-1] and r.dtype == torch.float32 and r.device == x.device
+        assert r.is_contiguous() and r.stride() == torch.empty(shape[:-1]).stride()
+    assert first.numel() == 0 or first.data_ptr() != second.data_ptr()
+    assert bits_equal(first.cpu().numpy(), tp.sum(x.cpu().numpy(), batch_dims=batch_dims, backend="cpu"))
+    assert bits_equal(second.cpu().numpy(), first.cpu().numpy())
+
+
 def test_cupy_in_cupy_out():
     cupy = pytest.importorskip("cupy")
     x = cupy.random.standard_normal((100, 48), dtype=cupy.float32)

@@ -242,6 +242,19 @@ void bind_dispatch(py::module_& m) {
           py::arg("inputs"), py::arg("scalars"), py::arg("output"), py::arg("tiles"), py::arg("device"),
           py::arg("stream"), "Launches on device pointers, ordered on `stream` of `device`.")
       .def(
+          "run_device_one",
+          [](const BoundPlan& b, std::uintptr_t input, std::uintptr_t output, long long tiles, int device,
+             std::uintptr_t stream) {
+            RunArgs args;
+            args.inputs = {TensorArg{input, {}, device}};
+            args.scalars = {0.0};
+            args.output = TensorArg{output, {}, device};
+            args.tiles = tiles;
+            args.streams = {stream};
+            b.runner().run(args);
+          },
+          "run_device for one array operand, by position: a repeated small call's launch converts no lists.")
+      .def(
           "run_collective",
           [](const BoundPlan& b, const std::vector<std::uintptr_t>& inputs, const std::vector<int>& devices,
              std::uintptr_t output, int output_device, const std::vector<std::uintptr_t>& streams,

@@ -29,8 +29,8 @@ print(json.dumps({"origin": k.origin, "build_ms": k.compile_ms, "lower_ms": lowe
 """
 
 # the steps of a repeated call on a torch tensor, timed alone
-HOST_PARTS = ("signature lookup (bound_call)", "result allocation (torch.empty)", "pointers and stream",
-              "launch through _C (run_device)", "a call with out= (no allocation)")
+HOST_PARTS = ("signature lookup (bound_call)", "result allocation (torch.empty_like)", "pointers and stream",
+              "launch through _C (run_device_one)", "a call with out= (no allocation)")
 
 
 def _tile() -> np.ndarray:
@@ -128,7 +128,7 @@ def _host_parts(torch, x) -> dict:
         lambda: bound_call(*args),
         bound.allocate,
         lambda: (x.data_ptr(), out.data_ptr(), bound.stream()),
-        lambda: bound.core.run_device([x.data_ptr()], [0.0], out.data_ptr(), 1, 0, stream),
+        lambda: bound.core.run_device_one(x.data_ptr(), out.data_ptr(), 1, 0, stream),
         lambda: tp.sum(x, axes=-1, out=out))))
 
 
