@@ -34,6 +34,29 @@ def test_reductions_cpu_equals_gpu_bit_for_bit(case, op, dtype, rng):
     assert bits_equal(cpu_acc, gpu_acc)
 
 
+MAPS_OVER_MANY_SLOTS = [
+    ("silu-bf16-1024", tp.silu, [("bfloat16", (5, 1024))], {}),
+    ("sqrt-f16-1024", tp.sqrt, [("float16", (5, 1024))], {}),
+    ("fma-f32-1000-scalar", tp.fma, [("float32", (3, 1000)), 2.5, ("float32", (3, 1000))], {}),
+    ("add-f16-257", tp.add, [("float16", (4, 257)), ("float16", (4, 257))], {}),
+    ("exp-warp-64", tp.warp.exp, [("float32", (3, 32, 64))], dict(layout=S[(32, 64):(1 @ laneid, 1)])),
+    ("cast-column-major", tp.cast, [("float32", (3, 16, 40)), "bfloat16"],
+     dict(layout=S[(16, 40):(1, 16)])),
+]
+
+
+@pytest.mark.parametrize("case", MAPS_OVER_MANY_SLOTS, ids=[c[0] for c in MAPS_OVER_MANY_SLOTS])
+def test_maps_over_many_slots_per_thread_take_chunks_and_equal_the_cpu(case, rng):
+    # a thread holding more than 32 slots maps them a chunk at a time (NVRTC unrolled 1024
+    # bfloat16 silus for minutes); tables indexed by chunk, a scalar and a permuted layout included
+    _, fn, operands, kwargs = case
+    args = [random_tile(rng, o[1], o[0]) if isinstance(o, tuple) else o for o in operands]
+    kernel = tp.lower(fn, *args, batch_dims=1, **kwargs)
+    assert "for (int chunk = 0;" in kernel.source and "at a time" in kernel.instances_why
+    cpu, gpu = both(fn, *args, batch_dims=1, **kwargs)
+    assert bits_equal(cpu, gpu)
+
+
 @pytest.mark.parametrize("n", [8, 9, 17, 63, 64, 100, 1000])
 @pytest.mark.parametrize("op", ["sum", "max", "min"])
 def test_packed_emulation_on_this_gpu_equals_the_cpu(n, op, rng):

@@ -68,9 +68,8 @@ KernelBody packed_body(const Plan& plan) {
 KernelBody map_body(const Plan& plan) {
   const OpCall& call = plan.call;
   const std::string& fn = call.flag("propagate_nan") ? call.def->device_fn_nan : call.def->device_fn;
-  const int slots = plan.staged_output().place->slots;
   std::ostringstream os;
-  os << "tp::map_tile<" << fn << ", tp::kUnrollRegisters>(tp::DeviceLanes{lane}, out, 0, " << slots;
+  os << "tp::map_tile<" << fn << ", tp::kUnrollRegisters>(tp::DeviceLanes{lane}, out, 0, kBodySlots";
   for (int i : call.def->mapped) {
     const TileRef& r = call.inputs[i];
     const char* T = dtype_cuda_name(r.scalar ? call.output.dtype : r.dtype);
@@ -81,7 +80,7 @@ KernelBody map_body(const Plan& plan) {
     }
   }
   os << ");";
-  return KernelBody{"", os.str()};
+  return KernelBody{"", os.str(), false, true};
 }
 
 }  // namespace

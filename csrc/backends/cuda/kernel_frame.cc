@@ -33,6 +33,9 @@ constexpr int kMaxDirectRounds = 16;  // each round is the body unrolled once mo
 constexpr int kMaxStages = 4;
 // Chunks of a run a warp's window holds (tp::WindowRun): the next three load while one is read.
 constexpr int kWindowStages = 4;
+// A map's slots a thread takes at once where it holds more: each chunk's registers unrolled,
+// the chunks looped. Unrolled whole, a thread's 1024 bfloat16 silu took NVRTC minutes.
+constexpr int kMapChunkSlots = 32;
 
 int sm_number(const std::string& arch) {
   const size_t digits = arch.find_first_of("0123456789");
@@ -70,9 +73,10 @@ std::string indented(const std::string& text, const std::string& pad) {
 
 std::string name_of(const OperandStaging& s) { return s.operand < 0 ? "out" : "in" + std::to_string(s.operand); }
 
-std::string int_table(const std::string& name, const std::vector<int>& values) {
+// `in_memory`: indexed at run time, so the device holds it (a constexpr array is host-only).
+std::string int_table(const std::string& name, const std::vector<int>& values, bool in_memory) {
   std::ostringstream os;
-  os << "constexpr int " << name << "[" << std::max<size_t>(values.size(), 1) << "] = {";
+  os << (in_memory ? "__device__ constexpr int " : "constexpr int ") << name << "[" << std::max<size_t>(values.size(), 1) << "] = {";
   for (size_t i = 0; i < values.size(); ++i) os << (i ? (i % 32 ? ", " : ",\n    ") : "") << values[i];
   if (values.empty()) os << "-1";
   os << "};\n";
@@ -153,6 +157,21 @@ class Frame {
                 std::to_string(window_bytes()) + " bytes)";
       }
     }
+    chunk_map_slots();
+  }
+
+  // A map over many slots per thread takes them a chunk at a time (the largest divisor of the
+  // slots up to kMapChunkSlots), where every register operand is staged with the same slots.
+  void chunk_map_slots() {
+    if (!body_.maps_slots || staged_.empty() || !direct_.empty() || !runs_.empty() || !tiles_.empty()) return;
+    const int slots = staged_.front()->place->slots;
+    if (slots <= kMapChunkSlots) return;
+    for (const OperandStaging* s : staged_) {
+      if (s->place->slots != slots) return;
+    }
+    chunk_slots_ = kMapChunkSlots;
+    while (slots % chunk_slots_) --chunk_slots_;
+    why_ += "; each thread maps its " + std::to_string(slots) + " slots " + std::to_string(chunk_slots_) + " at a time";
   }
 
   // What a block asks for at launch: its staging, then its warps' windows.
@@ -198,8 +217,12 @@ class Frame {
        << "constexpr int kThreads = " << threads_ << ";\n"
        << "constexpr int kInstances = " << instances_ << ";\n"
        << "constexpr int kRounds = " << rounds_ << ";\n"
-       << "constexpr int kStages = " << stages_ << ";  // parts of the run, each synced once it is staged\n"
-       << decls.str() << body_.decls << "}  // namespace tp_gen\n\n"
+       << "constexpr int kStages = " << stages_ << ";  // parts of the run, each synced once it is staged\n";
+    if (body_.maps_slots) {
+      os << "constexpr int kBodySlots = " << (chunk_slots_ > 0 ? chunk_slots_ : plan_.staged_output().place->slots)
+         << ";  // slots per body call\n";
+    }
+    os << decls.str() << body_.decls << "}  // namespace tp_gen\n\n"
        << "extern \"C\" __global__ void __launch_bounds__(" << threads_ * instances_ << ")\n"
        << "tp_kernel(" << head.str() << ") {\n"
        << "  using namespace tp_gen;\n"
@@ -259,7 +282,7 @@ class Frame {
       os << "constexpr tp::MemLayout kMem_" << name_of(*s) << " = " << cuda_mem_layout(s->layout->memory_layout())
          << ";\n";
     }
-    for (const auto& [name, values] : tables) os << int_table(name, values);
+    for (const auto& [name, values] : tables) os << int_table(name, values, chunk_slots_ > 0);
   }
 
   void params(std::ostream& os) const {
@@ -356,14 +379,18 @@ class Frame {
         os << "      " << T << " " << n << "[" << s->place->slots << "];\n";
       }
     }
+    if (chunk_slots_ > 0) {
+      os << "#pragma unroll 1\n"
+         << "      for (int chunk = 0; chunk < " << staged_.front()->place->slots / chunk_slots_ << "; ++chunk) {\n";
+    }
     for (const OperandStaging* s : staged_) {
       const char* T = dtype_cuda_name(s->dtype);
       const RegisterPlacement& p = *s->place;
-      os << "      " << T << " " << name_of(*s) << "[" << p.slots << "];\n";
+      os << "      " << T << " " << name_of(*s) << "[" << slots_per_call(p) << "];\n";
       if (!s->load) continue;
       os << "#pragma unroll\n"
-         << "      for (int s = 0; s < " << p.slots << "; ++s) {\n"
-         << "        const int e = " << table(*s, true) << (per_slot(p, true) ? "[s]" : "[s * kThreads + lane]") << ";\n"
+         << "      for (int s = 0; s < " << slots_per_call(p) << "; ++s) {\n"
+         << "        const int e = " << table(*s, true) << table_index(p, true) << ";\n"
          << "        " << name_of(*s) << "[s] = e >= 0 ? stage_" << name_of(*s) << "[tp::skewed(slot * "
          << s->elements << " + e)] : tp::limits<" << T << ">::quiet_nan();\n"
          << "      }\n";
@@ -445,8 +472,7 @@ class Frame {
         const RegisterPlacement& p = *s->place;
         os << "#pragma unroll\n"
            << "      for (int s = 0; s < " << p.slots << "; ++s) {\n"
-           << "        const int e = " << table(*s, false) << (per_slot(p, false) ? "[s]" : "[s * kThreads + lane]")
-           << ";\n"
+           << "        const int e = " << table(*s, false) << table_index(p, false) << ";\n"
            << "        if (e >= 0) " << global(*s) << "[tile * " << s->elements << " + e] = " << name_of(*s) << "[s];\n"
            << "      }\n";
       }
@@ -458,13 +484,21 @@ class Frame {
       // slot its owner now overwrites: all of them must have read first
       if (threads_ > 1) os << "      " << cuda_scope_sync(plan_.call.scope, instances_) << "\n";
       os << "#pragma unroll\n"
-         << "      for (int s = 0; s < " << p.slots << "; ++s) {\n"
-         << "        const int e = " << table(*s, false) << (per_slot(p, false) ? "[s]" : "[s * kThreads + lane]")
-         << ";\n"
+         << "      for (int s = 0; s < " << slots_per_call(p) << "; ++s) {\n"
+         << "        const int e = " << table(*s, false) << table_index(p, false) << ";\n"
          << "        if (e >= 0) stage_" << name_of(*s) << "[tp::skewed(slot * " << s->elements << " + e)] = "
          << name_of(*s) << "[s];\n"
          << "      }\n";
     }
+    if (chunk_slots_ > 0) os << "      }\n";
+  }
+
+  // A staged operand's registers per body call, and its table's entry for register s of them.
+  int slots_per_call(const RegisterPlacement& p) const { return chunk_slots_ > 0 ? chunk_slots_ : p.slots; }
+  std::string table_index(const RegisterPlacement& p, bool loads) const {
+    const std::string slot = chunk_slots_ > 0 ? "chunk * kBodySlots + s" : "s";
+    if (per_slot(p, loads)) return "[" + slot + "]";
+    return chunk_slots_ > 0 ? "[(" + slot + ") * kThreads + lane]" : "[s * kThreads + lane]";
   }
 
   // Whether every thread's slots are a run of the tile's elements in order: thread t holds
@@ -540,6 +574,7 @@ class Frame {
   std::string why_;
   long long tile_offset_ = 0;
   int window_stages_ = 0;  // chunks of each warp's run window; 0: runs read in place by GlobalRun
+  int chunk_slots_ = 0;    // a map's slots per body call where a thread's are taken in chunks; 0: all
   std::vector<const OperandStaging*> staged_, direct_, runs_, tiles_;
   std::map<const RegisterPlacement*, std::string> load_tables_, store_tables_;
 };

@@ -25,6 +25,9 @@ struct KernelBody {
   // The call reads its register sources only by index (never as an array), so a large
   // thread's run can be read from global memory as it is used (tp::GlobalRun).
   bool indexes_sources = false;
+  // Each slot's result is a function of that slot alone (a map), so a thread's slots may be
+  // taken a chunk at a time: the call then covers kBodySlots slots, which the frame declares.
+  bool maps_slots = false;
 };
 
 struct KernelSource {
