@@ -23,10 +23,11 @@ step() {
 
 # what the sanitizers run: memcheck the single-GPU suite in float32 (every variant and path,
 # PyTorch/CuPy/JAX, graphs, many tiles per block, unaligned views, paired float16 maps, long
-# runs read in place, lane runs, pipelined shared staging); racecheck and synccheck the kernels
-# with barriers (shared tiles, several instances per block, cp.async parts, run windows)
-MEMCHECK=(tests/test_cuda_gpu.py -k "float32 or torch or cupy or jax or graph or many_tiles or unaligned or paired or long_ or warp_rows or pipelined")
-RACECHECK=(tests/test_cuda_gpu.py -k "many_tiles or (reductions and float32) or unaligned or pipelined or windows or long_thread_rows or (warp_rows and 256)")
+# runs read in place, lane runs, pipelined shared staging, chunked maps); racecheck and
+# synccheck the kernels with barriers (shared tiles, several instances per block, cp.async
+# parts, run windows, chunked maps of warps)
+MEMCHECK=(tests/test_cuda_gpu.py -k "float32 or torch or cupy or jax or graph or many_tiles or unaligned or paired or long_ or warp_rows or pipelined or many_slots")
+RACECHECK=(tests/test_cuda_gpu.py -k "many_tiles or (reductions and float32) or unaligned or pipelined or windows or long_thread_rows or (warp_rows and 256) or many_slots")
 
 if want install; then
   step env bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvidia-smi topo -m;
