@@ -90,6 +90,19 @@ void run_released(const BoundPlan& bound, RunArgs& args) {
   }
 }
 
+// An asynchronous launch on device pointers, ordered on `stream` of `device` (the GIL is kept,
+// as PyTorch does).
+void run_on_device(const BoundPlan& b, const std::vector<std::uintptr_t>& inputs, std::vector<double> scalars,
+                   std::uintptr_t output, long long tiles, int device, std::uintptr_t stream) {
+  RunArgs args;
+  for (std::uintptr_t p : inputs) args.inputs.push_back(TensorArg{p, {}, device});
+  args.scalars = std::move(scalars);
+  args.output = TensorArg{output, {}, device};
+  args.tiles = tiles;
+  args.streams = {stream};
+  b.runner().run(args);
+}
+
 std::uintptr_t address_of(const py::handle& a) {
   if (!py::isinstance<py::array>(a)) throw TypeError("run_host: operands are NumPy arrays");
   return reinterpret_cast<std::uintptr_t>(py::reinterpret_borrow<py::array>(a).data());
@@ -229,30 +242,13 @@ void bind_dispatch(py::module_& m) {
           "Runs on NumPy arrays (C-contiguous, [tiles][tile]); output is written, and read when accumulating.")
       .def(
           "run_device",
-          [](const BoundPlan& b, const std::vector<std::uintptr_t>& inputs, const std::vector<double>& scalars,
-             std::uintptr_t output, long long tiles, int device, std::uintptr_t stream) {
-            RunArgs args;
-            for (std::uintptr_t p : inputs) args.inputs.push_back(TensorArg{p, {}, device});
-            args.scalars = scalars;
-            args.output = TensorArg{output, {}, device};
-            args.tiles = tiles;
-            args.streams = {stream};
-            b.runner().run(args);  // an asynchronous launch: the GIL is kept, as PyTorch does
-          },
+          &run_on_device,
           py::arg("inputs"), py::arg("scalars"), py::arg("output"), py::arg("tiles"), py::arg("device"),
           py::arg("stream"), "Launches on device pointers, ordered on `stream` of `device`.")
       .def(
           "run_device_one",
           [](const BoundPlan& b, std::uintptr_t input, std::uintptr_t output, long long tiles, int device,
-             std::uintptr_t stream) {
-            RunArgs args;
-            args.inputs = {TensorArg{input, {}, device}};
-            args.scalars = {0.0};
-            args.output = TensorArg{output, {}, device};
-            args.tiles = tiles;
-            args.streams = {stream};
-            b.runner().run(args);
-          },
+             std::uintptr_t stream) { run_on_device(b, {input}, {0.0}, output, tiles, device, stream); },
           "run_device for one array operand, by position: a repeated small call's launch converts no lists.")
       .def(
           "run_collective",

@@ -44,7 +44,6 @@ int sm_number(const std::string& arch) {
 
 long long align16(long long bytes) { return (bytes + 15) / 16 * 16; }
 
-
 // Instances per block before shared memory limits them, and why. Thread and warp instances
 // need no barrier of their own; warpgroup and CTA instances each sync on a named barrier
 // (1 + instance), so a CTA instance must be whole warps and a block holds at most 15.
@@ -76,7 +75,8 @@ std::string name_of(const OperandStaging& s) { return s.operand < 0 ? "out" : "i
 // `in_memory`: indexed at run time, so the device holds it (a constexpr array is host-only).
 std::string int_table(const std::string& name, const std::vector<int>& values, bool in_memory) {
   std::ostringstream os;
-  os << (in_memory ? "__device__ constexpr int " : "constexpr int ") << name << "[" << std::max<size_t>(values.size(), 1) << "] = {";
+  os << (in_memory ? "__device__ constexpr int " : "constexpr int ") << name << "["
+     << std::max<size_t>(values.size(), 1) << "] = {";
   for (size_t i = 0; i < values.size(); ++i) os << (i ? (i % 32 ? ", " : ",\n    ") : "") << values[i];
   if (values.empty()) os << "-1";
   os << "};\n";

@@ -158,9 +158,8 @@ template <class T, bool kVectors> struct GlobalRun {
 // over 1 GiB: rows of 1024 floats 2.88 TB/s against 2.18 read in place; runs of 256: 2.90
 // against 2.02. Every lane of the warp must index its run from 0 up, each element in turn
 // (chunks advance with __syncwarp; 2-byte elements: each vector from its first element), and
-// every run be 16-byte aligned. `window` holds
-// kStages * kSlotBytes bytes for this warp. A copy of the view shares its window: the body
-// folds through one copy.
+// every run be 16-byte aligned. `window` holds kStages * kSlotBytes bytes for this warp. A copy
+// of the view shares its window: the body folds through one copy.
 template <class T, int kStages> struct WindowRun {
   static constexpr int kPerVector = 16 / sizeof(T);
   static constexpr int kVectors = kWindowVectors;  // per run per chunk
