@@ -175,6 +175,8 @@ def test_treduce_kernels_compile_with_16_byte_loads_and_no_local_memory(dtype, a
     k = tp.lower(tp.comm.treduce, group, op=op, accumulate=accumulate, pingpong=pingpong, target="sm_90a")
     assert k.cubin[:4] == b"\x7fELF" and "ld.global.v4.u32" in k.ptx and "st.global.v4.u32" in k.ptx
     assert "ld.local" not in k.ptx and "st.local" not in k.ptx
+    # signal flags only rise: a host may raise "done" for a failed call while an older kernel runs
+    assert "red.release.sys.global.max.u64" in k.ptx and "st.release" not in k.ptx
 
 
 @pytest.mark.parametrize("arch,async_copies", [("sm_90a", True), ("sm_80", True), ("sm_75", False)])

@@ -113,6 +113,30 @@ def test_every_rank_on_one_gpu_is_ordered_by_its_stream(nranks, root, dispatch, 
 
 
 @pytest.mark.parametrize("nranks,root,dispatch", RUNS)
+def test_each_rank_may_write_its_source_on_its_stream_just_before_and_after_the_call(nranks, root, dispatch, torch,
+                                                                                      rng):
+    """A call is one operation on every rank's current stream: the values a rank's stream wrote
+    before it are the ones reduced ("source ready"), and what its stream writes after waits until
+    every worker is done reading ("source released"). 16 MiB per rank, so a missing wait shows."""
+    n, nan = 1 << 22, float("nan")
+    fresh = [[rng.standard_normal(n).astype(np.float32) for _ in range(nranks)] for _ in range(3)]
+    xs = [torch.full((n,), nan, device=f"cuda:{r}") for r in range(nranks)]
+    group = tp.comm.ParallelGroup(xs, root=root)
+    for values in fresh:
+        incoming = [torch.from_numpy(v).to(f"cuda:{r}") for r, v in enumerate(values)]
+        for r in range(nranks):
+            torch.cuda.synchronize(r)
+            with torch.cuda.device(r):
+                torch.cuda._sleep(2_000_000)  # the copy lands late on this stream
+                xs[r].copy_(incoming[r])
+        out = tp.comm.treduce(group, dispatch=dispatch, tile=(64, 256))
+        for r in range(nranks):
+            with torch.cuda.device(r):
+                xs[r].fill_(nan)
+        assert bits_equal(to_host(torch, out, "float32"), treduce_reference(values, root, "sum", None))
+
+
+@pytest.mark.parametrize("nranks,root,dispatch", RUNS)
 def test_gpu_allocates_dst_on_the_root(nranks, root, dispatch, torch, rng):
     sources = contiguous_sources(rng, nranks, (13, 37), "float32")
     gpu_xs = [on_device(torch, x, x, f"cuda:{r}")[0] for r, (x, _) in enumerate(sources)]

@@ -92,6 +92,10 @@ def suite(world_size: int) -> list:
                   "dst": "dst-contiguous"})
     cases.append({"seed": next(seed), "shape": [64, 300], "dtype": "float32", "op": "sum", "root": 0,
                   "dst": "dst-contiguous"})  # in place of a smaller earlier buffer: the shared buffer grows
+    for dst in ["dst-contiguous", "dst-contiguous", None, None, "dst-contiguous"]:
+        # a call repeated with the same layouts (the root reuses its checks) on fresh tensors and dst
+        cases.append({"seed": next(seed), "shape": [7, 45], "dtype": "float32", "op": "sum", "root": world_size - 1,
+                      "dst": dst})
     if world_size >= 3:
         cases.append({"seed": next(seed), "shape": [16, 48], "dtype": "float32", "op": "sum", "root": 2,
                       "dispatch": "scatter_gather"})
@@ -165,6 +169,28 @@ def test_ranks_that_disagree_or_fail_locally_raise_the_same_error_everywhere_and
         assert r == 0 or "rank 0" in records[r][1], records[r][1]  # rank 0's own error is its TypeError
     assert [records[r][2] for r in range(3)] == ["dst", "none", "none"]
     expected = one_process(cases[2], 3)
+    assert bits_equal(saved_result(tmp_path, 2, cases[2], expected.shape), expected)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(2)
+@pytest.mark.parametrize("transport", GPU_TRANSPORTS)
+def test_gpu_calls_the_ranks_disagree_on_raise_everywhere_and_hold_up_no_later_call(transport, tmp_path):
+    """Under cuda_ipc a non-root rank arrives before the root's verdict (its stream then waits for
+    the root's "done"): a call the root refuses must end that wait, or the next call queues behind
+    it and never runs."""
+    pytest.importorskip("torch")
+    base = {"shape": [9, 37], "dtype": "float32", "op": "sum", "root": 0}
+    cases = [{**base, "seed": 1, "role": {"0": "other-shape"}},  # rank 1 has arrived
+             {**base, "seed": 2, "role": {"1": "float64"}},
+             {**base, "seed": 3, "dst": "dst-contiguous"}]
+    records = launch(cases, 2, tmp_path, transport=transport, deadline=150)
+    for r in range(2):
+        assert isinstance(records[r], list), records[r]
+        assert records[r][0].startswith("error ValueError: the ranks called differently"), records[r][0]
+        assert records[r][1].startswith("error") and "float64" in records[r][1], records[r][1]
+    assert [records[r][2] for r in range(2)] == ["dst", "none"]
+    expected = one_process(cases[2], 2)
     assert bits_equal(saved_result(tmp_path, 2, cases[2], expected.shape), expected)
 
 

@@ -36,6 +36,10 @@ void bind_comm(py::module_& m) {
   cuda.def("arrive", &cuda::arrive, py::arg("pad"), py::arg("epoch"), py::arg("self"), py::arg("workers"),
            py::arg("device"), py::arg("stream"),
            "On `stream`: rank `self` is ready at `epoch`; the stream waits until the workers are done.");
+  cuda.def("raise_flag", &cuda::raise_flag, py::arg("pad"), py::arg("epoch"), py::arg("rank"), py::arg("done"),
+           py::arg("device"),
+           "Raises `rank`'s ready (done=False) or done flag on the pad to `epoch` from a private stream: a "
+           "failed call's way out.");
 }
 
 }  // namespace tp

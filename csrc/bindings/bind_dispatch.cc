@@ -261,7 +261,11 @@ void bind_dispatch(py::module_& m) {
             args.streams = streams;
             args.signal_pad = signal_pad;
             args.epoch = epoch;
-            run_released(b, args);
+            if (output_device >= 0) {
+              b.runner().run(args);  // launches only: the GIL is kept, as for run_device
+            } else {
+              run_released(b, args);
+            }
           },
           py::arg("inputs"), py::arg("devices"), py::arg("output"), py::arg("output_device"), py::arg("streams"),
           py::arg("signal_pad") = 0, py::arg("epoch") = 0,

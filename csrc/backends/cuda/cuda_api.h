@@ -46,6 +46,7 @@ typedef struct CUipcMemHandle_st {
 constexpr unsigned int CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1;
 
 constexpr unsigned int CU_STREAM_NON_BLOCKING = 0x1;
+constexpr unsigned int CU_STREAM_WRITE_VALUE_DEFAULT = 0x0;  // a memory fence first, like __threadfence_system
 constexpr unsigned int CU_EVENT_DISABLE_TIMING = 0x2;
 constexpr CUresult CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = static_cast<CUresult>(704);
 
@@ -85,6 +86,8 @@ using PFN_cuStreamCreate = CUresult (*)(CUstream* stream, unsigned int flags);
 using PFN_cuStreamSynchronize = CUresult (*)(CUstream stream);
 using PFN_cuStreamDestroy = CUresult (*)(CUstream stream);  // _v2
 using PFN_cuStreamWaitEvent = CUresult (*)(CUstream stream, CUevent event, unsigned int flags);
+using PFN_cuStreamWriteValue64 = CUresult (*)(CUstream stream, CUdeviceptr address, unsigned long long value,  // _v2
+                                              unsigned int flags);
 using PFN_cuEventCreate = CUresult (*)(CUevent* event, unsigned int flags);
 using PFN_cuEventRecord = CUresult (*)(CUevent event, CUstream stream);
 using PFN_cuEventSynchronize = CUresult (*)(CUevent event);

@@ -56,6 +56,7 @@ struct LibraryStatus {
   X(cuStreamSynchronize, "cuStreamSynchronize")              \
   X(cuStreamDestroy, "cuStreamDestroy_v2")                   \
   X(cuStreamWaitEvent, "cuStreamWaitEvent")                  \
+  X(cuStreamWriteValue64, "cuStreamWriteValue64_v2")         \
   X(cuEventCreate, "cuEventCreate")                          \
   X(cuEventRecord, "cuEventRecord")                          \
   X(cuEventSynchronize, "cuEventSynchronize")                \

@@ -1,5 +1,6 @@
 #include "backends/cuda/ipc.h"
 
+#include <cstddef>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -7,6 +8,7 @@
 #include "backends/cuda/compiler.h"
 #include "backends/cuda/driver.h"
 #include "errors.h"
+#include "tileprim/comm/signals.cuh"
 
 namespace tp::cuda {
 
@@ -96,6 +98,21 @@ void arrive(std::uint64_t pad, unsigned long long epoch, int self, unsigned work
   void* params[] = {&pad, &epoch, &self, &workers};
   d.check(d.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, reinterpret_cast<CUstream>(stream), params, nullptr),
           "cuLaunchKernel");
+}
+
+void raise_flag(std::uint64_t pad, unsigned long long epoch, int rank, bool done, int device) {
+  static std::mutex mutex;
+  static std::map<int, CUstream> streams;  // one per device, for as long as the process lives
+  Driver& d = Driver::get();
+  DeviceScope scope;
+  scope.use(device);
+  std::lock_guard<std::mutex> lock(mutex);
+  CUstream& stream = streams[device];
+  if (!stream) d.check(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  const CUdeviceptr flag = pad + (done ? offsetof(signals::Pad, done) : offsetof(signals::Pad, ready)) +
+                           rank * sizeof(unsigned long long);
+  d.check(d.cuStreamWriteValue64(stream, flag, epoch, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+  d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
 }
 
 }  // namespace tp::cuda

@@ -18,6 +18,10 @@ void ipc_close(std::uint64_t base, int device);
 
 // On `stream` of `device`: publish rank `self` ready at `epoch` on the pad, then hold the
 // stream until every worker in the `workers` bit mask is done with this epoch.
+// The wait is a kernel, so it ends (with a trap) should the root die and never say done.
 void arrive(std::uint64_t pad, unsigned long long epoch, int self, unsigned workers, int device, std::uintptr_t stream);
+// A failed call's way out, so that no GPU waits for it: raises `rank`'s ready (or done) flag on
+// the pad to `epoch` from a stream of this process's own, which nothing else holds up.
+void raise_flag(std::uint64_t pad, unsigned long long epoch, int rank, bool done, int device);
 
 }  // namespace tp::cuda

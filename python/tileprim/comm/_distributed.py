@@ -114,6 +114,7 @@ def distributed_treduce(group: DistributedGroup, dst, op, tile, pingpong, valid,
     what = f"treduce (call {epoch}, rank {comm.rank})"
     sources = _transport(comm)
     local_error: Optional[BaseException] = None
+    local = None
     try:
         local = _local(group, op, tile, pingpong, valid, accumulate, dispatch)
         where = sources.offer(local.tensor, group.tensor) if comm.rank != root else b""
@@ -123,46 +124,80 @@ def distributed_treduce(group: DistributedGroup, dst, op, tile, pingpong, valid,
     try:
         rendezvous.post(epoch, description)
         if comm.rank != root:
-            # the root decides within `timeout`; hear its verdict a little longer than that
-            verdict = rendezvous.verdict(root, epoch, timeout * 1.1 + 1, what)
-            if local_error is not None:
-                raise local_error
-            if verdict:
-                kind, text = verdict.split("\0", 1)
-                raise _VERDICTS[kind](text)
-            sources.finish_non_root(root, epoch, local, timeout, what)
+            _non_root(sources, rendezvous, root, epoch, local_error, local, timeout, what)
             return None
-        return _root(comm, group, local_error, local if local_error is None else None, epoch, timeout, what,
+        return _root(comm, group, local_error, local, epoch, timeout, what,
                      dst, (op, tile, pingpong, valid, accumulate, comm.backend, dispatch, comm.transport))
     except CommError as e:
         comm.broken = str(e)
         raise
 
 
+def _non_root(sources, rendezvous, root: int, epoch: int, local_error, local, timeout: float, what: str) -> None:
+    """A non-root rank's side once it posted: arrive while the root checks, its verdict, the finish."""
+    arrived = False
+    if local_error is None:
+        try:
+            sources.arrive(root, epoch, local)
+            arrived = True
+        except Exception as e:  # noqa: BLE001 - this rank's own failure, raised once the call is decided
+            local_error = e
+    try:
+        # the root decides within `timeout`; hear its verdict a little longer than that
+        verdict = rendezvous.verdict(root, epoch, timeout * 1.1 + 1, what)
+    except CommError:
+        if arrived:
+            sources.cancel(root, epoch)
+        raise
+    if local_error is not None:
+        raise local_error
+    if verdict:
+        sources.cancel(root, epoch)
+        kind, text = verdict.split("\0", 1)
+        raise _VERDICTS[kind](text)
+    sources.finish_non_root(root, epoch, local, timeout, what)
+
+
 _VERDICTS = {"ValueError": ValueError, "CommError": CommError, "CommTimeout": CommTimeout}
 
 
 def _root(comm, group, local_error, local, epoch, timeout, what, dst, call):
-    """The root's side: every rank's description, the verdict, the one-process run, the release."""
-    rendezvous, root = comm.rendezvous, group.root
+    """The root's side: every rank's description, the verdict, the one-process run, the release.
+    A call whose ranks all post what they posted at the last accepted call, with a dst laid out
+    alike, is that call again: its checks and binding stand."""
+    rendezvous, root, sources = comm.rendezvous, group.root, comm.state["sources"]
     try:
         descriptions = rendezvous.descriptions(epoch, timeout, what)
     except CommError as e:
         rendezvous.judge(epoch, f"{type(e).__name__}\0rank {root} (the root): {e}")
         raise
-    error = _disagreement(descriptions)
-    if error:
-        rendezvous.judge(epoch, "ValueError\0" + error)
-        raise local_error if local_error is not None else ValueError(error)
     try:
-        run = comm.state["sources"].bind(group, [d.split(b"\0", 1)[1] for d in descriptions], local, dst, call)
+        again = (descriptions, local, None if dst is None else placed_key(dst))
+    except Unkeyable:
+        again = None
+    last = comm.state.get("last_call")
+    repeated = again is not None and last is not None and last[0] == again
+    if not repeated:
+        error = _disagreement(descriptions)
+        if error:
+            rendezvous.judge(epoch, "ValueError\0" + error)
+            raise local_error if local_error is not None else ValueError(error)
+    try:
+        prepare = last[1] if repeated else sources.bind(group, [d.split(b"\0", 1)[1] for d in descriptions],
+                                                         local, dst, call)
+        go = prepare(group.tensor, dst)
     except Exception as e:  # the others hear it too, whatever it was, instead of waiting for a run
         why = str(e) if isinstance(e, (TypeError, ValueError)) else f"{type(e).__name__}: {e}"
         rendezvous.judge(epoch, f"ValueError\0rank {root} (the root): {why}")
         raise
+    if not repeated:
+        comm.state["last_call"] = (again, prepare) if again is not None else None
     rendezvous.judge(epoch, "")
     try:
-        return run(epoch)
+        return go(epoch)
+    except BaseException:
+        sources.cancel(root, epoch)  # the others' streams may wait for this call's "done"
+        raise
     finally:
         rendezvous.release(epoch)
 

@@ -5,7 +5,8 @@ offset); the root maps it (once per allocation) and runs the one-process treduce
 every rank's memory, on its own stream. Ordering is on the GPUs, through the root's pad: a
 rank's `arrive` kernel says "ready" once its stream reached the call (its source is complete)
 and holds its stream until the root's kernel says "done"; so a source is released in stream
-order, and no rank's host waits for the reduction."""
+order, and no rank's host waits for the reduction. A rank arrives as soon as it has posted its
+call, before the root's verdict; a call that then fails ends that wait (cancel)."""
 from __future__ import annotations
 
 import pickle
@@ -15,6 +16,7 @@ from typing import Dict, List
 from .. import _C
 from ._group import ParallelGroup
 from ._one_process import RankTensor, bound_call
+from ._transport import Transport
 
 __all__ = ["IpcSources"]
 
@@ -22,7 +24,7 @@ PAD_BYTES = 4096  # a tp::signals::Pad (ready and done epochs of up to kMaxGroup
 HANDLE_BYTES = 64
 
 
-class IpcSources:
+class IpcSources(Transport):
     def __init__(self, comm):
         self.comm, self.device = comm, comm.device
         self.own_pad = _C.cuda.DeviceBuffer(PAD_BYTES, self.device)
@@ -41,26 +43,41 @@ class IpcSources:
         handle, offset = _C.cuda.ipc_export(t.pointer, self.device)
         return handle + struct.pack("<Q", offset)
 
-    def finish_non_root(self, root: int, epoch: int, local, timeout: float, what: str) -> None:
-        """A non-root rank's part once the root accepted the call: "ready" on its stream, which then
-        waits for the root's "done" (the host does not wait)."""
-        stream = local.tensor.adapter.stream(self.device)
-        _C.cuda.arrive(self.pads[root], epoch, self.comm.rank, 1 << root, self.device, stream)
+    def arrive(self, root: int, epoch: int, local) -> None:
+        """"Ready" on this rank's stream, which then waits for the root's "done" (the host does not).
+        Should the launch fail, "ready" is said from the host, so the root's kernel does not wait."""
+        try:
+            _C.cuda.arrive(self.pads[root], epoch, self.comm.rank, 1 << root, self.device,
+                           local.tensor.adapter.stream(self.device))
+        except BaseException:
+            self._raise_flag(root, epoch, self.comm.rank, done=False)
+            raise
+
+    def cancel(self, root: int, epoch: int) -> None:
+        self._raise_flag(root, epoch, root, done=True)
+
+    def _raise_flag(self, root: int, epoch: int, rank: int, done: bool) -> None:
+        try:
+            _C.cuda.raise_flag(self.pads[root], epoch, rank, done, self.device)
+        except RuntimeError:  # a failing call's cleanup: the root's memory may be gone with it
+            pass
 
     def bind(self, group, wheres: List[bytes], local, dst, call):
         """The root's run of this call: its kernel over every rank's mapped memory, ordered by its pad."""
         root, x = group.root, group.tensor
         bound = bound_call(ParallelGroup([x] * len(wheres), root), dst, *call)  # x shows every rank's layout
-        pointers = [local.tensor.pointer if r == root else self._map(where) for r, where in enumerate(wheres)]
-        adapter = local.tensor.adapter
+        pointers = [0 if r == root else self._map(where) for r, where in enumerate(wheres)]
+        adapter, pad, ranks = local.tensor.adapter, self.pads[root], len(wheres)
 
-        def run(epoch: int):
-            out = bound.allocate(x) if dst is None else dst
-            stream = adapter.stream(self.device)
-            bound.core.run_collective(pointers, [self.device] * len(pointers), adapter.pointer(out), self.device,
-                                      [stream] * len(pointers), signal_pad=self.pads[root], epoch=epoch)
-            return out
-        return run
+        def prepare(x, dst):
+            at = list(pointers)  # the others' stand while they post the same descriptions
+            at[root] = local.tensor.pointer
+            tensors = [None] * ranks
+            tensors[root] = x
+            dst = bound.checked_dst(at, tensors, dst)
+            streams = [adapter.stream(self.device)] * ranks
+            return lambda epoch: bound.launch(at, dst, streams, pad, epoch)
+        return prepare
 
     def _map(self, where: bytes) -> int:
         if not where:

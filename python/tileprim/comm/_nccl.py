@@ -15,13 +15,14 @@ from .._interop import c_strides
 from ._errors import CommError
 from ._group import ParallelGroup
 from ._one_process import RankTensor, bound_call, contiguous_core
+from ._transport import Transport
 
 __all__ = ["NcclSources"]
 
 CHUNK_BYTES = 8 << 20  # per rank per staging slot: large enough that enqueueing keeps ahead of NVLink
 
 
-class NcclSources:
+class NcclSources(Transport):
     def __init__(self, comm):
         self.comm, self.device = comm, comm.device
         status = nccl_status()
@@ -56,18 +57,21 @@ class NcclSources:
 
     def bind(self, group, wheres: List[bytes], local, dst, call):
         """The root's run of this call: every rank's chunks received and folded as they land."""
-        root, x, t = group.root, group.tensor, local.tensor
-        bound = bound_call(ParallelGroup([x] * len(wheres), root), dst, *call)  # checks dst; the call's plan
+        root, t = group.root, local.tensor
+        bound = bound_call(ParallelGroup([group.tensor] * len(wheres), root), dst, *call)  # checks dst; the plan
         adapter, device, dtype, itemsize = t.adapter, self.device, t.dtype, t.itemsize
         n = int(np.prod(t.shape))
         peers = [r for r in range(len(wheres)) if r != root]
         op, tile, pingpong, _, accumulate, backend, _, transport = call
         tile = tuple(tile)
 
-        def run(epoch: int):
-            out = bound.allocate(x) if dst is None else dst
-            if n == 0:
-                return out
+        def prepare(x, dst):
+            at, tensors = [0] * len(wheres), [None] * len(wheres)  # the others' data is not here yet
+            at[root], tensors[root] = adapter.pointer(x), x
+            out = bound.checked_dst(at, tensors, dst)
+            return lambda epoch: out if n == 0 else receive_and_fold(x, out)
+
+        def receive_and_fold(x, out):
             source = adapter.contiguous(x)
             packed_out = out if _is_contiguous(adapter, out, t.shape) else adapter.empty(x, t.shape, dtype)
             stream = adapter.stream(device)
@@ -86,7 +90,7 @@ class NcclSources:
                 bound_call(ParallelGroup([packed_out], 0), out, op, tile, pingpong, "dynamic", None, backend, None
                            ).run([packed_out], out)
             return out
-        return run
+        return prepare
 
     def release(self) -> None:
         self.nccl = None  # ncclCommDestroy, once this rank's pending operations are done

@@ -173,22 +173,34 @@ class _Bound:
         self.pointer = self.adapter.pointer if self.adapter else array_pointer
 
     def run(self, tensors, dst):
-        dst = self.allocate(tensors[self.root]) if dst is None else dst
         pointer = self.pointer
         pointers = [pointer(x) for x in tensors]
-        out = pointer(dst)
+        dst = self.checked_dst(pointers, tensors, dst)
+        streams = [self.adapter.stream(d) for d in self.devices] if self.adapter else self.no_streams
+        return self.launch(pointers, dst, streams)
+
+    def checked_dst(self, pointers: List[int], tensors, dst):
+        """dst (allocated when None) once this call's pointers pass the checks that depend on where
+        the data lies. tensors[r]: rank r's array where this process holds it, else None."""
+        dst = self.allocate(tensors[self.root]) if dst is None else dst
+        out = self.pointer(dst)
         d0, d1 = out + self.dst_span[0], out + self.dst_span[1]
         low, high = self.span
         for r, p in enumerate(pointers):
             if d0 < p + high and p + low < d1 and self.devices[r] == self.dst_device:
                 self._check_overlap(tensors, dst, r)
-        streams = [self.adapter.stream(d) for d in self.devices] if self.adapter else self.no_streams
-        self.core.run_collective(pointers, self.devices, out, self.dst_device, streams)
+        return dst
+
+    def launch(self, pointers: List[int], dst, streams: List[int], signal_pad: int = 0, epoch: int = 0):
+        """Runs on every rank's data at `pointers` into a checked dst; returns dst."""
+        self.core.run_collective(pointers, self.devices, self.pointer(dst), self.dst_device, streams, signal_pad,
+                                 epoch)
         return dst
 
     def _check_overlap(self, tensors, dst, r: int) -> None:
-        """Their extents meet: an exact look (NumPy) decides, else they overlap."""
-        exact = type(dst) is np.ndarray and not np.shares_memory(dst, tensors[r], max_work=1 << 20)
+        """Their extents meet: an exact look (NumPy, both at hand) decides, else they overlap."""
+        exact = (type(dst) is np.ndarray and tensors[r] is not None
+                 and not np.shares_memory(dst, tensors[r], max_work=1 << 20))
         if exact:
             return
         if r != self.root:

@@ -9,14 +9,16 @@ from typing import List, Optional
 import numpy as np
 
 from .._dtypes import numpy_dtype
+from .._interop import array_pointer
 from ._group import ParallelGroup
 from ._one_process import RankTensor, bound_call
 from ._rendezvous import SharedFile
+from ._transport import Transport
 
 __all__ = ["ShmSources"]
 
 
-class ShmSources:
+class ShmSources(Transport):
     """The 'shm' transport: a rank's source copied into its own shared-memory file (grown, never
     shrunk, a new generation each time it grows); the root maps each rank's current one."""
 
@@ -44,10 +46,16 @@ class ShmSources:
 
     def bind(self, group, wheres: List[bytes], local, dst, call):
         """The root's run of this call: the one-process treduce over every rank's shared buffer."""
-        tensors = [np.ascontiguousarray(group.tensor) if r == group.root else  # one layout for every rank
+        root = group.root
+        tensors = [np.ascontiguousarray(group.tensor) if r == root else  # one layout for every rank
                    self._source(r, where, local.tensor.shape, local.tensor.dtype) for r, where in enumerate(wheres)]
-        bound = bound_call(ParallelGroup(tensors, group.root), dst, *call)
-        return lambda epoch: bound.run(tensors, dst)
+        bound = bound_call(ParallelGroup(tensors, root), dst, *call)
+
+        def prepare(x, dst):
+            now = tensors[:root] + [np.ascontiguousarray(x)] + tensors[root + 1:]
+            dst = bound.checked_dst([array_pointer(t) for t in now], now, dst)
+            return lambda epoch: bound.run(now, dst)  # `now` holds the root's packed copy until then
+        return prepare
 
     def _source(self, rank: int, where: bytes, shape, dtype: str) -> np.ndarray:
         generation, nbytes = struct.unpack("<qq", where)

@@ -3,7 +3,9 @@
 // observes it with acquire loads. So GPUs order their work on each other's data without the
 // host: "source ready" (a rank's stream reached the call, its data is complete) and "done"
 // (a worker finished with everyone's data; its results are visible). Epochs only grow: the
-// host numbers every call, so a pad is never reset.
+// host numbers every call, so a pad is never reset. A flag only ever rises (an atomic max): a
+// host that gives up on a call may write its epoch into `done` while an earlier call's kernel
+// still runs, and that kernel's later publish must not lower it.
 #pragma once
 #include "../config.cuh"
 
@@ -22,7 +24,7 @@ constexpr unsigned long long kTimeoutNs = 60ull * 1000 * 1000 * 1000;
 
 __device__ __forceinline__ void publish(unsigned long long* flag, unsigned long long epoch) {
   __threadfence_system();  // everything this thread saw or wrote before is visible first
-  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(flag), "l"(epoch) : "memory");
+  asm volatile("red.release.sys.global.max.u64 [%0], %1;" ::"l"(flag), "l"(epoch) : "memory");
 }
 
 __device__ __forceinline__ unsigned long long observe(const unsigned long long* flag) {

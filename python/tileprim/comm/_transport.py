@@ -1,0 +1,38 @@
+"""What a transport of treduce across processes does, in the order a call does it (every rank
+calls treduce; _distributed.py runs the rendezvous around these steps)."""
+from __future__ import annotations
+
+from typing import Callable, List
+
+__all__ = ["Transport"]
+
+
+class Transport:
+    """One rank's end of a transport, made at the communicator's first call (collectively)."""
+
+    def offer(self, t, x) -> bytes:
+        """Where this rank's source lies, for the root (posted with the call's signature)."""
+        raise NotImplementedError
+
+    def arrive(self, root: int, epoch: int, local) -> None:
+        """A non-root rank whose own checks passed, right after posting and before the root's
+        verdict: what it can start already (the verdict's round trip is then off the critical
+        path). Undone by cancel(). Should it fail, nothing may wait for it (the call may go on)."""
+
+    def cancel(self, root: int, epoch: int) -> None:
+        """The call failed after arrive() (an error verdict, a timeout, the root's own failure)."""
+
+    def finish_non_root(self, root: int, epoch: int, local, timeout: float, what: str) -> None:
+        """A non-root rank's end of an accepted call."""
+
+    def bind(self, group, wheres: List[bytes], local, dst, call) -> Callable:
+        """The root's run of a call whose ranks lie at `wheres`, in two steps:
+        prepare(x, dst) makes the checks that depend on this call's root tensor x and dst
+        (before the verdict, so every rank hears of a failure) and returns go(epoch), which
+        runs the call and returns its result. A repeated call whose ranks post the same
+        descriptions reuses prepare, so it keeps nothing that may change between calls of one
+        signature (the root's tensor object, dst, their pointers)."""
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Frees what the transport holds (the communicator closes)."""
