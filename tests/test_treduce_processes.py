@@ -194,6 +194,24 @@ def test_gpu_calls_the_ranks_disagree_on_raise_everywhere_and_hold_up_no_later_c
     assert bits_equal(saved_result(tmp_path, 2, cases[2], expected.shape), expected)
 
 
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(2)
+def test_a_rank_that_dies_mid_transfer_is_seen_by_the_nccl_watchdog(tmp_path):
+    """The root's call returns once its receives are queued; the sender then dies. The watchdog
+    sees the rank's process gone, aborts NCCL (the root's stream goes on: its result is saved)
+    and breaks the communicator: the next call says why."""
+    pytest.importorskip("torch")
+    base = {"shape": [64, 300], "dtype": "float32", "op": "sum", "root": 0}
+    cases = [{**base, "seed": 1}, {**base, "seed": 2, "role": {"1": "exit-mid-transfer"}}, {**base, "seed": 3}]
+    records = launch(cases, 2, tmp_path, transport="nccl", deadline=150)
+    assert records[1]["exit"] == 5, records[1]
+    assert records[0][:2] == ["dst", "dst"], records[0]
+    assert records[0][2].startswith("error CommError: the communicator is broken: a call's NCCL transfer was "
+                                    "abandoned: rank 1 exited"), records[0][2]
+    expected = one_process(cases[0], 2)
+    assert bits_equal(saved_result(tmp_path, 0, cases[0], expected.shape), expected)
+
+
 @pytest.mark.parametrize("how", ["exit", "hang"])
 def test_a_rank_that_exits_or_hangs_ends_the_call_on_every_other_rank(how, tmp_path):
     base = {"shape": [4, 8], "dtype": "float32", "op": "sum", "root": 0, "timeout": 2}

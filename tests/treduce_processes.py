@@ -111,6 +111,8 @@ def run_rank(cases, comm, out_dir: str) -> None:
         if role == "hang":
             time.sleep(6)  # longer than the others wait, then gone
             os._exit(4)
+        if role == "exit-mid-transfer":  # once the root accepted the call, before sending a byte
+            comm.state["sources"].finish_non_root = lambda *args: os._exit(5)
         x_buffer, x = case_buffers(case, world_size)[rank]
         buffer, dst = case_dst(case) if rank == case["root"] else (None, None)
         if backend == "cuda":

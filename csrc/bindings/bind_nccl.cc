@@ -54,7 +54,18 @@ void bind_nccl(py::module_& m) {
           py::arg("bytes"), py::arg("chunk_bytes"), py::arg("peers"), py::arg("stream"), py::arg("fold"),
           "Receives every peer's bytes chunk by chunk into staging; fold(offset, length, staged) folds each "
           "on `stream` as it lands.")
-      .def("abort", &nccl::Communicator::abort, "Ends the communicator now, pending operations included.");
+      .def("abort", &nccl::Communicator::abort, py::call_guard<py::gil_scoped_release>(),
+           "Ends the communicator now, pending operations included (from any thread).")
+      .def(
+          "watch",
+          [](nccl::Communicator& c, std::uintptr_t stream, double timeout) {
+            c.watch(reinterpret_cast<nccl::CUstream>(stream), timeout);
+          },
+          py::arg("stream"), py::arg("timeout"), "The work just enqueued on `stream` is a call in flight.")
+      .def("oldest_in_flight", &nccl::Communicator::oldest_in_flight, py::call_guard<py::gil_scoped_release>(),
+           "The oldest call still in flight's (seconds since it was watched, its timeout), or None.")
+      .def("async_error", &nccl::Communicator::async_error, py::call_guard<py::gil_scoped_release>(),
+           "NCCL's asynchronous error, or ''.");
 }
 
 }  // namespace tp

@@ -14,6 +14,7 @@ typedef enum cudaError_enum {
   CUDA_SUCCESS = 0,
   CUDA_ERROR_NOT_INITIALIZED = 3,
   CUDA_ERROR_NO_DEVICE = 100,
+  CUDA_ERROR_NOT_READY = 600,
   CUDA_ERROR_UNKNOWN = 999,  // the largest value, so the enum can hold every code
 } CUresult;
 
@@ -91,6 +92,7 @@ using PFN_cuStreamWriteValue64 = CUresult (*)(CUstream stream, CUdeviceptr addre
 using PFN_cuEventCreate = CUresult (*)(CUevent* event, unsigned int flags);
 using PFN_cuEventRecord = CUresult (*)(CUevent event, CUstream stream);
 using PFN_cuEventSynchronize = CUresult (*)(CUevent event);
+using PFN_cuEventQuery = CUresult (*)(CUevent event);
 using PFN_cuEventDestroy = CUresult (*)(CUevent event);  // _v2
 using PFN_cuPointerGetAttribute = CUresult (*)(void* data, CUpointer_attribute attribute, CUdeviceptr pointer);
 using PFN_cuMemGetAddressRange = CUresult (*)(CUdeviceptr* base, size_t* bytes, CUdeviceptr pointer);  // _v2

@@ -60,6 +60,7 @@ struct LibraryStatus {
   X(cuEventCreate, "cuEventCreate")                          \
   X(cuEventRecord, "cuEventRecord")                          \
   X(cuEventSynchronize, "cuEventSynchronize")                \
+  X(cuEventQuery, "cuEventQuery")                            \
   X(cuEventDestroy, "cuEventDestroy_v2")                     \
   X(cuPointerGetAttribute, "cuPointerGetAttribute")          \
   X(cuMemGetAddressRange, "cuMemGetAddressRange_v2")         \

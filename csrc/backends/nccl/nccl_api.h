@@ -18,6 +18,7 @@ typedef ncclResult_t (*PFN_ncclGetUniqueId)(ncclUniqueId*);
 typedef ncclResult_t (*PFN_ncclCommInitRank)(ncclComm_t*, int, ncclUniqueId, int);
 typedef ncclResult_t (*PFN_ncclCommDestroy)(ncclComm_t);
 typedef ncclResult_t (*PFN_ncclCommAbort)(ncclComm_t);
+typedef ncclResult_t (*PFN_ncclCommGetAsyncError)(ncclComm_t, ncclResult_t*);
 typedef ncclResult_t (*PFN_ncclGroupStart)();
 typedef ncclResult_t (*PFN_ncclGroupEnd)();
 typedef ncclResult_t (*PFN_ncclSend)(const void*, size_t, ncclDataType_t, int, ncclComm_t, tp::cuda::CUstream);

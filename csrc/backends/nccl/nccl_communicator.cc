@@ -54,17 +54,67 @@ Communicator::~Communicator() {
   staging_.reset();
   for (CUevent event : {start_, received_[0], received_[1], folded_[0], folded_[1]})
     if (event) d.cuEventDestroy(event);
+  for (const InFlight& call : watched_) d.cuEventDestroy(call.end);
+  for (CUevent event : spare_events_) d.cuEventDestroy(event);
   if (receiving_) d.cuStreamDestroy(receiving_);
 }
 
 void Communicator::abort() {
+  std::lock_guard<std::mutex> lock(enqueue_);
   if (!comm_) return;
+  cuda::DeviceScope scope;
+  scope.use(device_);
   Library::get().ncclCommAbort(comm_);
   comm_ = nullptr;
 }
 
+void Communicator::watch(CUstream stream, double timeout_s) {
+  cuda::Driver& d = cuda::Driver::get();
+  cuda::DeviceScope scope;
+  scope.use(device_);
+  std::lock_guard<std::mutex> lock(watched_mutex_);
+  CUevent event = nullptr;
+  if (spare_events_.empty()) {
+    d.check(d.cuEventCreate(&event, cuda::CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  } else {
+    event = spare_events_.back();
+    spare_events_.pop_back();
+  }
+  d.check(d.cuEventRecord(event, stream), "cuEventRecord");
+  watched_.push_back({event, std::chrono::steady_clock::now(), timeout_s});
+}
+
+std::optional<std::pair<double, double>> Communicator::oldest_in_flight() {
+  cuda::Driver& d = cuda::Driver::get();
+  cuda::DeviceScope scope;
+  scope.use(device_);
+  std::lock_guard<std::mutex> lock(watched_mutex_);
+  while (!watched_.empty()) {
+    const InFlight call = watched_.front();
+    if (d.cuEventQuery(call.end) == cuda::CUDA_ERROR_NOT_READY) {
+      return std::make_pair(std::chrono::duration<double>(std::chrono::steady_clock::now() - call.since).count(),
+                            call.timeout_s);
+    }
+    watched_.pop_front();  // done (or failed: the stream reports that itself)
+    spare_events_.push_back(call.end);
+  }
+  return std::nullopt;
+}
+
+std::string Communicator::async_error() {
+  Library& nccl = usable();
+  std::lock_guard<std::mutex> lock(enqueue_);
+  if (!comm_) return "";
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t r = nccl.ncclCommGetAsyncError(comm_, &state);
+  if (r != ncclSuccess) state = r;
+  if (state == ncclSuccess || state == ncclInProgress) return "";
+  return nccl.ncclGetErrorString(state);
+}
+
 void Communicator::send(CUdeviceptr source, size_t bytes, size_t chunk_bytes, int peer, CUstream stream) {
   Library& nccl = usable();
+  std::lock_guard<std::mutex> lock(enqueue_);
   if (!comm_) throw cuda::CudaError("ncclSend: the NCCL communicator was aborted");
   if (chunk_bytes == 0) throw std::invalid_argument("chunk_bytes: must be positive");
   cuda::DeviceScope scope;
@@ -88,6 +138,7 @@ void Communicator::grow_staging(size_t bytes) {
 void Communicator::gather(size_t bytes, size_t chunk_bytes, const std::vector<int>& peers, CUstream stream,
                           const Fold& fold) {
   Library& nccl = usable();
+  std::lock_guard<std::mutex> lock(enqueue_);
   if (!comm_) throw cuda::CudaError("ncclRecv: the NCCL communicator was aborted");
   if (chunk_bytes == 0) throw std::invalid_argument("chunk_bytes: must be positive");
   cuda::Driver& d = cuda::Driver::get();

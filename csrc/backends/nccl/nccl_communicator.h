@@ -4,10 +4,15 @@
 // previous chunk (the fold is the caller's: tileprim's one-process treduce over the staged
 // chunks, so the order and the bits are the one-process ones).
 #pragma once
+#include <chrono>
 #include <cstddef>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/cuda_api.h"
@@ -43,11 +48,30 @@ class Communicator {
   // peers' sends must be matched) and the first error rethrown.
   void gather(size_t bytes, size_t chunk_bytes, const std::vector<int>& peers, CUstream stream, const Fold& fold);
 
-  // Ends the communicator now, pending operations included (a peer failed).
+  // Ends the communicator now, pending operations included (a peer failed). Another thread may
+  // call it (a watchdog): it waits until no send or gather is being enqueued.
   void abort();
+
+  // For a watchdog on another thread. watch(): the work just enqueued on `stream` is a call in
+  // flight, given `timeout_s` to finish (an event marks its end). oldest_in_flight(): the oldest
+  // call still in flight's (seconds since it was watched, its timeout), or none. async_error():
+  // NCCL's asynchronous error ("" when none).
+  void watch(CUstream stream, double timeout_s);
+  std::optional<std::pair<double, double>> oldest_in_flight();
+  std::string async_error();
 
  private:
   void grow_staging(size_t bytes);
+
+  std::mutex enqueue_;  // held while NCCL operations are enqueued, and by abort()
+  std::mutex watched_mutex_;
+  struct InFlight {
+    CUevent end;
+    std::chrono::steady_clock::time_point since;
+    double timeout_s;
+  };
+  std::deque<InFlight> watched_;  // oldest first
+  std::vector<CUevent> spare_events_;
 
   ncclComm_t comm_ = nullptr;
   int device_;

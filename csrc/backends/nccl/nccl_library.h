@@ -20,6 +20,7 @@ namespace tp::nccl {
   X(ncclCommInitRank)           \
   X(ncclCommDestroy)            \
   X(ncclCommAbort)              \
+  X(ncclCommGetAsyncError)      \
   X(ncclGroupStart)             \
   X(ncclGroupEnd)               \
   X(ncclSend)                   \

@@ -185,7 +185,7 @@ def _root(comm, group, local_error, local, epoch, timeout, what, dst, call):
     try:
         prepare = last[1] if repeated else sources.bind(group, [d.split(b"\0", 1)[1] for d in descriptions],
                                                          local, dst, call)
-        go = prepare(group.tensor, dst)
+        go = prepare(group.tensor, dst, timeout)
     except Exception as e:  # the others hear it too, whatever it was, instead of waiting for a run
         why = str(e) if isinstance(e, (TypeError, ValueError)) else f"{type(e).__name__}: {e}"
         rendezvous.judge(epoch, f"ValueError\0rank {root} (the root): {why}")

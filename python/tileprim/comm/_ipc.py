@@ -69,7 +69,7 @@ class IpcSources(Transport):
         pointers = [0 if r == root else self._map(where) for r, where in enumerate(wheres)]
         adapter, pad, ranks = local.tensor.adapter, self.pads[root], len(wheres)
 
-        def prepare(x, dst):
+        def prepare(x, dst, timeout: float):
             at = list(pointers)  # the others' stand while they post the same descriptions
             at[root] = local.tensor.pointer
             tensors = [None] * ranks

@@ -2,9 +2,17 @@
 other hosts. A non-root rank sends its source, packed, to the root with ncclSend, chunk by chunk;
 the root receives every rank's next chunk into ping/pong staging buffers on its own stream while
 its caller's stream folds the last one with the one-process treduce over the staged chunks, so
-the order and the bits are the one-process ones. NCCL is loaded at the communicator's first call."""
+the order and the bits are the one-process ones. NCCL is loaded at the communicator's first call.
+
+A call returns once its NCCL work is enqueued, so a rank that dies mid-transfer is seen by a
+watchdog thread (as PyTorch's is): while a call is in flight it looks every WATCH_S for NCCL's
+asynchronous error, a rank whose process exited (one host) or a call older than its timeout,
+and then aborts the NCCL communicator (its streams go on) and breaks the tileprim communicator:
+the next call raises CommError saying why."""
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import List
 
 import numpy as np
@@ -20,6 +28,7 @@ from ._transport import Transport
 __all__ = ["NcclSources"]
 
 CHUNK_BYTES = 8 << 20  # per rank per staging slot: large enough that enqueueing keeps ahead of NVLink
+WATCH_S = 0.1
 
 
 class NcclSources(Transport):
@@ -37,6 +46,10 @@ class NcclSources(Transport):
                             "where it looked): " + "; ".join(failed))
         self.nccl = _C.nccl.Communicator(gathered[0][1:], comm.world_size, comm.rank, comm.device)
         self.pending = None  # a non-root rank's packed source, between offer and finish_non_root
+        self.stopped = threading.Event()
+        self.watchdog = threading.Thread(target=_watch, args=(self.nccl, weakref.ref(comm), self.stopped),
+                                         name=f"tileprim-nccl-watchdog-{comm.rank}", daemon=True)
+        self.watchdog.start()
 
     def offer(self, t: RankTensor, x) -> bytes:
         """Packs this rank's source (a strided one is copied by its library); nothing to tell the root."""
@@ -52,8 +65,9 @@ class NcclSources(Transport):
             return
         adapter, packed, nbytes = self.pending
         self.pending = None
-        self.nccl.send(adapter.pointer(packed), nbytes, _chunk(nbytes, local.tensor.itemsize), root,
-                       adapter.stream(self.device))
+        stream = adapter.stream(self.device)
+        self.nccl.send(adapter.pointer(packed), nbytes, _chunk(nbytes, local.tensor.itemsize), root, stream)
+        self.nccl.watch(stream, timeout)
 
     def bind(self, group, wheres: List[bytes], local, dst, call):
         """The root's run of this call: every rank's chunks received and folded as they land."""
@@ -65,13 +79,13 @@ class NcclSources(Transport):
         op, tile, pingpong, _, accumulate, backend, _, transport = call
         tile = tuple(tile)
 
-        def prepare(x, dst):
+        def prepare(x, dst, timeout: float):
             at, tensors = [0] * len(wheres), [None] * len(wheres)  # the others' data is not here yet
             at[root], tensors[root] = adapter.pointer(x), x
             out = bound.checked_dst(at, tensors, dst)
-            return lambda epoch: out if n == 0 else receive_and_fold(x, out)
+            return lambda epoch: out if n == 0 else receive_and_fold(x, out, timeout)
 
-        def receive_and_fold(x, out):
+        def receive_and_fold(x, out, timeout: float):
             source = adapter.contiguous(x)
             packed_out = out if _is_contiguous(adapter, out, t.shape) else adapter.empty(x, t.shape, dtype)
             stream = adapter.stream(device)
@@ -86,6 +100,7 @@ class NcclSources(Transport):
                 core.run_collective(pointers, devices, out_at + offset, device, streams)
 
             self.nccl.gather(n * itemsize, _chunk(n * itemsize, itemsize), peers, stream, fold)
+            self.nccl.watch(stream, timeout)
             if packed_out is not out:  # a strided dst: the packed result copied in (a treduce of one rank)
                 bound_call(ParallelGroup([packed_out], 0), out, op, tile, pingpong, "dynamic", None, backend, None
                            ).run([packed_out], out)
@@ -93,7 +108,33 @@ class NcclSources(Transport):
         return prepare
 
     def release(self) -> None:
+        self.stopped.set()
+        self.watchdog.join()
         self.nccl = None  # ncclCommDestroy, once this rank's pending operations are done
+
+
+def _watch(nccl, comm_ref, stopped: threading.Event) -> None:
+    """The watchdog (its own thread, for the communicator's life): see the module's docstring."""
+    while not stopped.wait(WATCH_S):
+        oldest, comm = nccl.oldest_in_flight(), comm_ref()
+        if comm is None:
+            return
+        if oldest is None:
+            continue
+        age, timeout = oldest
+        exited = comm.rendezvous.exited()
+        error = nccl.async_error()
+        if exited:
+            why = f"rank{'s' if len(exited) > 1 else ''} {', '.join(map(str, exited))} exited"
+        elif error:
+            why = f"NCCL reports: {error}"
+        elif age > timeout:
+            why = f"it did not finish within its timeout ({timeout:g} s)"
+        else:
+            continue
+        comm.broken = f"a call's NCCL transfer was abandoned: {why}; the NCCL communicator was aborted"
+        nccl.abort()
+        return
 
 
 def _chunk(nbytes: int, itemsize: int) -> int:

@@ -151,6 +151,10 @@ class Rendezvous:
             time.sleep(pause)
             pause = min(2 * pause, 1e-3)
 
+    def exited(self) -> List[int]:
+        """The ranks whose process is gone."""
+        return [r for r, pid in enumerate(self.pids) if pid and r != self.rank and not _alive(pid)]
+
     def _check_alive(self, ranks: Sequence[int], what: str) -> None:
         for r in ranks:
             if self.pids[r] and not _alive(self.pids[r]):

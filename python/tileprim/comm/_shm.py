@@ -51,7 +51,7 @@ class ShmSources(Transport):
                    self._source(r, where, local.tensor.shape, local.tensor.dtype) for r, where in enumerate(wheres)]
         bound = bound_call(ParallelGroup(tensors, root), dst, *call)
 
-        def prepare(x, dst):
+        def prepare(x, dst, timeout: float):
             now = tensors[:root] + [np.ascontiguousarray(x)] + tensors[root + 1:]
             dst = bound.checked_dst([array_pointer(t) for t in now], now, dst)
             return lambda epoch: bound.run(now, dst)  # `now` holds the root's packed copy until then

@@ -27,9 +27,9 @@ class Transport:
 
     def bind(self, group, wheres: List[bytes], local, dst, call) -> Callable:
         """The root's run of a call whose ranks lie at `wheres`, in two steps:
-        prepare(x, dst) makes the checks that depend on this call's root tensor x and dst
-        (before the verdict, so every rank hears of a failure) and returns go(epoch), which
-        runs the call and returns its result. A repeated call whose ranks post the same
+        prepare(x, dst, timeout) makes the checks that depend on this call's root tensor x and
+        dst (before the verdict, so every rank hears of a failure) and returns go(epoch), which
+        runs the call (given `timeout` seconds) and returns its result. A repeated call whose ranks post the same
         descriptions reuses prepare, so it keeps nothing that may change between calls of one
         signature (the root's tensor object, dst, their pointers)."""
         raise NotImplementedError
