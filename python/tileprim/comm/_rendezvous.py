@@ -12,7 +12,7 @@ import os
 import struct
 import tempfile
 import time
-from typing import Iterable, List, Sequence
+from typing import Iterable, List, Optional, Sequence
 
 from .. import _C
 from ._errors import CommError, CommTimeout
@@ -151,11 +151,12 @@ class Rendezvous:
             time.sleep(pause)
             pause = min(2 * pause, 1e-3)
 
-    def exited(self) -> List[int]:
-        """The ranks whose process is gone."""
-        return [r for r, pid in enumerate(self.pids) if pid and r != self.rank and not _alive(pid)]
+    def exited(self, ranks: Optional[Sequence[int]] = None) -> List[int]:
+        """The ranks (of `ranks`; default every other) whose process is gone."""
+        ranks = [r for r in range(self.world_size) if r != self.rank] if ranks is None else ranks
+        return [r for r in ranks if self.pids[r] and not _alive(self.pids[r])]
 
     def _check_alive(self, ranks: Sequence[int], what: str) -> None:
-        for r in ranks:
-            if self.pids[r] and not _alive(self.pids[r]):
-                raise CommError(f"{what}: rank {r} (pid {self.pids[r]}) exited")
+        gone = self.exited(ranks)
+        if gone:
+            raise CommError(f"{what}: rank {gone[0]} (pid {self.pids[gone[0]]}) exited")

@@ -53,8 +53,10 @@ class ShmSources(Transport):
 
         def prepare(x, dst, timeout: float):
             now = tensors[:root] + [np.ascontiguousarray(x)] + tensors[root + 1:]
-            dst = bound.checked_dst([array_pointer(t) for t in now], now, dst)
-            return lambda epoch: bound.run(now, dst)  # `now` holds the root's packed copy until then
+            pointers = [array_pointer(t) for t in now]
+            dst = bound.checked_dst(pointers, now, dst)
+            # `held` keeps the root's packed copy (pointers[root]) alive until the run
+            return lambda epoch, held=now: bound.launch(pointers, dst, bound.no_streams)
         return prepare
 
     def _source(self, rank: int, where: bytes, shape, dtype: str) -> np.ndarray:
