@@ -212,6 +212,49 @@ def test_a_rank_that_dies_mid_transfer_is_seen_by_the_nccl_watchdog(tmp_path):
     assert bits_equal(saved_result(tmp_path, 0, cases[0], expected.shape), expected)
 
 
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(2)
+@pytest.mark.parametrize("who", ["root", "non-root"])
+def test_a_cuda_ipc_rank_killed_while_the_others_gpus_wait_on_it_holds_none_of_them(who, tmp_path):
+    """The root is killed once it accepted the call (rank 1's stream waits for its "done"), or
+    rank 1 once it posted its call (the root's kernel waits for its "ready"). The survivor's
+    watchdog sees the process gone and abandons the call on its GPU, which goes on at once (no
+    trap at the timeout); the next call says why."""
+    pytest.importorskip("torch")
+    victim = 0 if who == "root" else 1
+    base = {"shape": [64, 300], "dtype": "float32", "op": "sum", "root": 0, "timeout": 30}
+    role = "killed-after-verdict" if victim == 0 else "killed-after-posting"
+    cases = [{**base, "seed": 1}, {**base, "seed": 2, "role": {str(victim): role}}, {**base, "seed": 3}]
+    records = launch(cases, 2, tmp_path, transport="cuda_ipc", deadline=60)  # the arrive kernel's limit: 126 s
+    survivor = 1 - victim
+    assert records[victim]["exit"] == -9, records[victim]
+    assert isinstance(records[survivor], list), records[survivor]
+    assert records[survivor][:2] == (["dst", "dst"] if survivor == 0 else ["none", "none"]), records[survivor]
+    last = records[survivor][2]  # rank 1 may see the root gone in the rendezvous before its watchdog does
+    assert last.startswith("error CommError") and f"rank {victim}" in last and "exited" in last, last
+    if survivor == 0:  # its result of call 2 was saved once its GPU gave up: the watchdog had fired
+        assert last.startswith("error CommError: the communicator is broken: rank 1 exited; this rank's GPU "
+                               "stopped waiting for calls up to 2"), last
+    expected = one_process(cases[0], 2)
+    assert survivor == 1 or bits_equal(saved_result(tmp_path, 0, cases[0], expected.shape), expected)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(2)
+def test_a_cuda_ipc_root_waits_on_the_gpu_for_no_longer_than_the_calls_timeout(tmp_path):
+    """At the second call rank 1's stream reaches the call BUSY_S after the root's kernel starts
+    waiting for it, past the call's 1 s timeout: the root's kernel traps (its process fails at
+    the next synchronisation) instead of waiting on; rank 1 then sees the root gone."""
+    pytest.importorskip("torch")
+    base = {"shape": [64, 300], "dtype": "float32", "op": "sum", "root": 0}
+    cases = [{**base, "seed": 1}, {**base, "seed": 2, "timeout": 1, "role": {"1": "busy"}}, {**base, "seed": 3}]
+    records = launch(cases, 2, tmp_path, transport="cuda_ipc", deadline=90)
+    assert isinstance(records[0], dict) and records[0]["exit"] != 0, records
+    assert "CUDA error: unspecified launch failure" in records[0]["log"], records[0]
+    assert records[1][:2] == ["none", "none"], records[1]
+    assert records[1][2].startswith("error CommError") and "rank 0" in records[1][2], records[1]
+
+
 @pytest.mark.parametrize("how", ["exit", "hang"])
 def test_a_rank_that_exits_or_hangs_ends_the_call_on_every_other_rank(how, tmp_path):
     base = {"shape": [4, 8], "dtype": "float32", "op": "sum", "root": 0, "timeout": 2}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 
@@ -25,6 +26,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tileprim as tp  # noqa: E402
 from test_treduce import DST_LAYOUTS, SOURCE_LAYOUTS, laid_out, np_dtype, poisoned, random_source  # noqa: E402
+
+
+BUSY_S = 3.0
 
 
 def case_buffers(case: dict, world_size: int) -> list:
@@ -105,24 +109,35 @@ def run_rank(cases, comm, out_dir: str) -> None:
     rank, world_size, backend = comm.rank, comm.world_size, comm.backend
     record = []
     for i, case in enumerate(cases):
-        role = case.get("role", {}).get(str(rank), "")
-        if role == "exit":
+        roles = set(case.get("role", {}).get(str(rank), "").split("+"))
+        if "exit" in roles:
             os._exit(3)
-        if role == "hang":
+        if "hang" in roles:
             time.sleep(6)  # longer than the others wait, then gone
             os._exit(4)
-        if role == "exit-mid-transfer":  # once the root accepted the call, before sending a byte
+        if "exit-mid-transfer" in roles:  # once the root accepted the call, before sending a byte
             comm.state["sources"].finish_non_root = lambda *args: os._exit(5)
+        # killed (no exit handlers) where the others' GPUs are left waiting for this rank: a non-root
+        # once it posted its call, before its stream says "ready"; the root once it accepted the call
+        if "killed-after-posting" in roles:
+            comm.state["sources"].arrive = lambda *args: os.kill(os.getpid(), signal.SIGKILL)
+        if "killed-after-verdict" in roles:
+            comm.rendezvous.judge = lambda *args, judge=comm.rendezvous.judge: (judge(*args),
+                                                                                os.kill(os.getpid(), signal.SIGKILL))
         x_buffer, x = case_buffers(case, world_size)[rank]
         buffer, dst = case_dst(case) if rank == case["root"] else (None, None)
         if backend == "cuda":
             x = laid_out_on_gpu(x_buffer, x, rank)[1]
             if dst is not None:
                 buffer, dst = laid_out_on_gpu(buffer, dst, rank)
-        if role == "other-shape":
+        if "other-shape" in roles:
             x = x[..., :-1]
-        if role == "float64":
+        if "float64" in roles:
             x = x.astype(np.float64) if isinstance(x, np.ndarray) else x.double()
+        if "busy" in roles:  # this rank's stream reaches the call BUSY_S after its host
+            import torch
+            with torch.cuda.device(rank):
+                torch.cuda._sleep(int(BUSY_S * 2e9))  # cycles: at least BUSY_S at clocks up to 2 GHz
         group = tp.comm.ParallelGroup.distributed(x, root=case["root"], comm=comm)
         try:
             out = tp.comm.treduce(group, dst, timeout=case.get("timeout"), **options(case))

@@ -108,6 +108,10 @@ void bind_cuda_backend(py::module_& m) {
       .def("zero", &cuda::DeviceBuffer::zero, "Every byte 0, before it returns.")
       .def("dlpack", &dlpack_capsule, py::arg("shape"), py::arg("dtype"),
            "A 'dltensor' capsule viewing the buffer as a C-contiguous array");
+  py::class_<cuda::MappedHostBuffer, std::shared_ptr<cuda::MappedHostBuffer>>(
+      c, "MappedHostBuffer", "Pinned host memory, zeroed, that this process's kernels reach at `ptr` too.")
+      .def(py::init<size_t, int>(), py::arg("nbytes"), py::arg("device"))
+      .def_property_readonly("ptr", &cuda::MappedHostBuffer::pointer);
 }
 
 }  // namespace tp

@@ -30,11 +30,14 @@ struct RunArgs {
   TensorArg output;               // holds the old values when the call accumulates
   long long tiles = 1;            // tile primitives: operands are [tiles][tile elements]
   std::vector<std::uintptr_t> streams;  // CUDA: one per device of plan.context.devices
-  // Collectives whose ranks are other processes: the communicator's signal pad (device memory
-  // every rank maps) and this call's number on it. The other ranks' processes launch their own
-  // parts; this process runs its workers only. 0: one process, the runner's own pad.
-  std::uintptr_t signal_pad = 0;
+  // Collectives whose ranks are other processes: every rank's signal pad (device memory mapped
+  // here; empty: one process, the runner's own pad) and this call's number on them. The other
+  // ranks' processes launch their own parts; this process runs its workers only.
+  std::vector<std::uintptr_t> signal_pads;
   unsigned long long epoch = 0;
+  std::uintptr_t abandoned = 0;  // this process's host gave up on calls up to this one (mapped host memory)
+  // Collectives: a GPU that waits longer than this for another rank traps (its stream errs).
+  double timeout_s = 300;
   // Host work polls this between pieces of at most a few milliseconds; true stops the run
   // with Interrupted (the caller then reports its own error, e.g. KeyboardInterrupt).
   std::function<bool()> interrupted;

@@ -15,4 +15,12 @@ inline std::uint64_t observe_flag(std::uintptr_t address) {
   return __atomic_load_n(reinterpret_cast<const std::uint64_t*>(address), __ATOMIC_ACQUIRE);
 }
 
+// Stores `value` unless the flag already holds as much (flags that only rise), release order.
+inline void raise_flag(std::uintptr_t address, std::uint64_t value) {
+  auto* flag = reinterpret_cast<std::uint64_t*>(address);
+  std::uint64_t now = __atomic_load_n(flag, __ATOMIC_RELAXED);
+  while (now < value && !__atomic_compare_exchange_n(flag, &now, value, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+  }
+}
+
 }  // namespace tp::cpu

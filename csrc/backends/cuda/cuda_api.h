@@ -47,6 +47,8 @@ typedef struct CUipcMemHandle_st {
 constexpr unsigned int CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1;
 
 constexpr unsigned int CU_STREAM_NON_BLOCKING = 0x1;
+constexpr unsigned int CU_MEMHOSTALLOC_PORTABLE = 0x1;
+constexpr unsigned int CU_MEMHOSTALLOC_DEVICEMAP = 0x2;
 constexpr unsigned int CU_STREAM_WRITE_VALUE_DEFAULT = 0x0;  // a memory fence first, like __threadfence_system
 constexpr unsigned int CU_EVENT_DISABLE_TIMING = 0x2;
 constexpr CUresult CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = static_cast<CUresult>(704);

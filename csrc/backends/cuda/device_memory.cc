@@ -1,6 +1,7 @@
 #include "backends/cuda/device_memory.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <memory>
 
@@ -29,6 +30,17 @@ void DeviceBuffer::zero() {
   d.check(d.cuMemsetD8Async(pointer_, 0, bytes_, nullptr), "cuMemsetD8Async");
   d.check(d.cuStreamSynchronize(nullptr), "cuStreamSynchronize");
 }
+
+MappedHostBuffer::MappedHostBuffer(size_t bytes, int device) {
+  Driver& d = Driver::get();
+  DeviceScope scope;
+  scope.use(device);
+  d.check(d.cuMemHostAlloc(&host_, std::max<size_t>(bytes, 1), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+          "cuMemHostAlloc");
+  std::memset(host_, 0, bytes);
+}
+
+MappedHostBuffer::~MappedHostBuffer() { Driver::get().cuMemFreeHost(host_); }
 
 StagingArena& StagingArena::of(int device) {
   static std::mutex mutex;

@@ -3,6 +3,7 @@
 // and back without an allocation per call.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 
@@ -26,6 +27,22 @@ class DeviceBuffer {
   CUdeviceptr pointer_ = 0;
   size_t bytes_;
   int device_;
+};
+
+// Pinned host memory that this process's kernels read and write at the same address (mapped,
+// unified addressing), zeroed: for flags the host raises with a plain store, no driver call
+// (a driver lock held by another thread's synchronous copy cannot hold it up), and GPUs poll.
+class MappedHostBuffer {
+ public:
+  MappedHostBuffer(size_t bytes, int device);  // allocated in `device`'s context, mapped in every one
+  ~MappedHostBuffer();
+  MappedHostBuffer(const MappedHostBuffer&) = delete;
+  MappedHostBuffer& operator=(const MappedHostBuffer&) = delete;
+
+  std::uintptr_t pointer() const { return reinterpret_cast<std::uintptr_t>(host_); }
+
+ private:
+  void* host_ = nullptr;
 };
 
 // Pinned host memory and device memory of the same size, and a stream, per device; grown,

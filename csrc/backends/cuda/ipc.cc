@@ -16,11 +16,7 @@ namespace {
 
 const char* kArriveSource =
     "// tileprim: a rank's part of a treduce whose kernels run in another process\n"
-    "#include <tileprim/comm/signals.cuh>\n"
-    "extern \"C\" __global__ void tp_arrive(tp::signals::Pad* pad, unsigned long long epoch, int self,\n"
-    "                                       unsigned workers) {\n"
-    "  tp::signals::arrive_and_wait(pad, epoch, self, workers);\n"
-    "}\n";
+    "#include <tileprim/comm/arrive_kernel.cuh>\n";
 
 CUfunction arrive_function(int device) {
   static std::mutex mutex;
@@ -90,17 +86,19 @@ void ipc_close(std::uint64_t base, int device) {
   d.check(d.cuIpcCloseMemHandle(base), "cuIpcCloseMemHandle");
 }
 
-void arrive(std::uint64_t pad, unsigned long long epoch, int self, unsigned workers, int device, std::uintptr_t stream) {
+void arrive(std::uint64_t worker_pad, std::uint64_t own_pad, std::uintptr_t abandoned, unsigned long long epoch,
+            int self, unsigned workers, double timeout, int device, std::uintptr_t stream) {
   Driver& d = Driver::get();
+  unsigned long long timeout_ns = signals::timeout_ns(timeout);
   CUfunction f = arrive_function(device);
   DeviceScope scope;
   scope.use(device);
-  void* params[] = {&pad, &epoch, &self, &workers};
+  void* params[] = {&worker_pad, &own_pad, &abandoned, &epoch, &self, &workers, &timeout_ns};
   d.check(d.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, reinterpret_cast<CUstream>(stream), params, nullptr),
           "cuLaunchKernel");
 }
 
-void raise_flag(std::uint64_t pad, unsigned long long epoch, int rank, bool done, int device) {
+void raise_flag(std::uint64_t pad, Flag which, int rank, unsigned long long epoch, int device) {
   static std::mutex mutex;
   static std::map<int, CUstream> streams;  // one per device, for as long as the process lives
   Driver& d = Driver::get();
@@ -109,7 +107,7 @@ void raise_flag(std::uint64_t pad, unsigned long long epoch, int rank, bool done
   std::lock_guard<std::mutex> lock(mutex);
   CUstream& stream = streams[device];
   if (!stream) d.check(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  const CUdeviceptr flag = pad + (done ? offsetof(signals::Pad, done) : offsetof(signals::Pad, ready)) +
+  const CUdeviceptr flag = pad + (which == Flag::done ? offsetof(signals::Pad, done) : offsetof(signals::Pad, ready)) +
                            rank * sizeof(unsigned long long);
   d.check(d.cuStreamWriteValue64(stream, flag, epoch, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
   d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");

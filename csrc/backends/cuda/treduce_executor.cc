@@ -11,6 +11,7 @@
 #include "backends/cuda/treduce_executor.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -44,15 +45,12 @@ std::string kernel_source(const Plan& plan, const TreducePlan& p) {
   os << "// tileprim treduce kernel: " << plan.call.str() << " [" << plan.variant << "]\n";
   if (p.dtype == DType::float16) os << "#define TP_WITH_FP16 1\n";
   if (p.dtype == DType::bfloat16) os << "#define TP_WITH_BF16 1\n";
-  os << "#include <tileprim/comm/treduce_kernel.cuh>\n\n"
+  os << "#include <tileprim/comm/treduce_kernel.cuh>\n"
+     << "#include <tileprim/comm/arrive_kernel.cuh>\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ")\n"
      << "tp_treduce(const tp::treduce::Launch a) {\n"
      << "  tp::treduce::run<" << functor_of(p.kind) << ", " << dtype_cuda_name(p.accumulate) << ", "
      << dtype_cuda_name(p.dtype) << ", " << p.order.size() << ", " << (p.pingpong ? "true" : "false") << ">(a);\n"
-     << "}\n\n"
-     << "extern \"C\" __global__ void tp_treduce_arrive(tp::signals::Pad* pad, unsigned long long epoch, int self,\n"
-     << "                                             unsigned workers) {\n"
-     << "  tp::signals::arrive_and_wait(pad, epoch, self, workers);\n"
      << "}\n";
   return os.str();
 }
@@ -100,7 +98,7 @@ class CudaTreduceRunner : public Runner {
       const std::string& image = binary_->cubin.empty() ? binary_->ptx : binary_->cubin;
       d.check(d.cuModuleLoadData(&m.module, image.c_str()), "cuModuleLoadData");
       d.check(d.cuModuleGetFunction(&m.reduce, m.module, "tp_treduce"), "cuModuleGetFunction");
-      d.check(d.cuModuleGetFunction(&m.arrive, m.module, "tp_treduce_arrive"), "cuModuleGetFunction");
+      d.check(d.cuModuleGetFunction(&m.arrive, m.module, "tp_arrive"), "cuModuleGetFunction");
       m.ctas = kCtasPerSm * d.multiprocessors(m.device);
       if (signalled_ && m.worker >= 0) {
         m.arrivals = std::make_shared<DeviceBuffer>(sizeof(unsigned), m.device);
@@ -123,10 +121,10 @@ class CudaTreduceRunner : public Runner {
 
   void run(const RunArgs& args) const override {
     std::lock_guard<std::mutex> lock(mutex_);  // one call at a time per runner: its pad, events, epochs
-    if (args.signal_pad != 0 && !signalled_) {
+    if (!args.signal_pads.empty() && !signalled_) {
       throw ValueError("treduce across processes needs every rank's memory mapped on the root's GPU");
     }
-    if (args.signal_pad == 0 && one_stream(args)) {
+    if (args.signal_pads.empty() && one_stream(args)) {
       run_in_stream_order(args);
     } else if (signalled_) {
       run_signalled(args);
@@ -160,26 +158,31 @@ class CudaTreduceRunner : public Runner {
 
   CUstream stream_of(const RunArgs& args, int rank) const { return reinterpret_cast<CUstream>(args.streams[rank]); }
 
-  // One launch per rank, in any order: the GPUs wait for each other through the pad. Ranks in
-  // other processes (args.signal_pad) launch their own.
+  // One launch per rank, in any order: the GPUs wait for each other through the pads (one, on
+  // the root's GPU, in one process). Ranks in other processes (args.signal_pads) launch their own.
   void run_signalled(const RunArgs& args) const {
     Driver& d = Driver::get();
     DeviceScope scope;
-    const bool one_process = args.signal_pad == 0;
+    const bool one_process = args.signal_pads.empty();
     const unsigned long long epoch = one_process ? ++epoch_ : args.epoch;
-    signals::Pad* pad = reinterpret_cast<signals::Pad*>(one_process ? pad_->pointer() : args.signal_pad);
+    Pads pads{};
+    for (size_t r = 0; r < members_.size(); ++r) {
+      pads[r] = reinterpret_cast<signals::Pad*>(one_process ? pad_->pointer() : args.signal_pads[r]);
+    }
     for (int r = 0; r < static_cast<int>(members_.size()); ++r) {
       const Member& m = members_[r];
       if (m.worker < 0 && !one_process) continue;
       scope.use(m.device);
       if (m.worker >= 0) {
-        launch(m, args, stream_of(args, r), epoch, pad);
+        launch(m, args, stream_of(args, r), epoch, pads);
         continue;
       }
-      unsigned long long e = epoch;
+      signals::Pad* pad = pads[r];
+      const unsigned long long* abandoned = nullptr;  // one process: every rank's host is this one, which does not
+      unsigned long long e = epoch, timeout = signals::timeout_ns(args.timeout_s);
       int self = r;
       unsigned workers = workers_mask_;
-      void* params[] = {&pad, &e, &self, &workers};
+      void* params[] = {&pad, &pad, &abandoned, &e, &self, &workers, &timeout};
       d.check(d.cuLaunchKernel(m.arrive, 1, 1, 1, 1, 1, 1, 0, stream_of(args, r), params, nullptr), "cuLaunchKernel");
     }
   }
@@ -196,7 +199,7 @@ class CudaTreduceRunner : public Runner {
   void run_in_stream_order(const RunArgs& args) const {
     DeviceScope scope;
     scope.use(members_[0].device);
-    for (int w : p_.workers) launch(members_[w], args, stream_of(args, w), 0, nullptr);
+    for (int w : p_.workers) launch(members_[w], args, stream_of(args, w), 0, {});
   }
 
   // Events: a worker waits for every other rank's stream; every rank waits for the workers.
@@ -215,7 +218,7 @@ class CudaTreduceRunner : public Runner {
       for (int r = 0; r < ranks; ++r) {
         if (r != w) d.check(d.cuStreamWaitEvent(stream_of(args, w), members_[r].ready, 0), "cuStreamWaitEvent");
       }
-      launch(m, args, stream_of(args, w), 0, nullptr);
+      launch(m, args, stream_of(args, w), 0, {});
       d.check(d.cuEventRecord(m.done, stream_of(args, w)), "cuEventRecord");
     }
     for (int r = 0; r < ranks; ++r) {
@@ -231,8 +234,9 @@ class CudaTreduceRunner : public Runner {
     return std::any_of(p_.workers.begin(), p_.workers.end(), [&](int w) { return w != rank; });
   }
 
-  void launch(const Member& m, const RunArgs& args, CUstream stream, unsigned long long epoch,
-              signals::Pad* pad) const {
+  using Pads = std::array<signals::Pad*, kMaxGroupSize>;  // rank r's pad, or none: host-ordered
+
+  void launch(const Member& m, const RunArgs& args, CUstream stream, unsigned long long epoch, const Pads& pads) const {
     Driver& d = Driver::get();
     treduce::Launch a{};
     bool aligned = p_.geometry.src[4] == 1 && p_.geometry.dst[4] == 1;
@@ -255,15 +259,18 @@ class CudaTreduceRunner : public Runner {
     a.vectors = aligned && args.output.data % 16 == 0;
     a.piece_begin = p_.shards[m.worker].first;
     a.piece_end = p_.shards[m.worker].second;
-    if (pad) {
-      a.pad = pad;
+    const bool signalled = pads[0] != nullptr;
+    if (signalled) {
+      std::copy(pads.begin(), pads.end(), a.pads);
+      a.timeout_ns = signals::timeout_ns(args.timeout_s);
+      a.abandoned = reinterpret_cast<const unsigned long long*>(args.abandoned);
       a.arrivals = reinterpret_cast<unsigned*>(m.arrivals->pointer());
       a.epoch = epoch;
       a.self = p_.workers[m.worker];
       a.workers = workers_mask_;
     }
     const long long pieces = a.piece_end - a.piece_begin;
-    if (pieces <= 0 && !pad) return;  // a signalled worker still takes part
+    if (pieces <= 0 && !signalled) return;  // a signalled worker still takes part
     void* params[] = {&a};
     const long long ctas = std::max(1ll, std::min<long long>(pieces, m.ctas));
     d.check(d.cuLaunchKernel(m.reduce, static_cast<unsigned>(ctas), 1, 1, kThreads, 1, 1, 0, stream, params, nullptr),

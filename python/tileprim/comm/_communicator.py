@@ -19,6 +19,7 @@ from ._rendezvous_hosts import HostsRendezvous
 __all__ = ["Communicator", "init", "default_communicator", "check_call_timeout"]
 
 _DEFAULT: Optional["Communicator"] = None
+DEFAULT_TIMEOUT = 300.0  # seconds a call waits for the other ranks
 
 
 def _check_timeout(timeout) -> float:
@@ -142,7 +143,7 @@ def _release(state: Dict[str, object], bootstrap: Bootstrap) -> None:
 
 
 def init(backend: Optional[str] = None, *, rank: Optional[int] = None, world_size: Optional[int] = None,
-         init_file=None, device: Optional[int] = None, timeout: float = 300.0,
+         init_file=None, device: Optional[int] = None, timeout: float = DEFAULT_TIMEOUT,
          transport: Optional[str] = None) -> Communicator:
     """This process's communicator; the ranks meet here (every rank calls it).
 

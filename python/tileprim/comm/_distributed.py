@@ -138,7 +138,7 @@ def _non_root(sources, rendezvous, root: int, epoch: int, local_error, local, ti
     arrived = False
     if local_error is None:
         try:
-            sources.arrive(root, epoch, local)
+            sources.arrive(root, epoch, local, timeout)
             arrived = True
         except Exception as e:  # noqa: BLE001 - this rank's own failure, raised once the call is decided
             local_error = e

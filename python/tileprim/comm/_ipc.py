@@ -2,13 +2,19 @@
 owns a signal pad in its GPU's memory and maps every other rank's (once, at the first call).
 Per call, a rank tells the root which allocation its source lies in (a CUDA IPC handle and an
 offset); the root maps it (once per allocation) and runs the one-process treduce kernel over
-every rank's memory, on its own stream. Ordering is on the GPUs, through the root's pad: a
-rank's `arrive` kernel says "ready" once its stream reached the call (its source is complete)
-and holds its stream until the root's kernel says "done"; so a source is released in stream
-order, and no rank's host waits for the reduction. A rank arrives as soon as it has posted its
-call, before the root's verdict; a call that then fails ends that wait (cancel)."""
+every rank's memory, on its own stream. Ordering is on the GPUs, through the pads: a rank's
+`arrive` kernel says "ready" in the root's pad once its stream reached the call (its source is
+complete) and holds its stream until the root's kernel says "done" in the rank's own pad; so a
+source is released in stream order, and no rank's host waits for the reduction. A rank arrives
+as soon as it has posted its call, before the root's verdict; a call that then fails ends that
+wait (cancel: this rank's host abandons it, raising a flag in pinned host memory its GPU polls;
+no driver call, which another thread's synchronous copy could hold up). A rank whose process
+exits while the others' GPUs may wait on it is seen by the watchdog (_watchdog.py), which
+abandons this rank's calls so far: its kernels stop waiting and touch no other rank's memory
+again (the results of calls in flight are undefined)."""
 from __future__ import annotations
 
+import functools
 import pickle
 import struct
 from typing import Dict, List
@@ -17,11 +23,15 @@ from .. import _C
 from ._group import ParallelGroup
 from ._one_process import RankTensor, bound_call
 from ._transport import Transport
+from ._watchdog import Watchdog, exited_ranks
 
 __all__ = ["IpcSources"]
 
 PAD_BYTES = 4096  # a tp::signals::Pad (ready and done epochs of up to kMaxGroupSize ranks), rounded up
 HANDLE_BYTES = 64
+# An arrive kernel's limit, past the call's timeout: the host gives up on the root's verdict after
+# 1.1 timeout + 1 s (and ends the wait), the root's kernel waits at most timeout for the others.
+ARRIVE_WAIT = (2.2, 60.0)
 
 
 class IpcSources(Transport):
@@ -29,12 +39,14 @@ class IpcSources(Transport):
         self.comm, self.device = comm, comm.device
         self.own_pad = _C.cuda.DeviceBuffer(PAD_BYTES, self.device)
         self.own_pad.zero()
+        self.abandoned = _C.cuda.MappedHostBuffer(8, self.device)  # the last call this rank's host gave up on
         mine = pickle.dumps(_C.cuda.ipc_export(self.own_pad.ptr, self.device))
         self.mapped: Dict[bytes, int] = {}  # a handle -> its allocation's base, mapped here
         self.pads: List[int] = []
         for r, payload in enumerate(comm._bootstrap.all_gather(mine, comm.timeout)):
             handle, offset = pickle.loads(payload)
             self.pads.append(self.own_pad.ptr if r == comm.rank else self._map(handle + struct.pack("<Q", offset)))
+        self.watchdog = Watchdog(comm, _look, functools.partial(_abandon, self.abandoned.ptr), "cuda-ipc")
 
     def offer(self, t: RankTensor, x) -> bytes:
         """Where this rank's source lies, for the root to map."""
@@ -43,23 +55,31 @@ class IpcSources(Transport):
         handle, offset = _C.cuda.ipc_export(t.pointer, self.device)
         return handle + struct.pack("<Q", offset)
 
-    def arrive(self, root: int, epoch: int, local) -> None:
+    def arrive(self, root: int, epoch: int, local, timeout: float) -> None:
         """"Ready" on this rank's stream, which then waits for the root's "done" (the host does not).
         Should the launch fail, "ready" is said from the host, so the root's kernel does not wait."""
+        rank, scale, slack = self.comm.rank, *ARRIVE_WAIT
         try:
-            _C.cuda.arrive(self.pads[root], epoch, self.comm.rank, 1 << root, self.device,
-                           local.tensor.adapter.stream(self.device))
+            _C.cuda.arrive(self.pads[root], self.own_pad.ptr, self.abandoned.ptr, epoch, rank, 1 << root,
+                           scale * timeout + slack, self.device, local.tensor.adapter.stream(self.device))
         except BaseException:
-            self._raise_flag(root, epoch, self.comm.rank, done=False)
+            self._raise_flag(self.pads[root], "ready", rank, epoch)
             raise
 
     def cancel(self, root: int, epoch: int) -> None:
-        self._raise_flag(root, epoch, root, done=True)
+        """A non-root abandons the call; the root (whose run failed after its verdict) says "done"
+        in every other rank's pad."""
+        if self.comm.rank != root:
+            _C.raise_flag(self.abandoned.ptr, epoch)
+            return
+        for r, pad in enumerate(self.pads):
+            if r != root:
+                self._raise_flag(pad, "done", root, epoch)
 
-    def _raise_flag(self, root: int, epoch: int, rank: int, done: bool) -> None:
+    def _raise_flag(self, pad: int, which: str, rank: int, epoch: int) -> None:
         try:
-            _C.cuda.raise_flag(self.pads[root], epoch, rank, done, self.device)
-        except RuntimeError:  # a failing call's cleanup: the root's memory may be gone with it
+            _C.cuda.raise_flag(pad, which, rank, epoch, self.device)
+        except RuntimeError:  # a failing call's cleanup: another rank's memory may be gone with it
             pass
 
     def bind(self, group, wheres: List[bytes], local, dst, call):
@@ -67,7 +87,7 @@ class IpcSources(Transport):
         root, x = group.root, group.tensor
         bound = bound_call(ParallelGroup([x] * len(wheres), root), dst, *call)  # x shows every rank's layout
         pointers = [0 if r == root else self._map(where) for r, where in enumerate(wheres)]
-        adapter, pad, ranks = local.tensor.adapter, self.pads[root], len(wheres)
+        adapter, pads, ranks, abandoned = local.tensor.adapter, self.pads, len(wheres), self.abandoned.ptr
 
         def prepare(x, dst, timeout: float):
             at = list(pointers)  # the others' stand while they post the same descriptions
@@ -76,7 +96,7 @@ class IpcSources(Transport):
             tensors[root] = x
             dst = bound.checked_dst(at, tensors, dst)
             streams = [adapter.stream(self.device)] * ranks
-            return lambda epoch: bound.launch(at, dst, streams, pad, epoch)
+            return lambda epoch: bound.launch(at, dst, streams, pads, epoch, timeout, abandoned)
         return prepare
 
     def _map(self, where: bytes) -> int:
@@ -90,9 +110,20 @@ class IpcSources(Transport):
 
     def release(self) -> None:
         """Unmaps what this rank mapped (the caller's streams must be done with it)."""
+        self.watchdog.stop()
         for base in self.mapped.values():
             try:
                 _C.cuda.ipc_close(base, self.device)
             except RuntimeError:
                 pass
         self.mapped.clear()
+
+
+def _look(comm) -> str:
+    gone = exited_ranks(comm)
+    return (f"{gone}; this rank's GPU stopped waiting for calls up to {comm.calls} (the results of any still in "
+            f"flight are undefined)") if gone else ""
+
+
+def _abandon(abandoned: int, comm) -> None:
+    _C.raise_flag(abandoned, comm.calls)

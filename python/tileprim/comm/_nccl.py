@@ -4,15 +4,13 @@ the root receives every rank's next chunk into ping/pong staging buffers on its 
 its caller's stream folds the last one with the one-process treduce over the staged chunks, so
 the order and the bits are the one-process ones. NCCL is loaded at the communicator's first call.
 
-A call returns once its NCCL work is enqueued, so a rank that dies mid-transfer is seen by a
-watchdog thread (as PyTorch's is): while a call is in flight it looks every WATCH_S for NCCL's
-asynchronous error, a rank whose process exited (one host) or a call older than its timeout,
-and then aborts the NCCL communicator (its streams go on) and breaks the tileprim communicator:
-the next call raises CommError saying why."""
+A call returns once its NCCL work is enqueued, so a rank that dies mid-transfer is seen by the
+watchdog (_watchdog.py): while a call is in flight it looks for NCCL's asynchronous error, a rank
+whose process exited (one host) or a call older than its timeout, and then aborts the NCCL
+communicator (its streams go on) and breaks the tileprim communicator."""
 from __future__ import annotations
 
-import threading
-import weakref
+import functools
 from typing import List
 
 import numpy as np
@@ -24,11 +22,11 @@ from ._errors import CommError
 from ._group import ParallelGroup
 from ._one_process import RankTensor, bound_call, contiguous_core
 from ._transport import Transport
+from ._watchdog import Watchdog, exited_ranks
 
 __all__ = ["NcclSources"]
 
 CHUNK_BYTES = 8 << 20  # per rank per staging slot: large enough that enqueueing keeps ahead of NVLink
-WATCH_S = 0.1
 
 
 class NcclSources(Transport):
@@ -46,10 +44,8 @@ class NcclSources(Transport):
                             "where it looked): " + "; ".join(failed))
         self.nccl = _C.nccl.Communicator(gathered[0][1:], comm.world_size, comm.rank, comm.device)
         self.pending = None  # a non-root rank's packed source, between offer and finish_non_root
-        self.stopped = threading.Event()
-        self.watchdog = threading.Thread(target=_watch, args=(self.nccl, weakref.ref(comm), self.stopped),
-                                         name=f"tileprim-nccl-watchdog-{comm.rank}", daemon=True)
-        self.watchdog.start()
+        self.watchdog = Watchdog(comm, functools.partial(_look, self.nccl), functools.partial(_abandon, self.nccl),
+                                 "nccl")
 
     def offer(self, t: RankTensor, x) -> bytes:
         """Packs this rank's source (a strided one is copied by its library); nothing to tell the root."""
@@ -108,33 +104,24 @@ class NcclSources(Transport):
         return prepare
 
     def release(self) -> None:
-        self.stopped.set()
-        self.watchdog.join()
+        self.watchdog.stop()
         self.nccl = None  # ncclCommDestroy, once this rank's pending operations are done
 
 
-def _watch(nccl, comm_ref, stopped: threading.Event) -> None:
-    """The watchdog (its own thread, for the communicator's life): see the module's docstring."""
-    while not stopped.wait(WATCH_S):
-        oldest, comm = nccl.oldest_in_flight(), comm_ref()
-        if comm is None:
-            return
-        if oldest is None:
-            continue
-        age, timeout = oldest
-        exited = comm.rendezvous.exited()
-        error = nccl.async_error()
-        if exited:
-            why = f"rank{'s' if len(exited) > 1 else ''} {', '.join(map(str, exited))} exited"
-        elif error:
-            why = f"NCCL reports: {error}"
-        elif age > timeout:
-            why = f"it did not finish within its timeout ({timeout:g} s)"
-        else:
-            continue
-        comm.broken = f"a call's NCCL transfer was abandoned: {why}; the NCCL communicator was aborted"
-        nccl.abort()
-        return
+def _look(nccl, comm) -> str:
+    """Why the oldest call in flight cannot finish, or ''."""
+    oldest = nccl.oldest_in_flight()
+    if oldest is None:
+        return ""
+    age, timeout = oldest
+    error = nccl.async_error()
+    why = (exited_ranks(comm) or (f"NCCL reports: {error}" if error else "")
+           or (f"it did not finish within its timeout ({timeout:g} s)" if age > timeout else ""))
+    return f"a call's NCCL transfer was abandoned: {why}; the NCCL communicator was aborted" if why else ""
+
+
+def _abandon(nccl, comm) -> None:
+    nccl.abort()
 
 
 def _chunk(nbytes: int, itemsize: int) -> int:

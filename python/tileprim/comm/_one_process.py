@@ -15,6 +15,7 @@ from .._checks import OPTIONAL_STR, expect
 from .._dtypes import dtype_name, numpy_dtype
 from .._interop import Unkeyable, adapter_for, array_pointer, placed_key, remember_device_type
 from .._plan import Plan
+from ._communicator import DEFAULT_TIMEOUT
 from ._group import ParallelGroup
 
 __all__ = ["bound_call", "contiguous_core", "check_options", "RankTensor", "DTYPES"]
@@ -191,10 +192,14 @@ class _Bound:
                 self._check_overlap(tensors, dst, r)
         return dst
 
-    def launch(self, pointers: List[int], dst, streams: List[int], signal_pad: int = 0, epoch: int = 0):
-        """Runs on every rank's data at `pointers` into a checked dst; returns dst."""
-        self.core.run_collective(pointers, self.devices, self.pointer(dst), self.dst_device, streams, signal_pad,
-                                 epoch)
+    def launch(self, pointers: List[int], dst, streams: List[int], signal_pads: List[int] = (), epoch: int = 0,
+               timeout: float = DEFAULT_TIMEOUT, abandoned: int = 0):
+        """Runs on every rank's data at `pointers` into a checked dst; returns dst. With every
+        rank's signal pad (ranks in other processes), as call `epoch`, which this process gives
+        up on by raising its host flag at `abandoned`; a GPU waiting longer than `timeout` for
+        another rank's stream traps."""
+        self.core.run_collective(pointers, self.devices, self.pointer(dst), self.dst_device, streams, signal_pads,
+                                 epoch, timeout, abandoned)
         return dst
 
     def _check_overlap(self, tensors, dst, r: int) -> None:

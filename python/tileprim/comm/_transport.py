@@ -14,7 +14,7 @@ class Transport:
         """Where this rank's source lies, for the root (posted with the call's signature)."""
         raise NotImplementedError
 
-    def arrive(self, root: int, epoch: int, local) -> None:
+    def arrive(self, root: int, epoch: int, local, timeout: float) -> None:
         """A non-root rank whose own checks passed, right after posting and before the root's
         verdict: what it can start already (the verdict's round trip is then off the critical
         path). Undone by cancel(). Should it fail, nothing may wait for it (the call may go on)."""

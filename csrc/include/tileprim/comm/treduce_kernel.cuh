@@ -4,9 +4,9 @@
 // treduce.cuh. With ping-pong buffering every rank's load is in flight before the fold starts;
 // with acc/recv each rank is loaded as the fold reaches it. The other GPUs' memory is read
 // directly (peer access) and dst, on the root's GPU, is written directly, so the same kernel
-// serves root_pull (on the root) and scatter_gather (on each worker, over its shard). With a
-// signal pad the kernel orders itself: it starts once every rank is ready and, done, keeps its
-// own stream until every worker is done (signals.cuh); without one the host orders it.
+// serves root_pull (on the root) and scatter_gather (on each worker, over its shard). With
+// signal pads the kernel orders itself: it starts once every rank is ready and, done, keeps its
+// own stream until every worker is done (signals.cuh); without them the host orders it.
 #pragma once
 #include "signals.cuh"
 #include "treduce.cuh"
@@ -22,9 +22,11 @@ struct Launch {
   int ranks;
   int vectors;  // 1: every base pointer is 16-byte aligned and cols are contiguous in every tensor
   long long piece_begin, piece_end;  // this launch's pieces
-  signals::Pad* pad;                 // null: the host orders the call with events
-  unsigned* arrivals;                // this worker's count of finished CTAs (its own memory)
-  unsigned long long epoch;          // this call's number
+  signals::Pad* pads[kMaxGroupSize];  // rank r's pad; pads[self] null: the host orders the call with events
+  unsigned* arrivals;                 // this worker's count of finished CTAs (its own memory)
+  unsigned long long epoch;           // this call's number
+  unsigned long long timeout_ns;      // a wait for another rank longer than this traps
+  const unsigned long long* abandoned;  // this rank's host gave up on calls up to this one (host memory), or null
   int self;                          // the worker's rank
   unsigned workers;                  // bit r: rank r is a worker
 };
@@ -147,27 +149,40 @@ __device__ void run_pieces(const Launch& a) {
   }
 }
 
-// The kernel: wait until every rank is ready, reduce this worker's pieces, then (the last CTA)
-// say done and hold the stream until every worker is.
+// The kernel: say ready to every worker and wait until every rank is ready, reduce this
+// worker's pieces, then (the last CTA) say done to every rank and hold the stream until every
+// worker is. A call this rank's host abandoned (a rank died) touches no other rank's memory again.
 template <class Op, class Acc, class T, int kRanks, bool kAllInFlight>
 __device__ void run(const Launch& a) {
-  if (a.pad) {
+  signals::Pad* own = a.pads[a.self];
+  __shared__ bool go;
+  if (own) {
     if (threadIdx.x == 0) {
-      if (blockIdx.x == 0) signals::publish(&a.pad->ready[a.self], a.epoch);
-      for (int r = 0; r < kRanks; ++r) {
-        if (r != a.self) signals::await(&a.pad->ready[r], a.epoch);
+      if (blockIdx.x == 0) {
+        __threadfence_system();
+        for (int w = 0; w < kRanks; ++w) {
+          if (a.workers >> w & 1u && w != a.self) signals::raise_to(&a.pads[w]->ready[a.self], a.epoch);
+        }
+      }
+      go = true;
+      for (int r = 0; r < kRanks && go; ++r) {
+        if (r != a.self) go = signals::await(&own->ready[r], a.epoch, a.abandoned, a.timeout_ns);
       }
     }
     __syncthreads();
   }
-  run_pieces<Op, Acc, T, kRanks, kAllInFlight>(a);
-  if (!a.pad) return;
+  if (!own || go) run_pieces<Op, Acc, T, kRanks, kAllInFlight>(a);
+  if (!own) return;
   __syncthreads();
   if (threadIdx.x == 0 && atomicAdd(a.arrivals, 1u) == gridDim.x - 1) {
     *a.arrivals = 0;  // for the next call, which runs after this kernel on this stream
-    signals::publish(&a.pad->done[a.self], a.epoch);
+    if (a.abandoned && signals::observe(a.abandoned) >= a.epoch) return;
+    __threadfence_system();  // every CTA's stores to dst are visible first
+    for (int r = 0; r < kRanks; ++r) {
+      if (r == 0 || a.pads[r] != a.pads[r - 1]) signals::raise_to(&a.pads[r]->done[a.self], a.epoch);
+    }
     for (int w = 0; w < kRanks; ++w) {
-      if (a.workers >> w & 1u) signals::await(&a.pad->done[w], a.epoch);
+      if (a.workers >> w & 1u && !signals::await(&own->done[w], a.epoch, a.abandoned, a.timeout_ns)) return;
     }
   }
 }
