@@ -21,14 +21,14 @@ struct Launch {
   Geometry g;
   int ranks;
   int vectors;  // 1: every base pointer is 16-byte aligned and cols are contiguous in every tensor
-  long long piece_begin, piece_end;  // this launch's pieces
-  signals::Pad* pads[kMaxGroupSize];  // rank r's pad; pads[self] null: the host orders the call with events
-  unsigned* arrivals;                 // this worker's count of finished CTAs (its own memory)
-  unsigned long long epoch;           // this call's number
-  unsigned long long timeout_ns;      // a wait for another rank longer than this traps
-  const unsigned long long* abandoned;  // this rank's host gave up on calls up to this one (host memory), or null
-  int self;                          // the worker's rank
-  unsigned workers;                  // bit r: rank r is a worker
+  long long piece_begin, piece_end;      // this launch's pieces
+  signals::Pad* pads[kMaxGroupSize];     // rank r's pad; pads[self] null: the host orders the call with events
+  unsigned* arrivals;                    // this worker's count of finished CTAs (its own memory)
+  unsigned long long epoch;              // this call's number
+  unsigned long long timeout_ns;         // a wait for another rank longer than this traps
+  const unsigned long long* abandoned;   // host memory: this rank gave up on calls up to this one; or null
+  int self;                              // the worker's rank
+  unsigned workers;                      // bit r: rank r is a worker
 };
 
 #if TP_ON_DEVICE
