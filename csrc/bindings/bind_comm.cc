@@ -3,13 +3,10 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
-#include <map>
-#include <string>
 
 #include "backends/cpu/host_flags.h"
 #include "backends/cuda/ipc.h"
 #include "bindings/bindings.h"
-#include "errors.h"
 
 namespace py = pybind11;
 
@@ -39,23 +36,14 @@ void bind_comm(py::module_& m) {
       py::arg("handle"), py::arg("device"), "Maps another process's allocation on `device`; its base pointer.");
   cuda.def("ipc_close", &cuda::ipc_close, py::arg("base"), py::arg("device"));
   cuda.def("arrive", &cuda::arrive, py::arg("worker_pad"), py::arg("own_pad"), py::arg("abandoned"), py::arg("epoch"),
-           py::arg("self"),
-           py::arg("workers"), py::arg("timeout"), py::arg("device"), py::arg("stream"),
+           py::arg("self"), py::arg("workers"), py::arg("timeout"), py::arg("device"), py::arg("stream"),
            "On `stream`: rank `self` is ready at `epoch` (in worker_pad); the stream waits until the workers "
            "are done (own_pad says so) or this rank's host abandons the call (raises the host flag at `abandoned` "
            "to `epoch`); past `timeout` seconds it traps.");
-  cuda.def(
-      "raise_flag",
-      [](std::uint64_t pad, const std::string& which, int rank, unsigned long long epoch, int device) {
-        static const std::map<std::string, cuda::Flag> flags = {
-            {"ready", cuda::Flag::ready}, {"done", cuda::Flag::done}};
-        auto it = flags.find(which);
-        if (it == flags.end()) throw ValueError("which: 'ready' or 'done', not '" + which + "'");
-        cuda::raise_flag(pad, it->second, rank, epoch, device);
-      },
-      py::arg("pad"), py::arg("which"), py::arg("rank"), py::arg("epoch"), py::arg("device"),
-      "Raises `rank`'s `which` flag ('ready' or 'done') on the pad to `epoch` "
-      "from a private stream: a failed call's way out.");
+  cuda.def("raise_flag", &cuda::raise_flag, py::arg("pad"), py::arg("epoch"), py::arg("rank"), py::arg("done"),
+           py::arg("device"),
+           "Raises `rank`'s ready (done=False) or done flag on the pad to `epoch` from a private stream: a "
+           "failed call's way out.");
 }
 
 }  // namespace tp

@@ -98,7 +98,7 @@ void arrive(std::uint64_t worker_pad, std::uint64_t own_pad, std::uintptr_t aban
           "cuLaunchKernel");
 }
 
-void raise_flag(std::uint64_t pad, Flag which, int rank, unsigned long long epoch, int device) {
+void raise_flag(std::uint64_t pad, unsigned long long epoch, int rank, bool done, int device) {
   static std::mutex mutex;
   static std::map<int, CUstream> streams;  // one per device, for as long as the process lives
   Driver& d = Driver::get();
@@ -107,7 +107,7 @@ void raise_flag(std::uint64_t pad, Flag which, int rank, unsigned long long epoc
   std::lock_guard<std::mutex> lock(mutex);
   CUstream& stream = streams[device];
   if (!stream) d.check(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  const CUdeviceptr flag = pad + (which == Flag::done ? offsetof(signals::Pad, done) : offsetof(signals::Pad, ready)) +
+  const CUdeviceptr flag = pad + (done ? offsetof(signals::Pad, done) : offsetof(signals::Pad, ready)) +
                            rank * sizeof(unsigned long long);
   d.check(d.cuStreamWriteValue64(stream, flag, epoch, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
   d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");

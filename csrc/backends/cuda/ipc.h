@@ -24,10 +24,8 @@ void ipc_close(std::uint64_t base, int device);
 void arrive(std::uint64_t worker_pad, std::uint64_t own_pad, std::uintptr_t abandoned, unsigned long long epoch,
             int self, unsigned workers, double timeout, int device, std::uintptr_t stream);
 
-// A flag of a signal pad (tileprim/comm/signals.cuh).
-enum class Flag { ready, done };
-// A failed call's way out, so that no GPU waits for it: raises `rank`'s `which` flag on the pad
-// to `epoch`, from a stream of this process's own that nothing else holds up.
-void raise_flag(std::uint64_t pad, Flag which, int rank, unsigned long long epoch, int device);
+// A failed call's way out, so that no GPU waits for it: raises `rank`'s ready (or done) flag on
+// the pad to `epoch` from a stream of this process's own, which nothing else holds up.
+void raise_flag(std::uint64_t pad, unsigned long long epoch, int rank, bool done, int device);
 
 }  // namespace tp::cuda

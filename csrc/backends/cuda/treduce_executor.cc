@@ -178,7 +178,7 @@ class CudaTreduceRunner : public Runner {
         continue;
       }
       signals::Pad* pad = pads[r];
-      const unsigned long long* abandoned = nullptr;  // one process: every rank's host is this one, which does not
+      const unsigned long long* abandoned = nullptr;  // one process: no host abandons a call
       unsigned long long e = epoch, timeout = signals::timeout_ns(args.timeout_s);
       int self = r;
       unsigned workers = workers_mask_;

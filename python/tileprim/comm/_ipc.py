@@ -63,7 +63,7 @@ class IpcSources(Transport):
             _C.cuda.arrive(self.pads[root], self.own_pad.ptr, self.abandoned.ptr, epoch, rank, 1 << root,
                            scale * timeout + slack, self.device, local.tensor.adapter.stream(self.device))
         except BaseException:
-            self._raise_flag(self.pads[root], "ready", rank, epoch)
+            self._raise_flag(self.pads[root], rank, epoch, done=False)
             raise
 
     def cancel(self, root: int, epoch: int) -> None:
@@ -74,11 +74,11 @@ class IpcSources(Transport):
             return
         for r, pad in enumerate(self.pads):
             if r != root:
-                self._raise_flag(pad, "done", root, epoch)
+                self._raise_flag(pad, root, epoch, done=True)
 
-    def _raise_flag(self, pad: int, which: str, rank: int, epoch: int) -> None:
+    def _raise_flag(self, pad: int, rank: int, epoch: int, done: bool) -> None:
         try:
-            _C.cuda.raise_flag(pad, which, rank, epoch, self.device)
+            _C.cuda.raise_flag(pad, epoch, rank, done, self.device)
         except RuntimeError:  # a failing call's cleanup: another rank's memory may be gone with it
             pass
 

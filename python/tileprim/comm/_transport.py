@@ -17,7 +17,8 @@ class Transport:
     def arrive(self, root: int, epoch: int, local, timeout: float) -> None:
         """A non-root rank whose own checks passed, right after posting and before the root's
         verdict: what it can start already (the verdict's round trip is then off the critical
-        path). Undone by cancel(). Should it fail, nothing may wait for it (the call may go on)."""
+        path); `timeout` is the call's. Undone by cancel(). Should it fail, nothing may wait for
+        it (the call may go on)."""
 
     def cancel(self, root: int, epoch: int) -> None:
         """The call failed after arrive() (an error verdict, a timeout, the root's own failure)."""
