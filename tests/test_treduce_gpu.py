@@ -112,13 +112,22 @@ def test_every_rank_on_one_gpu_is_ordered_by_its_stream(nranks, root, dispatch, 
     assert bits_equal(gpu, cpu)
 
 
+def lenders(nranks: int, root: int, dispatch: str) -> set:
+    """The ranks that only lend their data (no share of the work): the root under scatter_gather."""
+    return {root} if dispatch == "scatter_gather" else set(range(nranks)) - {root}
+
+
 @pytest.mark.parametrize("nranks,root,dispatch", RUNS)
-def test_each_rank_may_write_its_source_on_its_stream_just_before_and_after_the_call(nranks, root, dispatch, torch,
-                                                                                      rng):
+@pytest.mark.parametrize("idle", ["no-rank", "the-lenders"])
+def test_each_rank_may_write_its_source_on_its_stream_just_before_and_after_the_call(nranks, root, dispatch, idle,
+                                                                                      torch, rng):
     """A call is one operation on every rank's current stream: the values a rank's stream wrote
     before it are the ones reduced ("source ready"), and what its stream writes after waits until
-    every worker is done reading ("source released"). 16 MiB per rank, so a missing wait shows."""
+    every worker is done reading ("source released"). A busy stream's write lands late; an idle
+    lender's stream (the host orders it by events) has its write done before the call while the
+    workers start late, so a missing wait either way shows. 16 MiB per rank."""
     n, nan = 1 << 22, float("nan")
+    idle_ranks = lenders(nranks, root, dispatch) if idle == "the-lenders" else set()
     fresh = [[rng.standard_normal(n).astype(np.float32) for _ in range(nranks)] for _ in range(3)]
     xs = [torch.full((n,), nan, device=f"cuda:{r}") for r in range(nranks)]
     group = tp.comm.ParallelGroup(xs, root=root)
@@ -127,13 +136,34 @@ def test_each_rank_may_write_its_source_on_its_stream_just_before_and_after_the_
         for r in range(nranks):
             torch.cuda.synchronize(r)
             with torch.cuda.device(r):
-                torch.cuda._sleep(2_000_000)  # the copy lands late on this stream
+                if r not in idle_ranks:
+                    torch.cuda._sleep(2_000_000)  # the copy lands late on this stream
                 xs[r].copy_(incoming[r])
+            if r in idle_ranks:
+                torch.cuda.synchronize(r)
         out = tp.comm.treduce(group, dispatch=dispatch, tile=(64, 256))
         for r in range(nranks):
             with torch.cuda.device(r):
                 xs[r].fill_(nan)
         assert bits_equal(to_host(torch, out, "float32"), treduce_reference(values, root, "sum", None))
+
+
+@pytest.mark.multi_gpu(2)
+@pytest.mark.parametrize("root", [0, 1, 2])
+@pytest.mark.parametrize("busy", [False, True], ids=["idle", "busy"])
+def test_ranks_sharing_a_gpu_with_others_elsewhere_are_ordered_by_their_stream(root, busy, torch, rng):
+    """Ranks 0 and 1 on GPU 0 (one stream), rank 2 on GPU 1: whichever rank is the root, the
+    rank sharing a stream with it or with another lender is ordered by that stream."""
+    gpu_of = [0, 0, 1]
+    values = [rng.standard_normal((13, 300)).astype(np.float32) for _ in range(3)]
+    xs = [torch.from_numpy(v).to(f"cuda:{gpu_of[r]}") for r, v in enumerate(values)]
+    for device in (0, 1):
+        torch.cuda.synchronize(device)
+        if busy:
+            with torch.cuda.device(device):
+                torch.cuda._sleep(2_000_000)
+    out = tp.comm.treduce(tp.comm.ParallelGroup(xs, root=root), dispatch="root_pull", tile=(4, 64))
+    assert bits_equal(to_host(torch, out, "float32"), treduce_reference(values, root, "sum", None))
 
 
 @pytest.mark.parametrize("nranks,root,dispatch", RUNS)

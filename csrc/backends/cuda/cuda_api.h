@@ -87,6 +87,7 @@ using PFN_cuMemcpyPeerAsync = CUresult (*)(CUdeviceptr dst, CUcontext dst_contex
 using PFN_cuMemsetD8Async = CUresult (*)(CUdeviceptr dst, unsigned char value, size_t count, CUstream stream);
 using PFN_cuStreamCreate = CUresult (*)(CUstream* stream, unsigned int flags);
 using PFN_cuStreamSynchronize = CUresult (*)(CUstream stream);
+using PFN_cuStreamQuery = CUresult (*)(CUstream stream);
 using PFN_cuStreamDestroy = CUresult (*)(CUstream stream);  // _v2
 using PFN_cuStreamWaitEvent = CUresult (*)(CUstream stream, CUevent event, unsigned int flags);
 using PFN_cuStreamWriteValue64 = CUresult (*)(CUstream stream, CUdeviceptr address, unsigned long long value,  // _v2

@@ -54,6 +54,7 @@ struct LibraryStatus {
   X(cuMemsetD8Async, "cuMemsetD8Async")                      \
   X(cuStreamCreate, "cuStreamCreate")                        \
   X(cuStreamSynchronize, "cuStreamSynchronize")              \
+  X(cuStreamQuery, "cuStreamQuery")                          \
   X(cuStreamDestroy, "cuStreamDestroy_v2")                   \
   X(cuStreamWaitEvent, "cuStreamWaitEvent")                  \
   X(cuStreamWriteValue64, "cuStreamWriteValue64_v2")         \

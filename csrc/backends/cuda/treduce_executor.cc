@@ -6,8 +6,9 @@
 // stream goes on before every worker is done ("source released"); so the call behaves like
 // one operation on each rank's stream, with no host synchronisation. Where every GPU reaches
 // every other, the GPUs order themselves through a signal pad (signals.cuh): one launch per
-// rank, no cross-device events on the critical path. Without peer access the host orders them
-// with events, and the ranks' data reaches the root by staged copies.
+// rank, no cross-device events on the critical path; a rank that is no worker and whose stream
+// is idle at the call needs no kernel, only an event wait after the workers. Without peer
+// access the host orders them with events, and the ranks' data reaches the root by staged copies.
 #include "backends/cuda/treduce_executor.h"
 
 #include <algorithm>
@@ -160,6 +161,8 @@ class CudaTreduceRunner : public Runner {
 
   // One launch per rank, in any order: the GPUs wait for each other through the pads (one, on
   // the root's GPU, in one process). Ranks in other processes (args.signal_pads) launch their own.
+  // In one process a rank that is no worker needs no kernel where the host can order it more
+  // cheaply (settled()): that saves its GPU a launch and the call a round trip between the GPUs.
   void run_signalled(const RunArgs& args) const {
     Driver& d = Driver::get();
     DeviceScope scope;
@@ -169,12 +172,19 @@ class CudaTreduceRunner : public Runner {
     for (size_t r = 0; r < members_.size(); ++r) {
       pads[r] = reinterpret_cast<signals::Pad*>(one_process ? pad_->pointer() : args.signal_pads[r]);
     }
-    for (int r = 0; r < static_cast<int>(members_.size()); ++r) {
-      const Member& m = members_[r];
-      if (m.worker < 0 && !one_process) continue;
+    const Settled settled = one_process ? settle(args, scope) : Settled{};
+    for (int w : p_.workers) {
+      const Member& m = members_[w];
       scope.use(m.device);
-      if (m.worker >= 0) {
-        launch(m, args, stream_of(args, r), epoch, pads);
+      launch(m, args, stream_of(args, w), epoch, pads, settled.ready);
+      if (settled.by_events) d.check(d.cuEventRecord(m.done, stream_of(args, w)), "cuEventRecord");
+    }
+    for (int r = 0; r < static_cast<int>(members_.size()) && one_process; ++r) {
+      const Member& m = members_[r];
+      if (m.worker >= 0 || (settled.ready >> r & 1u && !(settled.by_events >> r & 1u))) continue;
+      scope.use(m.device);
+      if (settled.by_events >> r & 1u) {
+        for (int w : p_.workers) d.check(d.cuStreamWaitEvent(stream_of(args, r), members_[w].done, 0), "cuStreamWaitEvent");
         continue;
       }
       signals::Pad* pad = pads[r];
@@ -185,6 +195,42 @@ class CudaTreduceRunner : public Runner {
       void* params[] = {&pad, &pad, &abandoned, &e, &self, &workers, &timeout};
       d.check(d.cuLaunchKernel(m.arrive, 1, 1, 1, 1, 1, 1, 0, stream_of(args, r), params, nullptr), "cuLaunchKernel");
     }
+  }
+
+  // Ranks that are no workers and need no arrive kernel (bit r), in one process:
+  //  - a rank on the stream of a worker, or of a lower such rank, is ordered by that stream
+  //    (an arrive kernel there would wait for a worker queued behind it);
+  //  - a rank whose stream is idle now has its data complete: the workers do not wait for it,
+  //    and its stream waits for them by events (by_events).
+  struct Settled {
+    unsigned ready = 0;      // the workers need not wait for these ranks
+    unsigned by_events = 0;  // of those, the ranks whose streams wait for the workers' events
+  };
+
+  Settled settle(const RunArgs& args, DeviceScope& scope) const {
+    Driver& d = Driver::get();
+    Settled s;
+    const int ranks = static_cast<int>(members_.size());
+    for (int r = 0; r < ranks; ++r) {
+      if (members_[r].worker >= 0) continue;
+      const auto same_stream = [&](int q) {
+        return q != r && members_[q].device == members_[r].device && args.streams[q] == args.streams[r] &&
+               (members_[q].worker >= 0 || q < r);
+      };
+      bool shared = false;
+      for (int q = 0; q < ranks && !shared; ++q) shared = same_stream(q);
+      if (shared) {
+        s.ready |= 1u << r;
+        continue;
+      }
+      scope.use(members_[r].device);
+      const CUresult state = d.cuStreamQuery(stream_of(args, r));
+      if (state == CUDA_ERROR_NOT_READY) continue;
+      d.check(state, "cuStreamQuery");
+      s.ready |= 1u << r;
+      s.by_events |= 1u << r;
+    }
+    return s;
   }
 
   // Every rank's tensor on one GPU, read in one stream's order (e.g. the NCCL transport's staged
@@ -236,7 +282,8 @@ class CudaTreduceRunner : public Runner {
 
   using Pads = std::array<signals::Pad*, kMaxGroupSize>;  // rank r's pad, or none: host-ordered
 
-  void launch(const Member& m, const RunArgs& args, CUstream stream, unsigned long long epoch, const Pads& pads) const {
+  void launch(const Member& m, const RunArgs& args, CUstream stream, unsigned long long epoch, const Pads& pads,
+              unsigned ready = 0) const {
     Driver& d = Driver::get();
     treduce::Launch a{};
     bool aligned = p_.geometry.src[4] == 1 && p_.geometry.dst[4] == 1;
@@ -268,6 +315,7 @@ class CudaTreduceRunner : public Runner {
       a.epoch = epoch;
       a.self = p_.workers[m.worker];
       a.workers = workers_mask_;
+      a.ready = ready;
     }
     const long long pieces = a.piece_end - a.piece_begin;
     if (pieces <= 0 && !signalled) return;  // a signalled worker still takes part

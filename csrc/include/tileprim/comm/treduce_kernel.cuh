@@ -29,6 +29,7 @@ struct Launch {
   const unsigned long long* abandoned;   // host memory: this rank gave up on calls up to this one; or null
   int self;                              // the worker's rank
   unsigned workers;                      // bit r: rank r is a worker
+  unsigned ready;                        // bit r: the host knows rank r's data complete (no wait for it)
 };
 
 #if TP_ON_DEVICE
@@ -149,9 +150,9 @@ __device__ void run_pieces(const Launch& a) {
   }
 }
 
-// The kernel: say ready to every worker and wait until every rank is ready, reduce this
-// worker's pieces, then (the last CTA) say done to every rank and hold the stream until every
-// worker is. A call this rank's host abandoned (a rank died) touches no other rank's memory again.
+// The kernel: say ready to every worker and wait until every rank is ready (but those the host
+// knows ready: a.ready), reduce this worker's pieces, then (the last CTA) say done to every rank
+// and hold the stream until every worker is. A call this rank's host abandoned (a rank died) touches no other rank's memory again.
 template <class Op, class Acc, class T, int kRanks, bool kAllInFlight>
 __device__ void run(const Launch& a) {
   signals::Pad* own = a.pads[a.self];
@@ -166,7 +167,7 @@ __device__ void run(const Launch& a) {
       }
       go = true;
       for (int r = 0; r < kRanks && go; ++r) {
-        if (r != a.self) go = signals::await(&own->ready[r], a.epoch, a.abandoned, a.timeout_ns);
+        if (r != a.self && !(a.ready >> r & 1u)) go = signals::await(&own->ready[r], a.epoch, a.abandoned, a.timeout_ns);
       }
     }
     __syncthreads();
