@@ -46,6 +46,15 @@ if want sanitize; then
     step "sanitizer_$tool" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
       python3 -m pytest "${RACECHECK[@]}" -q -p no:cacheprovider -x
   done
+  if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then  # treduce on 2 GPUs: one process, and each rank its own under the tool
+    for tool in memcheck racecheck synccheck; do
+      step "sanitizer_treduce_$tool" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
+        python3 -m pytest tests/test_treduce_gpu.py -q -p no:cacheprovider -x -k "2gpus and small and float32 or sharing"
+      TILEPRIM_RANK_WRAPPER="compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 20" \
+        step "sanitizer_treduce_processes_$tool" python3 -m pytest tests/test_treduce_processes.py -q -p no:cacheprovider \
+        -rfE -k "(gpu_transports or disagree) and cuda_ipc"
+    done
+  fi
 fi
 if want bench; then
   TAIL=12 step bench python3 -m tileprim bench --json "$OUT/bench.json"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -26,8 +27,10 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "treduce_proce
 def launch(cases, world_size: int, tmp_path, deadline: float = 240, transport: str = "cpu",
            torchrun: bool = False) -> list:
     """Runs the ranks (each its own process through an init file, or torchrun's); each rank's
-    record (a list, one entry per case it reached)."""
+    record (a list, one entry per case it reached). TILEPRIM_RANK_WRAPPER, when set, is the command
+    each rank runs under (e.g. compute-sanitizer and its options)."""
     cases_path, init_file = tmp_path / "cases.json", tmp_path / "init"
+    wrapper = shlex.split(os.environ.get("TILEPRIM_RANK_WRAPPER", ""))
     cases_path.write_text(json.dumps(cases))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     if torchrun:
@@ -36,8 +39,8 @@ def launch(cases, world_size: int, tmp_path, deadline: float = 240, transport: s
                                    str(tmp_path), transport], env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT)]
     else:
-        ranks = [subprocess.Popen([sys.executable, WORKER, str(cases_path), str(init_file), str(r), str(world_size),
-                                   str(tmp_path), transport], env=env, stdout=subprocess.PIPE,
+        ranks = [subprocess.Popen([*wrapper, sys.executable, WORKER, str(cases_path), str(init_file), str(r),
+                                   str(world_size), str(tmp_path), transport], env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT)
                  for r in range(world_size)]
     logs = []
