@@ -162,7 +162,7 @@ class CudaTreduceRunner : public Runner {
   // One launch per rank, in any order: the GPUs wait for each other through the pads (one, on
   // the root's GPU, in one process). Ranks in other processes (args.signal_pads) launch their own.
   // In one process a rank that is no worker needs no kernel where the host can order it more
-  // cheaply (settled()): that saves its GPU a launch and the call a round trip between the GPUs.
+  // cheaply (settle()): that saves its GPU a launch and the call a round trip between the GPUs.
   void run_signalled(const RunArgs& args) const {
     Driver& d = Driver::get();
     DeviceScope scope;
