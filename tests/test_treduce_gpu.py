@@ -105,6 +105,21 @@ def test_gpu_many_partial_chunks_match_the_reference(nranks, root, dispatch, dty
     assert bits_equal(to_host(torch, out, dtype), treduce_reference(xs, root, "sum", accumulate))
 
 
+@pytest.mark.parametrize("nranks,root,dispatch", RUNS)
+@pytest.mark.parametrize("shape,tile", [((5_000_011,), (64, 256)), ((1001, 777), (2, 8)), ((1000, 1024), (1, 64))],
+                         ids=["1d-odd", "2d-ragged-tiny-tiles", "2d-aligned-rows"])
+def test_gpu_small_pieces_are_folded_several_per_cta_step_with_the_same_bits(nranks, root, dispatch, shape, tile,
+                                                                             torch, rng):
+    """Chunks of a few hundred elements or fewer (a 1-D tensor's are 1 x 256) are folded several
+    at once by a CTA, ragged ends included: the bits are the reference's."""
+    xs = random_sources(rng, nranks, shape, "float32")
+    gpu_xs = [on_device(torch, x, x, f"cuda:{r}")[0] for r, x in enumerate(xs)]
+    group = tp.comm.ParallelGroup(gpu_xs, root=root)
+    assert int(tp.plan(tp.comm.treduce, group, tile=tile, dispatch=dispatch).launch()["pieces_per_cta_step"]) > 1
+    out = tp.comm.treduce(group, tile=tile, pingpong=True, dispatch=dispatch)
+    assert bits_equal(to_host(torch, out, "float32"), treduce_reference(xs, root, "sum", None))
+
+
 @pytest.mark.parametrize("nranks,root,dispatch", [(1, 0, "root_pull"), (3, 1, "root_pull"), (4, 2, "scatter_gather")])
 def test_every_rank_on_one_gpu_is_ordered_by_its_stream(nranks, root, dispatch, torch, rng):
     gpu, cpu = gpu_and_cpu(torch, contiguous_sources(rng, nranks, (13, 300), "float32"), root, gpu_of=lambda r: 0,

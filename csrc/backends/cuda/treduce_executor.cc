@@ -139,8 +139,10 @@ class CudaTreduceRunner : public Runner {
     for (const Member& m : members_) {
       if (m.worker >= 0) ctas += (ctas.empty() ? "" : ", ") + std::to_string(m.ctas);
     }
+    const auto [begin, end] = p_.shards[0];
     return {{"threads_per_cta", std::to_string(kThreads)},
             {"ctas_per_worker", ctas},
+            {"pieces_per_cta_step", std::to_string(pieces_per_step(end - begin, members_[p_.workers[0]].ctas))},
             {"ordering", signalled_ ? "signal pad on the root's GPU" : "events, host-ordered"},
             {"kernel", binary_->origin}};
   }
@@ -282,6 +284,16 @@ class CudaTreduceRunner : public Runner {
 
   using Pads = std::array<signals::Pad*, kMaxGroupSize>;  // rank r's pad, or none: host-ordered
 
+  // Small pieces are folded several at a time by a CTA, as long as every CTA still gets a step.
+  int pieces_per_step(long long pieces, int ctas) const {
+    const treduce::Geometry& g = p_.geometry;
+    const long long piece_elements = g.rows_per_piece * std::min(g.tile_cols, g.shape[4]);
+    long long k = std::clamp(treduce::kStepElements / std::max(1ll, piece_elements), 1ll,
+                             static_cast<long long>(treduce::kMaxPiecesPerStep));
+    while (k > 1 && (pieces + k - 1) / k < ctas) k /= 2;
+    return static_cast<int>(k);
+  }
+
   void launch(const Member& m, const RunArgs& args, CUstream stream, unsigned long long epoch, const Pads& pads,
               unsigned ready = 0) const {
     Driver& d = Driver::get();
@@ -319,8 +331,10 @@ class CudaTreduceRunner : public Runner {
     }
     const long long pieces = a.piece_end - a.piece_begin;
     if (pieces <= 0 && !signalled) return;  // a signalled worker still takes part
+    a.pieces_per_step = pieces_per_step(pieces, m.ctas);
     void* params[] = {&a};
-    const long long ctas = std::max(1ll, std::min<long long>(pieces, m.ctas));
+    const long long steps = (pieces + a.pieces_per_step - 1) / a.pieces_per_step;
+    const long long ctas = std::max(1ll, std::min<long long>(steps, m.ctas));
     d.check(d.cuLaunchKernel(m.reduce, static_cast<unsigned>(ctas), 1, 1, kThreads, 1, 1, 0, stream, params, nullptr),
             "cuLaunchKernel");
   }

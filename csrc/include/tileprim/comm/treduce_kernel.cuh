@@ -22,6 +22,7 @@ struct Launch {
   int ranks;
   int vectors;  // 1: every base pointer is 16-byte aligned and cols are contiguous in every tensor
   long long piece_begin, piece_end;      // this launch's pieces
+  int pieces_per_step;                   // how many a CTA folds at once (kMaxPiecesPerStep at most)
   signals::Pad* pads[kMaxGroupSize];     // rank r's pad; pads[self] null: the host orders the call with events
   unsigned* arrivals;                    // this worker's count of finished CTAs (its own memory)
   unsigned long long epoch;              // this call's number
@@ -31,6 +32,11 @@ struct Launch {
   unsigned workers;                      // bit r: rank r is a worker
   unsigned ready;                        // bit r: the host knows rank r's data complete (no wait for it)
 };
+
+// A CTA folds several pieces at once where they are small (narrow or short chunks: a 1-D
+// tensor's are 1 x 256), so that its threads have about this many elements to share.
+constexpr long long kStepElements = 4096;
+constexpr int kMaxPiecesPerStep = 64;
 
 #if TP_ON_DEVICE
 
@@ -54,12 +60,12 @@ __device__ __forceinline__ void store16(void* p, uint4 v) {
 // Vectors each thread keeps in flight at once: NVLink reads take microseconds to come back.
 constexpr int kVectorsPerThread = 4;
 
-// kVectorsPerThread vectors at element offsets s[u] (sources) and d[u] (dst), u < n: loaded
+// kVectorsPerThread vectors at element offsets s[u] (sources) and d[u] (dst), bit u of valid: loaded
 // from every rank (all at once with ping-pong buffers; rank by rank, all vectors at once, with
 // acc/recv), folded with fold's steps (every index known at compile time, so the values stay
 // in registers), stored whole.
 template <class Op, class Acc, class T, int kRanks, bool kAllInFlight>
-__device__ __forceinline__ void fold_vectors(const Launch& a, const long long* s, const long long* d, int n) {
+__device__ __forceinline__ void fold_vectors(const Launch& a, const long long* s, const long long* d, unsigned valid) {
   using V = Vector<T>;
   using S = Step<Op, Acc>;
   constexpr int U = kVectorsPerThread, W = V::kWidth;
@@ -70,7 +76,7 @@ __device__ __forceinline__ void fold_vectors(const Launch& a, const long long* s
     for (int k = 0; k < kRanks; ++k) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        if (u < n) in[k][u].raw = load16(static_cast<const T*>(a.src[k]) + s[u]);
+        if (valid >> u & 1u) in[k][u].raw = load16(static_cast<const T*>(a.src[k]) + s[u]);
       }
     }
 #pragma unroll
@@ -88,7 +94,7 @@ __device__ __forceinline__ void fold_vectors(const Launch& a, const long long* s
       V recv[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        if (u < n) recv[u].raw = load16(static_cast<const T*>(a.src[k]) + s[u]);
+        if (valid >> u & 1u) recv[u].raw = load16(static_cast<const T*>(a.src[k]) + s[u]);
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
@@ -99,7 +105,7 @@ __device__ __forceinline__ void fold_vectors(const Launch& a, const long long* s
   }
 #pragma unroll
   for (int u = 0; u < U; ++u) {
-    if (u >= n) continue;
+    if (!(valid >> u & 1u)) continue;
     V out;
 #pragma unroll
     for (int e = 0; e < W; ++e) out.value[e] = S::template last<T>(acc[u][e]);
@@ -112,38 +118,50 @@ __device__ __forceinline__ void fold_element(const Launch& a, long long s, long 
   static_cast<T*>(a.dst)[d] = fold<Op, Acc, T>(a.ranks, [&](int k) { return static_cast<const T*>(a.src[k])[s]; });
 }
 
-// A piece's items: 16-byte vectors of its rows (or single elements where a tensor is strided
-// along cols or not 16-byte aligned). Thread t takes items t, t + blockDim.x, ..., in groups of
-// kVectorsPerThread.
+// A step's items: the 16-byte vectors of its pieces' rows (or single elements where a tensor is
+// strided along cols or not 16-byte aligned), each piece in a slot of a whole piece's items (a
+// piece at a chunk's ragged end leaves part of its slot unused). Thread t takes items t,
+// t + blockDim.x, ..., in groups of kVectorsPerThread.
 template <class Op, class Acc, class T, int kRanks, bool kAllInFlight>
 __device__ void run_pieces(const Launch& a) {
   constexpr int W = Vector<T>::kWidth, U = kVectorsPerThread;
   const Geometry& g = a.g;
-  for (long long piece = a.piece_begin + blockIdx.x; piece < a.piece_end; piece += gridDim.x) {
-    const Piece p = locate(g, piece);
-    const long long per_row = a.vectors ? (p.cols + W - 1) / W : p.cols;
-    const long long items = p.rows * per_row;
+  __shared__ Piece pieces[kMaxPiecesPerStep];
+  const long long whole_cols = g.tile_cols < g.shape[4] ? g.tile_cols : g.shape[4];
+  const long long slot_row = a.vectors ? (whole_cols + W - 1) / W : whole_cols;
+  const long long slot = g.rows_per_piece * slot_row;
+  const long long stride = static_cast<long long>(gridDim.x) * a.pieces_per_step;
+  for (long long step = a.piece_begin + blockIdx.x * static_cast<long long>(a.pieces_per_step); step < a.piece_end;
+       step += stride) {
+    const long long here = a.piece_end - step < a.pieces_per_step ? a.piece_end - step : a.pieces_per_step;
+    __syncthreads();  // every thread is done with the last step's pieces
+    if (threadIdx.x < here) pieces[threadIdx.x] = locate(g, step + threadIdx.x);
+    __syncthreads();
+    const long long items = here * slot;
     for (long long first = threadIdx.x; first < items; first += static_cast<long long>(blockDim.x) * U) {
       long long s[U], d[U], count[U];
-      int n = 0;
+      unsigned valid = 0;  // bit u: item u is in its piece
       bool whole = a.vectors;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const long long item = first + static_cast<long long>(u) * blockDim.x;
         if (item >= items) break;
-        const long long row = item / per_row, at = item % per_row;
+        const Piece& p = pieces[item / slot];
+        const long long row = item % slot / slot_row, at = item % slot_row;
         const long long col = a.vectors ? at * W : at;
+        if (row >= p.rows || col >= p.cols) continue;  // past a ragged piece's end
         s[u] = p.src + row * g.src[3] + col * g.src[4];
         d[u] = p.dst + row * g.dst[3] + col * g.dst[4];
         count[u] = a.vectors ? (p.cols - col < W ? p.cols - col : W) : 1;
         whole = whole && count[u] == W && s[u] % W == 0 && d[u] % W == 0;
-        n = u + 1;
+        valid |= 1u << u;
       }
       if (whole) {
-        fold_vectors<Op, Acc, T, kRanks, kAllInFlight>(a, s, d, n);
+        fold_vectors<Op, Acc, T, kRanks, kAllInFlight>(a, s, d, valid);
         continue;
       }
-      for (int u = 0; u < n; ++u) {  // a row's ragged end, or strided or unaligned: element by element
+      for (int u = 0; u < U; ++u) {  // a row's ragged end, or strided or unaligned: element by element
+        if (!(valid >> u & 1u)) continue;
         for (long long e = 0; e < count[u]; ++e) fold_element<Op, Acc, T>(a, s[u] + e * g.src[4], d[u] + e * g.dst[4]);
       }
     }
