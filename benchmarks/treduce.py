@@ -40,6 +40,7 @@ VERIFY_SIZES = [64 * KiB, 1 * MiB]
 WARMUP = 3            # the first call also compiles
 BATCHES = int(os.environ.get("TREDUCE_BENCH_BATCHES", "5"))  # --batches; the series' processes read it
 BATCH_BYTES = 256 * MiB   # calls per batch: enough to dwarf event overhead, few at large sizes
+MIN_CALLS = 10  # ... but enough that the batch's start (the ranks leave a barrier apart) is not a third of it
 MAX_CALLS = 200
 # (GPUs, what, the sizes it covers, latency bound or None for "algbw >= NCCL's"): set for H200s
 TARGETS = [(2, "algbw >= NCCL at >= 16 MiB", lambda b: b >= 16 * MiB, None),
@@ -60,7 +61,7 @@ def shape_for(nbytes: int) -> tuple:
 
 
 def schedule(nbytes: int) -> tuple:
-    return max(3, min(MAX_CALLS, BATCH_BYTES // nbytes)), BATCHES
+    return max(MIN_CALLS, min(MAX_CALLS, BATCH_BYTES // nbytes)), BATCHES
 
 
 def human(nbytes: int) -> str:
