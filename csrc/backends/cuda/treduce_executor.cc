@@ -183,9 +183,10 @@ class CudaTreduceRunner : public Runner {
     }
     for (int r = 0; r < static_cast<int>(members_.size()) && one_process; ++r) {
       const Member& m = members_[r];
-      if (m.worker >= 0 || (settled.ready >> r & 1u && !(settled.by_events >> r & 1u))) continue;
+      const bool by_events = settled.by_events >> r & 1u, by_stream = (settled.ready >> r & 1u) && !by_events;
+      if (m.worker >= 0 || by_stream) continue;
       scope.use(m.device);
-      if (settled.by_events >> r & 1u) {
+      if (by_events) {
         for (int w : p_.workers) d.check(d.cuStreamWaitEvent(stream_of(args, r), members_[w].done, 0), "cuStreamWaitEvent");
         continue;
       }

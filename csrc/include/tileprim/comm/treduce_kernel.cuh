@@ -146,8 +146,9 @@ __device__ void run_pieces(const Launch& a) {
       for (int u = 0; u < U; ++u) {
         const long long item = first + static_cast<long long>(u) * blockDim.x;
         if (item >= items) break;
-        const Piece& p = pieces[item / slot];
-        const long long row = item % slot / slot_row, at = item % slot_row;
+        const long long j = item / slot, row = (item - j * slot) / slot_row;
+        const long long at = item - j * slot - row * slot_row;
+        const Piece& p = pieces[j];
         const long long col = a.vectors ? at * W : at;
         if (row >= p.rows || col >= p.cols) continue;  // past a ragged piece's end
         s[u] = p.src + row * g.src[3] + col * g.src[4];
