@@ -1,6 +1,7 @@
 // What the collectives across processes need from the core: ordered flags in shared host
 // memory (every transport's rendezvous), and CUDA IPC (tileprim._C.cuda).
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <cstdint>
 
@@ -19,6 +20,15 @@ void bind_comm(py::module_& m) {
         "Stores `value` at the 8-byte-aligned host `address` unless it holds as much already (release order).");
   m.def("observe_flag", &cpu::observe_flag, py::arg("address"),
         "Loads the 8-byte value at the host `address` with acquire order.");
+  m.def(
+      "await_flags",
+      [](const std::vector<std::uintptr_t>& addresses, std::uint64_t value, double seconds) {
+        py::gil_scoped_release release;  // the watchdog's thread runs meanwhile
+        return cpu::await_flags(addresses, value, seconds);
+      },
+      py::arg("addresses"), py::arg("value"), py::arg("seconds"),
+      "Spins up to `seconds` until every flag at `addresses` holds at least `value`; returns the "
+      "indices of those that still hold less (acquire order).");
   m.def(
       "buffer_address",
       [](const py::buffer& b) { return reinterpret_cast<std::uintptr_t>(b.request(true).ptr); },

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from typing import Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from . import _C
 from ._dtypes import dtype_name, numpy_dtype
 
 __all__ = ["adapter_for", "Adapter", "OwnedArray", "c_strides", "Unkeyable", "remember_device_type", "placed_key",
-           "array_pointer"]
+           "PLACED_KEYS", "array_pointer"]
 
 
 class Adapter:
@@ -29,6 +29,10 @@ class Adapter:
     def key(self, x) -> tuple:
         """What a call signature needs of an array read where it lies: dtype, shape, strides, device."""
         raise NotImplementedError
+
+    def placed_key(self, x) -> tuple:
+        """key() after the array's type (PLACED_KEYS)."""
+        return (type(x), self.key(x))
 
     def dense_key(self, x) -> tuple:
         """What a call signature needs of an array read through ``contiguous``: its dtype, shape and
@@ -59,6 +63,10 @@ class Adapter:
 
     def stream(self, device: int) -> int:
         return 0
+
+    def streams(self, devices: List[int]) -> List[int]:
+        """The current stream of each of `devices`."""
+        return [self.stream(d) for d in devices]
 
     def empty(self, template, shape, dtype: str):
         return OwnedArray(tuple(shape), dtype, self.device(template))
@@ -101,6 +109,9 @@ class _Torch(Adapter):
     def key(self, x):
         return (x.dtype, x.shape, x.stride(), x.get_device())
 
+    def placed_key(self, x):  # key() inline: one call per array of a repeated collective
+        return (type(x), x.dtype, x.shape, x.stride(), x.get_device())
+
     def device(self, x):
         return x.get_device()
 
@@ -116,6 +127,11 @@ class _Torch(Adapter):
         if self._raw_stream is not None:
             return functools.partial(self._raw_stream, device)
         return super().stream_of(device)
+
+    def streams(self, devices):
+        if self._raw_stream is not None:
+            return list(map(self._raw_stream, devices))
+        return super().streams(devices)
 
     def empty(self, template, shape, dtype):
         return template.new_empty(shape, dtype=getattr(self._torch, dtype))
@@ -161,7 +177,8 @@ class _Cupy(Adapter):
         return x.data.ptr
 
     def stream(self, device):
-        return self._cupy.cuda.get_current_stream().ptr
+        with self._cupy.cuda.Device(device):  # CuPy keeps a current stream per device
+            return self._cupy.cuda.get_current_stream().ptr
 
     def empty(self, template, shape, dtype):
         return self._empty_on(template.device.id, tuple(shape), dtype)
@@ -292,21 +309,29 @@ class Unkeyable(Exception):
 _DEVICE_TYPES: Dict[type, Adapter] = {}  # array types seen on a GPU, by their adapter
 
 
+def _numpy_placed_key(x) -> tuple:
+    return (np.ndarray, x.dtype, x.shape, x.strides, x.flags.writeable)
+
+
+# What a call signature needs of an array read or written where it lies, by the array's type:
+# NumPy's dtype, shape, strides and writeable flag, or a device array's adapter key after its
+# type (so no two libraries' keys meet). One lookup and one call: this runs for every array of
+# every repeated call.
+PLACED_KEYS: Dict[type, Callable] = {np.ndarray: _numpy_placed_key}
+
+
 def remember_device_type(x, adapter: Adapter) -> None:
     """Arrays of x's type are keyed and read through `adapter` from now on."""
     _DEVICE_TYPES[type(x)] = adapter
+    PLACED_KEYS[type(x)] = adapter.placed_key
 
 
 def placed_key(x) -> tuple:
-    """What a call signature needs of an array read or written where it lies: NumPy's dtype,
-    shape, strides and writeable flag, or a device array's adapter key."""
-    t = type(x)
-    if t is np.ndarray:
-        return (t, x.dtype, x.shape, x.strides, x.flags.writeable)
-    adapter = _DEVICE_TYPES.get(t)
-    if adapter is None:
+    """The signature key of an array read or written where it lies (PLACED_KEYS)."""
+    keyer = PLACED_KEYS.get(type(x))
+    if keyer is None:
         raise Unkeyable
-    return (t, adapter.key(x))
+    return keyer(x)
 
 
 def array_pointer(x) -> int:

@@ -3,7 +3,9 @@
 // observes it with an acquire load before reading that. Python has no such ordering of its
 // own; these are the two instructions it needs.
 #pragma once
+#include <chrono>
 #include <cstdint>
+#include <vector>
 
 namespace tp::cpu {
 
@@ -20,6 +22,28 @@ inline void raise_flag(std::uintptr_t address, std::uint64_t value) {
   auto* flag = reinterpret_cast<std::uint64_t*>(address);
   std::uint64_t now = __atomic_load_n(flag, __ATOMIC_RELAXED);
   while (now < value && !__atomic_compare_exchange_n(flag, &now, value, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+  }
+}
+
+// Spins until every flag at `addresses` holds at least `value`, for up to `seconds`: the indices
+// of those that still hold less (empty: all arrived). A rank's flags rise microseconds apart in a
+// small call, so this looks every few nanoseconds instead of every Python loop turn.
+inline std::vector<int> await_flags(const std::vector<std::uintptr_t>& addresses, std::uint64_t value,
+                                    double seconds) {
+  using Clock = std::chrono::steady_clock;
+  const auto until = Clock::now() + std::chrono::duration<double>(seconds);
+  std::vector<int> missing;
+  for (unsigned turn = 0;; ++turn) {
+    missing.clear();
+    for (size_t i = 0; i < addresses.size(); ++i) {
+      if (observe_flag(addresses[i]) < value) missing.push_back(static_cast<int>(i));
+    }
+    if (missing.empty() || (turn % 64 == 0 && Clock::now() >= until)) return missing;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
   }
 }
 

@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from .._interop import Unkeyable, adapter_for, array_pointer, placed_key, remember_device_type
+from .._interop import PLACED_KEYS, Unkeyable, adapter_for, array_pointer, placed_key, remember_device_type
 from ._errors import CommError, CommTimeout
 from ._group import DistributedGroup, ParallelGroup
 from ._ipc import IpcSources
@@ -33,10 +33,10 @@ _CHECKED_LIMIT = 1024
 def _local(group: DistributedGroup, op, tile, pingpong, valid, accumulate, dispatch) -> "_Local":
     x = group.tensor
     try:
-        key = (placed_key(x), op, tile if type(tile) is tuple else tuple(tile), pingpong, valid, accumulate, dispatch,
-               group.root, id(group.comm))
+        key = (PLACED_KEYS[type(x)](x), op, tile if type(tile) is tuple else tuple(tile), pingpong, valid, accumulate,
+               dispatch, group.root, id(group.comm))
         local = _CHECKED.get(key)
-    except (TypeError, AttributeError, Unkeyable):
+    except (KeyError, TypeError, AttributeError):  # an array of a type not yet keyed; an unhashable option
         key, local = None, None
     if local is not None:
         local.tensor.pointer = local.tensor.adapter.pointer(x) if local.tensor.adapter else array_pointer(x)

@@ -13,7 +13,7 @@ from .. import _C
 from .._backends import default_target, resolve_backend
 from .._checks import OPTIONAL_STR, expect
 from .._dtypes import dtype_name, numpy_dtype
-from .._interop import Unkeyable, adapter_for, array_pointer, placed_key, remember_device_type
+from .._interop import PLACED_KEYS, adapter_for, array_pointer, remember_device_type
 from .._plan import Plan
 from ._communicator import DEFAULT_TIMEOUT
 from ._group import ParallelGroup
@@ -163,6 +163,7 @@ class _Bound:
         self.core, self.plan, self.root = core, plan, root
         self.devices = [t.device for t in ranks]
         self.dst_device = dst.device
+        self.beside_dst = [r for r, d in enumerate(self.devices) if d == dst.device]  # the ranks dst may overlap
         self.adapter = ranks[0].adapter
         self.no_streams = [0] * len(ranks)
         low, high = ranks[0].extent()
@@ -174,11 +175,11 @@ class _Bound:
         self.pointer = self.adapter.pointer if self.adapter else array_pointer
 
     def run(self, tensors, dst):
-        pointer = self.pointer
-        pointers = [pointer(x) for x in tensors]
+        pointers = list(map(self.pointer, tensors))
         dst = self.checked_dst(pointers, tensors, dst)
-        streams = [self.adapter.stream(d) for d in self.devices] if self.adapter else self.no_streams
-        return self.launch(pointers, dst, streams)
+        self.core.run_collective(pointers, self.devices, self.pointer(dst), self.dst_device,
+                                 self.adapter.streams(self.devices) if self.adapter else self.no_streams)
+        return dst
 
     def checked_dst(self, pointers: List[int], tensors, dst):
         """dst (allocated when None) once this call's pointers pass the checks that depend on where
@@ -187,8 +188,9 @@ class _Bound:
         out = self.pointer(dst)
         d0, d1 = out + self.dst_span[0], out + self.dst_span[1]
         low, high = self.span
-        for r, p in enumerate(pointers):
-            if d0 < p + high and p + low < d1 and self.devices[r] == self.dst_device:
+        for r in self.beside_dst:
+            p = pointers[r]
+            if d0 < p + high and p + low < d1:
                 self._check_overlap(tensors, dst, r)
         return dst
 
@@ -219,10 +221,11 @@ def bound_call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispa
     """The call's bound plan from the memo, or checked and bound now."""
     try:
         tile = tile if type(tile) is tuple else tuple(tile)
+        keys = PLACED_KEYS
         key = (op, tile, pingpong, valid, accumulate, backend, dispatch, processes, group.root,
-               None if dst is None else placed_key(dst), *map(placed_key, group.tensors))
+               None if dst is None else keys[type(dst)](dst), *[keys[type(x)](x) for x in group.tensors])
         bound = _MEMO.get(key)
-    except (Unkeyable, TypeError, AttributeError):
+    except (KeyError, TypeError, AttributeError):  # an array of a type not yet keyed; an unhashable option
         key, bound = None, None
     if bound is None:
         bound = _Call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch, processes).bound

@@ -23,7 +23,8 @@ SLOT = 8192
 POSTED, VERDICT, RELEASED, PID = 0, 64, 128, 192  # flags on their own cache lines
 DESCRIPTION, DESCRIPTION_MAX = 256, 3840
 VERDICT_TEXT, VERDICT_MAX = 4160, 3968
-SPINS = 2000  # observe without sleeping first: a small call's ranks arrive microseconds apart
+VERSION = {DESCRIPTION: 200, VERDICT_TEXT: 208}  # how often a text changed: a reader re-reads a changed text only
+SPIN_S = 1e-3  # observe without sleeping first: a small call's ranks arrive microseconds apart
 
 
 def _shm_dir() -> str:
@@ -78,6 +79,8 @@ class Rendezvous:
         self.segment, self.rank, self.world_size = segment, rank, world_size
         self.pids = [0] * world_size
         self.written = {}  # field -> the bytes this rank last wrote there (a repeated call rewrites nothing)
+        self.versions = {at: 0 for at in VERSION}  # of this rank's texts
+        self.seen = {}  # (rank, field) -> (version, bytes) last read there
         _C.publish_flag(self._flag(rank, PID), os.getpid())
 
     def learn_pids(self) -> None:
@@ -96,11 +99,20 @@ class Rendezvous:
         base = rank * SLOT + at
         self.segment.map[base:base + 8] = struct.pack("<Q", len(data))
         self.segment.map[base + 8:base + 8 + len(data)] = data
+        self.versions[at] += 1
+        _C.publish_flag(self._flag(rank, VERSION[at]), self.versions[at])
 
     def _read(self, rank: int, at: int) -> bytes:
+        """Rank's text at `at` (after observing the flag it published it with)."""
+        version = _C.observe_flag(self._flag(rank, VERSION[at]))
+        seen = self.seen.get((rank, at))
+        if seen is not None and seen[0] == version:
+            return seen[1]
         base = rank * SLOT + at
         (n,) = struct.unpack_from("<Q", self.segment.map, base)
-        return bytes(self.segment.map[base + 8:base + 8 + n])
+        data = bytes(self.segment.map[base + 8:base + 8 + n])
+        self.seen[(rank, at)] = (version, data)
+        return data
 
     # What a rank brings to call `epoch`.
     def post(self, epoch: int, description: bytes) -> None:
@@ -129,27 +141,22 @@ class Rendezvous:
     def wait(self, ranks: Iterable[int], field: int, epoch: int, timeout: float, what: str) -> None:
         waiting = [r for r in ranks if r != self.rank]
         flags = [self._flag(r, field) for r in waiting]
-        observe, spins = _C.observe_flag, 0
         start = time.monotonic()
+        missing = _C.await_flags(flags, epoch, SPIN_S)
         pause, next_look = 2e-6, start + 0.1
-        while True:
-            missing = [r for r, f in zip(waiting, flags) if observe(f) < epoch]
-            if not missing:
-                return
-            waiting, flags = missing, [self._flag(r, field) for r in missing]
-            spins += 1
-            if spins < SPINS:
-                continue
+        while missing:
+            waiting, flags = [waiting[i] for i in missing], [flags[i] for i in missing]
             now = time.monotonic()
             if now >= next_look:
-                self._check_alive(missing, what)
+                self._check_alive(waiting, what)
                 next_look = now + 0.1
                 if now - start > timeout:
-                    raise CommTimeout(f"{what}: rank{'s' if len(missing) > 1 else ''} "
-                                      f"{', '.join(map(str, missing))} did not arrive within {timeout:g} s "
+                    raise CommTimeout(f"{what}: rank{'s' if len(waiting) > 1 else ''} "
+                                      f"{', '.join(map(str, waiting))} did not arrive within {timeout:g} s "
                                       "(died, hangs, or never called)")
             time.sleep(pause)
             pause = min(2 * pause, 1e-3)
+            missing = _C.await_flags(flags, epoch, 0.0)
 
     def exited(self, ranks: Optional[Sequence[int]] = None) -> List[int]:
         """The ranks (of `ranks`; default every other) whose process is gone."""
