@@ -143,6 +143,22 @@ def test_nan_and_inf_follow_fmax_fmin_and_ieee_sums(root, op, dtype):
     assert bits_equal(out, expected.astype(np_dtype(dtype)))
 
 
+@pytest.mark.parametrize("dispatch", ["root_pull", "scatter_gather"])
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("dtype,accumulate", [("float16", None), ("float16", "float32"), ("bfloat16", None),
+                                              ("bfloat16", "float32")])
+def test_a_16_bit_max_or_min_of_nans_is_the_one_quiet_nan(dispatch, op, dtype, accumulate):
+    """The README's NaN rule: the NaN max/min return is 0x7fff in float16 and bfloat16 (as tp.max
+    and the GPU's cvt give it), whatever NaN the ranks hold."""
+    payloads = [0x7e00, 0xfe01, 0x7fff] if dtype == "float16" else [0x7fc0, 0xffc1, 0x7fff]
+    xs = [np.array([payloads[r], payloads[r], 0x3c00 if dtype == "float16" else 0x3f80], np.uint16).view(np_dtype(dtype))
+          for r in range(3)]
+    xs[1][2] = np.nan  # a number meeting a NaN stays the number
+    out = treduce(xs, 1, op=op, accumulate=accumulate, dispatch=dispatch)
+    assert out.view(np.uint16)[:2].tolist() == [0x7fff, 0x7fff]
+    assert out.view(np.uint16)[2] == xs[0].view(np.uint16)[2]
+
+
 @pytest.mark.parametrize("nranks,root", rank_groups((3, 1), (4, 0), (8, 6)))
 @pytest.mark.parametrize("op", OPS)
 def test_same_bits_whatever_algorithm_tile_or_pingpong(nranks, root, op, rng):

@@ -95,6 +95,17 @@ def test_gpu_nan_and_inf_meet_as_on_the_cpu(nranks, root, dispatch, op, torch):
 
 
 @pytest.mark.parametrize("nranks,root,dispatch", RUNS)
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype,accumulate", [("float16", None), ("float16", "float32"), ("bfloat16", None),
+                                              ("bfloat16", "float32")])
+def test_gpu_16_bit_nans_have_the_cpus_bits_exactly(nranks, root, dispatch, op, dtype, accumulate, torch):
+    """Every bit, NaN payloads included (bits_equal would count any NaN alike)."""
+    sources = [(x, x) for x in meeting_specials(nranks, dtype)]
+    gpu, cpu = gpu_and_cpu(torch, sources, root, op=op, tile=(4, 16), accumulate=accumulate, dispatch=dispatch)
+    assert np.array_equal(gpu.view(np.uint16), cpu.view(np.uint16))
+
+
+@pytest.mark.parametrize("nranks,root,dispatch", RUNS)
 @pytest.mark.parametrize("dtype,accumulate", [("float32", None), ("bfloat16", "float32")])
 def test_gpu_many_partial_chunks_match_the_reference(nranks, root, dispatch, dtype, accumulate, torch, rng):
     """Large enough for many CTAs; the NumPy reference stands in for the (slower) CPU backend."""

@@ -2,7 +2,7 @@
 // Each op is evaluated exactly (or with its exact error term) in double and rounded once to
 // the format, ties to even: the same bits as the GPU's exactly rounded f16/bf16
 // instructions (add, sub, mul, fma, max, min; fdiv and sqrt are exact here too, while the
-// GPU's hsqrt/__hdiv go through f32 approximations).
+// GPU's hsqrt/__hdiv go through f32 approximations). A NaN result is the GPU's canonical one.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -20,6 +20,9 @@ struct small_float {
 
   static constexpr int kBias = (1 << (kExp - 1)) - 1;
   static constexpr std::uint16_t kExpMask = ((1u << kExp) - 1u) << kMant;
+  // The NaN every conversion and op returns, as the GPU's cvt and f16/bf16 instructions give it:
+  // sign clear, every other bit set.
+  static constexpr std::uint16_t kCanonicalNaN = 0x7fff;
 
   static small_float from_bits(std::uint16_t b) {
     small_float f;
@@ -32,7 +35,7 @@ struct small_float {
   static small_float from_float(float x) {
     if constexpr (kExp == 8) {
       const std::uint32_t u = bits_of(x);
-      if ((u & 0x7fffffffu) > 0x7f800000u) return from_bits(static_cast<std::uint16_t>((u >> 16) & 0x8000) | kExpMask | (1u << (kMant - 1)));
+      if ((u & 0x7fffffffu) > 0x7f800000u) return from_bits(kCanonicalNaN);
       return from_bits(static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16));
     } else {
       return from_bits(half_from_float(x));
@@ -49,7 +52,7 @@ struct small_float {
     const std::uint32_t bias = std::max(twice & 0xff000000u, 0x71000000u);
     const std::uint32_t sum = bits_of(float_of((bias >> 1) + 0x07800000u) + scaled);
     const std::uint16_t magnitude = static_cast<std::uint16_t>(((sum >> 13) & 0x7c00) + (sum & 0x0fff));
-    return sign | (twice > 0xff000000u ? std::uint16_t(0x7e00) : magnitude);  // a select: NaN
+    return twice > 0xff000000u ? kCanonicalNaN : static_cast<std::uint16_t>(sign | magnitude);  // a select: NaN
   }
   // Exact: every value of both formats is a float. Half's exponent field moves into
   // float's and one multiplication by 2^(127 - 15) rebiases it, subnormals included.
@@ -98,7 +101,7 @@ small_float<kMant, kExp> small_float<kMant, kExp>::round_bits(U b) {
   const std::uint16_t sign = static_cast<std::uint16_t>((b >> (kSrcMant + kSrcExp)) << 15);
   const int exp = static_cast<int>((b >> kSrcMant) & kSrcMax);
   const U frac = b & ((U(1) << kSrcMant) - 1);
-  if (exp == kSrcMax) return from_bits(sign | kExpMask | (frac ? (1u << (kMant - 1)) : 0u));
+  if (exp == kSrcMax) return from_bits(frac ? kCanonicalNaN : static_cast<std::uint16_t>(sign | kExpMask));
   const std::uint64_t m = frac | (exp ? std::uint64_t(1) << kSrcMant : 0);
   const int E = (exp ? exp : 1) - kSrcBias + kBias;  // the format's biased exponent of |x|
   const int shift = kSrcMant - kMant + (E < 1 ? 1 - E : 0);
@@ -128,7 +131,7 @@ inline void two_sum(double a, double b, double& s, double& err) {
 // 1995); none reaches float's subnormals with extra bits (half's exponents are small;
 // bfloat16's products have at most 16 significant bits; square roots grow small values).
 template <class F> F add(F a, F b) { return F::from_float(a.to_float() + b.to_float()); }
-template <class F> F quiet_nan() { return F::from_bits(F::kExpMask | 0x7fff); }
+template <class F> F quiet_nan() { return F::from_bits(F::kCanonicalNaN); }
 // Rounding to odd (truncate, then set the last bit where anything was cut) keeps what rounding
 // to nearest at two or more bits fewer needs: so s + e rounded to odd in double, then in float,
 // then to nearest in the 16-bit format is the one correct rounding of s + e. Written as selects
