@@ -151,8 +151,8 @@ def test_a_16_bit_max_or_min_of_nans_is_the_one_quiet_nan(dispatch, op, dtype, a
     """The README's NaN rule: the NaN max/min return is 0x7fff in float16 and bfloat16 (as tp.max
     and the GPU's cvt give it), whatever NaN the ranks hold."""
     payloads = [0x7e00, 0xfe01, 0x7fff] if dtype == "float16" else [0x7fc0, 0xffc1, 0x7fff]
-    xs = [np.array([payloads[r], payloads[r], 0x3c00 if dtype == "float16" else 0x3f80], np.uint16).view(np_dtype(dtype))
-          for r in range(3)]
+    one = 0x3c00 if dtype == "float16" else 0x3f80
+    xs = [np.array([payloads[r], payloads[r], one], np.uint16).view(np_dtype(dtype)) for r in range(3)]
     xs[1][2] = np.nan  # a number meeting a NaN stays the number
     out = treduce(xs, 1, op=op, accumulate=accumulate, dispatch=dispatch)
     assert out.view(np.uint16)[:2].tolist() == [0x7fff, 0x7fff]
@@ -391,6 +391,18 @@ BAD_CALLS = [  # (valid call's dtype, how it is broken, the error, words its mes
                  id="dispatch-unknown"),
     pytest.param("float32", lambda c: changed(c, tensors=c.tensors[:2], dispatch="scatter_gather"),
                  tp.DispatchError, ("scatter_gather",), id="scatter_gather-with-two-ranks"),
+    pytest.param("float32", lambda c: changed(c, tile=(1 << 63, 1)), ValueError, ("tile", "2**63"),
+                 id="tile-past-int64"),
+    pytest.param("float32", lambda c: changed(c, tile=b"ab"), ValueError, ("tile",), id="tile-bytes"),
+    pytest.param("float32", lambda c: changed(c, tile="12"), ValueError, ("tile",), id="tile-str"),
+    pytest.param("float32", lambda c: changed(c, tile=(2.0, 4.0)), TypeError, ("tile",), id="tile-floats"),
+    pytest.param("float32", lambda c: changed(c, tile=(True, 4)), TypeError, ("tile",), id="tile-bool"),
+    pytest.param("float32", lambda c: changed(c, pingpong=1), TypeError, ("pingpong",), id="pingpong-int"),
+    pytest.param("float16", lambda c: changed(c, accumulate=""), ValueError, ("accumulate",),
+                 id="accumulate-empty"),
+    pytest.param("float32", lambda c: changed(c, dispatch=""), ValueError, ("dispatch",), id="dispatch-empty"),
+    pytest.param("float32", lambda c: changed(c, timeout="x"), TypeError, ("timeout",), id="timeout-str"),
+    pytest.param("float32", lambda c: changed(c, timeout=-1), ValueError, ("timeout",), id="timeout-negative"),
 ]
 
 
@@ -401,8 +413,22 @@ def test_the_call_the_error_cases_break_is_valid(dtype, rng):
 
 
 @pytest.mark.parametrize("dtype,break_call,error,words", BAD_CALLS)
-def test_bad_call_raises_before_writing_anything(dtype, break_call, error, words, rng):
-    call = break_call(valid_call(rng, dtype))
+@pytest.mark.parametrize("after_a_valid_call", [False, True], ids=["fresh", "after-a-valid-call"])
+def test_bad_call_raises_before_writing_anything(dtype, break_call, error, words, after_a_valid_call, rng):
+    """Also when an equal (1 == True, 2.0 == 2) valid call of the same arrays ran just before."""
+    valid = valid_call(rng, dtype)
+    call = break_call(valid)
+    if after_a_valid_call:  # the same options as valid values they compare equal to: ints, bools
+        try:
+            tile = tuple(int(t) for t in call.kwargs["tile"])
+        except (TypeError, ValueError):
+            tile = TILE
+        kwargs = {**call.kwargs, "tile": tile, "pingpong": bool(call.kwargs.get("pingpong", False))}
+        kwargs.pop("timeout", None)
+        try:
+            treduce(call.tensors, call.root, valid.dst.copy(), **kwargs)
+        except (TypeError, ValueError):
+            pass  # the break is elsewhere than the options
     arrays = call.tensors + [call.dst]
     before = [a.copy() for a in arrays]
     with pytest.raises(error) as err:
@@ -410,3 +436,31 @@ def test_bad_call_raises_before_writing_anything(dtype, break_call, error, words
     message = str(err.value).lower()
     assert all(word in message for word in words), message
     assert all(bits_equal(a, b) for a, b in zip(arrays, before)), "a failed call wrote into dst or a source"
+
+
+@pytest.mark.parametrize("tile", [((1 << 63) - 5, 1), (4, 1 << 40), (1 << 40, 1 << 40)],
+                         ids=["rows-near-int64", "cols-2**40", "both-2**40"])
+def test_a_tile_past_the_tensor_is_one_chunk_of_its_rows_or_cols(tile, rng):
+    """Any int64 is a tile: no count overflows and no buffer grows with it."""
+    xs = random_sources(rng, 3, (6, 20), "float32")
+    dst = poisoned((6, 20), "float32")
+    plan = tp.plan(tp.comm.treduce, tp.comm.ParallelGroup(xs, root=1), dst, tile=tile)
+    chunks = -(-6 // min(tile[0], 6)) * -(-20 // min(tile[1], 20))
+    assert plan.params["chunks"] == chunks and plan.params["chunk"] == f"{tile[0]} x {tile[1]}", plan.params
+    assert treduce(xs, 1, dst, tile=tile) is dst
+    assert bits_equal(dst, treduce_reference(xs, 1, "sum"))
+
+
+def test_a_forced_variant_shows_the_preference_it_overrides(rng):
+    group = tp.comm.ParallelGroup(random_sources(rng, 3, (8, 32), "float32"), root=0)
+    assert tp.plan(tp.comm.treduce, group, backend="cpu").variant == "root_pull"  # preferred on the CPU
+    chosen = trace_entry(tp.plan(tp.comm.treduce, group, backend="cpu", dispatch="scatter_gather"), "scatter_gather")
+    assert chosen.status == "chosen"
+    assert any("preference" in reason and "dispatch=" in reason for reason in chosen.reasons), chosen.reasons
+
+
+def test_plan_and_variants_take_treduce_by_name(rng):
+    group = tp.comm.ParallelGroup(random_sources(rng, 3, (8, 32), "float32"), root=2)
+    assert tp.plan("treduce", group).params == tp.plan(tp.comm.treduce, group).params
+    assert tp.variants(tp.comm.treduce) == tp.variants("treduce")
+    assert [v[0] for v in tp.variants("treduce")] == ["scatter_gather", "root_pull"]

@@ -11,6 +11,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -114,9 +115,9 @@ def test_every_rank_gets_the_one_process_bits_at_the_root_and_none_elsewhere(wor
     for i, case in enumerate(cases):
         root = case["root"]
         if case.get("dispatch") == "scatter_gather":  # only the root's process runs kernels: declined
-            assert records[root][i].startswith("error DispatchError") and "separate processes" in records[root][i]
-            for r in set(range(world_size)) - {root}:
-                assert records[r][i].startswith(f"error ValueError: rank {root} (the root)"), records[r][i]
+            assert records[root][i].startswith(f"error DispatchError: rank {root} (the root)"), records[root][i]
+            assert "separate processes" in records[root][i]
+            assert all(records[r][i] == records[root][i] for r in range(world_size)), "the same error everywhere"
             continue
         for r in range(world_size):
             assert records[r][i] == ("dst" if r == root else "none"), (i, case, r, records[r][i])
@@ -168,11 +169,30 @@ def test_ranks_that_disagree_or_fail_locally_raise_the_same_error_everywhere_and
     for r in range(3):
         assert records[r][0].startswith("error ValueError: the ranks called differently"), records[r][0]
         assert "rank 2: treduce(op='sum', float32 (9, 36)" in records[r][0]
-        assert records[r][1].startswith("error") and "float64" in records[r][1]
-        assert r == 0 or "rank 0" in records[r][1], records[r][1]  # rank 0's own error is its TypeError
+        # rank 0's own TypeError: every rank raises one error that is a ValueError and a TypeError
+        assert records[r][1].startswith("error CallTypeError: rank 0: x: dtype: dtype float64"), records[r][1]
+        assert records[r][:2] == records[0][:2], "the same errors on every rank"
+    assert issubclass(tp.comm.CallTypeError, ValueError) and issubclass(tp.comm.CallTypeError, TypeError)
     assert [records[r][2] for r in range(3)] == ["dst", "none", "none"]
     expected = one_process(cases[2], 3)
     assert bits_equal(saved_result(tmp_path, 2, cases[2], expected.shape), expected)
+
+
+@pytest.mark.parametrize("roles", [{"0": "root-1"}, {"1": "root-2"}, {"2": "root-1"}, {"0": "root-2", "1": "root-2"}],
+                         ids=["rank0-thinks-1", "rank1-thinks-2", "rank2-thinks-1", "two-think-2"])
+def test_ranks_that_disagree_on_the_root_raise_the_same_error_at_once_and_go_on(roles, tmp_path):
+    """No rank waits for a judge the others do not know: every rank reads every description."""
+    base = {"shape": [9, 37], "dtype": "float32", "op": "sum", "root": 0, "timeout": 60}
+    cases = [{**base, "seed": 1, "role": roles}, {**base, "seed": 2, "dst": "dst-contiguous"}]
+    started = time.monotonic()
+    records = launch(cases, 3, tmp_path)
+    assert time.monotonic() - started < 30, "no rank waited for its timeout"
+    for r in range(3):
+        assert records[r][0].startswith("error ValueError: the ranks called differently"), records[r][0]
+        assert records[r][0] == records[0][0], "the same error on every rank"
+    assert [records[r][1] for r in range(3)] == ["dst", "none", "none"]
+    expected = one_process(cases[1], 3)
+    assert bits_equal(saved_result(tmp_path, 1, cases[1], expected.shape), expected)
 
 
 @pytest.mark.gpu
@@ -300,6 +320,9 @@ def test_one_process_is_a_world_of_one_and_plans_name_the_transport(rng):
     ({"rank": 1, "world_size": 3}, ValueError, "init_file: the ranks need a way to meet"),
     ({"timeout": -1}, ValueError, "timeout: -1 is not a positive"),
     ({"device": 0}, ValueError, "device: only the cuda backend"),
+    ({"rank": 0, "world_size": 2, "init_file": "/nonexistent-tileprim-dir/init"}, ValueError,
+     "init_file: .* its directory /nonexistent-tileprim-dir does not exist"),
+    ({"rank": 0, "world_size": 2, "init_file": 5}, TypeError, "init_file: expected a path"),
 ])
 def test_bad_init_arguments_name_the_argument(kwargs, error, match):
     with pytest.raises(error, match=match):

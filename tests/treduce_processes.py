@@ -124,8 +124,9 @@ def run_rank(cases, comm, out_dir: str) -> None:
         if "killed-after-verdict" in roles:
             comm.rendezvous.judge = lambda *args, judge=comm.rendezvous.judge: (judge(*args),
                                                                                 os.kill(os.getpid(), signal.SIGKILL))
+        root = next((int(role[5:]) for role in roles if role.startswith("root-")), case["root"])  # its own idea
         x_buffer, x = case_buffers(case, world_size)[rank]
-        buffer, dst = case_dst(case) if rank == case["root"] else (None, None)
+        buffer, dst = case_dst(case) if rank == root else (None, None)
         if backend == "cuda":
             x = laid_out_on_gpu(x_buffer, x, rank)[1]
             if dst is not None:
@@ -138,7 +139,7 @@ def run_rank(cases, comm, out_dir: str) -> None:
             import torch
             with torch.cuda.device(rank):
                 torch.cuda._sleep(int(BUSY_S * 2e9))  # cycles: at least BUSY_S at clocks up to 2 GHz
-        group = tp.comm.ParallelGroup.distributed(x, root=case["root"], comm=comm)
+        group = tp.comm.ParallelGroup.distributed(x, root=root, comm=comm)
         try:
             out = tp.comm.treduce(group, dst, timeout=case.get("timeout"), **options(case))
         except Exception as e:  # recorded for the test to judge

@@ -50,22 +50,23 @@ std::shared_ptr<const Plan> Registry::choose(const OpCall& call, const DispatchC
     const Variant* v = candidates[i];
     if (!call.dispatch.empty() && v->name() != call.dispatch) continue;
     TraceEntry& entry = trace[i];
-    bool preferred = true;
+    std::vector<std::string> overridden;  // preferences dispatch= overrides: shown on the chosen entry
     for (const Predicate& p : v->predicates()) {
       const std::string reason = p.check(call, ctx);
       if (reason.empty()) continue;
-      if (p.preference) {
-        preferred = false;
-        if (call.dispatch.empty()) entry.reasons.push_back(p.name + " (preference): " + reason);
-      } else {
+      if (!p.preference) {
         entry.reasons.push_back(p.name + ": " + reason);
+      } else if (call.dispatch.empty()) {
+        entry.reasons.push_back(p.name + " (preference): " + reason);
+      } else {
+        overridden.push_back(p.name + " (preference, overridden by dispatch=): " + reason);
       }
     }
     if (!ExecutorTable::instance().find(v->name(), ctx.backend)) {
       entry.reasons.push_back("backend: no " + ctx.backend + " executor for " + v->name());
     }
     entry.status = "declined";
-    if (!entry.reasons.empty() || (!preferred && call.dispatch.empty())) continue;
+    if (!entry.reasons.empty()) continue;
     auto plan = std::make_shared<Plan>();
     plan->variant = v->name();
     plan->priority = v->priority();
@@ -78,6 +79,7 @@ std::shared_ptr<const Plan> Registry::choose(const OpCall& call, const DispatchC
       continue;
     }
     entry.status = "chosen";
+    entry.reasons = overridden;
     plan->trace = trace;
     return plan;
   }

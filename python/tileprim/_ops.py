@@ -106,6 +106,8 @@ def plan(op, /, *args, **kwargs):
     >>> p.declined()["sm100_packed"]
     ['reduction_len: reduction_len 4 < 8']
     """
+    if isinstance(op, str) and op == "treduce":
+        from .comm import treduce as op  # the collective, by its name
     planner = getattr(op, "_tp_planner", None)
     if planner is not None:  # tp.comm.treduce
         return planner(*args, **kwargs)
@@ -124,7 +126,7 @@ def variants(op) -> List[Tuple[str, int, List[str]]]:
     >>> [v[0] for v in tp.variants("sum")]
     ['sm100_packed', 'local', 'shared']
     """
-    name = op if isinstance(op, str) else getattr(op, "_tp_op", None)
+    name = op if isinstance(op, str) else getattr(op, "_tp_op", None) or getattr(op, "_tp_collective", None)
     if name is None:
         raise ValueError(f"op: {op!r} is not a tileprim op")
     return [tuple(v) for v in _C.variants(name)]

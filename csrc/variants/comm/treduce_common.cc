@@ -35,8 +35,10 @@ treduce::Geometry geometry_of(const OpCall& call, long long processors) {
     g.src[d] = k < 0 ? 0 : src.strides[k];
     g.dst[d] = k < 0 ? 0 : call.output.strides[k];
   }
-  g.tile_rows = call.integer("tile_rows", 1);
-  g.tile_cols = call.integer("tile_cols", 1);
+  // A tile past the tensor is one (partial) chunk of it: the tensor's extent, so no count or
+  // buffer grows with the tile (any int64 is a tile) and the chunks are the same.
+  g.tile_rows = std::min(call.integer("tile_rows", 1), std::max(1ll, g.shape[3]));
+  g.tile_cols = std::min(call.integer("tile_cols", 1), std::max(1ll, g.shape[4]));
   g.row_chunks = (g.shape[3] + g.tile_rows - 1) / g.tile_rows;
   g.col_chunks = (g.shape[4] + g.tile_cols - 1) / g.tile_cols;
   const long long chunk_rows = std::min(g.tile_rows, g.shape[3]), chunk_cols = std::min(g.tile_cols, g.shape[4]);
@@ -48,8 +50,8 @@ treduce::Geometry geometry_of(const OpCall& call, long long processors) {
   return g;
 }
 
-std::string shape_text(const treduce::Geometry& g) {
-  return std::to_string(g.tile_rows) + " x " + std::to_string(g.tile_cols);
+std::string tile_text(const OpCall& call) {
+  return std::to_string(call.integer("tile_rows", 1)) + " x " + std::to_string(call.integer("tile_cols", 1));
 }
 
 }  // namespace
@@ -87,7 +89,7 @@ void plan_treduce(Plan& plan, const std::vector<int>& workers, const std::string
   plan.set("ranks", static_cast<long long>(ranks));
   plan.set("root", static_cast<long long>(root));
   plan.set("order", std::vector<long long>(p->order.begin(), p->order.end()));
-  plan.set("chunk", shape_text(g));
+  plan.set("chunk", tile_text(call));
   plan.set("chunks", g.chunks());
   plan.set("pieces", pieces);
   plan.set("rows_per_piece", g.rows_per_piece);

@@ -9,8 +9,9 @@
     out = tp.comm.treduce(g, op="sum")                      # the root gets dst, the others None
 """
 from ._communicator import Communicator, init
-from ._errors import CommError, CommTimeout
+from ._errors import CallTypeError, CommError, CommTimeout
 from ._group import DistributedGroup, ParallelGroup
 from ._treduce import treduce
 
-__all__ = ["ParallelGroup", "DistributedGroup", "Communicator", "init", "treduce", "CommError", "CommTimeout"]
+__all__ = ["ParallelGroup", "DistributedGroup", "Communicator", "init", "treduce", "CommError", "CommTimeout",
+           "CallTypeError"]

@@ -140,9 +140,20 @@ class _FileBootstrap(Bootstrap):
 
     def __init__(self, rank, world_size, path: str, timeout: float):
         super().__init__(rank, world_size)
-        self.path, self.exchanges, self.written = os.fspath(path), 0, []
+        try:
+            self.path = os.fsdecode(os.fspath(path))
+        except TypeError:
+            raise TypeError(f"init_file: expected a path (str or os.PathLike), not {type(path).__name__}") from None
+        self.exchanges, self.written = 0, []
+        folder = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(folder):
+            raise ValueError(f"init_file: {self.path}: its directory {folder} does not exist (the ranks meet in files "
+                             "beside init_file, in a directory every rank can see)")
         if rank == 0:
-            self._write(self.path, pickle.dumps((uuid.uuid4().hex, world_size)))
+            try:
+                self._write(self.path, pickle.dumps((uuid.uuid4().hex, world_size)))
+            except OSError as e:
+                raise ValueError(f"init_file: {self.path} cannot be written here ({e.strerror})") from None
         job, size = pickle.loads(self._read_when_there(self.path, timeout, "rank 0 to create init_file"))
         if size != world_size:
             raise CommError(f"init_file: {self.path} belongs to a job of {size} ranks, this one has {world_size}; "

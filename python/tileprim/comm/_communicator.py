@@ -203,6 +203,9 @@ def default_communicator() -> Communicator:
     return _DEFAULT
 
 
-def check_call_timeout(timeout, comm: Communicator) -> float:
-    return comm.timeout if timeout is None else _check_timeout(timeout)
+def check_call_timeout(timeout, comm: Optional[Communicator]) -> float:
+    """A call's timeout, checked: the communicator's when None (no communicator: the default)."""
+    if timeout is None:
+        return DEFAULT_TIMEOUT if comm is None else comm.timeout
+    return _check_timeout(timeout)
 

@@ -1,5 +1,7 @@
 """treduce with one process per rank. Every rank posts its call (a signature every rank must
-share, and where its data is) in the rendezvous; the root checks that they agree, says so (or
+share, and where its data is) in the rendezvous and reads every rank's: ranks whose calls
+differ (the root included) or failed their own checks all raise the same error, worked out from
+the same descriptions. Otherwise the root makes the checks that need the data (dst), says so (or
 the error every rank then raises), and runs the one-process treduce over every rank's data as
 its transport exposes it. So the fold order, the plan and the bits are the one-process ones.
 
@@ -14,16 +16,18 @@ from typing import List, Optional
 import numpy as np
 
 from .._interop import PLACED_KEYS, Unkeyable, adapter_for, array_pointer, placed_key, remember_device_type
-from ._errors import CommError, CommTimeout
+from .._ops import DispatchError
+from ._errors import CallTypeError, CommError, CommTimeout
 from ._group import DistributedGroup, ParallelGroup
 from ._ipc import IpcSources
 from ._nccl import NcclSources
-from ._one_process import RankTensor, bound_call, check_options
+from ._one_process import RankTensor, bound_call, check_options, options_keyable
 from ._shm import ShmSources
 
 __all__ = ["distributed_treduce", "distributed_plan"]
 
-_FAILED = b"!"  # a description that is a rank's own error, not a call
+_FAILED = b"!"  # a description that is a rank's own error, not a call: then its kind (_KINDS) and text
+_KINDS = {b"V": ValueError, b"T": CallTypeError}
 
 
 _CHECKED: dict = {}  # (tensor key, options) -> a _Local already checked: a repeated call re-reads the pointer only
@@ -32,12 +36,14 @@ _CHECKED_LIMIT = 1024
 
 def _local(group: DistributedGroup, op, tile, pingpong, valid, accumulate, dispatch) -> "_Local":
     x = group.tensor
-    try:
-        key = (PLACED_KEYS[type(x)](x), op, tile if type(tile) is tuple else tuple(tile), pingpong, valid, accumulate,
-               dispatch, group.root, id(group.comm))
-        local = _CHECKED.get(key)
-    except (KeyError, TypeError, AttributeError):  # an array of a type not yet keyed; an unhashable option
-        key, local = None, None
+    key = local = None
+    if options_keyable(tile, pingpong):
+        try:
+            key = (PLACED_KEYS[type(x)](x), op, tuple(tile), pingpong, valid, accumulate, dispatch, group.root,
+                   id(group.comm))
+            local = _CHECKED.get(key)
+        except (KeyError, TypeError, AttributeError):  # an array of a type not yet keyed; an unhashable option
+            key = None
     if local is not None:
         local.tensor.pointer = local.tensor.adapter.pointer(x) if local.tensor.adapter else array_pointer(x)
         return local
@@ -73,20 +79,22 @@ class _Local:
                           f"accumulate={accumulate!r}, dispatch={dispatch!r})").encode()
 
 
-def _disagreement(descriptions: List[bytes]) -> str:
-    """The error every rank raises for this call, or ''."""
-    failed = [(r, d[1:].decode()) for r, d in enumerate(descriptions) if d.startswith(_FAILED)]
+def _disagreement(descriptions: List[bytes]) -> Optional[BaseException]:
+    """The error every rank raises for this call (each works it out from the same descriptions),
+    or None: the ranks' own failures, else the ways their calls differ."""
+    failed = [(r, d[1:2], d[2:].decode()) for r, d in enumerate(descriptions) if d.startswith(_FAILED)]
     if failed:
-        return "; ".join(f"rank {r}: {why}" for r, why in failed)
+        kind = CallTypeError if any(k == b"T" for _, k, _ in failed) else ValueError
+        return kind("; ".join(f"rank {r}: {why}" for r, _, why in failed))
     signatures = [d.split(b"\0", 1)[0].decode() for d in descriptions]
     if len(set(signatures)) == 1:
-        return ""
+        return None
     groups: dict = {}
     for r, s in enumerate(signatures):
         groups.setdefault(s, []).append(r)
-    return ("the ranks called differently (every rank's tensor has one shape, dtype and layout, and the "
-            "options agree): " + "; ".join(f"rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))}: {s}"
-                                           for s, rs in groups.items()))
+    return ValueError("the ranks called differently (every rank's tensor has one shape, dtype and layout, and the "
+                      "options agree): " + "; ".join(f"rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))}: {s}"
+                                                     for s, rs in groups.items()))
 
 
 _SOURCES = {"shm": ShmSources, "cuda_ipc": IpcSources, "nccl": NcclSources}
@@ -120,76 +128,95 @@ def distributed_treduce(group: DistributedGroup, dst, op, tile, pingpong, valid,
         where = sources.offer(local.tensor, group.tensor) if comm.rank != root else b""
         description = local.signature + b"\0" + where
     except (TypeError, ValueError) as e:
-        local_error, description = e, _FAILED + str(e).encode()
+        local_error = e
+        description = _FAILED + (b"T" if isinstance(e, TypeError) else b"V") + str(e).encode()
+    arrived = False
     try:
         rendezvous.post(epoch, description)
+        if comm.rank != root and local_error is None:
+            try:
+                sources.arrive(root, epoch, local, timeout)
+                arrived = True
+            except Exception as e:  # noqa: BLE001 - this rank's own failure, told to the others at the verdict
+                local_error = e
+        try:
+            _agree(comm, rendezvous.descriptions(epoch, timeout, what), local_error)
+        except BaseException:
+            if arrived:
+                sources.cancel(root, epoch)
+            raise
         if comm.rank != root:
             _non_root(sources, rendezvous, root, epoch, local_error, local, timeout, what)
             return None
-        return _root(comm, group, local_error, local, epoch, timeout, what,
+        return _root(comm, group, local, epoch, timeout, what,
                      dst, (op, tile, pingpong, valid, accumulate, comm.backend, dispatch, comm.transport))
     except CommError as e:
         comm.broken = str(e)
         raise
 
 
+def _agree(comm, descriptions: List[bytes], local_error) -> None:
+    """Every rank, root or not, checks the call's descriptions itself: ranks that disagree on the
+    root would otherwise wait for different judges. A call like the last agreed one is agreed."""
+    if descriptions == comm.state.get("agreed"):
+        return
+    error = _disagreement(descriptions)
+    if error is not None:
+        raise error from local_error
+    comm.state["agreed"] = descriptions
+
+
 def _non_root(sources, rendezvous, root: int, epoch: int, local_error, local, timeout: float, what: str) -> None:
-    """A non-root rank's side once it posted: arrive while the root checks, its verdict, the finish."""
-    arrived = False
-    if local_error is None:
-        try:
-            sources.arrive(root, epoch, local, timeout)
-            arrived = True
-        except Exception as e:  # noqa: BLE001 - this rank's own failure, raised once the call is decided
-            local_error = e
+    """A non-root rank's side of a call every rank agreed on (it arrived): the root's verdict, the finish."""
     try:
         # the root decides within `timeout`; hear its verdict a little longer than that
         verdict = rendezvous.verdict(root, epoch, timeout * 1.1 + 1, what)
     except CommError:
-        if arrived:
-            sources.cancel(root, epoch)
+        sources.cancel(root, epoch)
         raise
-    if local_error is not None:
-        raise local_error
     if verdict:
         sources.cancel(root, epoch)
         kind, text = verdict.split("\0", 1)
         raise _VERDICTS[kind](text)
+    if local_error is not None:  # its arrive failed, yet "ready" was said: the root's run went on
+        raise local_error
     sources.finish_non_root(root, epoch, local, timeout, what)
 
 
-_VERDICTS = {"ValueError": ValueError, "CommError": CommError, "CommTimeout": CommTimeout}
+_VERDICTS = {"ValueError": ValueError, "TypeError": CallTypeError, "DispatchError": DispatchError,
+             "CommError": CommError, "CommTimeout": CommTimeout}
 
 
-def _root(comm, group, local_error, local, epoch, timeout, what, dst, call):
-    """The root's side: every rank's description, the verdict, the one-process run, the release.
+def _verdict_of(e: BaseException) -> str:
+    """The kind (_VERDICTS) of the root's own failure of a call the ranks agreed on."""
+    for kind in ("DispatchError", "TypeError", "ValueError"):
+        if isinstance(e, _VERDICTS[kind]):
+            return kind
+    return "ValueError"
+
+
+def _root(comm, group, local, epoch, timeout, what, dst, call):
+    """The root's side once every rank agreed: the verdict, the one-process run, the release.
     A call whose ranks all post what they posted at the last accepted call, with a dst laid out
     alike, is that call again: its checks and binding stand."""
     rendezvous, root, sources = comm.rendezvous, group.root, comm.state["sources"]
-    try:
-        descriptions = rendezvous.descriptions(epoch, timeout, what)
-    except CommError as e:
-        rendezvous.judge(epoch, f"{type(e).__name__}\0rank {root} (the root): {e}")
-        raise
+    descriptions = comm.state["agreed"]
     try:
         again = (descriptions, local, None if dst is None else placed_key(dst))
     except Unkeyable:
         again = None
     last = comm.state.get("last_call")
     repeated = again is not None and last is not None and last[0] == again
-    if not repeated:
-        error = _disagreement(descriptions)
-        if error:
-            rendezvous.judge(epoch, "ValueError\0" + error)
-            raise local_error if local_error is not None else ValueError(error)
     try:
         prepare = last[1] if repeated else sources.bind(group, [d.split(b"\0", 1)[1] for d in descriptions],
                                                          local, dst, call)
         go = prepare(group.tensor, dst, timeout)
     except Exception as e:  # the others hear it too, whatever it was, instead of waiting for a run
+        kind = _verdict_of(e)
         why = str(e) if isinstance(e, (TypeError, ValueError)) else f"{type(e).__name__}: {e}"
-        rendezvous.judge(epoch, f"ValueError\0rank {root} (the root): {why}")
-        raise
+        text = f"rank {root} (the root): {why}"
+        rendezvous.judge(epoch, f"{kind}\0{text}")
+        raise _VERDICTS[kind](text) from e
     if not repeated:
         comm.state["last_call"] = (again, prepare) if again is not None else None
     rendezvous.judge(epoch, "")

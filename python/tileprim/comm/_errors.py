@@ -1,6 +1,6 @@
 """The errors a collective across processes raises when a rank fails it."""
 
-__all__ = ["CommError", "CommTimeout"]
+__all__ = ["CommError", "CommTimeout", "CallTypeError"]
 
 
 class CommError(RuntimeError):
@@ -9,3 +9,9 @@ class CommError(RuntimeError):
 
 class CommTimeout(CommError, TimeoutError):
     """A rank did not arrive within the timeout (it died, hangs or never called)."""
+
+
+class CallTypeError(ValueError, TypeError):
+    """A call across processes that a rank's own checks refused with a TypeError (a tensor of a
+    dtype treduce does not take, say): every rank raises this one error, naming that rank, so
+    ``except ValueError`` catches it on every rank and ``except TypeError`` too."""

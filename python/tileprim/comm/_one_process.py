@@ -18,7 +18,7 @@ from .._plan import Plan
 from ._communicator import DEFAULT_TIMEOUT
 from ._group import ParallelGroup
 
-__all__ = ["bound_call", "contiguous_core", "check_options", "RankTensor", "DTYPES"]
+__all__ = ["bound_call", "contiguous_core", "check_options", "options_keyable", "RankTensor", "DTYPES"]
 
 DTYPES = ("float32", "float16", "bfloat16", "int32")
 _MEMO: Dict[tuple, "_Bound"] = {}
@@ -65,24 +65,42 @@ def _overlaps(a: RankTensor, b: RankTensor) -> bool:
     return a.device == b.device and a0 < b1 and b0 < a1
 
 
+_TILE_MAX = (1 << 63) - 1  # a tile past the tensor is one chunk of it; beyond int64 nothing is a tile
+
+
 def _tile(tile) -> Tuple[int, int]:
     if not isinstance(tile, (tuple, list)) or len(tile) != 2:
         raise ValueError(f"tile: expected (rows, cols), not {tile!r}")
     try:
-        return tuple(operator.index(t) for t in tile if not isinstance(t, bool))  # type: ignore[return-value]
+        rows_cols = tuple(operator.index(t) for t in tile if not isinstance(t, bool))
     except TypeError:
         raise TypeError(f"tile: expected two ints (rows, cols), not {tile!r}") from None
+    if len(rows_cols) != 2:
+        raise TypeError(f"tile: expected two ints (rows, cols), not {tile!r}")
+    if not all(1 <= t <= _TILE_MAX for t in rows_cols):
+        raise ValueError(f"tile: {tile!r} needs rows and cols from 1 to 2**63 - 1")
+    return rows_cols  # type: ignore[return-value]
+
+
+def options_keyable(tile, pingpong) -> bool:
+    """Options a call memo may key as they are: those equal only to themselves once checked (1.0
+    equals 1 and True equals 1, yet neither is a tile size; 1 equals True, yet is no pingpong).
+    Others take the checking path on every call."""
+    return (type(tile) in (tuple, list) and len(tile) == 2 and type(tile[0]) is int and type(tile[1]) is int
+            and type(pingpong) is bool)
 
 
 def check_options(op, tile, pingpong, valid, accumulate, dispatch) -> Tuple[int, int]:
     expect(op, str, "op", "'sum', 'max' or 'min'")
     rows_cols = _tile(tile)
-    if len(rows_cols) != 2:
-        raise TypeError(f"tile: expected two ints (rows, cols), not {tile!r}")
     expect(pingpong, (bool, np.bool_), "pingpong", "True or False")
     expect(valid, str, "valid", "'dynamic' or 'static'")
     expect(accumulate, OPTIONAL_STR, "accumulate", "None or 'float32'")
+    if accumulate == "":
+        raise ValueError("accumulate: '' is not an accumulator dtype; use None (the operand dtype) or 'float32'")
     expect(dispatch, OPTIONAL_STR, "dispatch", "a variant name")
+    if dispatch == "":
+        raise ValueError("dispatch: '' is not a variant name; use None to let dispatch choose")
     return rows_cols
 
 
@@ -219,14 +237,15 @@ class _Bound:
 
 def bound_call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch, processes="") -> "_Bound":
     """The call's bound plan from the memo, or checked and bound now."""
-    try:
-        tile = tile if type(tile) is tuple else tuple(tile)
-        keys = PLACED_KEYS
-        key = (op, tile, pingpong, valid, accumulate, backend, dispatch, processes, group.root,
-               None if dst is None else keys[type(dst)](dst), *[keys[type(x)](x) for x in group.tensors])
-        bound = _MEMO.get(key)
-    except (KeyError, TypeError, AttributeError):  # an array of a type not yet keyed; an unhashable option
-        key, bound = None, None
+    key = bound = None
+    if options_keyable(tile, pingpong):
+        try:
+            keys = PLACED_KEYS
+            key = (op, tuple(tile), pingpong, valid, accumulate, backend, dispatch, processes, group.root,
+                   None if dst is None else keys[type(dst)](dst), *[keys[type(x)](x) for x in group.tensors])
+            bound = _MEMO.get(key)
+        except (KeyError, TypeError, AttributeError):  # an array of a type not yet keyed; an unhashable option
+            key = None
     if bound is None:
         bound = _Call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch, processes).bound
         if key is not None:

@@ -19,11 +19,15 @@ from ._errors import CommError, CommTimeout
 
 __all__ = ["Rendezvous", "SharedFile"]
 
-SLOT = 8192
+SLOT = 16384
 POSTED, VERDICT, RELEASED, PID = 0, 64, 128, 192  # flags on their own cache lines
-DESCRIPTION, DESCRIPTION_MAX = 256, 3840
-VERDICT_TEXT, VERDICT_MAX = 4160, 3968
-VERSION = {DESCRIPTION: 200, VERDICT_TEXT: 208}  # how often a text changed: a reader re-reads a changed text only
+# Call `epoch`'s description goes to DESCRIPTIONS[epoch % 2]: every rank reads every rank's, and
+# a rank that has read them all may post its next call while a slower one still reads (never two
+# calls ahead: finishing a call needs every rank's post of it).
+DESCRIPTIONS, DESCRIPTION_MAX = (256, 4352), 3840
+VERDICT_TEXT, VERDICT_MAX = 8448, 3968
+VERSION = {DESCRIPTIONS[0]: 200, DESCRIPTIONS[1]: 208, VERDICT_TEXT: 216}  # how often a text changed: a
+# reader re-reads a changed text only
 SPIN_S = 1e-3  # observe without sleeping first: a small call's ranks arrive microseconds apart
 
 
@@ -116,13 +120,13 @@ class Rendezvous:
 
     # What a rank brings to call `epoch`.
     def post(self, epoch: int, description: bytes) -> None:
-        self._text(self.rank, DESCRIPTION, description, DESCRIPTION_MAX, "call description")
+        self._text(self.rank, DESCRIPTIONS[epoch & 1], description, DESCRIPTION_MAX, "call description")
         _C.publish_flag(self._flag(self.rank, POSTED), epoch)
 
     def descriptions(self, epoch: int, timeout: float, what: str) -> List[bytes]:
-        """Every rank's description of call `epoch` (the root, once all posted)."""
+        """Every rank's description of call `epoch`, once all posted."""
         self.wait(range(self.world_size), POSTED, epoch, timeout, what)
-        return [self._read(r, DESCRIPTION) for r in range(self.world_size)]
+        return [self._read(r, DESCRIPTIONS[epoch & 1]) for r in range(self.world_size)]
 
     def judge(self, epoch: int, error: str) -> None:
         self._text(self.rank, VERDICT_TEXT, error.encode(), VERDICT_MAX, "verdict")

@@ -1,7 +1,7 @@
 """The per-call meeting of ranks on several hosts, where no memory is shared: through the
 bootstrap's all_gather (the engine the program already runs). Two exchanges per call: every
-rank's description, then the root's verdict. The 'nccl' transport releases sources in stream
-order, so there is no third."""
+rank's description (every rank reads them all), then, once they agree, the root's verdict. The
+'nccl' transport releases sources in stream order, so there is no third."""
 from __future__ import annotations
 
 from typing import List
@@ -28,7 +28,6 @@ class HostsRendezvous:
         self.bootstrap.all_gather(error.encode(), self.timeout)
 
     def verdict(self, root: int, epoch: int, timeout: float, what: str) -> str:
-        self.bootstrap.all_gather(self.posted, timeout)
         return self.bootstrap.all_gather(b"", timeout)[root].decode()
 
     def release(self, epoch: int) -> None:

@@ -45,7 +45,8 @@ def treduce(group: ParallelGroup, dst=None, op: str = "sum", *, tile=(64, 256), 
         Force an algorithm.
     timeout : float, optional
         Distributed groups: seconds to wait for the other ranks before raising
-        ``tp.comm.CommTimeout`` (default: the communicator's, 300 s).
+        ``tp.comm.CommTimeout`` (default: the communicator's, 300 s). In one process the ranks
+        are at hand and nothing waits for them; a given timeout is checked all the same.
 
     Returns
     -------
@@ -74,6 +75,8 @@ def treduce(group: ParallelGroup, dst=None, op: str = "sum", *, tile=(64, 256), 
     if isinstance(group, DistributedGroup):
         return distributed_treduce(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch,
                                    check_call_timeout(timeout, group.comm))
+    if timeout is not None:
+        check_call_timeout(timeout, None)
     return bound_call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch).run(group.tensors, dst)
 
 
@@ -86,3 +89,4 @@ def _plan(group: ParallelGroup, dst=None, op: str = "sum", *, tile=(64, 256), pi
 
 
 treduce._tp_planner = _plan  # tp.plan(tp.comm.treduce, group, ...)
+treduce._tp_collective = "treduce"  # tp.variants(tp.comm.treduce)
