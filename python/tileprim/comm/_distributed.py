@@ -26,8 +26,7 @@ from ._shm import ShmSources
 
 __all__ = ["distributed_treduce", "distributed_plan"]
 
-_FAILED = b"!"  # a description that is a rank's own error, not a call: then its kind (_KINDS) and text
-_KINDS = {b"V": ValueError, b"T": CallTypeError}
+_FAILED = b"!"  # a description that is a rank's own error, not a call: then b"T" (a TypeError) or b"V", and its text
 
 
 _CHECKED: dict = {}  # (tensor key, options) -> a _Local already checked: a repeated call re-reads the pointer only

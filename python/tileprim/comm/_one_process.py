@@ -195,9 +195,7 @@ class _Bound:
     def run(self, tensors, dst):
         pointers = list(map(self.pointer, tensors))
         dst = self.checked_dst(pointers, tensors, dst)
-        self.core.run_collective(pointers, self.devices, self.pointer(dst), self.dst_device,
-                                 self.adapter.streams(self.devices) if self.adapter else self.no_streams)
-        return dst
+        return self.launch(pointers, dst, self.adapter.streams(self.devices) if self.adapter else self.no_streams)
 
     def checked_dst(self, pointers: List[int], tensors, dst):
         """dst (allocated when None) once this call's pointers pass the checks that depend on where

@@ -26,8 +26,8 @@ POSTED, VERDICT, RELEASED, PID = 0, 64, 128, 192  # flags on their own cache lin
 # calls ahead: finishing a call needs every rank's post of it).
 DESCRIPTIONS, DESCRIPTION_MAX = (256, 4352), 3840
 VERDICT_TEXT, VERDICT_MAX = 8448, 3968
-VERSION = {DESCRIPTIONS[0]: 200, DESCRIPTIONS[1]: 208, VERDICT_TEXT: 216}  # how often a text changed: a
-# reader re-reads a changed text only
+# where each text's version lies (how often it changed): a reader re-reads a changed text only
+VERSION = {DESCRIPTIONS[0]: 200, DESCRIPTIONS[1]: 208, VERDICT_TEXT: 216}
 SPIN_S = 1e-3  # observe without sleeping first: a small call's ranks arrive microseconds apart
 
 
