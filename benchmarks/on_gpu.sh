@@ -52,7 +52,7 @@ if want sanitize; then
         python3 -m pytest tests/test_treduce_gpu.py -q -p no:cacheprovider -x -k "2gpus and small and float32 or sharing"
       TILEPRIM_RANK_WRAPPER="compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 20" \
         step "sanitizer_treduce_processes_$tool" python3 -m pytest tests/test_treduce_processes.py -q -p no:cacheprovider \
-        -rfE -k "(gpu_transports or disagree) and cuda_ipc"
+        -rfE -k "(gpu_transports or disagree or work_apart) and cuda_ipc"
     done
   fi
 fi

@@ -100,9 +100,15 @@ def communicator(init_file: str, rank: str, world_size: str, transport: str):
     if init_file == "-":  # under torchrun
         import torch.distributed as dist
         dist.init_process_group("gloo")
-        return tp.comm.init(device=dist.get_rank() if on_gpu_ else None, **kwargs)
+        return tp.comm.init(device=gpu_of(dist.get_rank()) if on_gpu_ else None, **kwargs)
     return tp.comm.init(rank=int(rank), world_size=int(world_size), init_file=init_file,
-                        device=int(rank) if on_gpu_ else None, **kwargs)
+                        device=gpu_of(int(rank)) if on_gpu_ else None, **kwargs)
+
+
+def gpu_of(rank: int) -> int:
+    """Rank r's GPU: r itself, or r mod the GPUs there are (more ranks than GPUs share them)."""
+    import torch
+    return rank % torch.cuda.device_count()
 
 
 def run_rank(cases, comm, out_dir: str) -> None:
@@ -128,22 +134,26 @@ def run_rank(cases, comm, out_dir: str) -> None:
         x_buffer, x = case_buffers(case, world_size)[rank]
         buffer, dst = case_dst(case) if rank == root else (None, None)
         if backend == "cuda":
-            x = laid_out_on_gpu(x_buffer, x, rank)[1]
+            x = laid_out_on_gpu(x_buffer, x, comm.device)[1]
             if dst is not None:
-                buffer, dst = laid_out_on_gpu(buffer, dst, rank)
+                buffer, dst = laid_out_on_gpu(buffer, dst, comm.device)
         if "other-shape" in roles:
             x = x[..., :-1]
         if "float64" in roles:
             x = x.astype(np.float64) if isinstance(x, np.ndarray) else x.double()
         if "busy" in roles:  # this rank's stream reaches the call BUSY_S after its host
             import torch
-            with torch.cuda.device(rank):
+            with torch.cuda.device(comm.device):
                 torch.cuda._sleep(int(BUSY_S * 2e9))  # cycles: at least BUSY_S at clocks up to 2 GHz
         group = tp.comm.ParallelGroup.distributed(x, root=root, comm=comm)
         try:
+            planned = tp.plan(tp.comm.treduce, group, **options(case)).variant if "variant" in case else None
             out = tp.comm.treduce(group, dst, timeout=case.get("timeout"), **options(case))
         except Exception as e:  # recorded for the test to judge
             record.append(f"error {type(e).__name__}: {e}")
+            continue
+        if planned != case.get("variant"):
+            record.append(f"planned {planned}")
             continue
         if out is None:
             record.append("none")
@@ -152,7 +162,7 @@ def run_rank(cases, comm, out_dir: str) -> None:
         record.append("dst" if dst is None or out is dst else "another array")
     if backend == "cuda":
         import torch
-        torch.cuda.synchronize(rank)  # the root may still read this rank's memory
+        torch.cuda.synchronize(comm.device)  # the root may still read this rank's memory
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(record, f)
     comm.close()

@@ -45,11 +45,11 @@ void bind_comm(py::module_& m) {
       "ipc_open", [](const py::bytes& handle, int device) { return cuda::ipc_open(handle, device); },
       py::arg("handle"), py::arg("device"), "Maps another process's allocation on `device`; its base pointer.");
   cuda.def("ipc_close", &cuda::ipc_close, py::arg("base"), py::arg("device"));
-  cuda.def("arrive", &cuda::arrive, py::arg("worker_pad"), py::arg("own_pad"), py::arg("abandoned"), py::arg("epoch"),
-           py::arg("self"), py::arg("workers"), py::arg("timeout"), py::arg("device"), py::arg("stream"),
-           "On `stream`: rank `self` is ready at `epoch` (in worker_pad); the stream waits until the workers "
-           "are done (own_pad says so) or this rank's host abandons the call (raises the host flag at `abandoned` "
-           "to `epoch`); past `timeout` seconds it traps.");
+  cuda.def("arrive", &cuda::arrive, py::arg("pads"), py::arg("abandoned"), py::arg("epoch"), py::arg("self"),
+           py::arg("workers"), py::arg("timeout"), py::arg("device"), py::arg("stream"),
+           "On `stream`: rank `self` is ready at `epoch` (in every worker's pad; pads: every rank's); the stream "
+           "waits until the workers are done (pads[self] says so) or this rank's host abandons the call (raises "
+           "the host flag at `abandoned` to `epoch`); past `timeout` seconds it traps.");
   cuda.def("raise_flag", &cuda::raise_flag, py::arg("pad"), py::arg("epoch"), py::arg("rank"), py::arg("done"),
            py::arg("device"),
            "Raises `rank`'s ready (done=False) or done flag on the pad to `epoch` from a private stream: a "

@@ -255,7 +255,7 @@ void bind_dispatch(py::module_& m) {
           [](const BoundPlan& b, const std::vector<std::uintptr_t>& inputs, const std::vector<int>& devices,
              std::uintptr_t output, int output_device, const std::vector<std::uintptr_t>& streams,
              const std::vector<std::uintptr_t>& signal_pads, unsigned long long epoch, double timeout,
-             std::uintptr_t abandoned) {
+             std::uintptr_t abandoned, int self_rank) {
             RunArgs args;
             for (size_t r = 0; r < inputs.size(); ++r) args.inputs.push_back(TensorArg{inputs[r], {}, devices[r]});
             args.output = TensorArg{output, {}, output_device};
@@ -264,6 +264,7 @@ void bind_dispatch(py::module_& m) {
             args.epoch = epoch;
             args.timeout_s = timeout;
             args.abandoned = abandoned;
+            args.self_rank = self_rank;
             if (output_device >= 0) {
               b.runner().run(args);  // launches only: the GIL is kept, as for run_device
             } else {
@@ -273,10 +274,12 @@ void bind_dispatch(py::module_& m) {
           py::arg("inputs"), py::arg("devices"), py::arg("output"), py::arg("output_device"), py::arg("streams"),
           py::arg("signal_pads") = std::vector<std::uintptr_t>{}, py::arg("epoch") = 0,
           py::arg("timeout") = RunArgs{}.timeout_s, py::arg("abandoned") = 0,
+          py::arg("self_rank") = -1,
           "Runs a collective on every rank's tensor (host addresses, or device pointers with each rank's "
           "stream); strides are the plan's. With signal_pads (every rank's), the ranks are other processes "
-          "(CUDA IPC) and only this process's workers run, and stop waiting once the host flag at `abandoned` "
-          "reaches `epoch`. A GPU waiting longer than `timeout` seconds for another rank traps.");
+          "(CUDA IPC) and only rank `self_rank`'s part runs here (its share of the work, or its wait for the "
+          "workers), which stops waiting once the host flag at `abandoned` reaches `epoch`. A GPU waiting "
+          "longer than `timeout` seconds for another rank traps.");
 
   m.def(
       "prepare",

@@ -31,10 +31,12 @@ struct RunArgs {
   long long tiles = 1;            // tile primitives: operands are [tiles][tile elements]
   std::vector<std::uintptr_t> streams;  // CUDA: one per device of plan.context.devices
   // Collectives whose ranks are other processes: every rank's signal pad (device memory mapped
-  // here; empty: one process, the runner's own pad) and this call's number on them. The other
-  // ranks' processes launch their own parts; this process runs its workers only.
+  // here; empty: one process, the runner's own pad), this call's number on them, and the rank
+  // this process runs (its share of the work, or its wait for the workers). The other ranks'
+  // processes launch their own parts.
   std::vector<std::uintptr_t> signal_pads;
   unsigned long long epoch = 0;
+  int self_rank = -1;
   std::uintptr_t abandoned = 0;  // this process's host gave up on calls up to this one (mapped host memory)
   // Collectives: a GPU that waits longer than this for another rank traps (its stream errs).
   double timeout_s = 300;

@@ -9,6 +9,7 @@
 #include "backends/cuda/driver.h"
 #include "errors.h"
 #include "tileprim/comm/signals.cuh"
+#include "tileprim/config.cuh"
 
 namespace tp::cuda {
 
@@ -86,14 +87,20 @@ void ipc_close(std::uint64_t base, int device) {
   d.check(d.cuIpcCloseMemHandle(base), "cuIpcCloseMemHandle");
 }
 
-void arrive(std::uint64_t worker_pad, std::uint64_t own_pad, std::uintptr_t abandoned, unsigned long long epoch,
-            int self, unsigned workers, double timeout, int device, std::uintptr_t stream) {
+void arrive(const std::vector<std::uint64_t>& pads, std::uintptr_t abandoned, unsigned long long epoch, int self,
+            unsigned workers, double timeout, int device, std::uintptr_t stream) {
+  if (self < 0 || self >= static_cast<int>(pads.size()) || pads.size() > static_cast<size_t>(kMaxGroupSize)) {
+    throw ValueError("arrive: rank " + std::to_string(self) + " of " + std::to_string(pads.size()) + " pads");
+  }
   Driver& d = Driver::get();
   unsigned long long timeout_ns = signals::timeout_ns(timeout);
   CUfunction f = arrive_function(device);
   DeviceScope scope;
   scope.use(device);
-  void* params[] = {&worker_pad, &own_pad, &abandoned, &epoch, &self, &workers, &timeout_ns};
+  signals::PadSet set{};
+  for (size_t r = 0; r < pads.size(); ++r) set.pad[r] = reinterpret_cast<signals::Pad*>(pads[r]);
+  std::uint64_t own = pads[self];
+  void* params[] = {&set, &own, &abandoned, &epoch, &self, &workers, &timeout_ns};
   d.check(d.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, reinterpret_cast<CUstream>(stream), params, nullptr),
           "cuLaunchKernel");
 }

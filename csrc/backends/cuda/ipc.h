@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace tp::cuda {
 
@@ -16,13 +17,13 @@ std::pair<std::string, std::uint64_t> ipc_export(std::uint64_t pointer, int devi
 std::uint64_t ipc_open(const std::string& handle, int device);
 void ipc_close(std::uint64_t base, int device);
 
-// On `stream` of `device`: publish rank `self` ready at `epoch` in the worker's pad, then hold
-// the stream until every worker in the `workers` bit mask says it is done with this epoch in
-// `own_pad` (this rank's), or this rank's host abandons the call (raises the flag in mapped host
-// memory at `abandoned` to `epoch`). The wait is a kernel, so it ends with a trap after `timeout`
-// seconds should nothing end it.
-void arrive(std::uint64_t worker_pad, std::uint64_t own_pad, std::uintptr_t abandoned, unsigned long long epoch,
-            int self, unsigned workers, double timeout, int device, std::uintptr_t stream);
+// On `stream` of `device`: publish rank `self` ready at `epoch` in the pad of every worker in the
+// `workers` bit mask (`pads`: every rank's), then hold the stream until every worker says it is
+// done with this epoch in pads[self], or this rank's host abandons the call (raises the flag in
+// mapped host memory at `abandoned` to `epoch`). The wait is a kernel, so it ends with a trap
+// after `timeout` seconds should nothing end it.
+void arrive(const std::vector<std::uint64_t>& pads, std::uintptr_t abandoned, unsigned long long epoch, int self,
+            unsigned workers, double timeout, int device, std::uintptr_t stream);
 
 // A failed call's way out, so that no GPU waits for it: raises `rank`'s ready (or done) flag on
 // the pad to `epoch` from a stream of this process's own, which nothing else holds up.

@@ -162,40 +162,50 @@ class CudaTreduceRunner : public Runner {
   CUstream stream_of(const RunArgs& args, int rank) const { return reinterpret_cast<CUstream>(args.streams[rank]); }
 
   // One launch per rank, in any order: the GPUs wait for each other through the pads (one, on
-  // the root's GPU, in one process). Ranks in other processes (args.signal_pads) launch their own.
+  // the root's GPU, in one process). Across processes (args.signal_pads) this process launches
+  // rank args.self_rank's part only; the others launch their own.
   // In one process a rank that is no worker needs no kernel where the host can order it more
   // cheaply (settle()): that saves its GPU a launch and the call a round trip between the GPUs.
   void run_signalled(const RunArgs& args) const {
     Driver& d = Driver::get();
     DeviceScope scope;
     const bool one_process = args.signal_pads.empty();
+    const int ranks = static_cast<int>(members_.size());
+    if (!one_process && (args.self_rank < 0 || args.self_rank >= ranks)) {
+      throw ValueError("self_rank: " + std::to_string(args.self_rank) + " is not one of the call's " +
+                       std::to_string(ranks) + " ranks");
+    }
+    const auto here = [&](int r) { return one_process || r == args.self_rank; };
     const unsigned long long epoch = one_process ? ++epoch_ : args.epoch;
     Pads pads{};
-    for (size_t r = 0; r < members_.size(); ++r) {
+    for (int r = 0; r < ranks; ++r) {
       pads[r] = reinterpret_cast<signals::Pad*>(one_process ? pad_->pointer() : args.signal_pads[r]);
     }
     const Settled settled = one_process ? settle(args, scope) : Settled{};
     for (int w : p_.workers) {
+      if (!here(w)) continue;
       const Member& m = members_[w];
       scope.use(m.device);
       launch(m, args, stream_of(args, w), epoch, pads, settled.ready);
       if (settled.by_events) d.check(d.cuEventRecord(m.done, stream_of(args, w)), "cuEventRecord");
     }
-    for (int r = 0; r < static_cast<int>(members_.size()) && one_process; ++r) {
+    for (int r = 0; r < ranks; ++r) {
       const Member& m = members_[r];
       const bool by_events = settled.by_events >> r & 1u, by_stream = (settled.ready >> r & 1u) && !by_events;
-      if (m.worker >= 0 || by_stream) continue;
+      if (!here(r) || m.worker >= 0 || by_stream) continue;
       scope.use(m.device);
       if (by_events) {
         for (int w : p_.workers) d.check(d.cuStreamWaitEvent(stream_of(args, r), members_[w].done, 0), "cuStreamWaitEvent");
         continue;
       }
-      signals::Pad* pad = pads[r];
-      const unsigned long long* abandoned = nullptr;  // one process: no host abandons a call
+      signals::PadSet set{};
+      std::copy(pads.begin(), pads.end(), set.pad);
+      const signals::Pad* own = pads[r];
+      const unsigned long long* abandoned = reinterpret_cast<const unsigned long long*>(args.abandoned);
       unsigned long long e = epoch, timeout = signals::timeout_ns(args.timeout_s);
       int self = r;
       unsigned workers = workers_mask_;
-      void* params[] = {&pad, &pad, &abandoned, &e, &self, &workers, &timeout};
+      void* params[] = {&set, &own, &abandoned, &e, &self, &workers, &timeout};
       d.check(d.cuLaunchKernel(m.arrive, 1, 1, 1, 1, 1, 1, 0, stream_of(args, r), params, nullptr), "cuLaunchKernel");
     }
   }

@@ -2,7 +2,8 @@
 // of the pieces, in the same order (reading the root and every other rank), and writes it
 // into the root's dst: the root's ingress is one tensor instead of N - 1, and every GPU's
 // links and SMs work. Preferred on GPUs for messages of 1 MiB and more; dispatch= forces it
-// anywhere (the CPU backend runs it too, shard by shard, for the same bits).
+// anywhere (the CPU backend runs it too, shard by shard, for the same bits). Across processes
+// every worker runs its own shard where the transport maps every rank's memory (CUDA IPC).
 #include <memory>
 
 #include "variants/comm/treduce_common.h"
@@ -31,9 +32,12 @@ std::string peer_access(const OpCall& call, const DispatchContext& ctx) {
   return missing_peer_access(call, ctx, non_root(call));
 }
 
-std::string one_process(const OpCall& call, const DispatchContext&) {
-  return call.text("processes", "").empty() ? ""
-                                            : "ranks in separate processes: only the root's process runs kernels";
+// Across processes a worker reads every rank's memory and writes the root's dst: CUDA IPC maps
+// them (each worker runs its shard), shared memory holds them (the root's process runs every
+// shard, as the cpu backend does in one process); NCCL only brings each rank's data to the root.
+std::string transport(const OpCall& call, const DispatchContext&) {
+  return call.text("processes", "") != "nccl" ? ""
+                                              : "the nccl transport brings every rank's data to the root: root_pull only";
 }
 
 std::string message_size(const OpCall& call, const DispatchContext& ctx) {
@@ -47,7 +51,7 @@ class ScatterGather : public Variant {
  public:
   ScatterGather()
       : Variant("scatter_gather", 20, {"treduce"},
-                {{"ranks", ranks}, {"one_process", one_process}, {"peer_access", peer_access}, {"message_size", message_size, true}}) {}
+                {{"ranks", ranks}, {"transport", transport}, {"peer_access", peer_access}, {"message_size", message_size, true}}) {}
 
   void plan(Plan& plan) const override { plan_treduce(plan, non_root(plan.call), "scatter_gather"); }
 };

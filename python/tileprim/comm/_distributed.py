@@ -3,7 +3,8 @@ share, and where its data is) in the rendezvous and reads every rank's: ranks wh
 differ (the root included) or failed their own checks all raise the same error, worked out from
 the same descriptions. Otherwise the root makes the checks that need the data (dst), says so (or
 the error every rank then raises), and runs the one-process treduce over every rank's data as
-its transport exposes it. So the fold order, the plan and the bits are the one-process ones.
+its transport exposes it; where the ranks work apart (scatter_gather over CUDA IPC) each rank
+runs its own part of that plan. So the fold order, the plan and the bits are the one-process ones.
 
 Transports (the communicator's): 'shm' (_shm.py), each rank's source copied into its own
 shared-memory buffer, which the root maps; 'cuda_ipc' (_ipc.py), the root maps each rank's GPU
@@ -27,6 +28,7 @@ from ._shm import ShmSources
 __all__ = ["distributed_treduce", "distributed_plan"]
 
 _FAILED = b"!"  # a description that is a rank's own error, not a call: then b"T" (a TypeError) or b"V", and its text
+_TOLD = "+"  # a verdict that accepts the call and tells the others what the root's transport told them
 
 
 _CHECKED: dict = {}  # (tensor key, options) -> a _Local already checked: a repeated call re-reads the pointer only
@@ -73,6 +75,8 @@ class _Local:
         if adapter is not None and self.tensor.device != comm.device:
             raise ValueError(f"x: is on GPU {self.tensor.device}, but this rank's communicator uses GPU {comm.device}")
         strides = f" strides={self.tensor.strides}" if comm.transport == "cuda_ipc" else ""
+        self.options = (op, tuple(tile), bool(pingpong), valid, accumulate, dispatch)
+        self.apart = None  # whether the ranks work apart on this call: the transport decides, once
         self.signature = (f"treduce(op={op!r}, {self.tensor.dtype} {tuple(self.tensor.shape)}{strides}, "
                           f"root={group.root}, tile={tuple(tile)}, pingpong={bool(pingpong)}, valid={valid!r}, "
                           f"accumulate={accumulate!r}, dispatch={dispatch!r})").encode()
@@ -121,10 +125,11 @@ def distributed_treduce(group: DistributedGroup, dst, op, tile, pingpong, valid,
     what = f"treduce (call {epoch}, rank {comm.rank})"
     sources = _transport(comm)
     local_error: Optional[BaseException] = None
-    local = None
+    local, apart = None, False
     try:
         local = _local(group, op, tile, pingpong, valid, accumulate, dispatch)
-        where = sources.offer(local.tensor, group.tensor) if comm.rank != root else b""
+        apart = sources.works_apart(local, root)
+        where = sources.offer(local.tensor, group.tensor) if comm.rank != root or apart else b""
         description = local.signature + b"\0" + where
     except (TypeError, ValueError) as e:
         local_error = e
@@ -132,20 +137,21 @@ def distributed_treduce(group: DistributedGroup, dst, op, tile, pingpong, valid,
     arrived = False
     try:
         rendezvous.post(epoch, description)
-        if comm.rank != root and local_error is None:
+        if comm.rank != root and local_error is None and not apart:
             try:
                 sources.arrive(root, epoch, local, timeout)
                 arrived = True
             except Exception as e:  # noqa: BLE001 - this rank's own failure, told to the others at the verdict
                 local_error = e
         try:
-            _agree(comm, rendezvous.descriptions(epoch, timeout, what), local_error)
+            descriptions = rendezvous.descriptions(epoch, timeout, what)
+            _agree(comm, descriptions, local_error)
         except BaseException:
             if arrived:
                 sources.cancel(root, epoch)
             raise
         if comm.rank != root:
-            _non_root(sources, rendezvous, root, epoch, local_error, local, timeout, what)
+            _non_root(sources, rendezvous, root, epoch, local_error, local, timeout, what, descriptions)
             return None
         return _root(comm, group, local, epoch, timeout, what,
                      dst, (op, tile, pingpong, valid, accumulate, comm.backend, dispatch, comm.transport))
@@ -165,21 +171,23 @@ def _agree(comm, descriptions: List[bytes], local_error) -> None:
     comm.state["agreed"] = descriptions
 
 
-def _non_root(sources, rendezvous, root: int, epoch: int, local_error, local, timeout: float, what: str) -> None:
-    """A non-root rank's side of a call every rank agreed on (it arrived): the root's verdict, the finish."""
+def _non_root(sources, rendezvous, root: int, epoch: int, local_error, local, timeout: float, what: str,
+              descriptions: List[bytes]) -> None:
+    """A non-root rank's side of a call every rank agreed on: the root's verdict, the finish."""
     try:
         # the root decides within `timeout`; hear its verdict a little longer than that
         verdict = rendezvous.verdict(root, epoch, timeout * 1.1 + 1, what)
     except CommError:
         sources.cancel(root, epoch)
         raise
-    if verdict:
+    if verdict and not verdict.startswith(_TOLD):
         sources.cancel(root, epoch)
         kind, text = verdict.split("\0", 1)
         raise _VERDICTS[kind](text)
     if local_error is not None:  # its arrive failed, yet "ready" was said: the root's run went on
         raise local_error
-    sources.finish_non_root(root, epoch, local, timeout, what)
+    sources.finish_non_root(root, epoch, local, timeout, what, [d.split(b"\0", 1)[1] for d in descriptions],
+                            verdict[len(_TOLD):])
 
 
 _VERDICTS = {"ValueError": ValueError, "TypeError": CallTypeError, "DispatchError": DispatchError,
@@ -209,7 +217,7 @@ def _root(comm, group, local, epoch, timeout, what, dst, call):
     try:
         prepare = last[1] if repeated else sources.bind(group, [d.split(b"\0", 1)[1] for d in descriptions],
                                                          local, dst, call)
-        go = prepare(group.tensor, dst, timeout)
+        go, told = prepare(group.tensor, dst, timeout)
     except Exception as e:  # the others hear it too, whatever it was, instead of waiting for a run
         kind = _verdict_of(e)
         why = str(e) if isinstance(e, (TypeError, ValueError)) else f"{type(e).__name__}: {e}"
@@ -218,7 +226,7 @@ def _root(comm, group, local, epoch, timeout, what, dst, call):
         raise _VERDICTS[kind](text) from e
     if not repeated:
         comm.state["last_call"] = (again, prepare) if again is not None else None
-    rendezvous.judge(epoch, "")
+    rendezvous.judge(epoch, _TOLD + told if told else "")
     try:
         return go(epoch)
     except BaseException:

@@ -11,7 +11,12 @@ wait (cancel: this rank's host abandons it, raising a flag in pinned host memory
 no driver call, which another thread's synchronous copy could hold up). A rank whose process
 exits while the others' GPUs may wait on it is seen by the watchdog (_watchdog.py), which
 abandons this rank's calls so far: its kernels stop waiting and touch no other rank's memory
-again (the results of calls in flight are undefined)."""
+again (the results of calls in flight are undefined).
+
+scatter_gather (3+ ranks, large messages) works apart: every rank offers its source, the root
+tells the others where its dst lies with its verdict, and each non-root rank maps every rank's
+memory and runs its shard on its own GPU; the root's `arrive` kernel says "ready" to every worker
+and holds its stream until every worker is done."""
 from __future__ import annotations
 
 import functools
@@ -21,7 +26,8 @@ from typing import Dict, List
 
 from .. import _C
 from ._group import ParallelGroup
-from ._one_process import RankTensor, bound_call
+from ._errors import CommError
+from ._one_process import RankTensor, bound_call, laid_out_core
 from ._transport import Transport
 from ._watchdog import Watchdog, exited_ranks
 
@@ -55,26 +61,72 @@ class IpcSources(Transport):
         handle, offset = _C.cuda.ipc_export(t.pointer, self.device)
         return handle + struct.pack("<Q", offset)
 
+    def works_apart(self, local, root: int) -> bool:
+        """scatter_gather: each non-root rank reduces its shard on its own GPU (decided once per
+        checked call, from the signature every rank shares, as the root's plan decides it)."""
+        if local.apart is None:
+            t = local.tensor
+            try:
+                core = laid_out_core(self.comm.world_size, root, t.dtype, tuple(t.shape), tuple(t.strides),
+                                     tuple(t.strides), self.device, *local.options, self.comm.transport)
+                local.apart = core.plan.variant == "scatter_gather"
+            except (TypeError, ValueError):  # the root's plan fails too: its verdict says why
+                local.apart = False
+        return local.apart
+
     def arrive(self, root: int, epoch: int, local, timeout: float) -> None:
         """"Ready" on this rank's stream, which then waits for the root's "done" (the host does not).
         Should the launch fail, "ready" is said from the host, so the root's kernel does not wait."""
         rank, scale, slack = self.comm.rank, *ARRIVE_WAIT
         try:
-            _C.cuda.arrive(self.pads[root], self.own_pad.ptr, self.abandoned.ptr, epoch, rank, 1 << root,
-                           scale * timeout + slack, self.device, local.tensor.adapter.stream(self.device))
+            _C.cuda.arrive(self.pads, self.abandoned.ptr, epoch, rank, 1 << root, scale * timeout + slack,
+                           self.device, local.tensor.adapter.stream(self.device))
         except BaseException:
             self._raise_flag(self.pads[root], rank, epoch, done=False)
             raise
 
     def cancel(self, root: int, epoch: int) -> None:
-        """A non-root abandons the call; the root (whose run failed after its verdict) says "done"
-        in every other rank's pad."""
+        """A non-root abandons the call; the root (whose run failed after its verdict) says "ready"
+        and "done" in every other rank's pad, for whichever the others' kernels wait."""
         if self.comm.rank != root:
             _C.raise_flag(self.abandoned.ptr, epoch)
             return
+        self._free_the_others(root, epoch)
+
+    def _free_the_others(self, rank: int, epoch: int) -> None:
         for r, pad in enumerate(self.pads):
-            if r != root:
-                self._raise_flag(pad, root, epoch, done=True)
+            if r != rank:
+                self._raise_flag(pad, rank, epoch, done=False)
+                self._raise_flag(pad, rank, epoch, done=True)
+
+    def finish_non_root(self, root: int, epoch: int, local, timeout: float, what: str, wheres: List[bytes],
+                        told: str) -> None:
+        """A rank that works apart runs its shard now that the root said where dst lies. Should
+        that fail, it says "ready" and "done" from the host, so no GPU waits for it (its shard of
+        dst is then not written), and raises."""
+        apart = self.works_apart(local, root)
+        if not told:
+            if apart:  # the root's plan is root_pull after all: this rank arrives now
+                self.arrive(root, epoch, local, timeout)
+            return
+        if not apart:
+            self.cancel(root, epoch)
+            raise CommError(f"{what}: the root runs scatter_gather, which this rank's plan of the same call "
+                            f"did not choose (GPUs of different kinds?)")
+        rank, t = self.comm.rank, local.tensor
+        try:
+            where, strides = told.split(":", 1)
+            dst_at = self._map(bytes.fromhex(where))
+            core = laid_out_core(len(wheres), root, t.dtype, tuple(t.shape), tuple(t.strides),
+                                 tuple(int(s) for s in strides.split(",") if s), self.device, *local.options,
+                                 self.comm.transport)
+            at = [t.pointer if r == rank else self._map(w) for r, w in enumerate(wheres)]
+            stream = t.adapter.stream(self.device)
+            core.run_collective(at, [self.device] * len(at), dst_at, self.device, [stream] * len(at), self.pads,
+                                epoch, timeout, self.abandoned.ptr, rank)
+        except BaseException:
+            self._free_the_others(rank, epoch)
+            raise
 
     def _raise_flag(self, pad: int, rank: int, epoch: int, done: bool) -> None:
         try:
@@ -83,10 +135,15 @@ class IpcSources(Transport):
             pass
 
     def bind(self, group, wheres: List[bytes], local, dst, call):
-        """The root's run of this call: its kernel over every rank's mapped memory, ordered by its pad."""
+        """The root's run of this call, ordered by the pads: root_pull, its kernel over every
+        rank's mapped memory; scatter_gather, its wait for the others' shards, once it told them
+        where dst lies (its allocation's handle and offset, and its strides)."""
         root, x = group.root, group.tensor
         bound = bound_call(ParallelGroup([x] * len(wheres), root), dst, *call)  # x shows every rank's layout
-        pointers = [0 if r == root else self._map(where) for r, where in enumerate(wheres)]
+        apart = bound.plan.variant == "scatter_gather"
+        if apart != self.works_apart(local, root):
+            raise CommError("the root's plan with this dst differs from the plan every rank made of the call")
+        pointers = [0 if r == root or apart else self._map(where) for r, where in enumerate(wheres)]
         adapter, pads, ranks, abandoned = local.tensor.adapter, self.pads, len(wheres), self.abandoned.ptr
 
         def prepare(x, dst, timeout: float):
@@ -96,8 +153,14 @@ class IpcSources(Transport):
             tensors[root] = x
             dst = bound.checked_dst(at, tensors, dst)
             streams = [adapter.stream(self.device)] * ranks
-            return lambda epoch: bound.launch(at, dst, streams, pads, epoch, timeout, abandoned)
+            told = self._where_dst(RankTensor(dst, "dst", adapter)) if apart else ""
+            return (lambda epoch: bound.launch(at, dst, streams, pads, epoch, timeout, abandoned, root)), told
         return prepare
+
+    def _where_dst(self, dst: RankTensor) -> str:
+        """dst as a rank that works apart maps it: 'where:strides' (where: hex of handle and offset)."""
+        where = self.offer(dst, None).hex()
+        return where + ":" + ",".join(map(str, dst.strides))
 
     def _map(self, where: bytes) -> int:
         if not where:

@@ -55,7 +55,7 @@ class NcclSources(Transport):
             self.pending = (t.adapter, t.adapter.contiguous(x), nbytes)
         return b""
 
-    def finish_non_root(self, root: int, epoch: int, local, timeout: float, what: str) -> None:
+    def finish_non_root(self, root: int, epoch: int, local, timeout: float, what: str, wheres, told: str) -> None:
         """Sends the packed source on this rank's stream (it may be reused in that stream's order)."""
         if self.pending is None:
             return
@@ -79,7 +79,7 @@ class NcclSources(Transport):
             at, tensors = [0] * len(wheres), [None] * len(wheres)  # the others' data is not here yet
             at[root], tensors[root] = adapter.pointer(x), x
             out = bound.checked_dst(at, tensors, dst)
-            return lambda epoch: out if n == 0 else receive_and_fold(x, out, timeout)
+            return (lambda epoch: out if n == 0 else receive_and_fold(x, out, timeout)), ""
 
         def receive_and_fold(x, out, timeout: float):
             source = adapter.contiguous(x)

@@ -18,7 +18,7 @@ from .._plan import Plan
 from ._communicator import DEFAULT_TIMEOUT
 from ._group import ParallelGroup
 
-__all__ = ["bound_call", "contiguous_core", "check_options", "options_keyable", "RankTensor", "DTYPES"]
+__all__ = ["bound_call", "contiguous_core", "laid_out_core", "check_options", "options_keyable", "RankTensor", "DTYPES"]
 
 DTYPES = ("float32", "float16", "bfloat16", "int32")
 _MEMO: Dict[tuple, "_Bound"] = {}
@@ -162,15 +162,24 @@ def _prepare(ranks, dst, root: int, backend: str, devices, op, rows, cols, pingp
 
 
 @functools.lru_cache(maxsize=256)
+def laid_out_core(world_size: int, root: int, dtype: str, shape: tuple, strides: tuple, dst_strides: tuple,
+                  device: int, op, tile, pingpong, valid, accumulate, dispatch, processes: str):
+    """The bound plan (C++ core) of a treduce of `world_size` ranks whose tensors are laid out alike
+    (shape, element strides) on `device`, into a dst of that shape with `dst_strides`: for a rank
+    that runs on pointers only, where there are no arrays to check (the root checked the call)."""
+    rows, cols = check_options(op, tile, pingpong, valid, accumulate, dispatch)
+    refs = [_C.TileRef(f"tensors[{r}]", dtype, list(shape), "global", None, device, list(strides))
+            for r in range(world_size)]
+    return _prepare(refs, _C.TileRef("dst", dtype, list(shape), "global", None, device, list(dst_strides)), root,
+                    "cuda", [device] * world_size, op, rows, cols, pingpong, valid, accumulate, dispatch, processes)
+
+
 def contiguous_core(world_size: int, root: int, n: int, dtype: str, device: int, op, tile, pingpong, accumulate,
                     processes: str):
-    """The bound plan (C++ core) of a treduce of `world_size` ranks whose tensors and dst are all n
-    contiguous elements on `device`: for a transport that stages the ranks' data itself, where
-    there are no arrays to check, only its buffers' pointers to run on."""
-    rows, cols = check_options(op, tile, pingpong, "dynamic", accumulate, None)
-    refs = [_C.TileRef(f"tensors[{r}]", dtype, [n], "global", None, device, [1]) for r in range(world_size)]
-    return _prepare(refs, _C.TileRef("dst", dtype, [n], "global", None, device, [1]), root, "cuda",
-                    [device] * world_size, op, rows, cols, pingpong, "dynamic", accumulate, None, processes)
+    """The bound plan of a treduce whose tensors and dst are all n contiguous elements: for a
+    transport that stages the ranks' data itself, where there are only its buffers' pointers."""
+    return laid_out_core(world_size, root, dtype, (n,), (1,), (1,), device, op, tuple(tile), pingpong, "dynamic",
+                         accumulate, None, processes)
 
 
 class _Bound:
@@ -211,13 +220,13 @@ class _Bound:
         return dst
 
     def launch(self, pointers: List[int], dst, streams: List[int], signal_pads: List[int] = (), epoch: int = 0,
-               timeout: float = DEFAULT_TIMEOUT, abandoned: int = 0):
+               timeout: float = DEFAULT_TIMEOUT, abandoned: int = 0, self_rank: int = -1):
         """Runs on every rank's data at `pointers` into a checked dst; returns dst. With every
-        rank's signal pad (ranks in other processes), as call `epoch`, which this process gives
-        up on by raising its host flag at `abandoned`; a GPU waiting longer than `timeout` for
-        another rank's stream traps."""
+        rank's signal pad (ranks in other processes), rank `self_rank`'s part as call `epoch`,
+        which this process gives up on by raising its host flag at `abandoned`; a GPU waiting
+        longer than `timeout` for another rank's stream traps."""
         self.core.run_collective(pointers, self.devices, self.pointer(dst), self.dst_device, streams, signal_pads,
-                                 epoch, timeout, abandoned)
+                                 epoch, timeout, abandoned, self_rank)
         return dst
 
     def _check_overlap(self, tensors, dst, r: int) -> None:

@@ -56,7 +56,7 @@ class ShmSources(Transport):
             pointers = [array_pointer(t) for t in now]
             dst = bound.checked_dst(pointers, now, dst)
             # `held` keeps the root's packed copy (pointers[root]) alive until the run
-            return lambda epoch, held=now: bound.launch(pointers, dst, bound.no_streams)
+            return (lambda epoch, held=now: bound.launch(pointers, dst, bound.no_streams)), ""
         return prepare
 
     def _source(self, rank: int, where: bytes, shape, dtype: str) -> np.ndarray:
@@ -70,7 +70,7 @@ class ShmSources(Transport):
             have = self.mapped[rank] = (generation, SharedFile(f"tileprim-{self.comm.job}-{rank}-{generation}"))
         return np.ndarray(shape, numpy_dtype(dtype), buffer=have[1].map)
 
-    def finish_non_root(self, root: int, epoch: int, local, timeout: float, what: str) -> None:
+    def finish_non_root(self, root: int, epoch: int, local, timeout: float, what: str, wheres, told: str) -> None:
         """A non-root rank's end of the call: the root is done with its buffer."""
         self.comm.rendezvous.released(root, epoch, timeout, what)
 

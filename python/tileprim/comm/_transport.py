@@ -11,8 +11,15 @@ class Transport:
     """One rank's end of a transport, made at the communicator's first call (collectively)."""
 
     def offer(self, t, x) -> bytes:
-        """Where this rank's source lies, for the root (posted with the call's signature)."""
+        """Where this rank's source lies, for the root (posted with the call's signature); or, in a
+        call whose ranks work apart, for every rank."""
         raise NotImplementedError
+
+    def works_apart(self, local, root: int) -> bool:
+        """Whether every rank runs its own share of this call (scatter_gather where the transport
+        maps every rank's memory): then the root offers its source too, and the others start
+        once they hear the root's verdict, which tells them where dst lies."""
+        return False
 
     def arrive(self, root: int, epoch: int, local, timeout: float) -> None:
         """A non-root rank whose own checks passed, right after posting and before the root's
@@ -23,14 +30,17 @@ class Transport:
     def cancel(self, root: int, epoch: int) -> None:
         """The call failed after arrive() (an error verdict, a timeout, the root's own failure)."""
 
-    def finish_non_root(self, root: int, epoch: int, local, timeout: float, what: str) -> None:
-        """A non-root rank's end of an accepted call."""
+    def finish_non_root(self, root: int, epoch: int, local, timeout: float, what: str, wheres: List[bytes],
+                        told: str) -> None:
+        """A non-root rank's end of an accepted call whose ranks lie at `wheres`; `told`: what the
+        root's prepare told the others with its verdict."""
 
     def bind(self, group, wheres: List[bytes], local, dst, call) -> Callable:
         """The root's run of a call whose ranks lie at `wheres`, in two steps:
         prepare(x, dst, timeout) makes the checks that depend on this call's root tensor x and
-        dst (before the verdict, so every rank hears of a failure) and returns go(epoch), which
-        runs the call (given `timeout` seconds) and returns its result. A repeated call whose ranks post the same
+        dst (before the verdict, so every rank hears of a failure) and returns (go, told):
+        go(epoch) runs the call (given `timeout` seconds) and returns its result; told is a text
+        the others hear with the verdict ('' for none). A repeated call whose ranks post the same
         descriptions reuses prepare, so it keeps nothing that may change between calls of one
         signature (the root's tensor object, dst, their pointers)."""
         raise NotImplementedError

@@ -5,9 +5,9 @@
 #include "signals.cuh"
 
 #if TP_ON_DEVICE
-extern "C" __global__ void tp_arrive(tp::signals::Pad* worker_pad, const tp::signals::Pad* own,
+extern "C" __global__ void tp_arrive(const tp::signals::PadSet pads, const tp::signals::Pad* own,
                                      const unsigned long long* abandoned, unsigned long long epoch, int self,
                                      unsigned workers, unsigned long long timeout_ns) {
-  tp::signals::arrive_and_wait(worker_pad, own, abandoned, epoch, self, workers, timeout_ns);
+  tp::signals::arrive_and_wait(pads, own, abandoned, epoch, self, workers, timeout_ns);
 }
 #endif

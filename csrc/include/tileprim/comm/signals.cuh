@@ -24,6 +24,11 @@ struct Pad {
   unsigned long long done[kMaxGroupSize];   // the last epoch at which worker w finished its share
 };
 
+// Every rank's pad as one kernel parameter (in one process, every entry is the one pad).
+struct PadSet {
+  Pad* pad[kMaxGroupSize];
+};
+
 // A wait's limit as the kernels take it (seconds from the host; far beyond any run: ~31 years).
 inline unsigned long long timeout_ns(double seconds) {
   return static_cast<unsigned long long>((seconds < 1e9 ? seconds : 1e9) * 1e9);
@@ -32,11 +37,6 @@ inline unsigned long long timeout_ns(double seconds) {
 #if TP_ON_DEVICE
 __device__ __forceinline__ void raise_to(unsigned long long* flag, unsigned long long epoch) {
   asm volatile("red.release.sys.global.max.u64 [%0], %1;" ::"l"(flag), "l"(epoch) : "memory");
-}
-
-__device__ __forceinline__ void publish(unsigned long long* flag, unsigned long long epoch) {
-  __threadfence_system();  // everything this thread saw or wrote before is visible first
-  raise_to(flag, epoch);
 }
 
 __device__ __forceinline__ unsigned long long observe(const unsigned long long* flag) {
@@ -74,12 +74,15 @@ __device__ __forceinline__ bool await(const unsigned long long* flag, unsigned l
   return true;
 }
 
-// A rank that runs no share of the work: it is ready now (in the worker's pad), and its stream
+// A rank that runs no share of the work: it is ready now (in every worker's pad), and its stream
 // goes on once every worker is done with its data (as its own pad says).
-__device__ __forceinline__ void arrive_and_wait(Pad* worker_pad, const Pad* own, const unsigned long long* abandoned,
+__device__ __forceinline__ void arrive_and_wait(const PadSet& pads, const Pad* own, const unsigned long long* abandoned,
                                                 unsigned long long epoch, int self, unsigned workers,
                                                 unsigned long long timeout_ns) {
-  publish(&worker_pad->ready[self], epoch);
+  __threadfence_system();  // everything this rank's stream wrote before is visible first
+  for (int w = 0; w < kMaxGroupSize; ++w) {
+    if (workers >> w & 1u) raise_to(&pads.pad[w]->ready[self], epoch);
+  }
   for (int w = 0; w < kMaxGroupSize; ++w) {
     if ((workers >> w & 1u) && !await(&own->done[w], epoch, abandoned, timeout_ns)) return;
   }
