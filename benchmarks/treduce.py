@@ -6,9 +6,10 @@ For each GPU count and size (bytes per rank, float32, 4 KiB ... 1 GiB), root 0:
   - NCCL: torch.distributed.reduce to rank 0, one process per GPU, NVLink multicast off;
   - peer copy: dst.copy_(src) from cuda:1 to cuda:0, the link's ceiling;
   - with --distributed, "processes": tileprim with one process per GPU (tp.comm.init over the
-    torch.distributed group; CUDA IPC, or --transport nccl), every rank calling treduce, timed on
-    the root like NCCL; with --verify, its result at the root equal bit for bit to the CPU
-    backend's. --network forces NCCL onto its network transport (NCCL_P2P_DISABLE=1
+    torch.distributed group; CUDA IPC, or --transport nccl), every rank calling treduce (the
+    variant dispatch picks: from 3 ranks and 1 MiB, scatter_gather, each rank's shard on its own
+    GPU; JSON "variant"), timed on the root like NCCL; with --verify, its result at the root equal
+    bit for bit to the CPU backend's. --network forces NCCL onto its network transport (NCCL_P2P_DISABLE=1
     NCCL_SHM_DISABLE=1: sockets between the processes of one host, the stand-in for two hosts)
     for torch's NCCL and tileprim's alike, and runs only those two series.
 A point: warm-up, then batches of back-to-back calls between two CUDA events on the root's current
@@ -223,8 +224,9 @@ def distributed_process(rank, path, ngpus, sizes, port, tile, pingpong, verify, 
             x = torch.randn(shape, device=f"cuda:{rank}")
             dst = torch.empty(shape, device="cuda:0") if rank == 0 else None
             group = tp.comm.ParallelGroup.distributed(x, root=0, comm=comm)
-            return timed(torch, lambda: tp.comm.treduce(group, dst, tile=tile, pingpong=pingpong), nbytes, rank,
-                         [rank], before_batch=barrier)
+            variant = tp.plan(tp.comm.treduce, group, dst, tile=tile, pingpong=pingpong).variant
+            return dict(timed(torch, lambda: tp.comm.treduce(group, dst, tile=tile, pingpong=pingpong), nbytes,
+                              rank, [rank], before_batch=barrier), variant=variant)
         guarded(records, path if rank == 0 else None, {"series": "processes", "gpus": ngpus, "bytes": nbytes},
                 measure)
     for nbytes in VERIFY_SIZES if verify else []:
