@@ -180,6 +180,27 @@ def test_under_torchrun_the_ranks_meet_through_its_process_group(transport, tmp_
                       transport)
 
 
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(2)
+def test_a_cuda_ipc_rank_whose_share_fails_raises_and_holds_up_no_gpu(tmp_path):
+    """Rank 2 cannot run its shard of a scatter_gather call: it raises, says "ready" and "done"
+    for itself from the host, so the root's and rank 1's GPUs go on at once (no trap at the
+    timeout), and the next call gives the CPU bits."""
+    pytest.importorskip("torch")
+    base = {"shape": [520, 640], "dtype": "float32", "op": "sum", "root": 0, "timeout": 20,
+            "variant": "scatter_gather"}
+    cases = [{**base, "seed": 1}, {**base, "seed": 2, "role": {"2": "share-fails"}}, {**base, "seed": 3}]
+    started = time.monotonic()
+    records = launch(cases, 3, tmp_path, transport="cuda_ipc", deadline=90)
+    assert time.monotonic() - started < 60, "no GPU waited for its timeout"
+    assert records[2][1].startswith("error RuntimeError: injected"), records[2]
+    assert [records[0][1], records[1][1]] == ["dst", "none"], records
+    for i in (0, 2):
+        assert [records[r][i] for r in range(3)] == ["dst", "none", "none"], records
+        expected = one_process(cases[i], 3)
+        assert bits_equal(saved_result(tmp_path, i, cases[i], expected.shape), expected)
+
+
 def check_gpu_records(cases, world_size, records, tmp_path, transport: str) -> None:
     for r, record in enumerate(records):
         assert isinstance(record, list) and len(record) == len(cases), f"rank {r}: {record}"

@@ -111,6 +111,10 @@ def gpu_of(rank: int) -> int:
     return rank % torch.cuda.device_count()
 
 
+def _injected_failure(*args):
+    raise RuntimeError("injected: this rank could not map the others' memory")
+
+
 def run_rank(cases, comm, out_dir: str) -> None:
     rank, world_size, backend = comm.rank, comm.world_size, comm.backend
     record = []
@@ -130,6 +134,8 @@ def run_rank(cases, comm, out_dir: str) -> None:
         if "killed-after-verdict" in roles:
             comm.rendezvous.judge = lambda *args, judge=comm.rendezvous.judge: (judge(*args),
                                                                                 os.kill(os.getpid(), signal.SIGKILL))
+        if "share-fails" in roles:  # a rank that works apart fails once the root told it where dst lies
+            comm.state["sources"]._map = _injected_failure
         root = next((int(role[5:]) for role in roles if role.startswith("root-")), case["root"])  # its own idea
         x_buffer, x = case_buffers(case, world_size)[rank]
         buffer, dst = case_dst(case) if rank == root else (None, None)
@@ -152,6 +158,9 @@ def run_rank(cases, comm, out_dir: str) -> None:
         except Exception as e:  # recorded for the test to judge
             record.append(f"error {type(e).__name__}: {e}")
             continue
+        finally:
+            if "share-fails" in roles:
+                del comm.state["sources"]._map
         if planned != case.get("variant"):
             record.append(f"planned {planned}")
             continue
