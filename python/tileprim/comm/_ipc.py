@@ -109,8 +109,9 @@ class IpcSources(Transport):
             if apart:  # the root's plan is root_pull after all: this rank arrives now
                 self.arrive(root, epoch, local, timeout)
             return
-        if not apart:
+        if not apart:  # its arrive kernel waits for a root that runs no share; the workers wait for its share
             self.cancel(root, epoch)
+            self._free_the_others(self.comm.rank, epoch)
             raise CommError(f"{what}: the root runs scatter_gather, which this rank's plan of the same call "
                             f"did not choose (GPUs of different kinds?)")
         rank, t = self.comm.rank, local.tensor
