@@ -12,7 +12,7 @@
 #include "backends/cuda/treduce_executor.h"
 
 #include <algorithm>
-#include <array>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -177,9 +177,9 @@ class CudaTreduceRunner : public Runner {
     }
     const auto here = [&](int r) { return one_process || r == args.self_rank; };
     const unsigned long long epoch = one_process ? ++epoch_ : args.epoch;
-    Pads pads{};
+    signals::PadSet pads{};  // rank r's pad
     for (int r = 0; r < ranks; ++r) {
-      pads[r] = reinterpret_cast<signals::Pad*>(one_process ? pad_->pointer() : args.signal_pads[r]);
+      pads.pad[r] = reinterpret_cast<signals::Pad*>(one_process ? pad_->pointer() : args.signal_pads[r]);
     }
     const Settled settled = one_process ? settle(args, scope) : Settled{};
     for (int w : p_.workers) {
@@ -198,14 +198,12 @@ class CudaTreduceRunner : public Runner {
         for (int w : p_.workers) d.check(d.cuStreamWaitEvent(stream_of(args, r), members_[w].done, 0), "cuStreamWaitEvent");
         continue;
       }
-      signals::PadSet set{};
-      std::copy(pads.begin(), pads.end(), set.pad);
-      const signals::Pad* own = pads[r];
+      const signals::Pad* own = pads.pad[r];
       const unsigned long long* abandoned = reinterpret_cast<const unsigned long long*>(args.abandoned);
       unsigned long long e = epoch, timeout = signals::timeout_ns(args.timeout_s);
       int self = r;
       unsigned workers = workers_mask_;
-      void* params[] = {&set, &own, &abandoned, &e, &self, &workers, &timeout};
+      void* params[] = {&pads, &own, &abandoned, &e, &self, &workers, &timeout};
       d.check(d.cuLaunchKernel(m.arrive, 1, 1, 1, 1, 1, 1, 0, stream_of(args, r), params, nullptr), "cuLaunchKernel");
     }
   }
@@ -293,8 +291,6 @@ class CudaTreduceRunner : public Runner {
     return std::any_of(p_.workers.begin(), p_.workers.end(), [&](int w) { return w != rank; });
   }
 
-  using Pads = std::array<signals::Pad*, kMaxGroupSize>;  // rank r's pad, or none: host-ordered
-
   // Small pieces are folded several at a time by a CTA, as long as every CTA still gets a step.
   int pieces_per_step(long long pieces, int ctas) const {
     const treduce::Geometry& g = p_.geometry;
@@ -305,8 +301,8 @@ class CudaTreduceRunner : public Runner {
     return static_cast<int>(k);
   }
 
-  void launch(const Member& m, const RunArgs& args, CUstream stream, unsigned long long epoch, const Pads& pads,
-              unsigned ready = 0) const {
+  void launch(const Member& m, const RunArgs& args, CUstream stream, unsigned long long epoch,
+              const signals::PadSet& pads, unsigned ready = 0) const {
     Driver& d = Driver::get();
     treduce::Launch a{};
     bool aligned = p_.geometry.src[4] == 1 && p_.geometry.dst[4] == 1;
@@ -329,9 +325,9 @@ class CudaTreduceRunner : public Runner {
     a.vectors = aligned && args.output.data % 16 == 0;
     a.piece_begin = p_.shards[m.worker].first;
     a.piece_end = p_.shards[m.worker].second;
-    const bool signalled = pads[0] != nullptr;
+    const bool signalled = pads.pad[0] != nullptr;  // no pads: the host orders the call
     if (signalled) {
-      std::copy(pads.begin(), pads.end(), a.pads);
+      std::copy(std::begin(pads.pad), std::end(pads.pad), a.pads);
       a.timeout_ns = signals::timeout_ns(args.timeout_s);
       a.abandoned = reinterpret_cast<const unsigned long long*>(args.abandoned);
       a.arrivals = reinterpret_cast<unsigned*>(m.arrivals->pointer());

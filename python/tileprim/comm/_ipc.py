@@ -65,14 +65,17 @@ class IpcSources(Transport):
         """scatter_gather: each non-root rank reduces its shard on its own GPU (decided once per
         checked call, from the signature every rank shares, as the root's plan decides it)."""
         if local.apart is None:
-            t = local.tensor
             try:
-                core = laid_out_core(self.comm.world_size, root, t.dtype, tuple(t.shape), tuple(t.strides),
-                                     tuple(t.strides), self.device, *local.options, self.comm.transport)
-                local.apart = core.plan.variant == "scatter_gather"
+                local.apart = self._share(local, root, local.tensor.strides).plan.variant == "scatter_gather"
             except (TypeError, ValueError):  # the root's plan fails too: its verdict says why
                 local.apart = False
         return local.apart
+
+    def _share(self, local, root: int, dst_strides):
+        """The bound plan a rank runs on pointers: every rank laid out as this one, dst with `dst_strides`."""
+        t = local.tensor
+        return laid_out_core(self.comm.world_size, root, t.dtype, tuple(t.shape), tuple(t.strides),
+                             tuple(dst_strides), self.device, *local.options, self.comm.transport)
 
     def arrive(self, root: int, epoch: int, local, timeout: float) -> None:
         """"Ready" on this rank's stream, which then waits for the root's "done" (the host does not).
@@ -118,9 +121,7 @@ class IpcSources(Transport):
         try:
             where, strides = told.split(":", 1)
             dst_at = self._map(bytes.fromhex(where))
-            core = laid_out_core(len(wheres), root, t.dtype, tuple(t.shape), tuple(t.strides),
-                                 tuple(int(s) for s in strides.split(",") if s), self.device, *local.options,
-                                 self.comm.transport)
+            core = self._share(local, root, [int(s) for s in strides.split(",") if s])
             at = [t.pointer if r == rank else self._map(w) for r, w in enumerate(wheres)]
             stream = t.adapter.stream(self.device)
             core.run_collective(at, [self.device] * len(at), dst_at, self.device, [stream] * len(at), self.pads,
