@@ -49,7 +49,8 @@ if want sanitize; then
   if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then  # treduce on 2 GPUs: one process, and each rank its own under the tool
     for tool in memcheck racecheck synccheck; do
       step "sanitizer_treduce_$tool" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
-        python3 -m pytest tests/test_treduce_gpu.py -q -p no:cacheprovider -x -k "2gpus and small and float32 or sharing"
+        python3 -m pytest tests/test_treduce_gpu.py tests/test_treduce_repeated_gpu.py -q -p no:cacheprovider -x \
+          -k "2gpus and small and float32 or sharing or repeat"
       TILEPRIM_RANK_WRAPPER="compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 20" \
         step "sanitizer_treduce_processes_$tool" python3 -m pytest tests/test_treduce_processes.py -q -p no:cacheprovider \
         -rfE -k "(gpu_transports or disagree or work_apart) and cuda_ipc"

@@ -57,3 +57,11 @@ def test_scopes_are_one_object_per_kind_and_size():
     assert pickle.loads(pickle.dumps(tp.cta(64))) is tp.cta(64)
     assert copy.deepcopy(tp.warp) is tp.warp and copy.copy(tp.thread) is tp.thread
     assert len({tp.cta(32), tp.cta(32), tp.warp}) == 2
+
+
+def test_repeated_collectives_read_only_types_with_a_dlpack_exchange_table():
+    """NumPy publishes no DLPack C exchange table: its repeated treduce calls stay on the memo path."""
+    with pytest.raises(ValueError, match="numpy.ndarray publishes no DLPack C exchange table"):
+        tp._C.RepeatedCollective(np.ndarray)
+    with pytest.raises(TypeError, match="array_type: expected a type"):
+        tp._C.RepeatedCollective(np.zeros(3))

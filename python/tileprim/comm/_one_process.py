@@ -18,11 +18,18 @@ from .._plan import Plan
 from ._communicator import DEFAULT_TIMEOUT
 from ._group import ParallelGroup
 
-__all__ = ["bound_call", "contiguous_core", "laid_out_core", "check_options", "options_keyable", "RankTensor", "DTYPES"]
+__all__ = ["run_call", "bound_call", "contiguous_core", "laid_out_core", "check_options", "options_keyable",
+           "RankTensor", "DTYPES"]
 
 DTYPES = ("float32", "float16", "bfloat16", "int32")
 _MEMO: Dict[tuple, "_Bound"] = {}
 _MEMO_LIMIT = 1024
+# Per options and array type: its repeated calls in C++ (_C.RepeatedCollective), or False for a
+# type that publishes no DLPack C exchange table (its calls stay on the memo path).
+_REPEATS: Dict[tuple, object] = {}
+_REPEATS_LIMIT = 256
+
+
 class RankTensor:
     """One tensor as treduce reads it: where it lies, and how."""
 
@@ -260,3 +267,37 @@ def bound_call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispa
                 _MEMO.clear()
             _MEMO[key] = bound
     return bound
+
+
+def run_call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch):
+    """Runs the call. A repeated call on device arrays into a given dst is read, matched and
+    launched in C++ where the arrays' type publishes DLPack's C exchange table; any other call is
+    checked (or found in the memo), run, and then remembered there."""
+    key = repeat = None
+    if dst is not None and options_keyable(tile, pingpong):
+        key = (op, *tile, pingpong, valid, accumulate, backend, dispatch, group.root, type(dst))
+        try:
+            repeat = _REPEATS.get(key)
+        except TypeError:  # an unhashable option: the checking path names it
+            key = None
+        if repeat:
+            out = repeat.run(group.tensors, dst)
+            if out is not None:
+                return out
+    bound = bound_call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch)
+    out = bound.run(group.tensors, dst)
+    if key is not None and bound.adapter is not None:
+        if repeat is None:
+            if len(_REPEATS) >= _REPEATS_LIMIT:
+                _REPEATS.clear()
+            repeat = _REPEATS[key] = _repeated_calls(type(dst))
+        if repeat:
+            repeat.remember(bound.core, group.tensors, out, group.root)
+    return out
+
+
+def _repeated_calls(array_type: type):
+    try:
+        return _C.RepeatedCollective(array_type)
+    except ValueError:  # no DLPack C exchange table
+        return False

@@ -9,7 +9,7 @@ from .._plan import Plan
 from ._communicator import check_call_timeout
 from ._distributed import distributed_plan, distributed_treduce
 from ._group import DistributedGroup, ParallelGroup
-from ._one_process import bound_call
+from ._one_process import bound_call, run_call
 
 __all__ = ["treduce"]
 
@@ -77,7 +77,7 @@ def treduce(group: ParallelGroup, dst=None, op: str = "sum", *, tile=(64, 256), 
                                    check_call_timeout(timeout, group.comm))
     if timeout is not None:
         check_call_timeout(timeout, None)
-    return bound_call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch).run(group.tensors, dst)
+    return run_call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch)
 
 
 def _plan(group: ParallelGroup, dst=None, op: str = "sum", *, tile=(64, 256), pingpong: bool = False,

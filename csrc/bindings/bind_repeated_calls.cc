@@ -1,0 +1,134 @@
+// tileprim._C.RepeatedCollective: a collective's repeated calls on device arrays, read, matched,
+// checked and launched in C++ (DESIGN.md §4: a repeated call is a lookup and a launch). Python
+// keeps one per set of options and array type; a call it cannot match returns None and takes
+// the checking path, which then remembers the call's signature here.
+#include <pybind11/pybind11.h>
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "bindings/bindings.h"
+#include "bindings/dlpack_exchange.h"
+#include "dispatch/plan_cache.h"
+#include "errors.h"
+
+namespace py = pybind11;
+
+namespace tp {
+
+namespace {
+
+class RepeatedCollective {
+ public:
+  explicit RepeatedCollective(const py::handle& array_type) : reader_(array_type) {}
+
+  // Remembers a call the checking path accepted: every rank's array and dst as they are read
+  // here, and the bound plan that ran them.
+  void remember(std::shared_ptr<BoundPlan> bound, const py::handle& ranks_list, const py::handle& dst, int root) {
+    if (!PyList_CheckExact(ranks_list.ptr())) return;
+    const auto tensors = py::reinterpret_borrow<py::list>(ranks_list);
+    Signature s;
+    s.bound = std::move(bound);
+    s.root = root;
+    s.ranks.resize(tensors.size());
+    for (size_t r = 0; r < tensors.size(); ++r) {
+      if (!reader_.read(PyList_GET_ITEM(tensors.ptr(), r), s.ranks[r])) return;
+    }
+    if (!reader_.read(dst.ptr(), s.dst) || s.dst.device.device_type != dlpack::kDLCUDA) return;
+    for (const ArrayView& v : s.ranks) {
+      if (v.device.device_type != dlpack::kDLCUDA) return;
+    }
+    s.dst_span = s.dst.span();
+    for (size_t r = 0; r < s.ranks.size(); ++r) s.spans.push_back(s.ranks[r].span());
+    if (signatures_.size() == kMaxSignatures) signatures_.pop_front();
+    signatures_.push_back(std::move(s));
+  }
+
+  // dst once the call has been launched on every rank's current stream; None when the arrays
+  // match no remembered signature or may overlap dst (the checking path then decides).
+  py::object run(const py::handle& ranks_list, const py::handle& dst) const {
+    if (!PyList_CheckExact(ranks_list.ptr())) return py::none();
+    const auto tensors = py::reinterpret_borrow<py::list>(ranks_list);
+    const size_t ranks = tensors.size();
+    if (ranks == 0 || ranks > kMaxRanks) return py::none();
+    ArrayView views[kMaxRanks], out;
+    for (size_t r = 0; r < ranks; ++r) {
+      if (!reader_.read(PyList_GET_ITEM(tensors.ptr(), r), views[r])) return py::none();
+    }
+    if (!reader_.read(dst.ptr(), out)) return py::none();
+    const Signature* s = match(views, ranks, out);
+    if (!s || overlaps(*s, views, out)) return py::none();
+    RunArgs args;
+    for (size_t r = 0; r < ranks; ++r) {
+      const int device = views[r].device.device_id;
+      std::uintptr_t stream = 0;
+      if (!reader_.current_stream(device, stream)) return py::none();
+      args.inputs.push_back(TensorArg{views[r].pointer, {}, device});
+      args.streams.push_back(stream);
+    }
+    args.output = TensorArg{out.pointer, {}, out.device.device_id};
+    s->bound->runner().run(args);  // launches only: the GIL is kept, as for run_collective
+    return py::reinterpret_borrow<py::object>(dst);
+  }
+
+  size_t size() const { return signatures_.size(); }
+
+ private:
+  static constexpr size_t kMaxSignatures = 16;
+  static constexpr size_t kMaxRanks = 32;
+
+  struct Signature {
+    std::shared_ptr<BoundPlan> bound;
+    int root = 0;
+    std::vector<ArrayView> ranks;
+    ArrayView dst;
+    std::vector<std::pair<int64_t, int64_t>> spans;  // each rank's bytes around its pointer
+    std::pair<int64_t, int64_t> dst_span;
+  };
+
+  const Signature* match(const ArrayView* views, size_t ranks, const ArrayView& out) const {
+    for (auto it = signatures_.rbegin(); it != signatures_.rend(); ++it) {
+      bool same = it->ranks.size() == ranks && it->dst.same_layout(out);
+      for (size_t r = 0; same && r < ranks; ++r) same = it->ranks[r].same_layout(views[r]);
+      if (same) return &*it;
+    }
+    return nullptr;
+  }
+
+  // Whether dst's bytes may meet a rank's on its device, other than dst being the root's array
+  // itself (a reduction in place).
+  static bool overlaps(const Signature& s, const ArrayView* views, const ArrayView& out) {
+    const auto [d_low, d_high] = s.dst_span;
+    if (d_low == d_high) return false;
+    const int64_t d = static_cast<int64_t>(out.pointer);
+    for (size_t r = 0; r < s.ranks.size(); ++r) {
+      const auto [low, high] = s.spans[r];
+      const int64_t p = static_cast<int64_t>(views[r].pointer);
+      if (low == high || views[r].device.device_id != out.device.device_id) continue;
+      if (!(d + d_low < p + high && p + low < d + d_high)) continue;
+      const bool in_place = static_cast<int>(r) == s.root && views[r].pointer == out.pointer &&
+                            std::equal(out.strides, out.strides + out.ndim, views[r].strides);
+      if (!in_place) return true;
+    }
+    return false;
+  }
+
+  ExchangeReader reader_;
+  std::deque<Signature> signatures_;
+};
+
+}  // namespace
+
+void bind_repeated_calls(py::module_& m) {
+  py::class_<RepeatedCollective>(m, "RepeatedCollective")
+      .def(py::init<const py::handle&>(), py::arg("array_type"),
+           "For arrays of `array_type` (its DLPack C exchange table; ValueError when it has none).")
+      .def("remember", &RepeatedCollective::remember, py::arg("bound"), py::arg("tensors"), py::arg("dst"),
+           py::arg("root"), "Remembers a call the checking path accepted and ran, and its bound plan.")
+      .def("run", &RepeatedCollective::run, py::arg("tensors"), py::arg("dst"),
+           "dst once launched, or None when the call is not one remembered (or dst may overlap a rank).")
+      .def_property_readonly("signatures", &RepeatedCollective::size, "How many call signatures it holds.");
+}
+
+}  // namespace tp
