@@ -29,8 +29,8 @@ ExchangeReader::ExchangeReader(const py::handle& array_type) {
   if (!PyType_Check(array_type.ptr())) throw TypeError("array_type: expected a type");
   type_ = reinterpret_cast<PyTypeObject*>(array_type.ptr());
   keep_ = py::reinterpret_borrow<py::object>(array_type);
-  // A PyCapsule named "dlpack_exchange_api" (the standard's form) or, in PyTorch 2.10-2.11, the
-  // table's address as an int.
+  // A PyCapsule named "dlpack_exchange_api" (the standard's form; PyTorch 2.11 and later), or
+  // the table's address as an int (the form the standard's proposal had).
   const py::object table = py::getattr(array_type, "__dlpack_c_exchange_api__", py::none());
   const void* address = nullptr;
   if (PyCapsule_IsValid(table.ptr(), "dlpack_exchange_api")) {
