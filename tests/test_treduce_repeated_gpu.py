@@ -56,7 +56,8 @@ def test_repeats_run_from_cpp_with_fresh_values_and_give_the_cpu_bits(nranks, ro
             no_checking_path()
 
 
-def test_a_repeat_with_another_layout_or_shape_is_checked_and_bound_afresh(torch, rng):
+def test_a_repeat_with_another_layout_or_shape_is_checked_and_bound_afresh(torch, rng, monkeypatch):
+    monkeypatch.setattr(_one_process, "_REPEATS", {})
     devices = gpus(torch, 2)
     values = [rng.standard_normal((64, 48)).astype(np.float32) for _ in range(2)]
     xs = [torch.from_numpy(v).to(f"cuda:{d}") for v, d in zip(values, devices)]
@@ -72,6 +73,8 @@ def test_a_repeat_with_another_layout_or_shape_is_checked_and_bound_afresh(torch
     out = tp.comm.treduce(tp.comm.ParallelGroup(halves, root=0), dense[:, :24], tile=(4, 16))
     assert bits_equal(to_host(torch, out.contiguous(), "float32"), treduce_reference([v[:, :24] for v in values], 0,
                                                                                     "sum", None))
+    # one set of options and array type: one table, holding each signature once
+    assert [r.signatures for r in _one_process._REPEATS.values()] == [3]
 
 
 def test_a_repeat_whose_dst_overlaps_a_source_raises_and_writes_nothing(torch, rng):

@@ -4,6 +4,7 @@
 // the checking path, which then remembers the call's signature here.
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <vector>
@@ -28,6 +29,7 @@ class RepeatedCollective {
   void remember(std::shared_ptr<BoundPlan> bound, const py::handle& ranks_list, const py::handle& dst, int root) {
     if (!PyList_CheckExact(ranks_list.ptr())) return;
     const auto tensors = py::reinterpret_borrow<py::list>(ranks_list);
+    if (tensors.size() > kMaxRanks) return;  // run() reads no more
     Signature s;
     s.bound = std::move(bound);
     s.root = root;
@@ -41,7 +43,11 @@ class RepeatedCollective {
     }
     s.dst_span = s.dst.span();
     for (size_t r = 0; r < s.ranks.size(); ++r) s.spans.push_back(s.ranks[r].span());
-    if (signatures_.size() == kMaxSignatures) signatures_.pop_front();
+    if (const auto seen = find(s.ranks.data(), s.ranks.size(), s.dst); seen != signatures_.end()) {
+      signatures_.erase(seen);  // a repeat the checking path took again (its launch declined here)
+    } else if (signatures_.size() == kMaxSignatures) {
+      signatures_.pop_front();
+    }
     signatures_.push_back(std::move(s));
   }
 
@@ -57,8 +63,9 @@ class RepeatedCollective {
       if (!reader_.read(PyList_GET_ITEM(tensors.ptr(), r), views[r])) return py::none();
     }
     if (!reader_.read(dst.ptr(), out)) return py::none();
-    const Signature* s = match(views, ranks, out);
-    if (!s || overlaps(*s, views, out)) return py::none();
+    const auto found = find(views, ranks, out);
+    if (found == signatures_.end() || overlaps(*found, views, out)) return py::none();
+    const Signature* s = &*found;
     RunArgs args;
     for (size_t r = 0; r < ranks; ++r) {
       const int device = views[r].device.device_id;
@@ -87,13 +94,12 @@ class RepeatedCollective {
     std::pair<int64_t, int64_t> dst_span;
   };
 
-  const Signature* match(const ArrayView* views, size_t ranks, const ArrayView& out) const {
-    for (auto it = signatures_.rbegin(); it != signatures_.rend(); ++it) {
-      bool same = it->ranks.size() == ranks && it->dst.same_layout(out);
-      for (size_t r = 0; same && r < ranks; ++r) same = it->ranks[r].same_layout(views[r]);
-      if (same) return &*it;
-    }
-    return nullptr;
+  std::deque<Signature>::const_iterator find(const ArrayView* views, size_t ranks, const ArrayView& out) const {
+    return std::find_if(signatures_.begin(), signatures_.end(), [&](const Signature& s) {
+      bool same = s.ranks.size() == ranks && s.dst.same_layout(out);
+      for (size_t r = 0; same && r < ranks; ++r) same = s.ranks[r].same_layout(views[r]);
+      return same;
+    });
   }
 
   // Whether dst's bytes may meet a rank's on its device, other than dst being the root's array
