@@ -137,6 +137,27 @@ def test_one_torch_signature_takes_strided_views_and_checks_every_out():
     assert (strided_out == 7.0).all()
 
 
+def test_a_torch_tensor_whose_negative_bit_is_set_is_refused_even_where_its_signature_was_seen():
+    """z.conj().imag is a lazy view: its memory holds the negated values. Read in place (a
+    contiguous operand, out=) it would give them; it is refused, also on a repeated signature."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(16, 32, device="cuda")
+    tp.sum(x, batch_dims=1)
+    lazy = torch.randn(16, 32, dtype=torch.complex64, device="cuda").conj().imag
+    contiguous_lazy = torch._neg_view(x)
+    assert lazy.is_neg() and contiguous_lazy.is_neg() and contiguous_lazy.is_contiguous()
+    for operand in (contiguous_lazy, lazy):
+        with pytest.raises(TypeError, match=r"src: its negative bit is set .* pass src.resolve_neg\(\)"):
+            tp.sum(operand, batch_dims=1)
+    assert bits_equal(tp.sum(contiguous_lazy.resolve_neg(), batch_dims=1).cpu().numpy(),
+                      tp.sum(-x.cpu().numpy(), batch_dims=1, backend="cpu"))
+    out = torch.full((16,), float("nan"), device="cuda")
+    tp.sum(x, batch_dims=1, out=out)
+    with pytest.raises(TypeError, match="out: its negative bit is set"):
+        tp.sum(x, batch_dims=1, out=torch._neg_view(out))
+    assert bits_equal(out.cpu().numpy(), tp.sum(x.cpu().numpy(), batch_dims=1, backend="cpu"))
+
+
 @pytest.mark.parametrize("shape, batch_dims", [((8,), 0), ((1, 8), 1), ((4, 1, 8), 2), ((3, 4, 8), 2),
                                                ((2, 3, 4, 5, 8), 4), ((0, 8), 1)])
 def test_torch_results_are_new_c_contiguous_tensors_of_the_result_shape(shape, batch_dims, rng):

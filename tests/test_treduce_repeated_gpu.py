@@ -146,3 +146,23 @@ def test_tensors_that_need_grad_and_a_list_tile_repeat_with_the_same_bits(torch,
         dst.fill_(float("nan"))
         tp.comm.treduce(tp.comm.ParallelGroup(xs, root=0), dst, tile=tile)
         assert bits_equal(to_host(torch, dst, "float32"), treduce_reference(values, 0, "sum", None))
+
+
+def test_a_rank_or_dst_whose_negative_bit_is_set_is_refused_on_a_first_call_and_on_a_repeat(torch, rng):
+    """A lazily negated view (z.conj().imag; torch._neg_view) holds -values in memory: treduce,
+    which reads and writes arrays in place, refuses it, also where a normal call of its layout
+    was remembered, and writes nothing."""
+    devices = gpus(torch, 2)
+    xs = [torch.randn((8, 32), device=f"cuda:{d}") for d in devices]
+    dst = torch.full((8, 32), float("nan"), device=f"cuda:{devices[0]}")
+    group = tp.comm.ParallelGroup(xs, root=0)
+    for _ in range(2):
+        tp.comm.treduce(group, dst, tile=(4, 16))
+    dst.fill_(float("nan"))
+    lazy_sources = [torch.randn((8, 32), dtype=torch.complex64, device=f"cuda:{d}").conj().imag for d in devices]
+    for tensors, bad in (([xs[0], torch._neg_view(xs[1])], r"tensors\[1\]"), (lazy_sources, r"tensors\[0\]")):
+        with pytest.raises(TypeError, match=bad + ": its negative bit is set"):
+            tp.comm.treduce(tp.comm.ParallelGroup(tensors, root=0), dst, tile=(4, 16))
+    with pytest.raises(TypeError, match="dst: its negative bit is set"):
+        tp.comm.treduce(group, torch._neg_view(dst), tile=(4, 16))
+    assert torch.isnan(dst).all()

@@ -22,7 +22,11 @@ namespace {
 
 class RepeatedCollective {
  public:
-  explicit RepeatedCollective(const py::handle& array_type) : reader_(array_type) {}
+  // lazy_view: a method of the arrays whose true answer means their memory does not hold their
+  // values (torch's is_neg); such an array is left to the checking path, which refuses it.
+  RepeatedCollective(const py::handle& array_type, const std::string& lazy_view) : reader_(array_type) {
+    if (!lazy_view.empty()) lazy_view_ = py::str(lazy_view);
+  }
 
   // Remembers a call the checking path accepted: every rank's array and dst as they are read
   // here, and the bound plan that ran them.
@@ -60,9 +64,10 @@ class RepeatedCollective {
     if (ranks == 0 || ranks > kMaxRanks) return py::none();
     ArrayView views[kMaxRanks], out;
     for (size_t r = 0; r < ranks; ++r) {
-      if (!reader_.read(PyList_GET_ITEM(tensors.ptr(), r), views[r])) return py::none();
+      PyObject* x = PyList_GET_ITEM(tensors.ptr(), r);
+      if (!reader_.read(x, views[r]) || is_lazy(x)) return py::none();
     }
-    if (!reader_.read(dst.ptr(), out)) return py::none();
+    if (!reader_.read(dst.ptr(), out) || is_lazy(dst.ptr())) return py::none();
     const auto found = find(views, ranks, out);
     if (found == signatures_.end() || overlaps(*found, views, out)) return py::none();
     const Signature* s = &*found;
@@ -120,7 +125,20 @@ class RepeatedCollective {
     return false;
   }
 
+  bool is_lazy(PyObject* x) const {
+    if (!lazy_view_) return false;
+    const py::object answer = py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(x, lazy_view_.ptr()));
+    if (!answer) {
+      PyErr_Clear();
+      return true;  // the checking path asks again and reports
+    }
+    const int is_true = PyObject_IsTrue(answer.ptr());
+    if (is_true < 0) PyErr_Clear();
+    return is_true != 0;
+  }
+
   ExchangeReader reader_;
+  py::object lazy_view_;  // the method's name, or null
   std::deque<Signature> signatures_;
 };
 
@@ -128,8 +146,9 @@ class RepeatedCollective {
 
 void bind_repeated_calls(py::module_& m) {
   py::class_<RepeatedCollective>(m, "RepeatedCollective")
-      .def(py::init<const py::handle&>(), py::arg("array_type"),
-           "For arrays of `array_type` (its DLPack C exchange table; ValueError when it has none).")
+      .def(py::init<const py::handle&, const std::string&>(), py::arg("array_type"), py::arg("lazy_view") = "",
+           "For arrays of `array_type` (its DLPack C exchange table; ValueError when it has none); an array "
+           "whose method `lazy_view` answers true is left to the checking path.")
       .def("remember", &RepeatedCollective::remember, py::arg("bound"), py::arg("tensors"), py::arg("dst"),
            py::arg("root"), "Remembers a call the checking path accepted and ran, and its bound plan.")
       .def("run", &RepeatedCollective::run, py::arg("tensors"), py::arg("dst"),

@@ -113,6 +113,7 @@ def _operands(op: str, names, values, extra_scalar_ok) -> List[_Operand]:
         adapter = adapter_for(x)
         if adapter is not None:
             remember_device_type(x, adapter)
+            adapter.check_stored(x, arg)
             _OPERAND_KEYS[type(x)] = adapter.dense_key
             out.append(_Operand(arg, "device", adapter.dtype(x, arg), adapter.shape(x), adapter, adapter.device(x)))
             continue
@@ -301,6 +302,7 @@ class _DeviceBound(_Bound):
         if adapter is not self.adapter:
             raise TypeError(f"out: expected a {self.adapter.library} device array like the operands, "
                             f"not {type(out).__name__}")
+        adapter.check_stored(out, "out")
         if adapter.contiguous(out) is not out:
             raise ValueError("out: must be C-contiguous; the kernel writes into it")
         if adapter.dtype(out, "out") != self.out_dtype:

@@ -9,7 +9,6 @@ through DLPack once the kernel is done."""
 from __future__ import annotations
 
 import functools
-import operator
 from typing import Callable, Dict, List, Optional
 
 import numpy as np
@@ -39,6 +38,13 @@ class Adapter:
         device, told apart from other libraries' keys (the strides decide nothing there). Called on
         every repeated call."""
         raise NotImplementedError
+
+    # A method of the library's arrays whose true answer means the memory does not hold the values
+    # the array reads as (a lazy view); "" where there are none. Such arrays are refused.
+    lazy_view = ""
+
+    def check_stored(self, x, arg: str) -> None:
+        """Raises TypeError where `x` is a lazy view: its memory does not hold its values."""
 
     def dtype(self, x, arg: str, allowed=None) -> str:
         kw = {} if allowed is None else {"allowed": allowed}
@@ -94,6 +100,7 @@ class Adapter:
 
 class _Torch(Adapter):
     library = "torch"
+    lazy_view = "is_neg"  # x.conj().imag of a complex x: its memory holds -x.imag until resolve_neg()
 
     def __init__(self):
         import torch
@@ -103,14 +110,21 @@ class _Torch(Adapter):
         # the per-call steps as PyTorch's own C functions: no Python frame of ours on a repeated call
         self.contiguous = torch.Tensor.contiguous
         self.pointer = self.result_pointer = torch.Tensor.data_ptr
-        # a torch.dtype first: no other library's key starts with one
-        self.dense_key = operator.attrgetter("dtype", "shape", "device")
+    # every key holds the negative bit: a repeated call must not take a lazy view for the array it
+    # replaced (check_stored refuses it where the call is checked)
+    def dense_key(self, x):  # a torch.dtype first: no other library's key starts with one
+        return (x.dtype, x.shape, x.device, x.is_neg())
 
     def key(self, x):
-        return (x.dtype, x.shape, x.stride(), x.get_device())
+        return (x.dtype, x.shape, x.stride(), x.get_device(), x.is_neg())
 
     def placed_key(self, x):  # key() inline: one call per array of a repeated collective
-        return (type(x), x.dtype, x.shape, x.stride(), x.get_device())
+        return (type(x), x.dtype, x.shape, x.stride(), x.get_device(), x.is_neg())
+
+    def check_stored(self, x, arg):
+        if x.is_neg():
+            raise TypeError(f"{arg}: its negative bit is set (a lazy view such as z.conj().imag), so its memory "
+                            f"holds the negated values; pass {arg}.resolve_neg()")
 
     def device(self, x):
         return x.get_device()

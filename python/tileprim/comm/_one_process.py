@@ -48,6 +48,7 @@ class RankTensor:
             self.shape, self.strides = x.shape, tuple(s // x.itemsize for s in x.strides)
             self.pointer, self.device = x.__array_interface__["data"][0], -1
         else:
+            adapter.check_stored(x, arg)
             self.dtype = adapter.dtype(x, f"{arg}: dtype", allowed=DTYPES)
             self.itemsize = numpy_dtype(self.dtype).itemsize
             self.shape, self.strides = adapter.shape(x), adapter.strides(x)
@@ -290,14 +291,14 @@ def run_call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatc
         if repeat is None:
             if len(_REPEATS) >= _REPEATS_LIMIT:
                 _REPEATS.clear()
-            repeat = _REPEATS[key] = _repeated_calls(type(dst))
+            repeat = _REPEATS[key] = _repeated_calls(type(dst), bound.adapter.lazy_view)
         if repeat:
             repeat.remember(bound.core, group.tensors, out, group.root)
     return out
 
 
-def _repeated_calls(array_type: type):
+def _repeated_calls(array_type: type, lazy_view: str):
     try:
-        return _C.RepeatedCollective(array_type)
+        return _C.RepeatedCollective(array_type, lazy_view)
     except ValueError:  # no DLPack C exchange table
         return False
