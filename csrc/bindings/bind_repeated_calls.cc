@@ -3,6 +3,7 @@
 // keeps one per set of options and array type; a call it cannot match returns None and takes
 // the checking path, which then remembers the call's signature here.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <algorithm>
 #include <deque>
@@ -29,14 +30,18 @@ class RepeatedCollective {
   }
 
   // Remembers a call the checking path accepted: every rank's array and dst as they are read
-  // here, and the bound plan that ran them.
-  void remember(std::shared_ptr<BoundPlan> bound, const py::handle& ranks_list, const py::handle& dst, int root) {
+  // here, the bound plan that ran them, and the bytes around a rank's and dst's pointer that
+  // their elements lie in (the checking path's, {0, 0} for none).
+  void remember(std::shared_ptr<BoundPlan> bound, const py::handle& ranks_list, const py::handle& dst, int root,
+                std::pair<int64_t, int64_t> span, std::pair<int64_t, int64_t> dst_span) {
     if (!PyList_CheckExact(ranks_list.ptr())) return;
     const auto tensors = py::reinterpret_borrow<py::list>(ranks_list);
     if (tensors.size() > kMaxRanks) return;  // run() reads no more
     Signature s;
     s.bound = std::move(bound);
     s.root = root;
+    s.span = span;
+    s.dst_span = dst_span;
     s.ranks.resize(tensors.size());
     for (size_t r = 0; r < tensors.size(); ++r) {
       if (!reader_.read(PyList_GET_ITEM(tensors.ptr(), r), s.ranks[r])) return;
@@ -45,8 +50,6 @@ class RepeatedCollective {
     for (const ArrayView& v : s.ranks) {
       if (v.device.device_type != dlpack::kDLCUDA) return;
     }
-    s.dst_span = s.dst.span();
-    for (size_t r = 0; r < s.ranks.size(); ++r) s.spans.push_back(s.ranks[r].span());
     if (const auto seen = find(s.ranks.data(), s.ranks.size(), s.dst); seen != signatures_.end()) {
       signatures_.erase(seen);  // a repeat the checking path took again (its launch declined here)
     } else if (signatures_.size() == kMaxSignatures) {
@@ -95,8 +98,7 @@ class RepeatedCollective {
     int root = 0;
     std::vector<ArrayView> ranks;
     ArrayView dst;
-    std::vector<std::pair<int64_t, int64_t>> spans;  // each rank's bytes around its pointer
-    std::pair<int64_t, int64_t> dst_span;
+    std::pair<int64_t, int64_t> span, dst_span;  // the bytes around a rank's (every rank's alike) and dst's pointer
   };
 
   std::deque<Signature>::const_iterator find(const ArrayView* views, size_t ranks, const ArrayView& out) const {
@@ -111,12 +113,12 @@ class RepeatedCollective {
   // itself (a reduction in place).
   static bool overlaps(const Signature& s, const ArrayView* views, const ArrayView& out) {
     const auto [d_low, d_high] = s.dst_span;
-    if (d_low == d_high) return false;
+    const auto [low, high] = s.span;
+    if (d_low == d_high || low == high) return false;
     const int64_t d = static_cast<int64_t>(out.pointer);
     for (size_t r = 0; r < s.ranks.size(); ++r) {
-      const auto [low, high] = s.spans[r];
       const int64_t p = static_cast<int64_t>(views[r].pointer);
-      if (low == high || views[r].device.device_id != out.device.device_id) continue;
+      if (views[r].device.device_id != out.device.device_id) continue;
       if (!(d + d_low < p + high && p + low < d + d_high)) continue;
       const bool in_place = static_cast<int>(r) == s.root && views[r].pointer == out.pointer &&
                             std::equal(out.strides, out.strides + out.ndim, views[r].strides);
@@ -150,7 +152,8 @@ void bind_repeated_calls(py::module_& m) {
            "For arrays of `array_type` (its DLPack C exchange table; ValueError when it has none); an array "
            "whose method `lazy_view` answers true is left to the checking path.")
       .def("remember", &RepeatedCollective::remember, py::arg("bound"), py::arg("tensors"), py::arg("dst"),
-           py::arg("root"), "Remembers a call the checking path accepted and ran, and its bound plan.")
+           py::arg("root"), py::arg("span"), py::arg("dst_span"),
+           "Remembers a call the checking path accepted and ran, and its bound plan.")
       .def("run", &RepeatedCollective::run, py::arg("tensors"), py::arg("dst"),
            "dst once launched, or None when the call is not one remembered (or dst may overlap a rank).")
       .def_property_readonly("signatures", &RepeatedCollective::size, "How many call signatures it holds.");

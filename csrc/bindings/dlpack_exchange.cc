@@ -14,17 +14,6 @@ bool ArrayView::same_layout(const ArrayView& o) const {
          std::equal(shape, shape + ndim, o.shape) && std::equal(strides, strides + ndim, o.strides);
 }
 
-std::pair<int64_t, int64_t> ArrayView::span() const {
-  int64_t low = 0, high = 0;
-  for (int d = 0; d < ndim; ++d) {
-    if (shape[d] == 0) return {0, 0};
-    const int64_t reach = (shape[d] - 1) * strides[d];
-    (reach < 0 ? low : high) += reach;
-  }
-  const int64_t itemsize = int64_t{dtype.bits} * dtype.lanes / 8;
-  return {low * itemsize, (high + 1) * itemsize};
-}
-
 ExchangeReader::ExchangeReader(const py::handle& array_type) {
   if (!PyType_Check(array_type.ptr())) throw TypeError("array_type: expected a type");
   type_ = reinterpret_cast<PyTypeObject*>(array_type.ptr());

@@ -23,8 +23,6 @@ struct ArrayView {
 
   // Same dtype, device, shape and strides (not the pointer).
   bool same_layout(const ArrayView& o) const;
-  // The bytes [low, high) around `pointer` its elements lie in; {0, 0} when it has none.
-  std::pair<int64_t, int64_t> span() const;
 };
 
 class ExchangeReader {

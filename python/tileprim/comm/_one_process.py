@@ -293,7 +293,7 @@ def run_call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatc
                 _REPEATS.clear()
             repeat = _REPEATS[key] = _repeated_calls(type(dst), bound.adapter.lazy_view)
         if repeat:
-            repeat.remember(bound.core, group.tensors, out, group.root)
+            repeat.remember(bound.core, group.tensors, out, group.root, bound.span, bound.dst_span)
     return out
 
 
