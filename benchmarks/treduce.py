@@ -11,7 +11,11 @@ For each GPU count and size (bytes per rank, float32, 4 KiB ... 1 GiB), root 0:
     GPU; JSON "variant"), timed on the root like NCCL; with --verify, its result at the root equal
     bit for bit to the CPU backend's. --network forces NCCL onto its network transport (NCCL_P2P_DISABLE=1
     NCCL_SHM_DISABLE=1: sockets between the processes of one host, the stand-in for two hosts)
-    for torch's NCCL and tileprim's alike, and runs only those two series.
+    for torch's NCCL and tileprim's alike, and runs only those two series. --hosts goes further:
+    every process claims a host of its own (NCCL_HOSTID and TILEPRIM_HOST_ID), so NCCL and
+    tileprim take their between-hosts paths, and the processes may share the GPUs there are
+    (process r on GPU r mod their count): a stand-in for N hosts on one GPU, where the GPU's time
+    is sliced between the processes, so read its figures as ratios of the two series.
 A point: warm-up, then batches of back-to-back calls between two CUDA events on the root's current
 stream, every GPU idle before each batch (NCCL: a barrier); latency = the median batch / calls,
 algbw = bytes per rank / latency. wall_us (JSON) is host time per call with every GPU synchronised,
@@ -19,7 +23,7 @@ a check that no work escaped the events. Each series runs in its own process und
 a crash or hang loses that series only; a failed point is reported and the run goes on.
 
     python benchmarks/treduce.py [--gpus 2,4] [--sizes 4K,64K,16M,1G] [--json PATH] [--verify] [--distributed]
-                                 [--transport cuda_ipc|nccl] [--network]
+                                 [--transport cuda_ipc|nccl] [--network] [--hosts]
 """
 from __future__ import annotations
 
@@ -179,17 +183,26 @@ def tileprim_process(_, path, ngpus, sizes, tile, pingpong):
                                     "shape": list(shape)}, measure)
 
 
+def gpu_of(torch, rank: int) -> int:
+    """Process `rank`'s GPU: its own, or (--hosts) rank mod the GPUs there are."""
+    return rank % torch.cuda.device_count()
+
+
 def join_process_group(rank: int, ngpus: int, port: int):
-    """This process in an NCCL group of one process per GPU; a barrier that also idles this GPU."""
+    """This process in an NCCL group of one process per GPU (--hosts: per host it claims); a
+    barrier that also idles this GPU."""
     import torch
     import torch.distributed as dist
-    torch.cuda.set_device(rank)
+    if os.environ.get("TREDUCE_BENCH_HOSTS"):
+        os.environ["NCCL_HOSTID"] = os.environ["TILEPRIM_HOST_ID"] = f"host-{rank}"
+    gpu = gpu_of(torch, rank)
+    torch.cuda.set_device(gpu)
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ngpus,
-                            timeout=timedelta(seconds=120), device_id=torch.device("cuda", rank))
+                            timeout=timedelta(seconds=120), device_id=torch.device("cuda", gpu))
 
     def barrier():
-        dist.barrier(device_ids=[rank])
-        torch.cuda.synchronize(rank)
+        dist.barrier(device_ids=[gpu])
+        torch.cuda.synchronize(gpu)
     return barrier
 
 
@@ -197,11 +210,12 @@ def nccl_process(rank, path, ngpus, sizes, port):
     import torch
     import torch.distributed as dist
     barrier = join_process_group(rank, ngpus, port)
+    gpu = gpu_of(torch, rank)
     records = []
     for nbytes in sizes:
         def measure():
-            x = torch.randn(nbytes // 4, device=f"cuda:{rank}")
-            return timed(torch, lambda: dist.reduce(x, dst=0, op=dist.ReduceOp.SUM), nbytes, rank, [rank],
+            x = torch.randn(nbytes // 4, device=f"cuda:{gpu}")
+            return timed(torch, lambda: dist.reduce(x, dst=0, op=dist.ReduceOp.SUM), nbytes, gpu, [gpu],
                          before_batch=barrier)
         # every rank measures (the collectives pair up); rank 0's numbers are the root's
         point = {"series": "nccl", "gpus": ngpus, "bytes": nbytes}
@@ -209,33 +223,35 @@ def nccl_process(rank, path, ngpus, sizes, port):
     dist.destroy_process_group()
 
 
-def distributed_process(rank, path, ngpus, sizes, port, tile, pingpong, verify, transport):
+def distributed_process(rank, path, ngpus, sizes, port, tile, pingpong, verify, transport, dispatch):
     """tileprim with one process per GPU: every rank calls treduce; rank 0's numbers are the root's."""
     import numpy as np
     import torch
     import torch.distributed as dist
     import tileprim as tp
     barrier = join_process_group(rank, ngpus, port)
-    comm = tp.comm.init(backend="cuda", device=rank, transport=transport)  # meets through torch.distributed
+    gpu = gpu_of(torch, rank)
+    comm = tp.comm.init(backend="cuda", device=gpu, transport=transport)  # meets through torch.distributed
     records = []
     for nbytes in sizes:
         def measure():
             shape = shape_for(nbytes)
-            x = torch.randn(shape, device=f"cuda:{rank}")
+            x = torch.randn(shape, device=f"cuda:{gpu}")
             dst = torch.empty(shape, device="cuda:0") if rank == 0 else None
             group = tp.comm.ParallelGroup.distributed(x, root=0, comm=comm)
-            variant = tp.plan(tp.comm.treduce, group, dst, tile=tile, pingpong=pingpong).variant
-            return dict(timed(torch, lambda: tp.comm.treduce(group, dst, tile=tile, pingpong=pingpong), nbytes,
-                              rank, [rank], before_batch=barrier), variant=variant)
+            kwargs = dict(tile=tile, pingpong=pingpong, dispatch=dispatch)
+            variant = tp.plan(tp.comm.treduce, group, dst, **kwargs).variant
+            return dict(timed(torch, lambda: tp.comm.treduce(group, dst, **kwargs), nbytes, gpu, [gpu],
+                              before_batch=barrier), variant=variant)
         guarded(records, path if rank == 0 else None, {"series": "processes", "gpus": ngpus, "bytes": nbytes},
                 measure)
     for nbytes in VERIFY_SIZES if verify else []:
         def check():
             xs = [np.random.default_rng([nbytes, r]).standard_normal(shape_for(nbytes)).astype(np.float32)
                   for r in range(ngpus)]
-            group = tp.comm.ParallelGroup.distributed(torch.from_numpy(xs[rank]).cuda(rank), root=0, comm=comm)
-            out = tp.comm.treduce(group, tile=tile, pingpong=pingpong)
-            torch.cuda.synchronize(rank)
+            group = tp.comm.ParallelGroup.distributed(torch.from_numpy(xs[rank]).cuda(gpu), root=0, comm=comm)
+            out = tp.comm.treduce(group, tile=tile, pingpong=pingpong, dispatch=dispatch)
+            torch.cuda.synchronize(gpu)
             barrier()
             if rank != 0:
                 return {"equal": out is None, "mismatches": 0}
@@ -377,6 +393,10 @@ def main() -> int:
                         help="the one-process-per-GPU series' transport (default cuda_ipc)")
     parser.add_argument("--network", action="store_true",
                         help="NCCL on its network transport (P2P and SHM off); only NCCL and --distributed")
+    parser.add_argument("--dispatch", choices=["root_pull", "scatter_gather"], default=None,
+                        help="the one-process-per-GPU series' variant (default: what dispatch picks)")
+    parser.add_argument("--hosts", action="store_true",
+                        help="--network with every process on a host of its own, sharing the GPUs there are")
     parser.add_argument("--batches", type=int, default=BATCHES,
                         help=f"timed batches per point (default {BATCHES}); more steady a noisy link's median")
     parser.add_argument("--deadline", type=float, default=200.0, help="seconds a series' processes may run")
@@ -389,6 +409,9 @@ def main() -> int:
     # NVLink multicast stays off: NCCL's NVLS, PyTorch's symmetric memory, NVSHMEM
     os.environ.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
     os.environ["TREDUCE_BENCH_BATCHES"] = str(args.batches)
+    if args.hosts:
+        os.environ["TREDUCE_BENCH_HOSTS"] = "1"
+        args.network = True
     if args.network:
         os.environ.update(NCCL_P2P_DISABLE="1", NCCL_SHM_DISABLE="1")
         args.distributed = True
@@ -396,7 +419,8 @@ def main() -> int:
 
     result = {"config": {"gpus": args.gpus, "sizes": sizes, "tile": list(tile), "pingpong": args.pingpong,
                          "dtype": "float32", "root": 0, "warmup": WARMUP, "batches": args.batches,
-                         "transport": args.transport, "env": {k: os.environ[k] for k in nccl_env}},
+                         "transport": args.transport, "dispatch": args.dispatch, "hosts": args.hosts,
+                         "env": {k: os.environ[k] for k in nccl_env}},
               "points": [], "verify": [], "failures": [], "targets": []}
 
     def save():
@@ -418,7 +442,7 @@ def main() -> int:
         save()
         print(f"cannot measure: {last_line(result['failures'][-1])}", file=sys.stderr)
         return 1
-    gpu_counts = [n for n in args.gpus if 2 <= n <= available]
+    gpu_counts = [n for n in args.gpus if 2 <= n and (n <= available or args.hosts and available)]
     for n in sorted(set(args.gpus) - set(gpu_counts)):
         result["failures"].append(f"{n} GPUs: skipped, {available} visible (2 or more needed)")
     print(f"devices: {result['meta']['devices']}; torch {torch.__version__}, NCCL {result['meta']['nccl']}, "
@@ -440,7 +464,8 @@ def main() -> int:
         series(f"NCCL reduce on {n} GPUs", nccl_process, (n, sizes, free_port()), nprocs=n)
         if args.distributed:
             series(f"tileprim, one process per GPU ({args.transport}), on {n} GPUs", distributed_process,
-                   (n, sizes, free_port(), tile, args.pingpong, args.verify, args.transport), nprocs=n)
+                   (n, sizes, free_port(), tile, args.pingpong, args.verify, args.transport, args.dispatch),
+                   nprocs=n)
         print_table(result["points"], n, sizes, tile, args.pingpong)
         for v in (p for p in result["points"] if p.get("verify") and p["gpus"] == n):
             outcome = v.get("error", "")[:200] or ("equal" if v["equal"] else f"{v['mismatches']} differ")

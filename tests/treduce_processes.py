@@ -8,8 +8,9 @@ ranks then meet through the torch.distributed group the worker initialises.
 
 Every rank builds every rank's tensors of each case from the case's seed (so the test can
 compute what the root must get), reduces its own through tp.comm.treduce (the GPU transports: as
-a torch tensor on GPU RANK laid out as the case says; nccl-hosts: every rank claims a host of its
-own, so the ranks meet as on several hosts), and records what happened: the root's dst buffer's
+a torch tensor on GPU RANK, or RANK mod the GPUs there are, laid out as the case says; nccl-hosts:
+every rank claims a host of its own, to tileprim and to NCCL, so the ranks meet as on several hosts
+and may share a GPU), and records what happened: the root's dst buffer's
 bits as OUT_DIR/<case>.npy (see saved_result), and per case "none" (a non-root's None), "dst" (the
 root's result saved) or "error <Type>: <message>" into OUT_DIR/rank<r>.json."""
 from __future__ import annotations
@@ -91,8 +92,8 @@ def bits(out) -> np.ndarray:
 
 def communicator(init_file: str, rank: str, world_size: str, transport: str):
     """tp.comm.init as the test launched this rank: an init file, or torchrun's group."""
-    if transport.endswith("-hosts"):
-        os.environ["TILEPRIM_HOST_ID"] = f"host-{os.environ.get('RANK', rank)}"
+    if transport.endswith("-hosts"):  # NCCL too: so ranks may share a GPU, as on hosts of their own
+        os.environ["TILEPRIM_HOST_ID"] = os.environ["NCCL_HOSTID"] = f"host-{os.environ.get('RANK', rank)}"
         transport = transport[:-len("-hosts")]
     on_gpu_ = transport != "cpu"
     kwargs = {"backend": "cuda" if on_gpu_ else "cpu", "transport": None if transport == "cpu" else transport,

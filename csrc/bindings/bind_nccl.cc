@@ -54,6 +54,19 @@ void bind_nccl(py::module_& m) {
           py::arg("bytes"), py::arg("chunk_bytes"), py::arg("peers"), py::arg("stream"), py::arg("fold"),
           "Receives every peer's bytes chunk by chunk into staging; fold(offset, length, staged) folds each "
           "on `stream` as it lands.")
+      .def(
+          "exchange_shards",
+          [](nccl::Communicator& c, std::uintptr_t source, std::uintptr_t out, const std::vector<size_t>& bounds,
+             const std::vector<int>& workers, int root, size_t step_bytes, std::uintptr_t stream,
+             const nccl::Communicator::ShardFold& shard_fold) {
+            c.exchange_shards(source, out, bounds, workers, root, step_bytes, reinterpret_cast<nccl::CUstream>(stream),
+                              shard_fold);
+          },
+          py::arg("source"), py::arg("out"), py::arg("bounds"), py::arg("workers"), py::arg("root"),
+          py::arg("step_bytes"), py::arg("stream"), py::arg("shard_fold"),
+          "scatter_gather's exchange: shard k (bytes [bounds[k], bounds[k+1])) is folded by workers[k], "
+          "step_bytes a step; shard_fold(offset, length, at, result) folds a worker's step on `stream` (at[r]: "
+          "rank r's copy); the root receives the results into `out`.")
       .def("abort", &nccl::Communicator::abort, py::call_guard<py::gil_scoped_release>(),
            "Ends the communicator now, pending operations included (from any thread).")
       .def(

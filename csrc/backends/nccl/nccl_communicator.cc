@@ -27,7 +27,8 @@ std::string unique_id() {
   return std::string(id.internal, sizeof(id.internal));
 }
 
-Communicator::Communicator(const std::string& unique_id, int world_size, int rank, int device) : device_(device) {
+Communicator::Communicator(const std::string& unique_id, int world_size, int rank, int device)
+    : world_size_(world_size), rank_(rank), device_(device) {
   Library& nccl = usable();
   if (unique_id.size() != sizeof(ncclUniqueId)) throw std::invalid_argument("unique_id: expected 128 bytes");
   ncclUniqueId id;
@@ -176,6 +177,86 @@ void Communicator::gather(size_t bytes, size_t chunk_bytes, const std::vector<in
     }
     d.check(d.cuEventRecord(folded_[slot], stream), "cuEventRecord");
     folded_recorded_[slot] = true;
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+void Communicator::exchange_shards(CUdeviceptr source, CUdeviceptr out, const std::vector<size_t>& bounds,
+                                   const std::vector<int>& workers, int root, size_t step_bytes, CUstream stream,
+                                   const ShardFold& shard_fold) {
+  Library& nccl = usable();
+  std::lock_guard<std::mutex> lock(enqueue_);
+  if (!comm_) throw cuda::CudaError("ncclSend: the NCCL communicator was aborted");
+  if (step_bytes == 0) throw std::invalid_argument("step_bytes: must be positive");
+  if (bounds.size() != workers.size() + 1) throw std::invalid_argument("bounds: one more than the workers");
+  cuda::Driver& d = cuda::Driver::get();
+  cuda::DeviceScope scope;
+  scope.use(device_);
+  const auto mine = std::find(workers.begin(), workers.end(), rank_);
+  const bool worker = mine != workers.end();
+  const size_t me = static_cast<size_t>(mine - workers.begin());
+  std::vector<int> others;  // the ranks whose slices a worker receives
+  for (int r = 0; r < world_size_; ++r)
+    if (r != rank_) others.push_back(r);
+  size_t longest = 0;
+  for (size_t k = 0; k + 1 < bounds.size(); ++k) longest = std::max(longest, bounds[k + 1] - bounds[k]);
+  const size_t steps = (longest + step_bytes - 1) / step_bytes;
+  // shard k's part in a step: (offset, length), length 0 once the shard is done
+  auto slice = [&](size_t k, size_t step) {
+    const size_t begin = std::min(bounds[k] + step * step_bytes, bounds[k + 1]);
+    return std::make_pair(begin, std::min(begin + step_bytes, bounds[k + 1]) - begin);
+  };
+  CUdeviceptr staged = 0, result = 0;
+  if (worker) {
+    grow_staging((others.size() + 1) * step_bytes);
+    staged = staging_->pointer();
+    result = staged + others.size() * step_bytes;
+    for (int slot = 0; slot < 2; ++slot)  // the last call's use of the staging is over
+      if (folded_recorded_[slot]) d.check(d.cuStreamWaitEvent(stream, folded_[slot], 0), "cuStreamWaitEvent");
+  }
+  std::exception_ptr failure;
+  std::vector<CUdeviceptr> at(static_cast<size_t>(world_size_));
+  for (size_t step = 0; step <= steps; ++step) {
+    nccl.check(nccl.ncclGroupStart(), "ncclGroupStart");
+    for (size_t k = 0; step < steps && k < workers.size(); ++k) {
+      const auto [offset, length] = slice(k, step);
+      if (workers[k] != rank_ && length)
+        nccl.check(nccl.ncclSend(reinterpret_cast<const void*>(source + offset), length, ncclInt8, workers[k], comm_,
+                            stream),
+              "ncclSend");
+    }
+    if (worker && step < steps) {
+      const size_t length = slice(me, step).second;
+      for (size_t i = 0; length && i < others.size(); ++i)
+        nccl.check(nccl.ncclRecv(reinterpret_cast<void*>(staged + i * step_bytes), length, ncclInt8, others[i], comm_,
+                            stream),
+              "ncclRecv");
+    }
+    if (worker && step > 0 && slice(me, step - 1).second)
+      nccl.check(nccl.ncclSend(reinterpret_cast<const void*>(result), slice(me, step - 1).second, ncclInt8, root, comm_,
+                          stream),
+            "ncclSend");
+    for (size_t k = 0; rank_ == root && step > 0 && k < workers.size(); ++k) {
+      const auto [offset, length] = slice(k, step - 1);
+      if (length)
+        nccl.check(nccl.ncclRecv(reinterpret_cast<void*>(out + offset), length, ncclInt8, workers[k], comm_, stream),
+              "ncclRecv");
+    }
+    nccl.check(nccl.ncclGroupEnd(), "ncclGroupEnd");
+    const auto [offset, length] = worker && step < steps ? slice(me, step) : std::make_pair(size_t{0}, size_t{0});
+    if (length && !failure) {
+      for (size_t i = 0; i < others.size(); ++i) at[static_cast<size_t>(others[i])] = staged + i * step_bytes;
+      at[static_cast<size_t>(rank_)] = source + offset;
+      try {
+        shard_fold(offset, length, at, result);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    }
+  }
+  if (worker) {
+    d.check(d.cuEventRecord(folded_[0], stream), "cuEventRecord");
+    folded_recorded_[0] = true;
   }
   if (failure) std::rethrow_exception(failure);
 }

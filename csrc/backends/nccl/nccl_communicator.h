@@ -1,8 +1,9 @@
-// One rank's NCCL communicator, and the two halves of treduce's NCCL transport on it: a rank
-// sends its packed source to the root chunk by chunk; the root receives every other rank's
-// chunk into ping/pong staging buffers on its own stream while the caller's stream folds the
-// previous chunk (the fold is the caller's: tileprim's one-process treduce over the staged
-// chunks, so the order and the bits are the one-process ones).
+// One rank's NCCL communicator, and treduce's NCCL transport on it. root_pull: a rank sends its
+// packed source to the root chunk by chunk; the root receives every other rank's chunk into
+// ping/pong staging buffers on its own stream while the caller's stream folds the previous
+// chunk. scatter_gather: every rank sends each worker its slice of that worker's shard, the
+// worker folds it and sends the result to the root. The fold is the caller's (tileprim's
+// one-process treduce over the staged slices), so the order and the bits are the one-process ones.
 #pragma once
 #include <chrono>
 #include <cstddef>
@@ -48,6 +49,21 @@ class Communicator {
   // peers' sends must be matched) and the first error rethrown.
   void gather(size_t bytes, size_t chunk_bytes, const std::vector<int>& peers, CUstream stream, const Fold& fold);
 
+  // scatter_gather's exchange; every rank calls it with the same bounds, workers, root and step.
+  // Shard k, bytes [bounds[k], bounds[k + 1]), is rank workers[k]'s to fold, `step_bytes` of it
+  // a step. One NCCL group a step carries every rank's slices of the others' shards (read from
+  // `source`) and each worker's result of the step before (to the root, which receives it into
+  // `out`): the two phases overlap, and each group's sends and receives progress together, so
+  // no rank waits on another's next step. Between groups a worker folds what it received, on
+  // `stream`: shard_fold(offset, length, at, result), at[r] is rank r's copy of bytes
+  // [offset, offset + length) (its own read in place). If a fold throws, the remaining steps are
+  // still exchanged (the peers' operations must be matched) and the first error rethrown.
+  using ShardFold = std::function<void(size_t offset, size_t length, const std::vector<CUdeviceptr>& at,
+                                       CUdeviceptr result)>;
+  void exchange_shards(CUdeviceptr source, CUdeviceptr out, const std::vector<size_t>& bounds,
+                       const std::vector<int>& workers, int root, size_t step_bytes, CUstream stream,
+                       const ShardFold& shard_fold);
+
   // Ends the communicator now, pending operations included (a peer failed). Another thread may
   // call it (a watchdog): it waits until no send or gather is being enqueued.
   void abort();
@@ -74,11 +90,11 @@ class Communicator {
   std::vector<CUevent> spare_events_;
 
   ncclComm_t comm_ = nullptr;
-  int device_;
+  int world_size_, rank_, device_;
   CUstream receiving_ = nullptr;  // the root's receives
   CUevent start_ = nullptr;       // the caller's stream reached the call
   CUevent received_[2] = {};      // a staging slot is full
-  CUevent folded_[2] = {};        // a staging slot is free again
+  CUevent folded_[2] = {};        // a staging slot is free again (exchange_shards: folded_[0], all of it)
   bool folded_recorded_[2] = {false, false};
   std::unique_ptr<cuda::DeviceBuffer> staging_;
 };

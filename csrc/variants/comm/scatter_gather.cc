@@ -3,7 +3,8 @@
 // into the root's dst: the root's ingress is one tensor instead of N - 1, and every GPU's
 // links and SMs work. Preferred on GPUs for messages of 1 MiB and more; dispatch= forces it
 // anywhere (the CPU backend runs it too, shard by shard, for the same bits). Across processes
-// every worker runs its own shard where the transport maps every rank's memory (CUDA IPC).
+// every worker runs its own shard where the transport reaches every rank (CUDA IPC maps their
+// memory; NCCL sends each worker its slices); over shared memory the root's process runs them.
 #include <memory>
 
 #include "variants/comm/treduce_common.h"
@@ -32,14 +33,6 @@ std::string peer_access(const OpCall& call, const DispatchContext& ctx) {
   return missing_peer_access(call, ctx, non_root(call));
 }
 
-// Across processes a worker reads every rank's memory and writes the root's dst: CUDA IPC maps
-// them (each worker runs its shard), shared memory holds them (the root's process runs every
-// shard, as the cpu backend does in one process); NCCL only brings each rank's data to the root.
-std::string transport(const OpCall& call, const DispatchContext&) {
-  return call.text("processes", "") != "nccl" ? ""
-                                              : "the nccl transport brings every rank's data to the root: root_pull only";
-}
-
 std::string message_size(const OpCall& call, const DispatchContext& ctx) {
   if (ctx.backend != "cuda") return "the cpu backend has one engine for every rank; root_pull moves less";
   const long long bytes = call.inputs[0].elements() * dtype_size(call.inputs[0].dtype);
@@ -51,7 +44,7 @@ class ScatterGather : public Variant {
  public:
   ScatterGather()
       : Variant("scatter_gather", 20, {"treduce"},
-                {{"ranks", ranks}, {"transport", transport}, {"peer_access", peer_access}, {"message_size", message_size, true}}) {}
+                {{"ranks", ranks}, {"peer_access", peer_access}, {"message_size", message_size, true}}) {}
 
   void plan(Plan& plan) const override { plan_treduce(plan, non_root(plan.call), "scatter_gather"); }
 };

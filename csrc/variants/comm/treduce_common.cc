@@ -110,6 +110,11 @@ void plan_treduce(Plan& plan, const std::vector<int>& workers, const std::string
   } else if (processes == "cuda_ipc") {
     plan.set("transport", std::string("CUDA IPC between processes: the root maps every rank's buffer and loads "
                                       "it over NVLink/PCIe; ready/released flags in the root's GPU memory"));
+  } else if (processes == "nccl" && algorithm == "scatter_gather") {
+    plan.set("transport", std::string("NCCL between processes: every rank sends each worker its slice of that "
+                                      "worker's shard (its source packed), step by step; the worker folds its shard "
+                                      "and sends it to the root, one step behind, in the same NCCL group as the "
+                                      "next step's slices"));
   } else if (processes == "nccl") {
     plan.set("transport", std::string("NCCL between processes: each rank sends its packed source to the root "
                                       "chunk by chunk (ncclSend); the root receives every rank's next chunk into "

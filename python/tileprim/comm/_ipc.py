@@ -27,7 +27,7 @@ from typing import Dict, List
 from .. import _C
 from ._group import ParallelGroup
 from ._errors import CommError
-from ._one_process import RankTensor, bound_call, laid_out_core
+from ._one_process import RankTensor, bound_call
 from ._transport import Transport
 from ._watchdog import Watchdog, exited_ranks
 
@@ -41,6 +41,8 @@ ARRIVE_WAIT = (2.2, 60.0)
 
 
 class IpcSources(Transport):
+    shards_apart = True  # each worker maps every rank's memory and the root's dst
+
     def __init__(self, comm):
         self.comm, self.device = comm, comm.device
         self.own_pad = _C.cuda.DeviceBuffer(PAD_BYTES, self.device)
@@ -60,22 +62,6 @@ class IpcSources(Transport):
             return b""
         handle, offset = _C.cuda.ipc_export(t.pointer, self.device)
         return handle + struct.pack("<Q", offset)
-
-    def works_apart(self, local, root: int) -> bool:
-        """scatter_gather: each non-root rank reduces its shard on its own GPU (decided once per
-        checked call, from the signature every rank shares, as the root's plan decides it)."""
-        if local.apart is None:
-            try:
-                local.apart = self._share(local, root, local.tensor.strides).plan.variant == "scatter_gather"
-            except (TypeError, ValueError):  # the root's plan fails too: its verdict says why
-                local.apart = False
-        return local.apart
-
-    def _share(self, local, root: int, dst_strides):
-        """The bound plan a rank runs on pointers: every rank laid out as this one, dst with `dst_strides`."""
-        t = local.tensor
-        return laid_out_core(self.comm.world_size, root, t.dtype, tuple(t.shape), tuple(t.strides),
-                             tuple(dst_strides), self.device, *local.options, self.comm.transport)
 
     def arrive(self, root: int, epoch: int, local, timeout: float) -> None:
         """"Ready" on this rank's stream, which then waits for the root's "done" (the host does not).
@@ -121,7 +107,7 @@ class IpcSources(Transport):
         try:
             where, strides = told.split(":", 1)
             dst_at = self._map(bytes.fromhex(where))
-            core = self._share(local, root, [int(s) for s in strides.split(",") if s])
+            core = self.rank_core(local, root, [int(s) for s in strides.split(",") if s])
             at = [t.pointer if r == rank else self._map(w) for r, w in enumerate(wheres)]
             stream = t.adapter.stream(self.device)
             core.run_collective(at, [self.device] * len(at), dst_at, self.device, [stream] * len(at), self.pads,

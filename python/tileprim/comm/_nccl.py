@@ -1,7 +1,11 @@
 """The 'nccl' transport of treduce across processes (cuda backend): the one that reaches ranks on
-other hosts. A non-root rank sends its source, packed, to the root with ncclSend, chunk by chunk;
-the root receives every rank's next chunk into ping/pong staging buffers on its own stream while
-its caller's stream folds the last one with the one-process treduce over the staged chunks, so
+other hosts. root_pull: a non-root rank sends its source, packed, to the root with ncclSend, chunk
+by chunk; the root receives every rank's next chunk into ping/pong staging buffers on its own
+stream while its caller's stream folds the last one with the one-process treduce over the staged
+chunks. scatter_gather (3+ ranks): the packed tensor is cut into one shard per non-root rank (a
+worker); every rank sends each worker its slice of the worker's shard, the worker folds them with
+the same one-process treduce and sends the result to the root, step by step, so the root takes in
+one tensor instead of N - 1 and every rank's link carries about one tensor each way. Either way
 the order and the bits are the one-process ones. NCCL is loaded at the communicator's first call.
 
 A call returns once its NCCL work is enqueued, so a rank that dies mid-transfer is seen by the
@@ -27,9 +31,16 @@ from ._watchdog import Watchdog, exited_ranks
 __all__ = ["NcclSources"]
 
 CHUNK_BYTES = 8 << 20  # per rank per staging slot: large enough that enqueueing keeps ahead of NVLink
+# scatter_gather exchanges a shard in steps, a worker's result one step behind its slices (steps + 1
+# NCCL groups in all): about SHARD_STEPS of them, each from MIN_STEP_BYTES to CHUNK_BYTES of a shard
+SHARD_STEPS = 16
+MIN_STEP_BYTES = 1 << 20
+ALIGN = 4096  # shard and step bounds: whole 16-byte vectors for the fold, whole elements of every dtype
 
 
 class NcclSources(Transport):
+    shards_apart = True  # each worker receives its shard's slices from every rank and sends the root its result
+
     def __init__(self, comm):
         self.comm, self.device = comm, comm.device
         status = nccl_status()
@@ -43,59 +54,73 @@ class NcclSources(Transport):
             raise CommError("transport 'nccl': NCCL could not be loaded on every rank (tp.info()['nccl'] says "
                             "where it looked): " + "; ".join(failed))
         self.nccl = _C.nccl.Communicator(gathered[0][1:], comm.world_size, comm.rank, comm.device)
-        self.pending = None  # a non-root rank's packed source, between offer and finish_non_root
+        self.pending = None  # a non-root rank's source, between offer and finish_non_root
         self.watchdog = Watchdog(comm, functools.partial(_look, self.nccl), functools.partial(_abandon, self.nccl),
                                  "nccl")
 
     def offer(self, t: RankTensor, x) -> bytes:
-        """Packs this rank's source (a strided one is copied by its library); nothing to tell the root."""
-        self.pending = None
+        """Keeps this rank's source for its send; nothing to tell the others."""
         nbytes = int(np.prod(t.shape)) * t.itemsize
-        if nbytes:
-            self.pending = (t.adapter, t.adapter.contiguous(x), nbytes)
+        self.pending = (t.adapter, x, nbytes) if nbytes else None
         return b""
 
     def finish_non_root(self, root: int, epoch: int, local, timeout: float, what: str, wheres, told: str) -> None:
-        """Sends the packed source on this rank's stream (it may be reused in that stream's order)."""
+        """Sends the source, packed (a strided one is copied by its library), on this rank's stream,
+        to the root or, where the ranks work apart, as slices to every worker, folding its own
+        shard in between; the source may be reused in that stream's order."""
         if self.pending is None:
             return
-        adapter, packed, nbytes = self.pending
+        adapter, x, nbytes = self.pending
         self.pending = None
-        stream = adapter.stream(self.device)
-        self.nccl.send(adapter.pointer(packed), nbytes, _chunk(nbytes, local.tensor.itemsize), root, stream)
+        packed, stream, itemsize = adapter.contiguous(x), adapter.stream(self.device), local.tensor.itemsize
+        if self.works_apart(local, root):
+            op, tile, pingpong, _, accumulate, _ = local.options
+            fold = _shard_fold(self.comm.world_size, root, local.tensor.dtype, itemsize, self.device, stream,
+                               op, tile, pingpong, accumulate)
+            self.nccl.exchange_shards(adapter.pointer(packed), 0, *_shards(nbytes, self.comm.world_size, root),
+                                      root, _step(nbytes, self.comm.world_size), stream, fold)
+        else:
+            self.nccl.send(adapter.pointer(packed), nbytes, _chunk(nbytes, itemsize), root, stream)
         self.nccl.watch(stream, timeout)
 
     def bind(self, group, wheres: List[bytes], local, dst, call):
-        """The root's run of this call: every rank's chunks received and folded as they land."""
+        """The root's run of this call: every rank's chunks received and folded as they land, or,
+        where the ranks work apart, its slices sent to the workers and their shards received."""
         root, t = group.root, local.tensor
         bound = bound_call(ParallelGroup([group.tensor] * len(wheres), root), dst, *call)  # checks dst; the plan
-        adapter, device, dtype, itemsize = t.adapter, self.device, t.dtype, t.itemsize
-        n = int(np.prod(t.shape))
-        peers = [r for r in range(len(wheres)) if r != root]
+        apart = bound.plan.variant == "scatter_gather"
+        if apart != self.works_apart(local, root):
+            raise CommError("the root's plan with this dst differs from the plan every rank made of the call")
+        adapter, device, dtype, itemsize, ranks = t.adapter, self.device, t.dtype, t.itemsize, len(wheres)
+        nbytes = int(np.prod(t.shape)) * itemsize
+        peers = [r for r in range(ranks) if r != root]
         op, tile, pingpong, _, accumulate, backend, _, transport = call
         tile = tuple(tile)
 
         def prepare(x, dst, timeout: float):
-            at, tensors = [0] * len(wheres), [None] * len(wheres)  # the others' data is not here yet
+            self.pending = None  # what the root offered: it sends from x itself
+            at, tensors = [0] * ranks, [None] * ranks  # the others' data is not here yet
             at[root], tensors[root] = adapter.pointer(x), x
             out = bound.checked_dst(at, tensors, dst)
-            return (lambda epoch: out if n == 0 else receive_and_fold(x, out, timeout)), ""
+            return (lambda epoch: out if nbytes == 0 else run(x, out, timeout)), ""
 
-        def receive_and_fold(x, out, timeout: float):
+        def run(x, out, timeout: float):
             source = adapter.contiguous(x)
             packed_out = out if _is_contiguous(adapter, out, t.shape) else adapter.empty(x, t.shape, dtype)
             stream = adapter.stream(device)
             source_at, out_at = adapter.pointer(source), adapter.pointer(packed_out)
-            devices, streams = [device] * len(wheres), [stream] * len(wheres)
+            if apart:
+                self.nccl.exchange_shards(source_at, out_at, *_shards(nbytes, ranks, root), root, _step(nbytes, ranks),
+                                          stream, None)
+            else:
+                fold = _shard_fold(ranks, root, dtype, itemsize, device, stream, op, tile, pingpong, accumulate)
 
-            def fold(offset: int, length: int, staged: List[int]):
-                pointers = list(staged)
-                pointers.insert(root, source_at + offset)
-                core = contiguous_core(len(wheres), root, length // itemsize, dtype, device, op, tile, pingpong,
-                                       accumulate, transport)
-                core.run_collective(pointers, devices, out_at + offset, device, streams)
+                def staged_fold(offset: int, length: int, staged: List[int]):
+                    at = list(staged)
+                    at.insert(root, source_at + offset)
+                    fold(offset, length, at, out_at + offset)
 
-            self.nccl.gather(n * itemsize, _chunk(n * itemsize, itemsize), peers, stream, fold)
+                self.nccl.gather(nbytes, _chunk(nbytes, itemsize), peers, stream, staged_fold)
             self.nccl.watch(stream, timeout)
             if packed_out is not out:  # a strided dst: the packed result copied in (a treduce of one rank)
                 bound_call(ParallelGroup([packed_out], 0), out, op, tile, pingpong, "dynamic", None, backend, None
@@ -126,6 +151,34 @@ def _abandon(nccl, comm) -> None:
 
 def _chunk(nbytes: int, itemsize: int) -> int:
     return min(nbytes, CHUNK_BYTES // itemsize * itemsize)
+
+
+def _shards(nbytes: int, ranks: int, root: int):
+    """scatter_gather's shards of a packed tensor: (bounds, workers), shard k = bytes [bounds[k],
+    bounds[k + 1]) folded by workers[k] (the non-root ranks ascending); every rank cuts alike."""
+    workers = [r for r in range(ranks) if r != root]
+    bounds = [nbytes * k // len(workers) // ALIGN * ALIGN for k in range(len(workers))] + [nbytes]
+    return bounds, workers
+
+
+def _step(nbytes: int, ranks: int) -> int:
+    """Bytes of every shard a step exchanges."""
+    shard = -(-nbytes // (ranks - 1))
+    step = min(CHUNK_BYTES, max(MIN_STEP_BYTES, -(-shard // SHARD_STEPS)))
+    return -(-step // ALIGN) * ALIGN
+
+
+def _shard_fold(ranks: int, root: int, dtype: str, itemsize: int, device: int, stream: int, op, tile, pingpong,
+                accumulate):
+    """fold(offset, length, at, result): on `stream`, the one-process treduce of every rank's copy
+    of bytes [offset, offset + length) (at[r]: rank r's, all on this GPU) into `result`."""
+    devices, streams = [device] * ranks, [stream] * ranks
+
+    def fold(offset: int, length: int, at: List[int], result: int) -> None:
+        core = contiguous_core(ranks, root, length // itemsize, dtype, device, op, tuple(tile), pingpong, accumulate,
+                               "nccl")
+        core.run_collective(at, devices, result, device, streams)
+    return fold
 
 
 def _is_contiguous(adapter, x, shape) -> bool:

@@ -185,9 +185,10 @@ def laid_out_core(world_size: int, root: int, dtype: str, shape: tuple, strides:
 def contiguous_core(world_size: int, root: int, n: int, dtype: str, device: int, op, tile, pingpong, accumulate,
                     processes: str):
     """The bound plan of a treduce whose tensors and dst are all n contiguous elements: for a
-    transport that stages the ranks' data itself, where there are only its buffers' pointers."""
+    transport that stages the ranks' data itself, where there are only its buffers' pointers (all
+    on this rank's GPU: root_pull's fold, whatever the call's algorithm)."""
     return laid_out_core(world_size, root, dtype, (n,), (1,), (1,), device, op, tuple(tile), pingpong, "dynamic",
-                         accumulate, None, processes)
+                         accumulate, "root_pull", processes)
 
 
 class _Bound:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import Callable, List
 
+from ._one_process import laid_out_core
+
 __all__ = ["Transport"]
 
 
 class Transport:
     """One rank's end of a transport, made at the communicator's first call (collectively)."""
+
+    shards_apart = False  # whether each rank runs its own shard of a scatter_gather call (works_apart)
 
     def offer(self, t, x) -> bytes:
         """Where this rank's source lies, for the root (posted with the call's signature); or, in a
@@ -16,10 +20,24 @@ class Transport:
         raise NotImplementedError
 
     def works_apart(self, local, root: int) -> bool:
-        """Whether every rank runs its own share of this call (scatter_gather where the transport
-        maps every rank's memory): then the root offers its source too, and the others start
-        once they hear the root's verdict, which tells them where dst lies."""
-        return False
+        """Whether every rank runs its own share of this call (scatter_gather, where the transport
+        reaches every rank: shards_apart): then the root offers its source too, and the others
+        start once they hear the root's verdict (which may tell them where dst lies). Decided once
+        per checked call, from the signature every rank shares, as the root's plan decides it."""
+        if not self.shards_apart:
+            return False
+        if local.apart is None:
+            try:
+                local.apart = self.rank_core(local, root, local.tensor.strides).plan.variant == "scatter_gather"
+            except (TypeError, ValueError):  # the root's plan fails too: its verdict says why
+                local.apart = False
+        return local.apart
+
+    def rank_core(self, local, root: int, dst_strides):
+        """The bound plan a rank runs on pointers: every rank laid out as this one, dst with `dst_strides`."""
+        t, comm = local.tensor, self.comm
+        return laid_out_core(comm.world_size, root, t.dtype, tuple(t.shape), tuple(t.strides), tuple(dst_strides),
+                             comm.device, *local.options, comm.transport)
 
     def arrive(self, root: int, epoch: int, local, timeout: float) -> None:
         """A non-root rank whose own checks passed, right after posting and before the root's
