@@ -46,14 +46,21 @@ if want sanitize; then
     step "sanitizer_$tool" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
       python3 -m pytest "${RACECHECK[@]}" -q -p no:cacheprovider -x
   done
-  if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then  # treduce on 2 GPUs: one process, and each rank its own under the tool
+  # treduce across processes, each rank under the tool (ranks share the GPUs there are): every
+  # tool over cuda_ipc; memcheck over nccl with every rank on a host of its own (NCCL's kernels too)
+  for tool in memcheck racecheck synccheck; do
+    TILEPRIM_RANK_WRAPPER="compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 20" \
+      step "sanitizer_treduce_processes_$tool" python3 -m pytest tests/test_treduce_processes.py -q -p no:cacheprovider \
+      -rfE -k "(gpu_transports or disagree or work_apart) and cuda_ipc"
+  done
+  TILEPRIM_RANK_WRAPPER="compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20" \
+    step sanitizer_treduce_nccl_memcheck python3 -m pytest tests/test_treduce_processes.py -q -p no:cacheprovider \
+    -rfE -k "nccl and ((work_apart and 3) or 2-nccl-hosts)"
+  if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then  # treduce in one process on 2 GPUs
     for tool in memcheck racecheck synccheck; do
       step "sanitizer_treduce_$tool" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
         python3 -m pytest tests/test_treduce_gpu.py tests/test_treduce_repeated_gpu.py -q -p no:cacheprovider -x \
           -k "2gpus and small and float32 or sharing or repeat"
-      TILEPRIM_RANK_WRAPPER="compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 20" \
-        step "sanitizer_treduce_processes_$tool" python3 -m pytest tests/test_treduce_processes.py -q -p no:cacheprovider \
-        -rfE -k "(gpu_transports or disagree or work_apart) and cuda_ipc"
     done
   fi
 fi

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import tileprim as tp
-from conftest import bits_equal
+from conftest import bits_equal, gpu_count
 from test_treduce import poisoned
 from treduce_oracle import treduce_reference
 from treduce_processes import case_dst, case_tensors, options, saved_result
@@ -121,9 +121,17 @@ def test_every_rank_gets_the_one_process_bits_at_the_root_and_none_elsewhere(wor
 
 
 GPU_TRANSPORTS = ["cuda_ipc", "nccl", "nccl-hosts"]  # nccl-hosts: every rank on a host of its own, as it claims
-# (world size, transport): a GPU per rank, but ranks on hosts of their own may share the GPUs there are
-GPU_RUNS = [pytest.param(n, transport, marks=pytest.mark.multi_gpu(1 if transport == "nccl-hosts" else n),
-                         id=f"{n}-{transport}") for transport in GPU_TRANSPORTS for n in (2, 4)]
+
+
+def gpus_for(transport: str, world_size: int):
+    """The worker puts rank r on GPU r mod the GPUs there are: CUDA IPC and ranks on hosts of their
+    own run on any number of them, NCCL takes a GPU per rank on one host."""
+    return pytest.mark.multi_gpu(world_size if transport == "nccl" else 1)
+
+
+GPU_RUNS = [pytest.param(n, transport, marks=gpus_for(transport, n), id=f"{n}-{transport}")
+            for transport in GPU_TRANSPORTS for n in (2, 4)]
+TRANSPORTS_OF_2 = [pytest.param(transport, marks=gpus_for(transport, 2), id=transport) for transport in GPU_TRANSPORTS]
 
 
 @pytest.mark.gpu
@@ -162,10 +170,10 @@ def apart_suite(world_size: int) -> list:
 
 
 @pytest.mark.gpu
-@pytest.mark.multi_gpu(2)
+@pytest.mark.multi_gpu(1)
 @pytest.mark.parametrize("world_size", [3, 4])
 def test_cuda_ipc_ranks_that_work_apart_give_the_cpu_bits(world_size, tmp_path):
-    """3 and 4 processes on the GPUs there are (two share a GPU where there are fewer GPUs)."""
+    """3 and 4 processes on the GPUs there are (some share a GPU where there are fewer GPUs)."""
     pytest.importorskip("torch")
     cases = apart_suite(world_size)
     check_gpu_records(cases, world_size, launch(cases, world_size, tmp_path, transport="cuda_ipc"), tmp_path)
@@ -185,8 +193,7 @@ def test_nccl_ranks_that_work_apart_give_the_cpu_bits(world_size, tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.multi_gpu(2)
-@pytest.mark.parametrize("transport", GPU_TRANSPORTS)
+@pytest.mark.parametrize("transport", TRANSPORTS_OF_2)
 def test_under_torchrun_the_ranks_meet_through_its_process_group(transport, tmp_path):
     pytest.importorskip("torch")
     cases = suite(2)[:4] + [c for c in suite(2) if c.get("src")][:2]  # strided sources and dst among them
@@ -194,7 +201,7 @@ def test_under_torchrun_the_ranks_meet_through_its_process_group(transport, tmp_
 
 
 @pytest.mark.gpu
-@pytest.mark.multi_gpu(2)
+@pytest.mark.multi_gpu(1)
 def test_a_cuda_ipc_rank_whose_share_fails_raises_and_holds_up_no_gpu(tmp_path):
     """Rank 2 cannot run its shard of a scatter_gather call: it raises, says "ready" and "done"
     for itself from the host, so the root's and rank 1's GPUs go on at once (no trap at the
@@ -261,8 +268,7 @@ def test_ranks_that_disagree_on_the_root_raise_the_same_error_at_once_and_go_on(
 
 
 @pytest.mark.gpu
-@pytest.mark.multi_gpu(2)
-@pytest.mark.parametrize("transport", GPU_TRANSPORTS)
+@pytest.mark.parametrize("transport", TRANSPORTS_OF_2)
 def test_gpu_calls_the_ranks_disagree_on_raise_everywhere_and_hold_up_no_later_call(transport, tmp_path):
     """Under cuda_ipc a non-root rank arrives before the root's verdict (its stream then waits for
     the root's "done"): a call the root refuses must end that wait, or the next call queues behind
@@ -280,6 +286,25 @@ def test_gpu_calls_the_ranks_disagree_on_raise_everywhere_and_hold_up_no_later_c
     assert [records[r][2] for r in range(2)] == ["dst", "none"]
     expected = one_process(cases[2], 2)
     assert bits_equal(saved_result(tmp_path, 2, cases[2], expected.shape), expected)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(1)
+def test_nccl_ranks_that_share_a_gpu_of_one_host_are_told_why_nccl_refuses_them(tmp_path):
+    """One rank more than the GPUs there are, on one host: rank 0 and the last share GPU 0, which
+    NCCL refuses ("invalid usage"); every rank says so, naming them, and the next call too."""
+    pytest.importorskip("torch")
+    n = gpu_count() + 1
+    base = {"shape": [9, 37], "dtype": "float32", "op": "sum", "root": 0}
+    cases = [{**base, "seed": 1}, {**base, "seed": 2}]
+    records = launch(cases, n, tmp_path, transport="nccl", deadline=120)
+    for r in range(n):
+        assert isinstance(records[r], list), records[r]
+        first = records[r][0]
+        assert first.startswith("error CommError: transport 'nccl': ncclCommInitRank"), first
+        assert "NCCL takes one GPU per rank on a host" in first, first
+        assert f"ranks 0 and {n - 1} both use cuda:0 on host" in first, first
+        assert records[r][1].startswith("error CommError"), records[r][1]
 
 
 @pytest.mark.gpu
@@ -301,7 +326,7 @@ def test_a_rank_that_dies_mid_transfer_is_seen_by_the_nccl_watchdog(tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.multi_gpu(2)
+@pytest.mark.multi_gpu(1)
 @pytest.mark.parametrize("who", ["root", "non-root"])
 def test_a_cuda_ipc_rank_killed_while_the_others_gpus_wait_on_it_holds_none_of_them(who, tmp_path):
     """The root is killed once it accepted the call (rank 1's stream waits for its "done"), or
@@ -328,7 +353,7 @@ def test_a_cuda_ipc_rank_killed_while_the_others_gpus_wait_on_it_holds_none_of_t
 
 
 @pytest.mark.gpu
-@pytest.mark.multi_gpu(2)
+@pytest.mark.multi_gpu(1)
 def test_a_cuda_ipc_root_waits_on_the_gpu_for_no_longer_than_the_calls_timeout(tmp_path):
     """At the second call rank 1's stream reaches the call BUSY_S after the root's kernel starts
     waiting for it, past the call's 1 s timeout: the root's kernel traps (its process fails at

@@ -53,7 +53,14 @@ class NcclSources(Transport):
         if failed:
             raise CommError("transport 'nccl': NCCL could not be loaded on every rank (tp.info()['nccl'] says "
                             "where it looked): " + "; ".join(failed))
-        self.nccl = _C.nccl.Communicator(gathered[0][1:], comm.world_size, comm.rank, comm.device)
+        try:
+            self.nccl = _C.nccl.Communicator(gathered[0][1:], comm.world_size, comm.rank, comm.device)
+        except RuntimeError as e:
+            if "invalid usage" not in str(e):
+                raise
+            raise CommError(f"transport 'nccl': {e}. NCCL takes one GPU per rank on a host (it tells hosts apart "
+                            f"by $NCCL_HOSTID, else the hostname){_sharing(comm)}: give every rank a GPU of its "
+                            "own, or on one host use transport='cuda_ipc'") from e
         self.pending = None  # a non-root rank's source, between offer and finish_non_root
         self.watchdog = Watchdog(comm, functools.partial(_look, self.nccl), functools.partial(_abandon, self.nccl),
                                  "nccl")
@@ -147,6 +154,16 @@ def _look(nccl, comm) -> str:
 
 def _abandon(nccl, comm) -> None:
     nccl.abort()
+
+
+def _sharing(comm) -> str:
+    """Which ranks on one host (as tileprim tells hosts apart) name the same device, for an error."""
+    first, shared = {}, []
+    for r, where in enumerate(zip(comm.hosts, comm.devices)):
+        if where in first:
+            shared.append(f"ranks {first[where]} and {r} both use cuda:{where[1]} on host {where[0]!r}")
+        first.setdefault(where, r)
+    return "; " + ", ".join(shared) if shared else ""
 
 
 def _chunk(nbytes: int, itemsize: int) -> int:
