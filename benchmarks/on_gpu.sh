@@ -60,7 +60,7 @@ if want sanitize; then
   done
   TILEPRIM_RANK_WRAPPER="compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20" \
     step sanitizer_treduce_nccl_memcheck python3 -m pytest tests/test_treduce_processes.py -q -p no:cacheprovider \
-    -rfE -k "nccl and ((work_apart and 3) or 2-nccl-hosts)"
+    -rfE -k "nccl and ((work_apart and 3) or 2-nccl-hosts or fold_fails)"
   if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then  # treduce in one process on 2 GPUs
     for tool in memcheck racecheck synccheck; do
       step "sanitizer_treduce_$tool" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \

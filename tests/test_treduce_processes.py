@@ -213,6 +213,32 @@ def test_a_cuda_ipc_rank_whose_share_fails_raises_and_holds_up_no_gpu(tmp_path):
     started = time.monotonic()
     records = launch(cases, 3, tmp_path, transport="cuda_ipc", deadline=90)
     assert time.monotonic() - started < 60, "no GPU waited for its timeout"
+    check_rank_2_failed_the_middle_call(cases, records, tmp_path)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(1)
+def test_an_nccl_worker_whose_fold_fails_raises_and_the_root_gets_all_ones_for_its_shard(tmp_path):
+    """Ranks on hosts of their own; rank 2's folds of its shard fail at the second call: it
+    raises, its exchange goes on (so no rank waits), and the root's dst holds the CPU bits but for
+    rank 2's shard, all-ones bytes (NaN); the next call gives the CPU bits."""
+    pytest.importorskip("torch")
+    from tileprim.comm._nccl import _shards
+    base = {"shape": [520, 640], "dtype": "float32", "op": "sum", "root": 0, "variant": "scatter_gather"}
+    cases = [{**base, "seed": 1}, {**base, "seed": 2, "role": {"2": "fold-fails"}}, {**base, "seed": 3}]
+    records = launch(cases, 3, tmp_path, transport="nccl-hosts", deadline=120)
+    check_rank_2_failed_the_middle_call(cases, records, tmp_path)
+    expected = one_process(cases[1], 3).reshape(-1)
+    got = saved_result(tmp_path, 1, cases[1], expected.shape)
+    rank_2_from = _shards(expected.nbytes, 3, 0)[0][1] // expected.itemsize  # rank 1's shard, then rank 2's
+    assert 0 < rank_2_from < expected.size
+    assert bits_equal(got[:rank_2_from], expected[:rank_2_from])
+    assert (got[rank_2_from:].view(np.uint32) == 0xFFFFFFFF).all()
+
+
+def check_rank_2_failed_the_middle_call(cases, records, tmp_path) -> None:
+    """Of three calls on 3 ranks, rank 2 raised the injected error at the second, which the root
+    returned from, and the first and the last gave the CPU bits."""
     assert records[2][1].startswith("error RuntimeError: injected"), records[2]
     assert [records[0][1], records[1][1]] == ["dst", "none"], records
     for i in (0, 2):

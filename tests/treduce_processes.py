@@ -26,6 +26,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tileprim as tp  # noqa: E402
+from tileprim.comm import _nccl as nccl_transport  # noqa: E402
 from test_treduce import DST_LAYOUTS, SOURCE_LAYOUTS, laid_out, np_dtype, poisoned, random_source  # noqa: E402
 
 
@@ -113,7 +114,10 @@ def gpu_of(rank: int) -> int:
 
 
 def _injected_failure(*args):
-    raise RuntimeError("injected: this rank could not map the others' memory")
+    raise RuntimeError("injected: this rank's share of the call failed")
+
+
+SHARD_FOLD = nccl_transport._shard_fold
 
 
 def run_rank(cases, comm, out_dir: str) -> None:
@@ -137,6 +141,8 @@ def run_rank(cases, comm, out_dir: str) -> None:
                                                                                 os.kill(os.getpid(), signal.SIGKILL))
         if "share-fails" in roles:  # a rank that works apart fails once the root told it where dst lies
             comm.state["sources"]._map = _injected_failure
+        if "fold-fails" in roles:  # a worker under nccl whose every fold of its shard fails
+            nccl_transport._shard_fold = lambda *args: _injected_failure
         root = next((int(role[5:]) for role in roles if role.startswith("root-")), case["root"])  # its own idea
         x_buffer, x = case_buffers(case, world_size)[rank]
         buffer, dst = case_dst(case) if rank == root else (None, None)
@@ -162,6 +168,7 @@ def run_rank(cases, comm, out_dir: str) -> None:
         finally:
             if "share-fails" in roles:
                 del comm.state["sources"]._map
+            nccl_transport._shard_fold = SHARD_FOLD
         if planned != case.get("variant"):
             record.append(f"planned {planned}")
             continue

@@ -42,6 +42,7 @@ void bind_nccl(py::module_& m) {
           "send",
           [](nccl::Communicator& c, std::uintptr_t source, size_t bytes, size_t chunk_bytes, int peer,
              std::uintptr_t stream) {
+            py::gil_scoped_release release;  // NCCL may wait to connect: the watchdog's thread runs meanwhile
             c.send(source, bytes, chunk_bytes, peer, reinterpret_cast<nccl::CUstream>(stream));
           },
           py::arg("source"), py::arg("bytes"), py::arg("chunk_bytes"), py::arg("peer"), py::arg("stream"))
@@ -49,6 +50,7 @@ void bind_nccl(py::module_& m) {
           "gather",
           [](nccl::Communicator& c, size_t bytes, size_t chunk_bytes, const std::vector<int>& peers,
              std::uintptr_t stream, const nccl::Communicator::Fold& fold) {
+            py::gil_scoped_release release;  // the watchdog's thread runs meanwhile; a fold takes it back
             c.gather(bytes, chunk_bytes, peers, reinterpret_cast<nccl::CUstream>(stream), fold);
           },
           py::arg("bytes"), py::arg("chunk_bytes"), py::arg("peers"), py::arg("stream"), py::arg("fold"),
@@ -59,6 +61,7 @@ void bind_nccl(py::module_& m) {
           [](nccl::Communicator& c, std::uintptr_t source, std::uintptr_t out, const std::vector<size_t>& bounds,
              const std::vector<int>& workers, int root, size_t step_bytes, std::uintptr_t stream,
              const nccl::Communicator::ShardFold& shard_fold) {
+            py::gil_scoped_release release;  // the watchdog's thread runs meanwhile; a fold takes it back
             c.exchange_shards(source, out, bounds, workers, root, step_bytes, reinterpret_cast<nccl::CUstream>(stream),
                               shard_fold);
           },
@@ -69,6 +72,8 @@ void bind_nccl(py::module_& m) {
           "rank r's copy); the root receives the results into `out`.")
       .def("abort", &nccl::Communicator::abort, py::call_guard<py::gil_scoped_release>(),
            "Ends the communicator now, pending operations included (from any thread).")
+      .def("aborted", &nccl::Communicator::aborted, py::call_guard<py::gil_scoped_release>(),
+           "Whether the communicator was aborted (by abort(), or by a call it could not enqueue).")
       .def(
           "watch",
           [](nccl::Communicator& c, std::uintptr_t stream, double timeout) {

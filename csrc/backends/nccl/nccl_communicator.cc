@@ -53,6 +53,11 @@ Communicator::~Communicator() {
   if (comm_) Library::get().ncclCommDestroy(comm_);  // waits for this rank's pending operations
   if (receiving_) d.cuStreamSynchronize(receiving_);
   staging_.reset();
+  for (Retired& old : retired_) {
+    d.cuEventSynchronize(old.done);
+    old.buffer.reset();
+    d.cuEventDestroy(old.done);
+  }
   for (CUevent event : {start_, received_[0], received_[1], folded_[0], folded_[1]})
     if (event) d.cuEventDestroy(event);
   for (const InFlight& call : watched_) d.cuEventDestroy(call.end);
@@ -62,11 +67,27 @@ Communicator::~Communicator() {
 
 void Communicator::abort() {
   std::lock_guard<std::mutex> lock(enqueue_);
+  abort_locked();
+}
+
+bool Communicator::aborted() {
+  std::lock_guard<std::mutex> lock(enqueue_);
+  return comm_ == nullptr;
+}
+
+void Communicator::abort_locked() {
   if (!comm_) return;
   cuda::DeviceScope scope;
   scope.use(device_);
   Library::get().ncclCommAbort(comm_);
   comm_ = nullptr;
+}
+
+void Communicator::abandon(bool group_open, const std::exception& e) {
+  if (group_open) Library::get().ncclGroupEnd();  // this thread's group closed: later NCCL calls on it are its own
+  abort_locked();
+  throw cuda::CudaError(std::string(e.what()) + "; this rank could not enqueue its part of the call, so its NCCL "
+                        "communicator was aborted (the peers' transfers fail instead of waiting)");
 }
 
 void Communicator::watch(CUstream stream, double timeout_s) {
@@ -120,19 +141,36 @@ void Communicator::send(CUdeviceptr source, size_t bytes, size_t chunk_bytes, in
   if (chunk_bytes == 0) throw std::invalid_argument("chunk_bytes: must be positive");
   cuda::DeviceScope scope;
   scope.use(device_);
-  for (size_t offset = 0; offset < bytes; offset += chunk_bytes)
-    nccl.check(nccl.ncclSend(reinterpret_cast<const void*>(source + offset), std::min(chunk_bytes, bytes - offset),
-                             ncclInt8, peer, comm_, stream),
-               "ncclSend");
+  try {
+    for (size_t offset = 0; offset < bytes; offset += chunk_bytes)
+      nccl.check(nccl.ncclSend(reinterpret_cast<const void*>(source + offset), std::min(chunk_bytes, bytes - offset),
+                               ncclInt8, peer, comm_, stream),
+                 "ncclSend");
+  } catch (const std::exception& e) {
+    abandon(false, e);
+  }
 }
 
 void Communicator::grow_staging(size_t bytes) {
-  if (staging_ && staging_->bytes() >= bytes) return;
   cuda::Driver& d = cuda::Driver::get();
-  for (int slot = 0; slot < 2; ++slot)  // the last call's folds may still read the old buffer
-    if (folded_recorded_[slot]) d.check(d.cuEventSynchronize(folded_[slot]), "cuEventSynchronize");
-  d.check(d.cuStreamSynchronize(receiving_), "cuStreamSynchronize");
-  staging_.reset();
+  for (auto old = retired_.begin(); old != retired_.end();) {
+    if (d.cuEventQuery(old->done) == cuda::CUDA_ERROR_NOT_READY) {
+      ++old;
+      continue;
+    }
+    old->buffer.reset();
+    d.cuEventDestroy(old->done);
+    old = retired_.erase(old);
+  }
+  if (staging_ && staging_->bytes() >= bytes) return;
+  if (staging_) {  // the last calls' receives and folds may still use it: freed once they are done
+    CUevent done = nullptr;
+    d.check(d.cuEventCreate(&done, cuda::CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    retired_.push_back({std::move(staging_), done});
+    for (int slot = 0; slot < 2; ++slot)
+      if (folded_recorded_[slot]) d.check(d.cuStreamWaitEvent(receiving_, folded_[slot], 0), "cuStreamWaitEvent");
+    d.check(d.cuEventRecord(done, receiving_), "cuEventRecord");
+  }
   staging_ = std::make_unique<cuda::DeviceBuffer>(bytes, device_);
 }
 
@@ -146,37 +184,44 @@ void Communicator::gather(size_t bytes, size_t chunk_bytes, const std::vector<in
   cuda::DeviceScope scope;
   scope.use(device_);
   const size_t slot_bytes = chunk_bytes * peers.size();
-  grow_staging(std::max<size_t>(2 * slot_bytes, 1));
-  // Receives start once the caller's stream is here, and the last call's folds freed the slots.
-  d.check(d.cuEventRecord(start_, stream), "cuEventRecord");
-  d.check(d.cuStreamWaitEvent(receiving_, start_, 0), "cuStreamWaitEvent");
-  for (int slot = 0; slot < 2; ++slot)
-    if (folded_recorded_[slot]) d.check(d.cuStreamWaitEvent(receiving_, folded_[slot], 0), "cuStreamWaitEvent");
   std::exception_ptr failure;
-  std::vector<CUdeviceptr> staged(peers.size());
-  for (size_t offset = 0, chunk = 0; offset < bytes; offset += chunk_bytes, ++chunk) {
-    const int slot = static_cast<int>(chunk % 2);
-    const size_t length = std::min(chunk_bytes, bytes - offset);
-    if (chunk >= 2) d.check(d.cuStreamWaitEvent(receiving_, folded_[slot], 0), "cuStreamWaitEvent");
-    for (size_t i = 0; i < peers.size(); ++i) staged[i] = staging_->pointer() + slot * slot_bytes + i * chunk_bytes;
-    if (!peers.empty()) {
-      nccl.check(nccl.ncclGroupStart(), "ncclGroupStart");
-      for (size_t i = 0; i < peers.size(); ++i)
-        nccl.check(nccl.ncclRecv(reinterpret_cast<void*>(staged[i]), length, ncclInt8, peers[i], comm_, receiving_),
-                   "ncclRecv");
-      nccl.check(nccl.ncclGroupEnd(), "ncclGroupEnd");
-    }
-    d.check(d.cuEventRecord(received_[slot], receiving_), "cuEventRecord");
-    d.check(d.cuStreamWaitEvent(stream, received_[slot], 0), "cuStreamWaitEvent");
-    if (!failure) {
-      try {
-        fold(offset, length, staged);
-      } catch (...) {
-        failure = std::current_exception();
+  bool group_open = false;
+  try {
+    grow_staging(std::max<size_t>(2 * slot_bytes, 1));
+    // Receives start once the caller's stream is here, and the last call's folds freed the slots.
+    d.check(d.cuEventRecord(start_, stream), "cuEventRecord");
+    d.check(d.cuStreamWaitEvent(receiving_, start_, 0), "cuStreamWaitEvent");
+    for (int slot = 0; slot < 2; ++slot)
+      if (folded_recorded_[slot]) d.check(d.cuStreamWaitEvent(receiving_, folded_[slot], 0), "cuStreamWaitEvent");
+    std::vector<CUdeviceptr> staged(peers.size());
+    for (size_t offset = 0, chunk = 0; offset < bytes; offset += chunk_bytes, ++chunk) {
+      const int slot = static_cast<int>(chunk % 2);
+      const size_t length = std::min(chunk_bytes, bytes - offset);
+      if (chunk >= 2) d.check(d.cuStreamWaitEvent(receiving_, folded_[slot], 0), "cuStreamWaitEvent");
+      for (size_t i = 0; i < peers.size(); ++i) staged[i] = staging_->pointer() + slot * slot_bytes + i * chunk_bytes;
+      if (!peers.empty()) {
+        nccl.check(nccl.ncclGroupStart(), "ncclGroupStart");
+        group_open = true;
+        for (size_t i = 0; i < peers.size(); ++i)
+          nccl.check(nccl.ncclRecv(reinterpret_cast<void*>(staged[i]), length, ncclInt8, peers[i], comm_, receiving_),
+                     "ncclRecv");
+        group_open = false;
+        nccl.check(nccl.ncclGroupEnd(), "ncclGroupEnd");
       }
+      d.check(d.cuEventRecord(received_[slot], receiving_), "cuEventRecord");
+      d.check(d.cuStreamWaitEvent(stream, received_[slot], 0), "cuStreamWaitEvent");
+      if (!failure) {
+        try {
+          fold(offset, length, staged);
+        } catch (...) {
+          failure = std::current_exception();
+        }
+      }
+      d.check(d.cuEventRecord(folded_[slot], stream), "cuEventRecord");
+      folded_recorded_[slot] = true;
     }
-    d.check(d.cuEventRecord(folded_[slot], stream), "cuEventRecord");
-    folded_recorded_[slot] = true;
+  } catch (const std::exception& e) {
+    abandon(group_open, e);
   }
   if (failure) std::rethrow_exception(failure);
 }
@@ -206,57 +251,66 @@ void Communicator::exchange_shards(CUdeviceptr source, CUdeviceptr out, const st
     const size_t begin = std::min(bounds[k] + step * step_bytes, bounds[k + 1]);
     return std::make_pair(begin, std::min(begin + step_bytes, bounds[k + 1]) - begin);
   };
-  CUdeviceptr staged = 0, result = 0;
-  if (worker) {
-    grow_staging((others.size() + 1) * step_bytes);
-    staged = staging_->pointer();
-    result = staged + others.size() * step_bytes;
-    for (int slot = 0; slot < 2; ++slot)  // the last call's use of the staging is over
-      if (folded_recorded_[slot]) d.check(d.cuStreamWaitEvent(stream, folded_[slot], 0), "cuStreamWaitEvent");
-  }
+  const bool folds = worker && slice(me, 0).second > 0;  // a worker with an empty shard only sends
   std::exception_ptr failure;
-  std::vector<CUdeviceptr> at(static_cast<size_t>(world_size_));
-  for (size_t step = 0; step <= steps; ++step) {
-    nccl.check(nccl.ncclGroupStart(), "ncclGroupStart");
-    for (size_t k = 0; step < steps && k < workers.size(); ++k) {
-      const auto [offset, length] = slice(k, step);
-      if (workers[k] != rank_ && length)
-        nccl.check(nccl.ncclSend(reinterpret_cast<const void*>(source + offset), length, ncclInt8, workers[k], comm_,
-                            stream),
-              "ncclSend");
+  bool group_open = false;
+  try {
+    CUdeviceptr staged = 0, result = 0;
+    if (folds) {
+      grow_staging((others.size() + 1) * step_bytes);
+      staged = staging_->pointer();
+      result = staged + others.size() * step_bytes;
+      for (int slot = 0; slot < 2; ++slot)  // the last call's use of the staging is over
+        if (folded_recorded_[slot]) d.check(d.cuStreamWaitEvent(stream, folded_[slot], 0), "cuStreamWaitEvent");
     }
-    if (worker && step < steps) {
-      const size_t length = slice(me, step).second;
-      for (size_t i = 0; length && i < others.size(); ++i)
-        nccl.check(nccl.ncclRecv(reinterpret_cast<void*>(staged + i * step_bytes), length, ncclInt8, others[i], comm_,
-                            stream),
-              "ncclRecv");
-    }
-    if (worker && step > 0 && slice(me, step - 1).second)
-      nccl.check(nccl.ncclSend(reinterpret_cast<const void*>(result), slice(me, step - 1).second, ncclInt8, root, comm_,
-                          stream),
-            "ncclSend");
-    for (size_t k = 0; rank_ == root && step > 0 && k < workers.size(); ++k) {
-      const auto [offset, length] = slice(k, step - 1);
-      if (length)
-        nccl.check(nccl.ncclRecv(reinterpret_cast<void*>(out + offset), length, ncclInt8, workers[k], comm_, stream),
-              "ncclRecv");
-    }
-    nccl.check(nccl.ncclGroupEnd(), "ncclGroupEnd");
-    const auto [offset, length] = worker && step < steps ? slice(me, step) : std::make_pair(size_t{0}, size_t{0});
-    if (length && !failure) {
+    std::vector<CUdeviceptr> at(static_cast<size_t>(world_size_));
+    for (size_t step = 0; step <= steps; ++step) {
+      nccl.check(nccl.ncclGroupStart(), "ncclGroupStart");
+      group_open = true;
+      for (size_t k = 0; step < steps && k < workers.size(); ++k) {
+        const auto [offset, length] = slice(k, step);
+        if (workers[k] != rank_ && length)
+          nccl.check(nccl.ncclSend(reinterpret_cast<const void*>(source + offset), length, ncclInt8, workers[k], comm_,
+                                   stream),
+                     "ncclSend");
+      }
+      const size_t receiving = folds && step < steps ? slice(me, step).second : 0;
+      for (size_t i = 0; receiving && i < others.size(); ++i)
+        nccl.check(nccl.ncclRecv(reinterpret_cast<void*>(staged + i * step_bytes), receiving, ncclInt8, others[i],
+                                 comm_, stream),
+                   "ncclRecv");
+      if (folds && step > 0 && slice(me, step - 1).second)
+        nccl.check(nccl.ncclSend(reinterpret_cast<const void*>(result), slice(me, step - 1).second, ncclInt8, root,
+                                 comm_, stream),
+                   "ncclSend");
+      for (size_t k = 0; rank_ == root && step > 0 && k < workers.size(); ++k) {
+        const auto [offset, length] = slice(k, step - 1);
+        if (length)
+          nccl.check(nccl.ncclRecv(reinterpret_cast<void*>(out + offset), length, ncclInt8, workers[k], comm_, stream),
+                     "ncclRecv");
+      }
+      group_open = false;
+      nccl.check(nccl.ncclGroupEnd(), "ncclGroupEnd");
+      if (!receiving) continue;
+      const size_t offset = slice(me, step).first;
       for (size_t i = 0; i < others.size(); ++i) at[static_cast<size_t>(others[i])] = staged + i * step_bytes;
       at[static_cast<size_t>(rank_)] = source + offset;
-      try {
-        shard_fold(offset, length, at, result);
-      } catch (...) {
-        failure = std::current_exception();
+      if (!failure) {
+        try {
+          shard_fold(offset, receiving, at, result);
+        } catch (...) {
+          failure = std::current_exception();
+        }
       }
+      if (failure)  // the root gets all-ones bytes (NaN, or -1) for this shard, not stale staging
+        d.check(d.cuMemsetD8Async(result, 0xFF, receiving, stream), "cuMemsetD8Async");
     }
-  }
-  if (worker) {
-    d.check(d.cuEventRecord(folded_[0], stream), "cuEventRecord");
-    folded_recorded_[0] = true;
+    if (folds) {
+      d.check(d.cuEventRecord(folded_[0], stream), "cuEventRecord");
+      folded_recorded_[0] = true;
+    }
+  } catch (const std::exception& e) {
+    abandon(group_open, e);
   }
   if (failure) std::rethrow_exception(failure);
 }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -57,7 +58,8 @@ class Communicator {
   // no rank waits on another's next step. Between groups a worker folds what it received, on
   // `stream`: shard_fold(offset, length, at, result), at[r] is rank r's copy of bytes
   // [offset, offset + length) (its own read in place). If a fold throws, the remaining steps are
-  // still exchanged (the peers' operations must be matched) and the first error rethrown.
+  // still exchanged (the peers' operations must be matched), the root getting all-ones bytes for
+  // the rest of that shard (NaN, or -1), and the first error rethrown.
   using ShardFold = std::function<void(size_t offset, size_t length, const std::vector<CUdeviceptr>& at,
                                        CUdeviceptr result)>;
   void exchange_shards(CUdeviceptr source, CUdeviceptr out, const std::vector<size_t>& bounds,
@@ -65,8 +67,11 @@ class Communicator {
                        const ShardFold& shard_fold);
 
   // Ends the communicator now, pending operations included (a peer failed). Another thread may
-  // call it (a watchdog): it waits until no send or gather is being enqueued.
+  // call it (a watchdog): it waits until no send or gather is being enqueued. A send, gather or
+  // exchange that fails before it has enqueued all its operations (no memory for the staging, an
+  // NCCL error) aborts too, so the peers' matching operations fail instead of waiting: aborted().
   void abort();
+  bool aborted();
 
   // For a watchdog on another thread. watch(): the work just enqueued on `stream` is a call in
   // flight, given `timeout_s` to finish (an event marks its end). oldest_in_flight(): the oldest
@@ -77,7 +82,11 @@ class Communicator {
   std::string async_error();
 
  private:
+  // The staging, at least `bytes`; an outgrown buffer is freed once the work that used it is
+  // done, with no host wait (the watchdog must be able to abort while a peer never finishes).
   void grow_staging(size_t bytes);
+  void abort_locked();
+  [[noreturn]] void abandon(bool group_open, const std::exception& e);
 
   std::mutex enqueue_;  // held while NCCL operations are enqueued, and by abort()
   std::mutex watched_mutex_;
@@ -97,6 +106,11 @@ class Communicator {
   CUevent folded_[2] = {};        // a staging slot is free again (exchange_shards: folded_[0], all of it)
   bool folded_recorded_[2] = {false, false};
   std::unique_ptr<cuda::DeviceBuffer> staging_;
+  struct Retired {
+    std::unique_ptr<cuda::DeviceBuffer> buffer;
+    CUevent done;
+  };
+  std::vector<Retired> retired_;
 };
 
 }  // namespace tp::nccl

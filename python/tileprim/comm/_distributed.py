@@ -41,7 +41,7 @@ def _local(group: DistributedGroup, op, tile, pingpong, valid, accumulate, dispa
     if options_keyable(tile, pingpong):
         try:
             key = (PLACED_KEYS[type(x)](x), op, tuple(tile), pingpong, valid, accumulate, dispatch, group.root,
-                   id(group.comm))
+                   group.comm.job)  # not id(): a later communicator may reuse a closed one's
             local = _CHECKED.get(key)
         except (KeyError, TypeError, AttributeError):  # an array of a type not yet keyed; an unhashable option
             key = None

@@ -14,6 +14,7 @@ whose process exited (one host) or a call older than its timeout, and then abort
 communicator (its streams go on) and breaks the tileprim communicator."""
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import List
 
@@ -80,15 +81,15 @@ class NcclSources(Transport):
         adapter, x, nbytes = self.pending
         self.pending = None
         packed, stream, itemsize = adapter.contiguous(x), adapter.stream(self.device), local.tensor.itemsize
-        if self.works_apart(local, root):
-            op, tile, pingpong, _, accumulate, _ = local.options
-            fold = _shard_fold(self.comm.world_size, root, local.tensor.dtype, itemsize, self.device, stream,
-                               op, tile, pingpong, accumulate)
-            self.nccl.exchange_shards(adapter.pointer(packed), 0, *_shards(nbytes, self.comm.world_size, root),
-                                      root, _step(nbytes, self.comm.world_size), stream, fold)
-        else:
-            self.nccl.send(adapter.pointer(packed), nbytes, _chunk(nbytes, itemsize), root, stream)
-        self.nccl.watch(stream, timeout)
+        with self._enqueueing(stream, timeout):
+            if self.works_apart(local, root):
+                op, tile, pingpong, _, accumulate, _ = local.options
+                fold = _shard_fold(self.comm.world_size, root, local.tensor.dtype, itemsize, self.device, stream,
+                                   op, tile, pingpong, accumulate)
+                self.nccl.exchange_shards(adapter.pointer(packed), 0, *_shards(nbytes, self.comm.world_size, root),
+                                          root, _step(nbytes, self.comm.world_size), stream, fold)
+            else:
+                self.nccl.send(adapter.pointer(packed), nbytes, _chunk(nbytes, itemsize), root, stream)
 
     def bind(self, group, wheres: List[bytes], local, dst, call):
         """The root's run of this call: every rank's chunks received and folded as they land, or,
@@ -116,24 +117,38 @@ class NcclSources(Transport):
             packed_out = out if _is_contiguous(adapter, out, t.shape) else adapter.empty(x, t.shape, dtype)
             stream = adapter.stream(device)
             source_at, out_at = adapter.pointer(source), adapter.pointer(packed_out)
-            if apart:
-                self.nccl.exchange_shards(source_at, out_at, *_shards(nbytes, ranks, root), root, _step(nbytes, ranks),
-                                          stream, None)
-            else:
-                fold = _shard_fold(ranks, root, dtype, itemsize, device, stream, op, tile, pingpong, accumulate)
+            with self._enqueueing(stream, timeout):
+                if apart:
+                    self.nccl.exchange_shards(source_at, out_at, *_shards(nbytes, ranks, root), root,
+                                              _step(nbytes, ranks), stream, None)
+                else:
+                    fold = _shard_fold(ranks, root, dtype, itemsize, device, stream, op, tile, pingpong, accumulate)
 
-                def staged_fold(offset: int, length: int, staged: List[int]):
-                    at = list(staged)
-                    at.insert(root, source_at + offset)
-                    fold(offset, length, at, out_at + offset)
+                    def staged_fold(offset: int, length: int, staged: List[int]):
+                        at = list(staged)
+                        at.insert(root, source_at + offset)
+                        fold(offset, length, at, out_at + offset)
 
-                self.nccl.gather(nbytes, _chunk(nbytes, itemsize), peers, stream, staged_fold)
-            self.nccl.watch(stream, timeout)
+                    self.nccl.gather(nbytes, _chunk(nbytes, itemsize), peers, stream, staged_fold)
             if packed_out is not out:  # a strided dst: the packed result copied in (a treduce of one rank)
                 bound_call(ParallelGroup([packed_out], 0), out, op, tile, pingpong, "dynamic", None, backend, None
                            ).run([packed_out], out)
             return out
         return prepare
+
+    @contextlib.contextmanager
+    def _enqueueing(self, stream: int, timeout: float):
+        """This rank's NCCL work of a call: watched once enqueued, even where a fold failed (its
+        peers' operations were all matched); a call that could not enqueue all of it aborted NCCL,
+        and breaks the communicator."""
+        try:
+            yield
+        except RuntimeError as e:
+            if self.nccl.aborted() and not self.comm.broken:
+                self.comm.broken = f"rank {self.comm.rank}'s NCCL transfer failed: {e}"
+            raise
+        finally:
+            self.nccl.watch(stream, timeout)
 
     def release(self) -> None:
         self.watchdog.stop()
