@@ -183,19 +183,14 @@ def tileprim_process(_, path, ngpus, sizes, tile, pingpong):
                                     "shape": list(shape)}, measure)
 
 
-def gpu_of(torch, rank: int) -> int:
-    """Process `rank`'s GPU: its own, or (--hosts) rank mod the GPUs there are."""
-    return rank % torch.cuda.device_count()
-
-
 def join_process_group(rank: int, ngpus: int, port: int):
-    """This process in an NCCL group of one process per GPU (--hosts: per host it claims); a
-    barrier that also idles this GPU."""
+    """This process in an NCCL group of one process per GPU (--hosts: per host it claims): a
+    barrier that also idles this process's GPU, and that GPU."""
     import torch
     import torch.distributed as dist
     if os.environ.get("TREDUCE_BENCH_HOSTS"):
         os.environ["NCCL_HOSTID"] = os.environ["TILEPRIM_HOST_ID"] = f"host-{rank}"
-    gpu = gpu_of(torch, rank)
+    gpu = rank % torch.cuda.device_count()  # its own GPU, or (--hosts) one it shares
     torch.cuda.set_device(gpu)
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ngpus,
                             timeout=timedelta(seconds=120), device_id=torch.device("cuda", gpu))
@@ -203,14 +198,13 @@ def join_process_group(rank: int, ngpus: int, port: int):
     def barrier():
         dist.barrier(device_ids=[gpu])
         torch.cuda.synchronize(gpu)
-    return barrier
+    return barrier, gpu
 
 
 def nccl_process(rank, path, ngpus, sizes, port):
     import torch
     import torch.distributed as dist
-    barrier = join_process_group(rank, ngpus, port)
-    gpu = gpu_of(torch, rank)
+    barrier, gpu = join_process_group(rank, ngpus, port)
     records = []
     for nbytes in sizes:
         def measure():
@@ -229,8 +223,7 @@ def distributed_process(rank, path, ngpus, sizes, port, tile, pingpong, verify, 
     import torch
     import torch.distributed as dist
     import tileprim as tp
-    barrier = join_process_group(rank, ngpus, port)
-    gpu = gpu_of(torch, rank)
+    barrier, gpu = join_process_group(rank, ngpus, port)
     comm = tp.comm.init(backend="cuda", device=gpu, transport=transport)  # meets through torch.distributed
     records = []
     for nbytes in sizes:
