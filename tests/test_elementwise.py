@@ -29,7 +29,8 @@ def silu_in(dtype):
 
 
 UNARY = {
-    "sqrt": np.sqrt, "exp": np.exp, "exp2": np.exp2, "log2": np.log2,
+    "sqrt": np.sqrt, "exp": np.exp, "exp2": np.exp2, "log2": np.log2, "log": np.log,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x),
     "reciprocal": lambda x: 1.0 / x, "silu": None,
 }
 BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "fdiv": np.divide, "maximum": np.fmax}

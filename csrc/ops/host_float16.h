@@ -177,6 +177,8 @@ template <class F> F pick(F a, F b, bool want_max, bool nan_wins) {
   inline F exp(F a) { return F::round(std::exp(a.to_double())); }                                \
   inline F exp2(F a) { return F::round(std::exp2(a.to_double())); }                              \
   inline F log2(F a) { return F::round(std::log2(a.to_double())); }                              \
+  inline F log(F a) { return F::round(std::log(a.to_double())); }                                \
+  inline F rsqrt(F a) { return F::round(1.0 / std::sqrt(a.to_double())); }                        \
   inline F reciprocal(F a) { return F::round(1.0 / a.to_double()); }                             \
   inline F max_num(F a, F b) { return host_small_float::pick(a, b, true, false); }               \
   inline F min_num(F a, F b) { return host_small_float::pick(a, b, false, false); }              \

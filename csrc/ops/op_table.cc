@@ -122,6 +122,8 @@ std::vector<OpDef> build_table() {
       map<map_op::Exp, 1>("exp", {"src"}, {0}, {}, "tp::map_op::Exp", "e ** src"),
       map<map_op::Exp2, 1>("exp2", {"src"}, {0}, {}, "tp::map_op::Exp2", "2 ** src"),
       map<map_op::Log2, 1>("log2", {"src"}, {0}, {}, "tp::map_op::Log2", "the base-2 logarithm of src"),
+      map<map_op::Log, 1>("log", {"src"}, {0}, {}, "tp::map_op::Log", "the natural logarithm of src"),
+      map<map_op::Rsqrt, 1>("rsqrt", {"src"}, {0}, {}, "tp::map_op::Rsqrt", "1 / sqrt(src)"),
       map<map_op::Silu, 1>("silu", {"src"}, {0}, {}, "tp::map_op::Silu",
                         "src / (1 + exp(-src)), each step rounded to the dtype"),
       map<map_op::Add, 2>("add", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Add", "a + b"),

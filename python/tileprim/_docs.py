@@ -44,6 +44,8 @@ _EXAMPLES = {
     "exp": ('x = np.zeros(2, np.float32)', 'tp.exp(x)', 'array([1., 1.], dtype=float32)'),
     "exp2": ('x = np.array([0, 1, 3], np.float32)', 'tp.exp2(x)', 'array([1., 2., 8.], dtype=float32)'),
     "log2": ('x = np.array([1, 2, 8], np.float32)', 'tp.log2(x)', 'array([0., 1., 3.], dtype=float32)'),
+    "log": ('x = np.array([1, 1], np.float32)', 'tp.log(x)', 'array([0., 0.], dtype=float32)'),
+    "rsqrt": ('x = np.array([1, 4, 16], np.float32)', 'tp.rsqrt(x)', 'array([1.  , 0.5 , 0.25], dtype=float32)'),
     "silu": ('x = np.zeros(2, np.float32)', 'tp.silu(x)', 'array([0., 0.], dtype=float32)'),
     "add": ('x = np.arange(3, dtype=np.float32)', 'tp.add(x, 1.5)', 'array([1.5, 2.5, 3.5], dtype=float32)'),
     "sub": ('x = np.arange(3, dtype=np.float32)', 'tp.sub(x, x)', 'array([0., 0., 0.], dtype=float32)'),

@@ -176,9 +176,11 @@ TP_HD float flush_subnormal(float x) {
 TP_HD float exp(float a) { return expf(a); }
 TP_HD float exp2(float a) { return exp2f(a); }
 TP_HD float log2(float a) { return log2f(a); }
+TP_HD float log(float a) { return logf(a); }
 TP_HD double exp(double a) { return ::exp(a); }
 TP_HD double exp2(double a) { return ::exp2(a); }
 TP_HD double log2(double a) { return ::log2(a); }
+TP_HD double log(double a) { return ::log(a); }
 #else
 inline float exp(float a) { return std::exp(a); }
 inline float exp2(float a) { return std::exp2(a); }
@@ -186,9 +188,14 @@ inline float log2(float a) { return std::log2(a); }
 inline double exp(double a) { return std::exp(a); }
 inline double exp2(double a) { return std::exp2(a); }
 inline double log2(double a) { return std::log2(a); }
+inline float log(float a) { return std::log(a); }
+inline double log(double a) { return std::log(a); }
 #endif
 TP_HD float reciprocal(float a) { return 1.0f / a; }
 TP_HD double reciprocal(double a) { return 1.0 / a; }
+// 1 / sqrt(a): two IEEE roundings, so the same bits on both backends
+TP_HD float rsqrt(float a) { return 1.0f / sqrt(a); }
+TP_HD double rsqrt(double a) { return 1.0 / sqrt(a); }
 
 // ---- conversions (round to nearest even) -------------------------------------------------
 // cast<To>(x): widen exactly to float/double, then one rounding to To.
@@ -221,6 +228,8 @@ template <> struct convert_to<int> {
   TP_HD H exp(H a) { return hexp(a); }                                                           \
   TP_HD H exp2(H a) { return hexp2(a); }                                                         \
   TP_HD H log2(H a) { return hlog2(a); }                                                         \
+  TP_HD H log(H a) { return hlog(a); }                                                           \
+  TP_HD H rsqrt(H a) { return hrsqrt(a); }                                                       \
   TP_HD H reciprocal(H a) { return hrcp(a); }                                                    \
   TP_HD H max_num(H a, H b) { return __hmax(a, b); }                                             \
   TP_HD H min_num(H a, H b) { return __hmin(a, b); }                                             \

@@ -39,6 +39,12 @@ struct Exp2 {
 struct Log2 {
   template <class T> static TP_HD T apply(T x) { return log2(x); }
 };
+struct Log {
+  template <class T> static TP_HD T apply(T x) { return log(x); }
+};
+struct Rsqrt {
+  template <class T> static TP_HD T apply(T x) { return rsqrt(x); }
+};
 struct Reciprocal {
   template <class T> static TP_HD T apply(T x) { return reciprocal(x); }
 };
