@@ -7,10 +7,6 @@
 
 namespace tp {
 
-bool Variant::serves(const std::string& op) const {
-  return std::find(ops_.begin(), ops_.end(), op) != ops_.end();
-}
-
 Registry& Registry::instance() {
   static Registry* r = [] {
     auto* reg = new Registry();
@@ -23,10 +19,10 @@ Registry& Registry::instance() {
 void Registry::add(std::unique_ptr<Variant> v) { variants_.push_back(std::move(v)); }
 
 std::vector<const Variant*> Registry::variants_for(const std::string& op) const {
-  op_def(op);  // unknown op -> ValueError
+  const OpDef& def = op_def(op);  // unknown op -> ValueError
   std::vector<const Variant*> out;
   for (const auto& v : variants_) {
-    if (v->serves(op)) out.push_back(v.get());
+    if (v->serves(def)) out.push_back(v.get());
   }
   std::sort(out.begin(), out.end(), [](const Variant* a, const Variant* b) {
     return a->priority() != b->priority() ? a->priority() > b->priority() : a->name() < b->name();

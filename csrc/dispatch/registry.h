@@ -1,5 +1,5 @@
-// The registry of dispatch variants. A variant is a registration (name, priority, the ops it
-// serves, its predicates) and a planner; how a backend runs it lives in csrc/backends.
+// The registry of dispatch variants. A variant is a registration (name, priority, the op family
+// it serves, its predicates) and a planner; how a backend runs it lives in csrc/backends.
 // Choice: candidates sorted by (-priority, name); every predicate of a candidate is
 // evaluated and every failure kept; a candidate without an executor for the context's
 // backend declines too; the first candidate whose predicates all pass and whose planner
@@ -33,15 +33,16 @@ struct Decline : std::runtime_error {
 
 class Variant {
  public:
-  Variant(std::string name, int priority, std::vector<std::string> ops, std::vector<Predicate> predicates)
-      : name_(std::move(name)), priority_(priority), ops_(std::move(ops)), predicates_(std::move(predicates)) {}
+  // Serves every op of `family`, those registered later too (which ops of it a variant takes
+  // is a predicate, with its reason).
+  Variant(std::string name, int priority, OpFamily family, std::vector<Predicate> predicates)
+      : name_(std::move(name)), priority_(priority), family_(family), predicates_(std::move(predicates)) {}
   virtual ~Variant() = default;
 
   const std::string& name() const { return name_; }
   int priority() const { return priority_; }
-  const std::vector<std::string>& ops() const { return ops_; }
   const std::vector<Predicate>& predicates() const { return predicates_; }
-  bool serves(const std::string& op) const;
+  bool serves(const OpDef& op) const { return op.family == family_; }
 
   // Fills plan.call's output layout and shape, params, numerics, staging and detail; may
   // throw Decline.
@@ -50,7 +51,7 @@ class Variant {
  private:
   std::string name_;
   int priority_;
-  std::vector<std::string> ops_;
+  OpFamily family_;
   std::vector<Predicate> predicates_;
 };
 

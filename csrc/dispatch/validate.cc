@@ -141,8 +141,9 @@ void validate_collective(const OpCall& call) {
                      "; dst lives with the root");
   }
   const std::string op = call.text("op", "sum");
-  if (op != "sum" && op != "max" && op != "min") {
-    throw ValueError("op: '" + op + "' is not a treduce op; use 'sum', 'max' or 'min'");
+  const auto& table = op_table();
+  if (std::none_of(table.begin(), table.end(), [&](const OpDef& d) { return d.name == op && d.reduction; })) {
+    throw ValueError("op: '" + op + "' is not a treduce op; use " + reduction_op_names());
   }
   const long long rows = call.integer("tile_rows", 0), cols = call.integer("tile_cols", 0);
   if (rows < 1 || cols < 1) {

@@ -18,7 +18,7 @@ from ._backends import default_target, resolve_backend
 from ._checks import OPTIONAL_STR, as_bool, as_int, expect
 from ._dtypes import dtype_name, numpy_dtype
 from ._interop import Adapter, Unkeyable, adapter_for, placed_key, remember_device_type
-from ._layout import TileLayout, as_layout
+from ._layout import LayoutExpr, TileLayout, as_layout
 from ._plan import Plan
 from ._scope import ExecScope
 
@@ -38,6 +38,10 @@ def bound_call(op: str, operands: tuple, axes, out, accum, scope, storage, layou
                target, backend, dispatch, extra, config: dict) -> "_Bound":
     """The bound plan of this call, from the memo or made now."""
     key = bound = None
+    if type(layout) is LayoutExpr and layout.shard is not None:  # S[...] syntax: keyed by its value
+        layout = layout.tile_layout()
+    if type(out_layout) is LayoutExpr and out_layout.shard is not None:
+        out_layout = out_layout.tile_layout()
     if (layout is None or type(layout) is TileLayout) and (out_layout is None or type(out_layout) is TileLayout):
         try:
             key = (op, scope, axes, accum, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,

@@ -136,13 +136,46 @@ class LayoutExpr:
 
     __radd__ = __add__
 
+    def tile_layout(self) -> "TileLayout":
+        """The TileLayout this sum spells, made once per expression (an expression is never
+        changed: ``+`` makes a new one)."""
+        layout = self.__dict__.get("_tile_layout")
+        if layout is None:
+            layout = self._tile_layout = TileLayout(self)
+        return layout
+
     def __repr__(self) -> str:
-        return str(TileLayout(self)) if self.shard is not None else f"LayoutExpr(replica={self.replica})"
+        return str(self.tile_layout()) if self.shard is not None else f"LayoutExpr(replica={self.replica})"
+
+
+# S[...] written inline in a call builds the same expression on every call: the expressions are
+# kept by the syntax's value, so a repeated call gets the same TileLayout (and hits the call memo).
+_SHARD_CACHE: Dict[tuple, LayoutExpr] = {}
+_SHARD_CACHE_LIMIT = 1024
+
+
+def _syntax_key(key) -> Optional[tuple]:
+    """``key`` of ``S[key]`` as a dictionary key, or None where it holds anything but ints and
+    ``v @ axis`` (a float 8.0 equals 8 but is no extent: it must reach the checks)."""
+    parts = (key.start, key.stop, key.step) if type(key) is slice else (key,)
+    for part in parts:
+        for v in (part if type(part) is tuple else (part,)):
+            if type(v) is not int and type(v) is not OnAxis and v is not None:
+                return None
+    return parts if type(key) is slice else (None, key)
 
 
 class _ShardSyntax:
     def __getitem__(self, key) -> LayoutExpr:
-        return LayoutExpr(shard=_iters(key, "S"))
+        cache_key = _syntax_key(key)
+        expr = _SHARD_CACHE.get(cache_key) if cache_key is not None else None
+        if expr is None:
+            expr = LayoutExpr(shard=_iters(key, "S"))
+            if cache_key is not None:
+                if len(_SHARD_CACHE) >= _SHARD_CACHE_LIMIT:
+                    _SHARD_CACHE.clear()
+                _SHARD_CACHE[cache_key] = expr
+        return expr
 
     def __repr__(self) -> str:
         return "S"
@@ -483,7 +516,11 @@ class TileLayout:
         return isinstance(other, TileLayout) and self._core == other._core
 
     def __hash__(self) -> int:
-        return hash(str(self))
+        try:
+            return self._hash
+        except AttributeError:
+            self._hash = hash(self._core)  # by value, in C++: equal layouts hash alike
+            return self._hash
 
     def __str__(self) -> str:
         return str(self._core)
@@ -507,5 +544,5 @@ def as_layout(value, arg: str) -> Optional[TileLayout]:
     if value is None or isinstance(value, TileLayout):
         return value
     if isinstance(value, LayoutExpr):
-        return TileLayout(value)
+        return value.tile_layout()
     raise TypeError(f"{arg}: expected a TileLayout or S[...] syntax, not {type(value).__name__}")

@@ -64,7 +64,7 @@ std::string operand_layouts(const OpCall& call, const DispatchContext&) {
 class RegElementwise : public Variant {
  public:
   RegElementwise()
-      : Variant("reg", 10, elementwise_ops(),
+      : Variant("reg", 10, OpFamily::elementwise,
                 {{"operand_scope", operand_scope},
                  {"anchor_layout", anchor_layout},
                  {"scope_anchor", scope_anchor},
@@ -106,15 +106,6 @@ class RegElementwise : public Variant {
     out.store = true;
     out.place = place;
     plan.staging.push_back(out);
-  }
-
- private:
-  static std::vector<std::string> elementwise_ops() {
-    std::vector<std::string> names;
-    for (const OpDef& d : op_table()) {
-      if (d.family == OpFamily::elementwise) names.push_back(d.name);
-    }
-    return names;
   }
 };
 

@@ -237,7 +237,7 @@ std::string local_valid(const OpCall& call, const DispatchContext&) {
 class LocalReduction : public Variant {
  public:
   LocalReduction()
-      : Variant("local", 10, {"sum", "max", "min"}, {storage_predicate(false), {"local_valid", local_valid}}) {}
+      : Variant("local", 10, OpFamily::reduction, {storage_predicate(false), {"local_valid", local_valid}}) {}
 
   void plan(Plan& plan) const override {
     const LocalAnalysis a = analyze(plan.call);
