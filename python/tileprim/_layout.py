@@ -51,8 +51,15 @@ class Axis:
     def __init__(self, name: str):
         _axis_rank(name)
         self.name = name
+        self._on: Dict[int, OnAxis] = {}
 
     def __rmatmul__(self, value) -> "OnAxis":
+        if type(value) is int:  # the common spelling, ``1 @ laneid``: one object per value
+            on = self._on.get(value)
+            if on is None and len(self._on) < 256:
+                on = self._on[value] = OnAxis(_as_int(value, f"stride or offset on {self.name}"), self)
+            if on is not None:
+                return on
         return OnAxis(_as_int(value, f"stride or offset on {self.name}"), self)
 
     def __repr__(self) -> str:
@@ -69,11 +76,24 @@ m, laneid, warpid, tx, wgid, tid_in_wg, wid_in_wg = (
     Axis(n) for n in ("m", "laneid", "warpid", "tx", "wgid", "tid_in_wg", "wid_in_wg"))
 
 
-@dataclass(frozen=True)
 class OnAxis:
-    """``value @ axis``: a stride inside ``S[...]``/``R[...]``, an offset after ``+``."""
-    value: int
-    axis: Axis
+    """``value @ axis``: a stride inside ``S[...]``/``R[...]``, an offset after ``+``. A value:
+    equal and hashed by (value, axis), never changed."""
+    __slots__ = ("value", "axis", "_hash")
+
+    def __init__(self, value: int, axis: Axis):
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "axis", axis)
+        object.__setattr__(self, "_hash", hash((value, axis.name)))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("OnAxis is read-only")
+
+    def __eq__(self, other) -> bool:
+        return type(other) is OnAxis and other.value == self.value and other.axis == self.axis
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def __add__(self, other):
         return LayoutExpr(offset={self.axis.name: self.value}) + other
