@@ -7,6 +7,31 @@
 
 namespace tp {
 
+namespace {
+
+// Runs an analysing predicate: its reason, or "" with the analysis in `found`.
+std::string run_analysis(const Predicate& p, const OpCall& call, const DispatchContext& ctx, Analysis& found) {
+  try {
+    found = p.analyse(call, ctx);
+  } catch (const Decline& d) {
+    return d.what();
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+Predicate analysing(std::string name, std::function<Analysis(const OpCall&, const DispatchContext&)> analyse) {
+  Predicate p{std::move(name), nullptr, false, std::move(analyse)};
+  p.check = [analyse = p.analyse](const OpCall& call, const DispatchContext& ctx) {
+    Analysis ignored;
+    return run_analysis(Predicate{"", nullptr, false, analyse}, call, ctx, ignored);
+  };
+  return p;
+}
+
 Registry& Registry::instance() {
   static Registry* r = [] {
     auto* reg = new Registry();
@@ -47,8 +72,9 @@ std::shared_ptr<const Plan> Registry::choose(const OpCall& call, const DispatchC
     if (!call.dispatch.empty() && v->name() != call.dispatch) continue;
     TraceEntry& entry = trace[i];
     std::vector<std::string> overridden;  // preferences dispatch= overrides: shown on the chosen entry
+    Analysis analysis;
     for (const Predicate& p : v->predicates()) {
-      const std::string reason = p.check(call, ctx);
+      const std::string reason = p.analyse ? run_analysis(p, call, ctx, analysis) : p.check(call, ctx);
       if (reason.empty()) continue;
       if (!p.preference) {
         entry.reasons.push_back(p.name + ": " + reason);
@@ -68,12 +94,14 @@ std::shared_ptr<const Plan> Registry::choose(const OpCall& call, const DispatchC
     plan->priority = v->priority();
     plan->call = call;
     plan->context = ctx;
+    plan->analysis = std::move(analysis);
     try {
       v->plan(*plan);
     } catch (const Decline& d) {
       entry.reasons.push_back(std::string("planner: ") + d.what());
       continue;
     }
+    plan->analysis.reset();
     entry.status = "chosen";
     entry.reasons = overridden;
     plan->trace = trace;

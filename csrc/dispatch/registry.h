@@ -20,11 +20,19 @@ namespace tp {
 // A check on a call: returns "" when it holds, else the reason it does not. A preference is
 // a predicate that only steers the automatic choice: dispatch= may still force the variant
 // (the trace keeps its reason).
+using Analysis = std::shared_ptr<const void>;
 struct Predicate {
   std::string name;
   std::function<std::string(const OpCall&, const DispatchContext&)> check;
   bool preference = false;
+  // Set by analysing(): the variant's analysis, whose result the registry hands to the planner.
+  std::function<Analysis(const OpCall&, const DispatchContext&)> analyse;
 };
+
+// A predicate that is the variant's analysis of the call: it throws Decline (or ValueError) for
+// the reason it fails, else returns what it found (null: nothing to say), which the registry
+// hands to the planner (Plan::analysis), so one dispatch analyses once.
+Predicate analysing(std::string name, std::function<Analysis(const OpCall&, const DispatchContext&)> analyse);
 
 // Thrown by a planner that accepts the predicates' verdict but cannot plan the call.
 struct Decline : std::runtime_error {
