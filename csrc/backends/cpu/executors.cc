@@ -131,7 +131,8 @@ class FlatMapExecutor : public Executor {
 
 // Whole rows folded in place by Packs of lanes, where Op runs on them; else the tile frame.
 template <class T, class Op>
-std::shared_ptr<const Runner> rows_runner(const Plan& plan, const FoldView& view, const HostTileExecutor::MakeBody& body) {
+std::shared_ptr<const Runner> rows_runner(const Plan& plan, const FoldView& view,
+                                          const HostTileExecutor::MakeBody& body) {
   if constexpr (runs_on_packs<Op>::value) {
     return std::make_shared<PackedReductionRunner<T, Op>>(plan, view);
   } else {
