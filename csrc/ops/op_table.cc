@@ -1,12 +1,14 @@
 #include "ops/op_table.h"
 
 #include <algorithm>
+#include <iterator>
 #include <type_traits>
 
 #include "errors.h"
 #include "ops/host_types.h"
 #include "ops/host_unary_table.h"
 #include "tileprim/elementwise/maps.cuh"
+#include "tileprim/reduction/ops.cuh"
 
 namespace tp {
 
@@ -72,11 +74,11 @@ template <class Op, int kArity> void host_map(const HostMap& m) {
   });
 }
 
-OpDef reduction(const std::string& name, NanRule nan, std::vector<std::string> options, const std::string& fn,
-                const std::string& fn_nan, const std::string& doc) {
-  return OpDef{name, OpFamily::reduction, {"src"}, "", kFloats, nan, kFloats, std::move(options), fn, fn_nan, {},
-               nullptr, nullptr, doc};
-}
+const char* const kSumIdentity = "-0.0 (x + -0.0 == x for every x)";
+const char* const kIeeeNan = "IEEE: NaN propagates, inf - inf is NaN";
+const char* const kSelectiveIdentity = "NaN (fmax/fmin's identity: a slice of only NaNs gives NaN)";
+const char* const kSelectiveNan = "fmaxf/fminf: a NaN meeting a number yields the number (like np.fmax)";
+const char* const kNanFormNan = ".NaN instruction forms: NaN propagates (like np.maximum)";
 
 // An elementwise op whose functor reads the operands listed in `mapped`.
 template <class Op, int kArity>
@@ -109,11 +111,11 @@ std::vector<OpDef> build_table() {
                       {}, "", "", {}, nullptr, nullptr,
                       "every rank's tensor reduced into the root's dst: the root's value, then ranks ascending"};
   return {
-      reduction("sum", NanRule::ieee, {"thread_reduce"}, "tp::reduce_op::Sum", "", "the sum over axes"),
-      reduction("max", NanRule::fmax, {"thread_reduce", "propagate_nan"}, "tp::reduce_op::Max",
-                "tp::reduce_op::MaxNaN", "the maximum over axes"),
-      reduction("min", NanRule::fmax, {"thread_reduce", "propagate_nan"}, "tp::reduce_op::Min",
-                "tp::reduce_op::MinNaN", "the minimum over axes"),
+      reduction_entry<reduce_op::Sum>("sum", {ReductionKind::sum, kSumIdentity, "", kIeeeNan, ""}, "the sum over axes"),
+      reduction_entry<reduce_op::Max, reduce_op::MaxNaN>(
+          "max", {ReductionKind::max, kSelectiveIdentity, "-inf", kSelectiveNan, kNanFormNan}, "the maximum over axes"),
+      reduction_entry<reduce_op::Min, reduce_op::MinNaN>(
+          "min", {ReductionKind::min, kSelectiveIdentity, "+inf", kSelectiveNan, kNanFormNan}, "the minimum over axes"),
       valueless(map<map_op::Zero, 0>("zero", {"src"}, {}, kFloats, "tp::map_op::Zero", "a tile of +0 shaped like src")),
       valueless(map<map_op::Copy, 1>("fill", {"src", "value"}, {1}, kFloats, "tp::map_op::Copy",
                                   "a tile shaped like src with every element value")),
@@ -167,18 +169,53 @@ bool OpDef::has_option(const std::string& key) const {
   return std::find(options.begin(), options.end(), key) != options.end();
 }
 
-const std::vector<OpDef>& op_table() {
-  static const std::vector<OpDef> table = build_table();
+namespace {
+
+std::deque<OpDef>& mutable_table() {
+  static std::deque<OpDef> table = [] {
+    std::vector<OpDef> built = build_table();
+    return std::deque<OpDef>(std::make_move_iterator(built.begin()), std::make_move_iterator(built.end()));
+  }();
   return table;
 }
 
-const OpDef& op_def(const std::string& name) {
+const OpDef* find_op(const std::string& name) {
   for (const OpDef& d : op_table()) {
-    if (d.name == name) return d;
+    if (d.name == name) return &d;
   }
+  return nullptr;
+}
+
+}  // namespace
+
+const std::deque<OpDef>& op_table() { return mutable_table(); }
+
+const OpDef& op_def(const std::string& name) {
+  if (const OpDef* d = find_op(name)) return *d;
   std::string names;
   for (const OpDef& d : op_table()) names += (names.empty() ? "" : ", ") + d.name;
   throw ValueError("op: '" + name + "' is not a tileprim op; the ops are " + names);
+}
+
+std::string reduction_op_names() {
+  std::vector<std::string> names;
+  for (const OpDef& d : op_table()) {
+    if (d.reduction) names.push_back("'" + d.name + "'");
+  }
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
+
+void register_op(OpDef def) {
+  if (find_op(def.name)) throw ValueError("op: '" + def.name + "' is already an op");
+  mutable_table().push_back(std::move(def));
+}
+
+void unregister_op(const std::string& name) {
+  std::deque<OpDef>& table = mutable_table();
+  if (table.empty() || table.back().name != name) throw ValueError("op: '" + name + "' was not the last op registered");
+  table.pop_back();  // the others stay where they are
 }
 
 }  // namespace tp
