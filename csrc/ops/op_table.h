@@ -4,6 +4,7 @@
 // include/tileprim/elementwise/maps.cuh.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/dtype.h"
@@ -49,6 +50,10 @@ struct OpDef {
   HostMapFn host_map = nullptr;        // elementwise: the functor on the CPU
   HostMapFn host_map_nan = nullptr;
   std::string doc;                     // one line
+  std::vector<DType> same_bits;        // dtypes where the CPU and every GPU give the same bits
+  // measured max error in ulps against the correctly rounded result, per dtype (elementwise;
+  // benchmarks/accuracy.py measures them): 0.5 where it rounds once, 0 where exact
+  std::vector<std::pair<DType, double>> max_ulp;
 
   int arity() const { return static_cast<int>(operands.size()); }
   bool takes(DType t) const;

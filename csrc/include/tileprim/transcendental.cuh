@@ -1,0 +1,272 @@
+// tileprim's own exp, exp2, log, log2, rsqrt and silu for float and double: a range
+// reduction plus a short polynomial, written only in IEEE-rounded operations (add, mul, fma,
+// division, sqrt, moves of exponent bits, comparisons and selects). The GPU compiles these
+// functions and the CPU backend instantiates the same ones, so both give the same bits; no
+// CUDA or C library math function is called, whose last bits differ from each other.
+//
+// Each op first yields a Value: the result as (hi + lo) * 2^k with hi = RN(hi + lo) and
+// |lo| <= ulp(hi) / 2, about 2^-30 (float) or 2^-60 (double) relative. float and double round
+// hi * 2^k; the 16-bit types round hi + lo to odd in float, then once to 16 bits
+// (numeric.cuh), which is their correct rounding (checked over every input). Written as
+// selects, not branches, so host loops over them vectorize. Measured accuracy: the op table.
+//
+// Included by numeric.cuh after its exactly rounded arithmetic.
+#pragma once
+
+namespace tp {
+namespace ieee_math {
+
+template <class T> struct Format;
+template <> struct Format<float> {
+  using Bits = unsigned;
+  static constexpr int kMant = 23;
+  static constexpr Bits kBias = 127, kMantMask = 0x007fffffu, kSqrtHalf = 0x3f3504f3u;
+  static constexpr float kShifter = 0x1.8p23f;  // v + kShifter rounds |v| < 2^22 to an integer
+  static constexpr float kMinNormal = 0x1p-126f, kSubnormalScale = 0x1p24f, kSubnormalExponent = -24.0f;
+  static constexpr float kLn2Hi = 0x1.62e430p-1f, kLn2Lo = -0x1.05c610p-29f;      // ln 2 = hi + lo
+  static constexpr float kLn2Short = 0x1.62e4p-1f, kLn2ShortLo = 0x1.7f7d1cp-20f;  // k * short is exact
+  static constexpr float kLog2e = 0x1.715476p+0f, kLog2eLo = 0x1.4ae0c0p-26f;
+  static constexpr float kExpMin = -128.0f, kExpMax = 89.0f;    // beyond: exp is 0 / inf, silu -0
+  static constexpr float kExp2Min = -152.0f, kExp2Max = 129.0f;
+  static constexpr float kRsqrtBig = 0x1p100f, kRsqrtSmall = 0x1p-100f, kRsqrtShift = 0x1p64f, kRsqrtPost = 0x1p32f;
+  // (e^r - 1 - r - r^2/2) / r^3 on |r| <= ln2/2 (weighted error 2^-32.8)
+  static TP_HD float exp_cubic(float r) {
+    return fma(fma(fma(fma(0x1.9aa3f6p-13f, r, 0x1.6d5430p-10f), r, 0x1.1115b2p-7f), r, 0x1.5554e2p-5f), r,
+               0x1.555552p-3f);
+  }
+  // (log((1+s)/(1-s)) - 2s) / s^3 as a polynomial in z = s^2, s^2 <= 0.0295 (weighted 2^-35)
+  static TP_HD float log_odd(float z) {
+    return fma(fma(fma(0x1.ec1914p-3f, z, 0x1.23f1b0p-2f), z, 0x1.999bd4p-2f), z, 0x1.555554p-1f);
+  }
+};
+template <> struct Format<double> {
+  using Bits = unsigned long long;
+  static constexpr int kMant = 52;
+  static constexpr Bits kBias = 1023, kMantMask = 0x000fffffffffffffull, kSqrtHalf = 0x3fe6a09e667f3bcdull;
+  static constexpr double kShifter = 0x1.8p52;
+  static constexpr double kMinNormal = 0x1p-1022, kSubnormalScale = 0x1p54, kSubnormalExponent = -54.0;
+  static constexpr double kLn2Hi = 0x1.62e42fefa39efp-1, kLn2Lo = 0x1.abc9e3b39803fp-56;
+  static constexpr double kLn2Short = 0x1.62e42feep-1, kLn2ShortLo = 0x1.a39ef35793c76p-33;
+  static constexpr double kLog2e = 0x1.71547652b82fep+0, kLog2eLo = 0x1.777d0ffda0d24p-56;
+  static constexpr double kExpMin = -760.0, kExpMax = 710.0;
+  static constexpr double kExp2Min = -1080.0, kExp2Max = 1025.0;
+  static constexpr double kRsqrtBig = 0x1p900, kRsqrtSmall = 0x1p-900, kRsqrtShift = 0x1p200, kRsqrtPost = 0x1p100;
+  static TP_HD double exp_cubic(double r) {  // weighted error 2^-63.5
+    double p = fma(0x1.1ec4409151176p-29, r, 0x1.af6feb67937dap-26);
+    p = fma(p, r, 0x1.27e5504352be4p-22);
+    p = fma(p, r, 0x1.71ddedc1aba2fp-19);
+    p = fma(p, r, 0x1.a01a016eeb260p-16);
+    p = fma(p, r, 0x1.a01a01b47b7e1p-13);
+    p = fma(p, r, 0x1.6c16c16c215f0p-10);
+    p = fma(p, r, 0x1.111111110e9a6p-7);
+    p = fma(p, r, 0x1.555555555553dp-5);
+    return fma(p, r, 0x1.555555555555cp-3);
+  }
+  static TP_HD double log_odd(double z) {  // weighted error 2^-59.4
+    double p = fma(0x1.2f3e5a467afefp-3, z, 0x1.399c3125b8575p-3);
+    p = fma(p, z, 0x1.746674e09f5e5p-3);
+    p = fma(p, z, 0x1.c71c510579b6ep-3);
+    p = fma(p, z, 0x1.2492494330978p-2);
+    p = fma(p, z, 0x1.999999997e6acp-2);
+    return fma(p, z, 0x1.5555555555597p-1);
+  }
+};
+
+template <class T> TP_HD typename Format<T>::Bits to_bits(T x) { return bits_of(x); }
+TP_HD float from_bits(unsigned b) { return float_of(b); }
+TP_HD double from_bits(unsigned long long b) { return double_of(b); }
+
+// (hi + lo) * 2^k; k is an integer held in a T
+template <class T> struct Value {
+  T hi, lo, k;
+};
+template <class T> TP_HD Value<T> exactly(T v) { return {v, T(0), T(0)}; }
+
+// hi + lo = a + b exactly, hi = RN(a + b), for |a| >= |b| or a == 0 (Fast2Sum)
+template <class T> TP_HD Value<T> fast_two_sum(T a, T b) {
+  const T hi = a + b;
+  return {hi, b - (hi - a), T(0)};
+}
+template <class T> TP_HD Value<T> two_sum(T a, T b) {  // the same for any a, b (Knuth)
+  const T hi = a + b, bb = hi - a;
+  return {hi, (a - (hi - bb)) + (b - bb), T(0)};
+}
+
+// 2^k for an integer k of the normal exponent range, from its bits
+template <class T> TP_HD T pow2(T k) {
+  using F = Format<T>;
+  return from_bits((to_bits(k + F::kShifter) - to_bits(F::kShifter) + F::kBias) << F::kMant);
+}
+// v * 2^k rounded once, for k up to twice the exponent range: two exact steps, the second
+// rounding where the product is subnormal or overflows
+template <class T> TP_HD T times_pow2(T v, T k) {
+  using F = Format<T>;
+  const T k1 = (k * T(0.5) + F::kShifter) - F::kShifter;
+  return (v * pow2(k1)) * pow2(k - k1);
+}
+
+// e^(r + rho) for |r| <= ln2/2 and |rho| <= ulp(r): 1 + r + r^2/2 + r^3 q(r) + rho (1 + r + r^2/2)
+// summed so that only terms below 2^-24 (2^-53) of the result are rounded
+template <class T> TP_HD Value<T> exp_near_zero(T r, T rho) {
+  using F = Format<T>;
+  const T r2 = r * r, r2_err = fma(r, r, -r2);
+  const T h = T(0.5) * r2, h_err = T(0.5) * r2_err;  // r^2/2 = h + h_err exactly
+  const T tail = fma(r2 * r, F::exp_cubic(r), h_err + fma(rho, r + h, rho));
+  const Value<T> s1 = fast_two_sum(T(1), r);
+  const Value<T> s2 = fast_two_sum(s1.hi, h);
+  return fast_two_sum(s2.hi, (s1.lo + s2.lo) + tail);
+}
+
+// e^x = e^(r + rho) * 2^k with k = RN(x / ln2), r + rho = x - k ln2 (Cody and Waite; the fma
+// leaves r's first part exact)
+template <class T> TP_HD Value<T> exp_value(T x) {
+  using F = Format<T>;
+  T xc = x > F::kExpMax ? F::kExpMax : x;
+  xc = xc < F::kExpMin ? F::kExpMin : xc;
+  const T k = fma(xc, F::kLog2e, F::kShifter) - F::kShifter;
+  const Value<T> r = two_sum(fma(-k, F::kLn2Hi, xc), -k * F::kLn2Lo);
+  Value<T> e = exp_near_zero(r.hi, r.lo);
+  e.k = k;
+  return is_nan(x) ? exactly(limits<T>::quiet_nan()) : e;
+}
+
+// 2^x = e^(t ln2) * 2^k with k = RN(x), t = x - k exact
+template <class T> TP_HD Value<T> exp2_value(T x) {
+  using F = Format<T>;
+  T xc = x > F::kExp2Max ? F::kExp2Max : x;
+  xc = xc < F::kExp2Min ? F::kExp2Min : xc;
+  const T k = (xc + F::kShifter) - F::kShifter;
+  const T t = xc - k, y = t * F::kLn2Hi;
+  Value<T> e = exp_near_zero(y, fma(t, F::kLn2Hi, -y) + t * F::kLn2Lo);
+  e.k = k;
+  return is_nan(x) ? exactly(limits<T>::quiet_nan()) : e;
+}
+
+// log x = k ln2 + log(1 + f) with x = 2^k (1 + f), 1 + f in [sqrt(1/2), sqrt(2)); log(1 + f) =
+// f - f^2/2 + s (f^2/2 + R(s^2)), s = f / (2 + f) (fdlibm's split), as f (exact) plus `lo`
+template <class T> struct LogParts {
+  T k;
+  Value<T> log1p;  // k = 0
+};
+template <class T> TP_HD LogParts<T> log_parts(T x) {  // x > 0 finite
+  using F = Format<T>;
+  using Bits = typename F::Bits;
+  const bool subnormal = x < F::kMinNormal;
+  const Bits ix = to_bits(subnormal ? x * F::kSubnormalScale : x) + (to_bits(T(1)) - F::kSqrtHalf);
+  const T k = (from_bits(to_bits(F::kShifter) + (ix >> F::kMant) - F::kBias) - F::kShifter) +
+              (subnormal ? F::kSubnormalExponent : T(0));
+  const T f = from_bits((ix & F::kMantMask) + F::kSqrtHalf) - T(1);
+  const T s = f / (T(2) + f), z = s * s;
+  const T half_f = T(0.5) * f, hfsq = half_f * f, hfsq_err = fma(half_f, f, -hfsq);  // f^2/2 exactly
+  const T odd = s * (hfsq + z * F::log_odd(z));
+  const Value<T> main = fast_two_sum(f, -hfsq);
+  return {k, fast_two_sum(main.hi, main.lo + (odd - hfsq_err))};
+}
+// log's specials: NaN and x < 0 give NaN, +-0 -inf, +inf itself
+template <class T> TP_HD Value<T> log_special(T x, const Value<T>& v) {
+  const T special = x == T(0) ? limits<T>::neg_inf() : (x > T(0) ? x : limits<T>::quiet_nan());
+  return (x > T(0) && x < limits<T>::pos_inf()) ? v : exactly(special);
+}
+
+template <class T> TP_HD Value<T> log_value(T x) {
+  using F = Format<T>;
+  const LogParts<T> p = log_parts(x);
+  const Value<T> s = fast_two_sum(p.k * F::kLn2Short, p.log1p.hi);  // the product is exact
+  return log_special(x, fast_two_sum(s.hi, (s.lo + p.log1p.lo) + p.k * F::kLn2ShortLo));
+}
+
+template <class T> TP_HD Value<T> log2_value(T x) {
+  using F = Format<T>;
+  const LogParts<T> p = log_parts(x);
+  const T y = p.log1p.hi * F::kLog2e;  // (hi + lo) / ln2, the product's error kept
+  const T y_lo = fma(p.log1p.hi, F::kLog2e, -y) + (p.log1p.lo * F::kLog2e + p.log1p.hi * F::kLog2eLo);
+  const Value<T> s = fast_two_sum(p.k, y);
+  return log_special(x, fast_two_sum(s.hi, s.lo + y_lo));
+}
+
+// 1/sqrt(x): y0 = 1/sqrt(x) (two roundings), then one Newton step y0 (1 + r/2) on the residual
+// r = 1 - x y0^2, computed nearly exactly with fma; x scaled by an even power of two so that y0^2
+// stays normal
+template <class T> TP_HD Value<T> rsqrt_value(T x) {
+  using F = Format<T>;
+  const bool big = x > F::kRsqrtBig, small = x < F::kRsqrtSmall;
+  const T xs = x * (small ? F::kRsqrtShift : (big ? T(1) / F::kRsqrtShift : T(1)));
+  const T post = small ? F::kRsqrtPost : (big ? T(1) / F::kRsqrtPost : T(1));
+  const T y0 = T(1) / sqrt(xs), h = y0 * y0;
+  const T r = fma(-xs, fma(y0, y0, -h), fma(-xs, h, T(1)));
+  const T half_y0 = T(0.5) * y0, y = fma(half_y0, r, y0);
+  const Value<T> v{y * post, fma(half_y0, r, y0 - y) * post, T(0)};
+  // +-0 -> +-inf, +inf -> +0, x < 0 and NaN -> NaN: what y0 already is, NaN made canonical
+  const T special = is_nan(y0) ? limits<T>::quiet_nan() : y0;
+  return (x > T(0) && x < limits<T>::pos_inf()) ? v : exactly(special);
+}
+
+// silu x = x sigmoid(x) = n / d with e = e^-|x|, d = 1 + e, n = x (x >= 0) or x e (x < 0, so
+// nothing overflows): n and d carried exactly as pairs, the quotient corrected by its remainder.
+// For x < 0 the 2^k of e stays outside until the end, so subnormal results round once.
+template <class T> TP_HD Value<T> silu_value(T x) {
+  using F = Format<T>;
+  const bool negative = x < T(0);
+  const T a = negative ? (x < F::kExpMin ? F::kExpMin : x) : -x;  // -|x|, kept where e^a > 0
+  const Value<T> e = exp_value(a);
+  const T e_hi = times_pow2(e.hi, e.k);
+  const Value<T> d = fast_two_sum(T(1), e_hi);
+  const T d_lo = d.lo + times_pow2(e.lo, e.k);
+  const T n = negative ? a * e.hi : x;
+  const T n_lo = negative ? fma(a, e.hi, -n) + a * e.lo : T(0);
+  const T inv = T(1) / d.hi, q = n * inv;
+  const T c = ((fma(-q, d.hi, n) + n_lo) - q * d_lo) * inv;
+  Value<T> v = fast_two_sum(q, c);
+  v.k = negative ? e.k : T(0);
+  // NaN; +inf; +-0 keeps its sign (-inf has a = kExpMin and comes out -0)
+  const T special = is_nan(x) ? limits<T>::quiet_nan() : x;
+  return (is_nan(x) || x == limits<T>::pos_inf() || x == T(0)) ? exactly(special) : v;
+}
+
+// hi + lo rounded to odd: the neighbour of hi toward lo where hi is even and lo is not 0. A
+// later rounding to nearest at 2 or more bits fewer then rounds hi + lo correctly (Boldo and
+// Melquiond).
+template <class T> TP_HD T odd(const Value<T>& v) {
+  using Bits = typename Format<T>::Bits;
+  const Bits b = to_bits(v.hi);
+  const bool inexact = v.lo != T(0) && (b & Bits(1)) == Bits(0);
+  return from_bits(inexact ? (sign_bit(v.lo) == sign_bit(v.hi) ? b + Bits(1) : b - Bits(1)) : b);
+}
+// The value rounded: hi * 2^k, one rounding where that is normal; a subnormal result rounds hi
+// again (at most 0.75 ulp, measured)
+template <class T> TP_HD T round(const Value<T>& v) { return times_pow2(v.hi, v.k); }
+// For a 16-bit type: a float that its rounding to nearest takes to the correct rounding of v
+TP_HD float round_to_odd(const Value<float>& v) { return times_pow2(odd(v), v.k); }
+
+}  // namespace ieee_math
+
+TP_HD float exp(float x) { return ieee_math::round(ieee_math::exp_value(x)); }
+TP_HD double exp(double x) { return ieee_math::round(ieee_math::exp_value(x)); }
+TP_HD float exp2(float x) { return ieee_math::round(ieee_math::exp2_value(x)); }
+TP_HD double exp2(double x) { return ieee_math::round(ieee_math::exp2_value(x)); }
+TP_HD float log(float x) { return ieee_math::round(ieee_math::log_value(x)); }
+TP_HD double log(double x) { return ieee_math::round(ieee_math::log_value(x)); }
+TP_HD float log2(float x) { return ieee_math::round(ieee_math::log2_value(x)); }
+TP_HD double log2(double x) { return ieee_math::round(ieee_math::log2_value(x)); }
+TP_HD float rsqrt(float x) { return ieee_math::round(ieee_math::rsqrt_value(x)); }
+TP_HD double rsqrt(double x) { return ieee_math::round(ieee_math::rsqrt_value(x)); }
+TP_HD float silu(float x) { return ieee_math::round(ieee_math::silu_value(x)); }
+TP_HD double silu(double x) { return ieee_math::round(ieee_math::silu_value(x)); }
+
+// The 16-bit types on both backends, each op rounded once from a wider result: sqrt in float,
+// division in Wide (float for half; double for bfloat16, whose quotients can be float
+// subnormals, where float's rounding is not fine enough), both then correctly rounded since
+// their precision is at least 2p + 2; the transcendentals from the float Value, rounded to odd
+// and then to nearest (correct over every input, checked). H needs widen(H) and convert_to<H>.
+#define TP_SIXTEEN_BIT_THROUGH_FLOAT(H, Wide)                                                        \
+  TP_HD H sqrt(H x) { return convert_to<H>::from(sqrt(widen(x))); }                                   \
+  TP_HD H fdiv(H a, H b) { return convert_to<H>::from(Wide(widen(a)) / Wide(widen(b))); }            \
+  TP_HD H reciprocal(H x) { return convert_to<H>::from(Wide(1) / Wide(widen(x))); }                   \
+  TP_HD H exp(H x) { return convert_to<H>::from(ieee_math::round_to_odd(ieee_math::exp_value(widen(x)))); }     \
+  TP_HD H exp2(H x) { return convert_to<H>::from(ieee_math::round_to_odd(ieee_math::exp2_value(widen(x)))); }   \
+  TP_HD H log(H x) { return convert_to<H>::from(ieee_math::round_to_odd(ieee_math::log_value(widen(x)))); }     \
+  TP_HD H log2(H x) { return convert_to<H>::from(ieee_math::round_to_odd(ieee_math::log2_value(widen(x)))); }   \
+  TP_HD H rsqrt(H x) { return convert_to<H>::from(ieee_math::round_to_odd(ieee_math::rsqrt_value(widen(x)))); } \
+  TP_HD H silu(H x) { return convert_to<H>::from(ieee_math::round_to_odd(ieee_math::silu_value(widen(x)))); }
+
+}  // namespace tp
