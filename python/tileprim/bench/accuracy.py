@@ -84,12 +84,12 @@ def float_inputs(op: str, dtype: str, samples: int, rng: np.random.Generator) ->
                         float(fi.smallest_subnormal), -float(fi.smallest_subnormal), float(fi.max), -float(fi.max)],
                        t)
     lo, hi = _RANGES[dtype].get(op, (0.0, 4.0))
-    # the thresholds: where the float64 result crosses the dtype's max, smallest normal and subnormal
+    # the thresholds: where the result crosses the dtype's max, its smallest normal and half its
+    # smallest subnormal (below which results round to 0)
     edges = []
     if op in ("exp", "exp2", "silu"):
         base = {"exp": np.log, "exp2": np.log2, "silu": np.log}[op]
-        for v in (float(fi.max), float(fi.tiny), float(fi.smallest_subnormal) / 2):
-            edges.append(base(v))
+        edges = [base(float(fi.max)), base(float(fi.tiny)), base(float(fi.smallest_subnormal)) - base(2.0)]
     near = np.concatenate([np.array([e], t).view(uint) + np.arange(-200, 201, dtype=np.int64).astype(uint)
                            for e in edges]).view(t) if edges else np.zeros(0, t)
     bits = rng.integers(0, np.iinfo(uint).max, samples, dtype=uint, endpoint=True).view(t)
