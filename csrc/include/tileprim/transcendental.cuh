@@ -27,8 +27,11 @@ template <> struct Format<float> {
   static constexpr float kLn2Short = 0x1.62e4p-1f, kLn2ShortLo = 0x1.7f7d1cp-20f;  // k * short is exact
   static constexpr float kLog2e = 0x1.715476p+0f, kLog2eLo = 0x1.4ae0c0p-26f;
   static constexpr float kExpMin = -128.0f, kExpMax = 89.0f;    // beyond: exp is 0 / inf, silu -0
+  static constexpr float kMinExponent = -126.0f;
+  static constexpr int kNewtonSteps = 3;  // 1/d from a start 1/17 off: (1/17)^8 < 2^-32
   static constexpr float kExp2Min = -152.0f, kExp2Max = 129.0f;
-  static constexpr float kRsqrtBig = 0x1p100f, kRsqrtSmall = 0x1p-100f, kRsqrtShift = 0x1p64f, kRsqrtPost = 0x1p32f;
+  static constexpr float kRsqrtBig = 0x1p100f, kRsqrtSmall = 0x1p-100f;  // x scaled by kRsqrtShift^+-1 beyond
+  static constexpr float kRsqrtShift = 0x1p64f, kRsqrtPost = 0x1p32f;
   // (e^r - 1 - r - r^2/2) / r^3 on |r| <= ln2/2 (weighted error 2^-32.8)
   static TP_HD float exp_cubic(float r) {
     return fma(fma(fma(fma(0x1.9aa3f6p-13f, r, 0x1.6d5430p-10f), r, 0x1.1115b2p-7f), r, 0x1.5554e2p-5f), r,
@@ -49,8 +52,11 @@ template <> struct Format<double> {
   static constexpr double kLn2Short = 0x1.62e42feep-1, kLn2ShortLo = 0x1.a39ef35793c76p-33;
   static constexpr double kLog2e = 0x1.71547652b82fep+0, kLog2eLo = 0x1.777d0ffda0d24p-56;
   static constexpr double kExpMin = -760.0, kExpMax = 710.0;
+  static constexpr double kMinExponent = -1022.0;
+  static constexpr int kNewtonSteps = 4;
   static constexpr double kExp2Min = -1080.0, kExp2Max = 1025.0;
-  static constexpr double kRsqrtBig = 0x1p900, kRsqrtSmall = 0x1p-900, kRsqrtShift = 0x1p200, kRsqrtPost = 0x1p100;
+  static constexpr double kRsqrtBig = 0x1p900, kRsqrtSmall = 0x1p-900;
+  static constexpr double kRsqrtShift = 0x1p200, kRsqrtPost = 0x1p100;
   static TP_HD double exp_cubic(double r) {  // weighted error 2^-63.5
     double p = fma(0x1.1ec4409151176p-29, r, 0x1.af6feb67937dap-26);
     p = fma(p, r, 0x1.27e5504352be4p-22);
@@ -105,41 +111,47 @@ template <class T> TP_HD T times_pow2(T v, T k) {
   return (v * pow2(k1)) * pow2(k - k1);
 }
 
-// e^(r + rho) for |r| <= ln2/2 and |rho| <= ulp(r): 1 + r + r^2/2 + r^3 q(r) + rho (1 + r + r^2/2)
-// summed so that only terms below 2^-24 (2^-53) of the result are rounded
-template <class T> TP_HD Value<T> exp_near_zero(T r, T rho) {
-  using F = Format<T>;
-  const T r2 = r * r, r2_err = fma(r, r, -r2);
-  const T h = T(0.5) * r2, h_err = T(0.5) * r2_err;  // r^2/2 = h + h_err exactly
-  const T tail = fma(r2 * r, F::exp_cubic(r), h_err + fma(rho, r + h, rho));
-  const Value<T> s1 = fast_two_sum(T(1), r);
-  const Value<T> s2 = fast_two_sum(s1.hi, h);
-  return fast_two_sum(s2.hi, (s1.lo + s2.lo) + tail);
+// 1/d for d in [lo, hi] to about an ulp: the line alpha - beta d with the least relative error
+// e (alpha = beta (lo + hi), beta = 2 / (lo hi + (lo + hi)^2 / 4)), then Newton steps y (2 - d y),
+// each squaring the error; cheaper on the GPU than an IEEE division, and as deterministic
+template <class T, int kSteps> TP_HD T reciprocal_from_line(T d, T alpha, T beta) {
+  T y = fma(-beta, d, alpha);
+  for (int i = 0; i < kSteps; ++i) y = fma(y, fma(-d, y, T(1)), y);
+  return y;
 }
 
-// e^x = e^(r + rho) * 2^k with k = RN(x / ln2), r + rho = x - k ln2 (Cody and Waite; the fma
-// leaves r's first part exact)
+// e^(a + rho) for |a + rho| <= ln2/2, a exact and rho <= 2^-21 (a + rho's error), r = RN(a + rho):
+// 1 + a + rho + r^2 (1/2 + r q(r)), the sum kept as hi + lo, about 2^-27 (2^-56) relative
+template <class T> TP_HD Value<T> exp_near_zero(T a, T r, T rho) {
+  using F = Format<T>;
+  const T small = fma(r * r, fma(r, F::exp_cubic(r), T(0.5)), rho);
+  const Value<T> one_a = fast_two_sum(T(1), a);
+  return fast_two_sum(one_a.hi, one_a.lo + small);
+}
+
+// e^x = e^(a + rho) * 2^k with k = RN(x / ln2), a + rho = x - k ln2 (Cody and Waite: a's fma
+// is exact, rho = -k ln2_lo)
 template <class T> TP_HD Value<T> exp_value(T x) {
   using F = Format<T>;
   T xc = x > F::kExpMax ? F::kExpMax : x;
   xc = xc < F::kExpMin ? F::kExpMin : xc;
   const T k = fma(xc, F::kLog2e, F::kShifter) - F::kShifter;
-  const Value<T> r = two_sum(fma(-k, F::kLn2Hi, xc), -k * F::kLn2Lo);
-  Value<T> e = exp_near_zero(r.hi, r.lo);
+  const T a = fma(-k, F::kLn2Hi, xc), rho = -k * F::kLn2Lo;
+  Value<T> e = exp_near_zero(a, a + rho, rho);
   e.k = k;
-  return is_nan(x) ? exactly(limits<T>::quiet_nan()) : e;
+  return e;  // NaN for a NaN x (the callers make it the canonical NaN)
 }
 
-// 2^x = e^(t ln2) * 2^k with k = RN(x), t = x - k exact
+// 2^x = e^(t ln2) * 2^k with k = RN(x), t = x - k exact, t ln2 = y + rho
 template <class T> TP_HD Value<T> exp2_value(T x) {
   using F = Format<T>;
   T xc = x > F::kExp2Max ? F::kExp2Max : x;
   xc = xc < F::kExp2Min ? F::kExp2Min : xc;
   const T k = (xc + F::kShifter) - F::kShifter;
   const T t = xc - k, y = t * F::kLn2Hi;
-  Value<T> e = exp_near_zero(y, fma(t, F::kLn2Hi, -y) + t * F::kLn2Lo);
+  Value<T> e = exp_near_zero(y, y, fma(t, F::kLn2Hi, -y) + t * F::kLn2Lo);
   e.k = k;
-  return is_nan(x) ? exactly(limits<T>::quiet_nan()) : e;
+  return e;  // NaN for a NaN x
 }
 
 // log x = k ln2 + log(1 + f) with x = 2^k (1 + f), 1 + f in [sqrt(1/2), sqrt(2)); log(1 + f) =
@@ -156,8 +168,11 @@ template <class T> TP_HD LogParts<T> log_parts(T x) {  // x > 0 finite
   const T k = (from_bits(to_bits(F::kShifter) + (ix >> F::kMant) - F::kBias) - F::kShifter) +
               (subnormal ? F::kSubnormalExponent : T(0));
   const T f = from_bits((ix & F::kMantMask) + F::kSqrtHalf) - T(1);
-  const T s = f / (T(2) + f), z = s * s;
   const T half_f = T(0.5) * f, hfsq = half_f * f, hfsq_err = fma(half_f, f, -hfsq);  // f^2/2 exactly
+  // s = (f/2) / (1 + f/2), 1 + f/2 in [0.853, 1.208], where the line is 1/67 off
+  const T s = half_f * reciprocal_from_line<T, F::kNewtonSteps>(T(1) + half_f, T(0x1.f859fb1e833f6p+0),
+                                                                      T(0x1.e981385f30266p-1));
+  const T z = s * s;
   const T odd = s * (hfsq + z * F::log_odd(z));
   const Value<T> main = fast_two_sum(f, -hfsq);
   return {k, fast_two_sum(main.hi, main.lo + (odd - hfsq_err))};
@@ -202,19 +217,21 @@ template <class T> TP_HD Value<T> rsqrt_value(T x) {
 }
 
 // silu x = x sigmoid(x) = n / d with e = e^-|x|, d = 1 + e, n = x (x >= 0) or x e (x < 0, so
-// nothing overflows): n and d carried exactly as pairs, the quotient corrected by its remainder.
+// nothing overflows): n and d carried exactly as pairs, the quotient n (1/d) corrected by its
+// remainder.
 // For x < 0 the 2^k of e stays outside until the end, so subnormal results round once.
 template <class T> TP_HD Value<T> silu_value(T x) {
   using F = Format<T>;
   const bool negative = x < T(0);
   const T a = negative ? (x < F::kExpMin ? F::kExpMin : x) : -x;  // -|x|, kept where e^a > 0
   const Value<T> e = exp_value(a);
-  const T e_hi = times_pow2(e.hi, e.k);
-  const Value<T> d = fast_two_sum(T(1), e_hi);
-  const T d_lo = d.lo + times_pow2(e.lo, e.k);
+  // below 2^kMinExponent e no longer counts beside 1: one scaling, its 2^k clamped
+  const T scale = pow2(e.k < F::kMinExponent ? F::kMinExponent : e.k);
+  const Value<T> d = fast_two_sum(T(1), e.hi * scale);
+  const T d_lo = d.lo + e.lo * scale;
   const T n = negative ? a * e.hi : x;
   const T n_lo = negative ? fma(a, e.hi, -n) + a * e.lo : T(0);
-  const T inv = T(1) / d.hi, q = n * inv;
+  const T inv = reciprocal_from_line<T, F::kNewtonSteps>(d.hi, T(24.0 / 17), T(8.0 / 17)), q = n * inv;
   const T c = ((fma(-q, d.hi, n) + n_lo) - q * d_lo) * inv;
   Value<T> v = fast_two_sum(q, c);
   v.k = negative ? e.k : T(0);
@@ -229,8 +246,9 @@ template <class T> TP_HD Value<T> silu_value(T x) {
 template <class T> TP_HD T odd(const Value<T>& v) {
   using Bits = typename Format<T>::Bits;
   const Bits b = to_bits(v.hi);
-  const bool inexact = v.lo != T(0) && (b & Bits(1)) == Bits(0);
-  return from_bits(inexact ? (sign_bit(v.lo) == sign_bit(v.hi) ? b + Bits(1) : b - Bits(1)) : b);
+  const bool inexact = (v.lo < T(0) || v.lo > T(0)) && (b & Bits(1)) == Bits(0);  // not for a NaN
+  const bool same_sign = ((to_bits(v.lo) ^ b) >> (8 * sizeof(Bits) - 1)) == Bits(0);
+  return from_bits(inexact ? (same_sign ? b + Bits(1) : b - Bits(1)) : b);
 }
 // The value rounded: hi * 2^k, one rounding where that is normal; a subnormal result rounds hi
 // again (at most 0.75 ulp, measured)
@@ -240,33 +258,39 @@ TP_HD float round_to_odd(const Value<float>& v) { return times_pow2(odd(v), v.k)
 
 }  // namespace ieee_math
 
-TP_HD float exp(float x) { return ieee_math::round(ieee_math::exp_value(x)); }
-TP_HD double exp(double x) { return ieee_math::round(ieee_math::exp_value(x)); }
-TP_HD float exp2(float x) { return ieee_math::round(ieee_math::exp2_value(x)); }
-TP_HD double exp2(double x) { return ieee_math::round(ieee_math::exp2_value(x)); }
-TP_HD float log(float x) { return ieee_math::round(ieee_math::log_value(x)); }
-TP_HD double log(double x) { return ieee_math::round(ieee_math::log_value(x)); }
-TP_HD float log2(float x) { return ieee_math::round(ieee_math::log2_value(x)); }
-TP_HD double log2(double x) { return ieee_math::round(ieee_math::log2_value(x)); }
-TP_HD float rsqrt(float x) { return ieee_math::round(ieee_math::rsqrt_value(x)); }
-TP_HD double rsqrt(double x) { return ieee_math::round(ieee_math::rsqrt_value(x)); }
-TP_HD float silu(float x) { return ieee_math::round(ieee_math::silu_value(x)); }
-TP_HD double silu(double x) { return ieee_math::round(ieee_math::silu_value(x)); }
+// float and double: the Value rounded (log, log2 and rsqrt have no 2^k); a NaN input gives the
+// canonical NaN on both backends
+#define TP_WIDE_TRANSCENDENTAL(op, rounded)                                                       \
+  TP_HD float op(float x) { return is_nan(x) ? limits<float>::quiet_nan() : rounded(op, x); }     \
+  TP_HD double op(double x) { return is_nan(x) ? limits<double>::quiet_nan() : rounded(op, x); }
+#define TP_SCALED(op, x) ieee_math::round(ieee_math::op##_value(x))
+#define TP_UNSCALED(op, x) ieee_math::op##_value(x).hi
+TP_WIDE_TRANSCENDENTAL(exp, TP_SCALED)
+TP_WIDE_TRANSCENDENTAL(exp2, TP_SCALED)
+TP_WIDE_TRANSCENDENTAL(silu, TP_SCALED)
+TP_WIDE_TRANSCENDENTAL(log, TP_UNSCALED)
+TP_WIDE_TRANSCENDENTAL(log2, TP_UNSCALED)
+TP_WIDE_TRANSCENDENTAL(rsqrt, TP_UNSCALED)
+#undef TP_WIDE_TRANSCENDENTAL
+#undef TP_SCALED
+#undef TP_UNSCALED
 
-// The 16-bit types on both backends, each op rounded once from a wider result: sqrt in float,
+// The 16-bit types on both backends, each op rounded once from a wider result (a NaN becomes the
+// canonical NaN in the conversion): sqrt in float,
 // division in Wide (float for half; double for bfloat16, whose quotients can be float
 // subnormals, where float's rounding is not fine enough), both then correctly rounded since
 // their precision is at least 2p + 2; the transcendentals from the float Value, rounded to odd
 // and then to nearest (correct over every input, checked). H needs widen(H) and convert_to<H>.
-#define TP_SIXTEEN_BIT_THROUGH_FLOAT(H, Wide)                                                        \
-  TP_HD H sqrt(H x) { return convert_to<H>::from(sqrt(widen(x))); }                                   \
-  TP_HD H fdiv(H a, H b) { return convert_to<H>::from(Wide(widen(a)) / Wide(widen(b))); }            \
-  TP_HD H reciprocal(H x) { return convert_to<H>::from(Wide(1) / Wide(widen(x))); }                   \
-  TP_HD H exp(H x) { return convert_to<H>::from(ieee_math::round_to_odd(ieee_math::exp_value(widen(x)))); }     \
-  TP_HD H exp2(H x) { return convert_to<H>::from(ieee_math::round_to_odd(ieee_math::exp2_value(widen(x)))); }   \
-  TP_HD H log(H x) { return convert_to<H>::from(ieee_math::round_to_odd(ieee_math::log_value(widen(x)))); }     \
-  TP_HD H log2(H x) { return convert_to<H>::from(ieee_math::round_to_odd(ieee_math::log2_value(widen(x)))); }   \
-  TP_HD H rsqrt(H x) { return convert_to<H>::from(ieee_math::round_to_odd(ieee_math::rsqrt_value(widen(x)))); } \
-  TP_HD H silu(H x) { return convert_to<H>::from(ieee_math::round_to_odd(ieee_math::silu_value(widen(x)))); }
+#define TP_SIXTEEN_BIT_THROUGH_FLOAT(H, Wide)                                                  \
+  TP_HD H sqrt(H x) { return convert_to<H>::from(sqrt(widen(x))); }                             \
+  TP_HD H fdiv(H a, H b) { return convert_to<H>::from(Wide(widen(a)) / Wide(widen(b))); }      \
+  TP_HD H reciprocal(H x) { return convert_to<H>::from(Wide(1) / Wide(widen(x))); }             \
+  TP_HD H exp(H x) { return convert_to<H>::from(TP_TO_ODD(exp, x)); }                           \
+  TP_HD H exp2(H x) { return convert_to<H>::from(TP_TO_ODD(exp2, x)); }                         \
+  TP_HD H log(H x) { return convert_to<H>::from(ieee_math::odd(ieee_math::log_value(widen(x)))); }     \
+  TP_HD H log2(H x) { return convert_to<H>::from(ieee_math::odd(ieee_math::log2_value(widen(x)))); }   \
+  TP_HD H rsqrt(H x) { return convert_to<H>::from(ieee_math::odd(ieee_math::rsqrt_value(widen(x)))); } \
+  TP_HD H silu(H x) { return convert_to<H>::from(TP_TO_ODD(silu, x)); }
+#define TP_TO_ODD(op, x) ieee_math::round_to_odd(ieee_math::op##_value(widen(x)))
 
 }  // namespace tp

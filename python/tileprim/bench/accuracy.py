@@ -4,8 +4,10 @@ must round correctly; float32 and float64 take samples: special values, the over
 underflow thresholds and their neighbours, random bit patterns (every exponent, subnormals
 included) and random values where the op is neither 0 nor infinite. The oracle is float64 NumPy
 for the 16- and 32-bit types (a float64 result within 2^-40 of a 16-bit rounding boundary is
-settled by mpmath) and mpmath for float64. ``benchmarks/accuracy.py`` prints the table the op
-table's ``max_ulp`` comes from; the tests run the same measurement on fewer samples."""
+settled by mpmath) and mpmath for float64; ``exhaustive_float32`` adds every float32 input of
+the binades where the errors are largest.
+``benchmarks/accuracy.py`` prints the table the op table's ``max_ulp`` comes from; the tests run
+the same measurement on fewer samples."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -175,6 +177,32 @@ def measure(op: str, dtype: str, samples: int = 1 << 20, seed: int = 0, backend:
         err = ulps(got, _float64_oracle(op, x), dtype)
     worst = int(np.argmax(err))
     return Accuracy(op, dtype, x.size, float(err[worst]), worst_input=float(x[worst]))
+
+
+# float32 magnitudes [2^lo, 2^hi) per sign where each op's error is largest and its results
+# neither 0, infinite nor 1 (exp of |x| < 2^-26 is 1 or its neighbour below); log's outside this
+# range add k ln2 to the same log(1 + f); rsqrt(4x) = rsqrt(x) / 2 exactly, the scaling included
+_EXHAUSTIVE = {"exp": {"+": (-26, 7), "-": (-26, 7)}, "exp2": {"+": (-26, 8), "-": (-26, 8)},
+               "silu": {"+": (-26, 5), "-": (-26, 7)}, "log": {"+": (-4, 4)}, "log2": {"+": (-4, 4)},
+               "rsqrt": {"+": (-2, 2)}, "sqrt": {"+": (-2, 2)}, "reciprocal": {"+": (0, 1)}}
+
+
+def exhaustive_float32(op: str, backend: str = "cpu") -> Accuracy:
+    """The max error of ``tp.<op>`` over every float32 input in the op's ``_EXHAUSTIVE`` binades
+    (2^23 inputs per binade; minutes per op), together with ``measure``'s samples elsewhere."""
+    worst = measure(op, "float32", backend=backend)
+    inputs = worst.inputs
+    for sign, (lo, hi) in _EXHAUSTIVE[op].items():
+        for e in range(lo, hi):
+            first = np.array([2.0 ** e], np.float32).view(np.uint32)[0] | (0x80000000 if sign == "-" else 0)
+            x = np.arange(int(first), int(first) + (1 << 23), dtype=np.uint64).astype(np.uint32).view(np.float32)
+            err = ulps(apply(op, x, backend), _float64_oracle(op, x), "float32")
+            inputs += x.size
+            i = int(np.argmax(err))
+            if err[i] > worst.max_ulp:
+                worst = Accuracy(op, "float32", 0, float(err[i]), worst_input=float(x[i]))
+    worst.inputs = inputs
+    return worst
 
 
 def table(samples: int = 1 << 20, seed: int = 0, ops=OPS, dtypes=("float32", "float64") + SIXTEEN_BIT,
