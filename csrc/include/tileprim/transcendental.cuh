@@ -86,7 +86,11 @@ TP_HD double from_bits(unsigned long long b) { return double_of(b); }
 template <class T> struct Value {
   T hi, lo, k;
 };
-template <class T> TP_HD Value<T> exactly(T v) { return {v, T(0), T(0)}; }
+// v where ok, else the exact value `otherwise`: selects on each member (with & and |, not && and
+// ||), so that host loops over them have no branch and vectorize
+template <class T> TP_HD Value<T> pick_value(bool ok, const Value<T>& v, T otherwise) {
+  return {ok ? v.hi : otherwise, ok ? v.lo : T(0), ok ? v.k : T(0)};
+}
 
 // hi + lo = a + b exactly, hi = RN(a + b), for |a| >= |b| or a == 0 (Fast2Sum)
 template <class T> TP_HD Value<T> fast_two_sum(T a, T b) {
@@ -114,10 +118,14 @@ template <class T> TP_HD T times_pow2(T v, T k) {
 // 1/d for d in [lo, hi] to about an ulp: the line alpha - beta d with the least relative error
 // e (alpha = beta (lo + hi), beta = 2 / (lo hi + (lo + hi)^2 / 4)), then Newton steps y (2 - d y),
 // each squaring the error; cheaper on the GPU than an IEEE division, and as deterministic
+// (recursion, not a loop: a loop inside the host's loop over elements would keep it scalar)
 template <class T, int kSteps> TP_HD T reciprocal_from_line(T d, T alpha, T beta) {
-  T y = fma(-beta, d, alpha);
-  for (int i = 0; i < kSteps; ++i) y = fma(y, fma(-d, y, T(1)), y);
-  return y;
+  if constexpr (kSteps == 0) {
+    return fma(-beta, d, alpha);
+  } else {
+    const T y = reciprocal_from_line<T, kSteps - 1>(d, alpha, beta);
+    return fma(y, fma(-d, y, T(1)), y);
+  }
 }
 
 // e^(a + rho) for |a + rho| <= ln2/2, a exact and rho <= 2^-21 (a + rho's error), r = RN(a + rho):
@@ -180,7 +188,7 @@ template <class T> TP_HD LogParts<T> log_parts(T x) {  // x > 0 finite
 // log's specials: NaN and x < 0 give NaN, +-0 -inf, +inf itself
 template <class T> TP_HD Value<T> log_special(T x, const Value<T>& v) {
   const T special = x == T(0) ? limits<T>::neg_inf() : (x > T(0) ? x : limits<T>::quiet_nan());
-  return (x > T(0) && x < limits<T>::pos_inf()) ? v : exactly(special);
+  return pick_value((x > T(0)) & (x < limits<T>::pos_inf()), v, special);
 }
 
 template <class T> TP_HD Value<T> log_value(T x) {
@@ -213,7 +221,7 @@ template <class T> TP_HD Value<T> rsqrt_value(T x) {
   const Value<T> v{y * post, fma(half_y0, r, y0 - y) * post, T(0)};
   // +-0 -> +-inf, +inf -> +0, x < 0 and NaN -> NaN: what y0 already is, NaN made canonical
   const T special = is_nan(y0) ? limits<T>::quiet_nan() : y0;
-  return (x > T(0) && x < limits<T>::pos_inf()) ? v : exactly(special);
+  return pick_value((x > T(0)) & (x < limits<T>::pos_inf()), v, special);
 }
 
 // silu x = x sigmoid(x) = n / d with e = e^-|x|, d = 1 + e, n = x (x >= 0) or x e (x < 0, so
@@ -237,7 +245,7 @@ template <class T> TP_HD Value<T> silu_value(T x) {
   v.k = negative ? e.k : T(0);
   // NaN; +inf; +-0 keeps its sign (-inf has a = kExpMin and comes out -0)
   const T special = is_nan(x) ? limits<T>::quiet_nan() : x;
-  return (is_nan(x) || x == limits<T>::pos_inf() || x == T(0)) ? exactly(special) : v;
+  return pick_value(!(is_nan(x) | (x == limits<T>::pos_inf()) | (x == T(0))), v, special);
 }
 
 // hi + lo rounded to odd: the neighbour of hi toward lo where hi is even and lo is not 0. A
@@ -246,7 +254,7 @@ template <class T> TP_HD Value<T> silu_value(T x) {
 template <class T> TP_HD T odd(const Value<T>& v) {
   using Bits = typename Format<T>::Bits;
   const Bits b = to_bits(v.hi);
-  const bool inexact = (v.lo < T(0) || v.lo > T(0)) && (b & Bits(1)) == Bits(0);  // not for a NaN
+  const bool inexact = ((v.lo < T(0)) | (v.lo > T(0))) & ((b & Bits(1)) == Bits(0));  // not for a NaN
   const bool same_sign = ((to_bits(v.lo) ^ b) >> (8 * sizeof(Bits) - 1)) == Bits(0);
   return from_bits(inexact ? (same_sign ? b + Bits(1) : b - Bits(1)) : b);
 }
