@@ -13,8 +13,10 @@ from tileprim.bench.accuracy import OPS, exhaustive_float32, table
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--samples", type=int, default=1 << 20, help="random float32 inputs per op (float64: a tenth)")
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--samples", type=int, default=1 << 20,
+                        help="random float32 inputs per op (float64: a tenth)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ops", default=",".join(OPS))
     parser.add_argument("--exhaustive", action="store_true",
@@ -33,8 +35,8 @@ def main():
         for d in dtypes:
             r = row[d]
             if r.not_correctly_rounded is not None:
-                cells.append("correctly rounded" if r.not_correctly_rounded == 0
-                             else f"{r.not_correctly_rounded} of {r.inputs} inputs wrong, max {r.max_ulp:.3f}")
+                wrong = f"{r.not_correctly_rounded} of {r.inputs} inputs wrong, max {r.max_ulp:.3f}"
+                cells.append("correctly rounded" if r.not_correctly_rounded == 0 else wrong)
             else:
                 cells.append(f"{r.max_ulp:.3f}")
         print(f"| {op} | " + " | ".join(cells) + " |")
@@ -42,8 +44,9 @@ def main():
           "inputs not checked; worst inputs):")
     for op, row in results.items():
         up = [math.ceil((row[d].max_ulp + 0.01) * 100) / 100 for d in ("float32", "float64")]
-        print(f"  {op}: {up[0]:.2f}, {up[1]:.2f}   worst at x = {row['float32'].worst_input!r} (float32), "
-              f"{row['float64'].worst_input!r} (float64); inputs {row['float32'].inputs}, {row['float64'].inputs}")
+        f32, f64 = row["float32"], row["float64"]
+        print(f"  {op}: {up[0]:.2f}, {up[1]:.2f}   worst at x = {f32.worst_input!r} (float32), "
+              f"{f64.worst_input!r} (float64); inputs {f32.inputs}, {f64.inputs}")
 
 
 if __name__ == "__main__":

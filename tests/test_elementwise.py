@@ -20,6 +20,7 @@ SCOPES = [
     pytest.param(tp.cta(96), S[(96, 2):(1 @ tx, 1)], (96, 2), id="cta96"),
 ]
 
+
 def silu(x):
     """x sigmoid(x), written to stay finite: x e / (1 + e) with e = exp(x) for x < 0."""
     e = np.exp(-np.abs(x))

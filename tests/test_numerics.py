@@ -26,7 +26,7 @@ def test_every_16_bit_input_rounds_correctly(op, dtype):
 @pytest.mark.parametrize("op", accuracy.OPS)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_wide_types_stay_within_the_published_max_ulp(op, dtype, rng):
-    r = accuracy.measure(op, dtype, samples=1 << 15, seed=int(rng.integers(1 << 31)))
+    r = accuracy.measure(op, dtype, samples=1 << 17, seed=int(rng.integers(1 << 31)))
     assert r.max_ulp <= TABLE[op]["max_ulp"][dtype] <= 1.0, r
 
 
@@ -89,8 +89,10 @@ def test_silu_is_finite_and_accurate_where_exp_of_minus_x_overflows():
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_bits_do_not_depend_on_the_host_loop_vectorizing(op, dtype, rng):
     # tiles of 1024 run the vector clones of the host loop, tiles of one element its scalar code
-    x = np.concatenate([rng.standard_normal(4000) * 30, rng.uniform(0, 3, 4000),
-                        rng.integers(0, 1 << 16, 192).astype(np.uint16).view(np.float16)]).astype(NP[dtype])
+    with np.errstate(invalid="ignore"):  # the float16 NaNs among the random bit patterns
+        halves = rng.integers(0, 1 << 16, 192).astype(np.uint16).view(np.float16)
+        x = np.concatenate([rng.standard_normal(4000) * 30, rng.uniform(0, 3, 4000), halves])
+        x = x.astype(NP[dtype])
     x = x[: x.size // 1024 * 1024]
     wide = getattr(tp, op)(x.reshape(-1, 1024), batch_dims=1, backend="cpu").reshape(-1)
     narrow = getattr(tp, op)(x.reshape(-1, 1), batch_dims=1, backend="cpu").reshape(-1)

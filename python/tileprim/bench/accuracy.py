@@ -30,8 +30,8 @@ _RANGES = {
 
 
 def _float64_oracle(op: str, x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.float64)
     with np.errstate(all="ignore"):
+        x = x.astype(np.float64)
         if op == "silu":  # x e / (1 + e), e = e^-|x|: finite wherever the result is
             e = np.exp(-np.abs(x))
             return np.where(x >= 0, x / (1 + e), np.where(x == -np.inf, -0.0, x * e / (1 + e)))
@@ -65,10 +65,14 @@ def ulps(got: np.ndarray, exact, dtype: str) -> np.ndarray:
     else:  # mpmath values, for float64
         import mpmath as mp
         rounded = np.array([float(v) for v in exact])
-        err = np.array([float(abs(mp.mpf(float(gi)) - v) / mp.mpf(2) ** (max(int(mp.floor(mp.log(abs(v), 2))),
-                                                                            int(np.log2(float(fi.smallest_normal))))
-                                                                        - fi.nmant))
-                        if mp.isfinite(v) and v != 0 else 0.0 for gi, v in zip(g, exact)])
+        min_exponent = int(np.log2(float(fi.smallest_normal)))
+
+        def ulp_error(gi, v):
+            if not mp.isfinite(v) or v == 0:
+                return 0.0
+            binade = max(int(mp.floor(mp.log(abs(v), 2))), min_exponent)
+            return float(abs(mp.mpf(float(gi)) - v) / mp.mpf(2) ** (binade - fi.nmant))
+        err = np.array([ulp_error(gi, v) for gi, v in zip(g, exact)])
         err[rounded == 0] = np.abs(g[rounded == 0]) / float(fi.smallest_subnormal)
     special = ~np.isfinite(rounded) | (rounded == 0)
     same_class = (np.isnan(g) & np.isnan(rounded)) | (g == rounded) & (np.signbit(g) == np.signbit(rounded))
@@ -82,9 +86,9 @@ def float_inputs(op: str, dtype: str, samples: int, rng: np.random.Generator) ->
     t = numpy_dtype(dtype)
     fi = np.finfo(t)
     uint = np.uint32 if t == np.float32 else np.uint64
-    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, 0.5, float(fi.tiny),
-                        float(fi.smallest_subnormal), -float(fi.smallest_subnormal), float(fi.max), -float(fi.max)],
-                       t)
+    sub, big = float(fi.smallest_subnormal), float(fi.max)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, 0.5, float(fi.tiny), sub, -sub,
+                        big, -big], t)
     lo, hi = _RANGES[dtype].get(op, (0.0, 4.0))
     # the thresholds: where the result crosses the dtype's max, its smallest normal and half its
     # smallest subnormal (below which results round to 0)
@@ -105,7 +109,7 @@ class Accuracy:
     dtype: str
     inputs: int
     max_ulp: float
-    not_correctly_rounded: Optional[int] = None  # 16-bit types: inputs whose result is not the correct rounding
+    not_correctly_rounded: Optional[int] = None  # 16-bit types: inputs not rounded correctly
     worst_input: Optional[float] = None
 
 
@@ -136,7 +140,8 @@ def _correct_16_bit(op: str, dtype: str, x: np.ndarray) -> np.ndarray:
 def apply(op: str, x: np.ndarray, backend: str = "cpu") -> np.ndarray:
     """tp.<op> over a flat array, as tiles of 8 elements (the last one padded)."""
     padded = np.concatenate([x, np.ones((-x.size) % 8, x.dtype)])
-    return np.asarray(getattr(tp, op)(padded.reshape(-1, 8), batch_dims=1, backend=backend)).reshape(-1)[:x.size]
+    got = getattr(tp, op)(padded.reshape(-1, 8), batch_dims=1, backend=backend)
+    return np.asarray(got).reshape(-1)[:x.size]
 
 
 def measure(op: str, dtype: str, samples: int = 1 << 20, seed: int = 0, backend: str = "cpu") -> Accuracy:
@@ -147,8 +152,8 @@ def measure(op: str, dtype: str, samples: int = 1 << 20, seed: int = 0, backend:
         x = np.arange(1 << 16, dtype=np.uint16).view(numpy_dtype(dtype))
         got = apply(op, x, backend)
         correct = _correct_16_bit(op, dtype, x)
-        same = (got.view(np.uint16) == correct.view(np.uint16)) | (np.isnan(got.astype(np.float64)) &
-                                                                  np.isnan(correct.astype(np.float64)))
+        nans = np.isnan(got.astype(np.float64)) & np.isnan(correct.astype(np.float64))
+        same = (got.view(np.uint16) == correct.view(np.uint16)) | nans
         err = ulps(got, _float64_oracle(op, x), dtype)
         return Accuracy(op, dtype, x.size, float(np.max(err)), int(np.sum(~same)),
                         float(x[np.argmax(err)]))
@@ -195,7 +200,7 @@ def exhaustive_float32(op: str, backend: str = "cpu") -> Accuracy:
     for sign, (lo, hi) in _EXHAUSTIVE[op].items():
         for e in range(lo, hi):
             first = np.array([2.0 ** e], np.float32).view(np.uint32)[0] | (0x80000000 if sign == "-" else 0)
-            x = np.arange(int(first), int(first) + (1 << 23), dtype=np.uint64).astype(np.uint32).view(np.float32)
+            x = (np.arange(1 << 23, dtype=np.uint64) + int(first)).astype(np.uint32).view(np.float32)
             err = ulps(apply(op, x, backend), _float64_oracle(op, x), "float32")
             inputs += x.size
             i = int(np.argmax(err))
