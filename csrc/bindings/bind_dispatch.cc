@@ -47,6 +47,10 @@ py::dict op_dict(const OpDef& d) {
   out["dtypes"] = dtype_names(d.dtypes);
   out["nan_rule"] = nan_rule_text(d.nan_rule);
   out["exactly_rounded"] = dtype_names(d.exactly_rounded);
+  out["same_bits"] = dtype_names(d.same_bits);
+  py::dict max_ulp;
+  for (const auto& [dtype, ulp] : d.max_ulp) max_ulp[py::str(dtype_name(dtype))] = ulp;
+  out["max_ulp"] = max_ulp;
   out["options"] = d.options;
   out["device_fn"] = d.device_fn;
   out["device_fn_nan"] = d.device_fn_nan;

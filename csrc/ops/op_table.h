@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ops/dtype.h"
@@ -69,6 +70,10 @@ struct OpDef {
   HostMapFn host_map_nan = nullptr;
   std::string doc;                     // one line
   std::optional<ReductionOp> reduction;  // reductions: the descriptor every variant and backend reads
+  std::vector<DType> same_bits;        // dtypes where the CPU and every GPU give the same bits
+  // measured max error in ulps against the correctly rounded result, per dtype (elementwise;
+  // benchmarks/accuracy.py measures them): 0.5 where it rounds once, 0 where exact
+  std::vector<std::pair<DType, double>> max_ulp;
 
   int arity() const { return static_cast<int>(operands.size()); }
   bool takes(DType t) const;

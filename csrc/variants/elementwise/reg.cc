@@ -85,7 +85,7 @@ class RegElementwise : public Variant {
     plan.note("compute_dtype", dtype_name(compute));
     plan.note("rounding", call.def->exact_for(compute)
                               ? "exactly rounded (round to nearest even): CPU and GPU agree bit for bit"
-                              : "the CUDA math function's accuracy; the CPU backend rounds the exact value");
+                              : "tileprim's own algorithm (op_table()[op]['max_ulp']): CPU and GPU agree bit for bit");
     plan.note("ftz", "no: subnormals kept");
     if (call.def->nan_rule == NanRule::fmax) {
       plan.note("nan", call.flag("propagate_nan") ? "max.NaN: NaN propagates (like np.maximum)"
