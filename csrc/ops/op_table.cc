@@ -135,6 +135,8 @@ std::vector<OpDef> build_table() {
                     "tp::map_op::MaximumNaN", &host_map<map_op::MaximumNaN, 2>),
       map<map_op::Fma, 3>("fma", {"a", "b", "c"}, {0, 1, 2}, kFloats, "tp::map_op::Fma", "a * b + c, rounded once"),
       cast,
+      map<map_op::Copy, 1>("copy", {"src"}, {0}, kFloats, "tp::map_op::Copy",
+                           "src restaged: the same values in another storage or layout"),
       treduce,
   };
 }

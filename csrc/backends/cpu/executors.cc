@@ -3,6 +3,7 @@
 // (tile_frame.cc) does the rest.
 #include "backends/cpu/executors.h"
 
+#include "backends/cpu/copy_executor.h"
 #include "backends/cpu/host_lanes.h"
 #include "backends/cpu/packed_tiles.h"
 #include "backends/cpu/parallel.h"
@@ -163,6 +164,7 @@ void register_cpu_executors(ExecutorTable& table) {
   table.add("sm100_packed", "cpu", std::make_unique<HostTileExecutor>(packed_body));
   table.add("reg", "cpu", std::make_unique<FlatMapExecutor>());
   register_cpu_treduce(table);
+  register_cpu_copy(table);
 }
 
 }  // namespace tp

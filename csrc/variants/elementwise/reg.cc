@@ -112,7 +112,7 @@ class RegElementwise : public Variant {
   static std::vector<std::string> elementwise_ops() {
     std::vector<std::string> names;
     for (const OpDef& d : op_table()) {
-      if (d.family == OpFamily::elementwise) names.push_back(d.name);
+      if (d.family == OpFamily::elementwise && d.name != "copy") names.push_back(d.name);  // copy: stage
     }
     return names;
   }
