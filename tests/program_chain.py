@@ -17,10 +17,10 @@ def run_chain(prog, args, batch_dims, scope):
     plan = tp.plan(prog, *args, batch_dims=batch_dims, scope=scope, backend="cpu")
     arrays = [a for a in args if isinstance(a, np.ndarray)]
     values = {}
-    for i, t in enumerate(plan.tiles):
-        if t["input"] >= 0:
-            values[i] = arrays[t["input"]]
     batch = plan.out_shapes[0][:batch_dims]
+    for i, t in enumerate(plan.tiles):
+        if t["input"] >= 0:  # a tile shared by the batch: each standalone call reads it broadcast
+            values[i] = np.ascontiguousarray(np.broadcast_to(arrays[t["input"]], tuple(batch) + tuple(t["shape"])))
     for step, info in zip(plan.steps, plan._core.steps):
         call = step._core.call
         ins = call.inputs
@@ -50,6 +50,6 @@ def run_chain(prog, args, batch_dims, scope):
         else:
             out = fn(*operands, **kw)
         values[info["result"]] = np.asarray(out).reshape(shape)
-    outs = tuple(values[i] for i in plan._core.outputs)
+    outs = tuple(values[i].reshape(shape) for i, shape in zip(plan._core.outputs, plan.out_shapes))
     return outs, plan
 
