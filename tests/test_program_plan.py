@@ -102,7 +102,7 @@ def test_copy_standalone(rng):
     p = tp.plan(tp.copy, x, batch_dims=1, scope=tp.warp, storage="local", layout=S[(32, 2):(1 @ tp.laneid, 1)])
     assert p.variant == "stage" and p.numerics["rounding"].startswith("none")
     assert [v[0] for v in tp.variants("copy")] == ["stage"]
-    with pytest.raises(tp.DispatchError):
+    with pytest.raises(ValueError, match="no variant named 'reg' is registered for copy"):
         tp.copy(x, dispatch="reg")
 
 

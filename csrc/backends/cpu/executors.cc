@@ -8,6 +8,7 @@
 #include "backends/cpu/packed_tiles.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/reduce_ops.h"
+#include "backends/cpu/table_view.h"
 #include "backends/cpu/tile_frame.h"
 #include "backends/cpu/treduce_executor.h"
 #include "ops/host_types.h"
@@ -32,19 +33,21 @@ template <class F> HostBody reduction_body(const Plan& plan, F&& f) {
 
 // local and shared on one scope instance: a thread-wise plan folds each thread's own registers;
 // the others fold across lanes by the variant's own algorithm, `lane_fold`.
+// The lanes fold through the view's slot tables (table_view.h): the same slots, no division.
 template <class Detail, class LaneFold> HostBody lane_body(const Plan& plan, LaneFold lane_fold) {
   const Detail d = plan.detail_as<Detail>();
   const bool accum = plan.call.accum;
   const HostLanes lanes{plan.call.scope.threads};
+  auto slots = std::make_shared<const SlotTables>(d.view);
   return reduction_body(plan, [&](auto tag, auto op) -> HostBody {
     using T = typename decltype(tag)::type;
-    return [d, accum, lanes, lane_fold, op](const HostTile& t) {
+    return [d, slots, accum, lanes, lane_fold, op](const HostTile& t) {
       T* out = static_cast<T*>(t.out);
       const T* in = static_cast<const T*>(t.in[0]);
       if (d.thread_wise) {
         thread_reduce<decltype(op)>(out, in, d.view, accum);
       } else {
-        lane_fold(op, lanes, t, out, in, d, accum);
+        lane_fold(op, lanes, t, out, in, d, slots->view, accum);
       }
     };
   });
@@ -52,15 +55,15 @@ template <class Detail, class LaneFold> HostBody lane_body(const Plan& plan, Lan
 
 HostBody local_body(const Plan& plan) {
   return lane_body<LocalPlan>(plan, [](auto op, const HostLanes& lanes, const HostTile& t, auto* out, const auto* in,
-                                       const LocalPlan& d, bool accum) {
-    lane_reduce<decltype(op)>(lanes, out, t.out_stride, in, t.in_stride[0], d.view, d.masks, accum);
+                                       const LocalPlan& d, const TableView& view, bool accum) {
+    lane_reduce<decltype(op)>(lanes, out, t.out_stride, in, t.in_stride[0], view, d.masks, accum);
   });
 }
 
 HostBody shared_body(const Plan& plan) {
   return lane_body<SharedPlan>(plan, [](auto op, const HostLanes& lanes, const HostTile&, auto* out, const auto* in,
-                                        const SharedPlan& d, bool accum) {
-    shared_group_reduce<decltype(op)>(lanes, out, in, d.view, d.groups, accum);
+                                        const SharedPlan& d, const TableView& view, bool accum) {
+    shared_group_reduce<decltype(op)>(lanes, out, in, view, d.groups, accum);
   });
 }
 
