@@ -3,6 +3,8 @@
 // (tile_frame.cc) does the rest.
 #include "backends/cpu/executors.h"
 
+#include <algorithm>
+
 #include "backends/cpu/copy_executor.h"
 #include "backends/cpu/host_lanes.h"
 #include "backends/cpu/packed_tiles.h"
@@ -63,7 +65,12 @@ HostBody local_body(const Plan& plan) {
 HostBody shared_body(const Plan& plan) {
   return lane_body<SharedPlan>(plan, [](auto op, const HostLanes& lanes, const HostTile&, auto* out, const auto* in,
                                         const SharedPlan& d, const TableView& view, bool accum) {
-    shared_group_reduce<decltype(op)>(lanes, out, in, view, d.groups, accum);
+    // With one round (an output per group at most), groups past the last output never write and
+    // shuffle only among themselves: the CPU leaves them out. The same bits, far fewer lanes.
+    const GroupShape& g = d.groups;
+    const bool one_round = view.spatial <= g.groups;
+    const HostLanes working{one_round ? std::min(lanes.n, g.group_size * std::max(1, view.spatial)) : lanes.n};
+    shared_group_reduce<decltype(op)>(working, out, in, view, g, accum);
   });
 }
 
