@@ -13,7 +13,7 @@ def _layout(ref):
     return None if ref.layout is None else TileLayout._wrap(ref.layout)
 
 
-def run_chain(prog, args, batch_dims, scope):
+def run_chain(prog, args, batch_dims, scope, backend="cpu"):
     plan = tp.plan(prog, *args, batch_dims=batch_dims, scope=scope, backend="cpu")
     arrays = [a for a in args if isinstance(a, np.ndarray)]
     values = {}
@@ -39,7 +39,7 @@ def run_chain(prog, args, batch_dims, scope):
                                              scope=tp.thread)
             continue
         first = next(r for r in ins if not r.is_scalar)
-        kw = dict(scope=scope, storage=first.storage, layout=_layout(first), batch_dims=batch_dims, backend="cpu",
+        kw = dict(scope=scope, storage=first.storage, layout=_layout(first), batch_dims=batch_dims, backend=backend,
                   dispatch=step.variant)
         fn = getattr(tp, step.op)
         if step.op in ("sum", "max", "min"):
@@ -49,7 +49,11 @@ def run_chain(prog, args, batch_dims, scope):
             out = fn(operands[0], result["dtype"], **kw)
         else:
             out = fn(*operands, **kw)
-        values[info["result"]] = np.asarray(out).reshape(shape)
+        values[info["result"]] = _host(out).reshape(shape)
     outs = tuple(values[i].reshape(shape) for i, shape in zip(plan._core.outputs, plan.out_shapes))
     return outs, plan
 
+
+
+def _host(x):
+    return x.get() if hasattr(x, "get") else np.asarray(x)

@@ -137,3 +137,30 @@ def test_tile_attributes_at_trace_time():
     look(np.ones((4, 6), np.float64), np.ones(6, np.float64), batch_dims=1)
     assert seen["x"] == ((6,), "float64", None, None) and seen["w"] == (6,) and seen["t"] == "shared"
     assert "float64[6]" in seen["r"]
+
+
+def test_step_options_dispatch_config_layouts_and_scope_methods(rng):
+    rows = S[(32, 8):(1 @ tp.laneid, 1)]
+
+    @tp.program(scope=tp.warp)
+    def prog(x):
+        m = tp.max(x, axes=-1, propagate_nan=True, dispatch="shared")
+        y = tp.warp.exp(x, layout=rows)
+        return m, y
+
+    x = random_tile(rng, (3, 32, 8), "float32")  # NaNs included
+    m, y = prog(x, batch_dims=1)
+    assert bits_equal(m, tp.max(x, axes=-1, propagate_nan=True, batch_dims=1, scope=tp.warp, storage="shared"))
+    assert bits_equal(y, tp.exp(x, batch_dims=1, scope=tp.warp, layout=rows))
+    p = tp.plan(prog, x, batch_dims=1)
+    assert p.steps[0].op == "max" and p.steps[0].variant == "shared" and "propagate_nan=True" in p.steps[0].call
+    exp = next(s for s in p.steps if s.op == "exp")
+    assert exp.reasons[0] == "storage local"
+    assert str(exp._core.call.inputs[0].layout) == str(tp.TileLayout(rows)._core)
+
+    @tp.program(scope=tp.warp)
+    def bad(x):
+        return tp.exp(x, thread_reduce=True)
+
+    with pytest.raises(TypeError, match="test_program_plan.py:.*exp: unexpected keyword argument 'thread_reduce'"):
+        bad(x, batch_dims=1)

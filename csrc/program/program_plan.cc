@@ -205,6 +205,8 @@ class ProgramPlanner {
       } catch (const ValueError& e) {
         errors += std::string(errors.empty() ? "" : "\n") + e.what();
         continue;
+      } catch (const TypeError& e) {  // an option or dtype the op does not take: no placement helps
+        throw TypeError(s.where + ": " + s.op + ": " + e.what());
       }
       return add_step(s, bound, result, p.why);
     }

@@ -4,6 +4,7 @@
 // The bits are those of any placement's run: values move unchanged.
 #include "backends/cpu/copy_executor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "backends/cpu/parallel.h"
@@ -64,6 +65,10 @@ class CopyRunner : public Runner {
   template <class Word> void gather(unsigned char* dst, const unsigned char* src) const {
     Word* d = reinterpret_cast<Word*>(dst);
     const Word* s = reinterpret_cast<const Word*>(src);
+    if (in_elements_ == 1) {  // one value per tile (a keepdims reduction's) spread over the tile
+      std::fill(d, d + out_elements_, s[0]);
+      return;
+    }
     for (size_t i = 0; i < source_.size(); ++i) d[i] = s[source_[i]];
   }
 
