@@ -13,7 +13,6 @@ import time
 
 import numpy as np
 
-import tileprim as tp
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples", "programs"))
 from logsumexp import logsumexp  # noqa: E402

@@ -54,6 +54,5 @@ def run_chain(prog, args, batch_dims, scope, backend="cpu"):
     return outs, plan
 
 
-
 def _host(x):
     return x.get() if hasattr(x, "get") else np.asarray(x)

@@ -1,7 +1,6 @@
 """Tile programs on the CPU backend: softmax, RMSNorm and logsumexp at every scope against
 float64 NumPy, random shapes (rows not a multiple of the thread count, 1-wide and 1-long tiles),
 and bit-for-bit equality with the chain of standalone calls the plan names."""
-import ml_dtypes
 import numpy as np
 import pytest
 

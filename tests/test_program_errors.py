@@ -71,7 +71,8 @@ def test_program_returning_no_tile(result, what):
         tp.exp(x)
         return result
 
-    with pytest.raises(ValueError, match=f"{line_of(body, 'return result')}: body returns {what}; a program returns a tile"):
+    where = line_of(body, "return result")
+    with pytest.raises(ValueError, match=f"{where}: body returns {what}; a program returns a tile"):
         tp.program(body)(X, batch_dims=1)
 
 

@@ -1,7 +1,6 @@
 """A program's CPU run gives the GPU's bits: the chain of standalone calls of its steps on the
 GPU (the same variants, storage and layouts; copies move values unchanged) equals the program
 run on the CPU backend bit for bit. Skips without a GPU."""
-import numpy as np
 import pytest
 
 import tileprim as tp

@@ -10,21 +10,11 @@ namespace tp {
 
 namespace {
 
-constexpr long long kMaxSharedBytes = 227 * 1024;  // the most any architecture gives one block
-constexpr long long kMaxRegisterSlots = 1024;       // per thread, as place_in_registers enforces
 
 long long product(const std::vector<long long>& shape) {
   long long n = 1;
   for (long long d : shape) n *= d;
   return n;
-}
-
-Axis thread_axis(const ExecScope& scope) {
-  switch (scope.kind) {
-    case ScopeKind::warp: return Axis::laneid;
-    case ScopeKind::warpgroup: return Axis::tid_in_wg;
-    default: return Axis::tx;
-  }
 }
 
 TileLayout layout_of(const std::optional<TileLayout>& layout, const std::vector<long long>& shape) {
@@ -112,7 +102,9 @@ class ProgramPlanner {
     for (const StepSpec& s : spec_.steps) {
       StepSpec planned = s;  // operands as plan value ids: inserted copies shift the traced ids
       for (int& id : planned.operands) {
-        if (id >= static_cast<int>(ids_.size())) throw ValueError(s.where + ": " + s.op + ": an operand is not yet made");
+        if (id >= static_cast<int>(ids_.size())) {
+          throw ValueError(s.where + ": " + s.op + ": an operand is not yet made");
+        }
         if (id >= 0) id = ids_[id];
       }
       ids_.push_back(plan_step(planned));
@@ -122,8 +114,8 @@ class ProgramPlanner {
       plan_->outputs.push_back(ids_.at(id));
       place_unread_input(plan_->outputs.back());
     }
-    size_shared_memory();
-    mark_syncs();
+    size_shared_memory(*plan_);
+    mark_syncs(*plan_);
     return plan_;
   }
 
@@ -141,7 +133,8 @@ class ProgramPlanner {
     const bool reduction = def.family == OpFamily::reduction;
     std::vector<int> axes = s.axes;
     // the shape each operand takes in the step, and the result's
-    const std::vector<long long> in_shape = reduction || s.op == "copy" ? shapes[0] : broadcast_shapes(shapes, s.where, s.op);
+    const std::vector<long long> in_shape =
+        reduction || s.op == "copy" ? shapes[0] : broadcast_shapes(shapes, s.where, s.op);
     const std::vector<long long> out_shape = reduction ? reduced_shape(in_shape, axes, s.keepdims, s.where) : in_shape;
     std::vector<long long> core_out = out_shape;  // the standalone call's: the dims not reduced
     if (reduction) {
@@ -158,7 +151,8 @@ class ProgramPlanner {
       for (int id : s.operands) args += (args.empty() ? "" : ", ") + (id < 0 ? std::string("k") : value(id).name);
       result.name = s.op + "(" + args + ")";
     }
-    const ProgramValue& first = value(*std::find_if(s.operands.begin(), s.operands.end(), [](int id) { return id >= 0; }));
+    const ProgramValue& first =
+        value(*std::find_if(s.operands.begin(), s.operands.end(), [](int id) { return id >= 0; }));
     result.dtype = s.dtype.empty() ? first.dtype : dtype_from_name(s.dtype, "dtype");
     result.shape = out_shape;
 
@@ -398,140 +392,12 @@ class ProgramPlanner {
     v.layout = TileLayout::row_major(v.shape);
   }
 
-  // Live range [written, last_read] of each shared tile; first fit by start, so tiles that
-  // are never live at once share bytes.
-  void size_shared_memory() {
-    const int end = static_cast<int>(plan_->steps.size());
-    for (int id : plan_->outputs) value(id).last_read = end;
-    std::vector<int> shared;
-    for (size_t i = 0; i < plan_->values.size(); ++i) {
-      ProgramValue& v = plan_->values[i];
-      if (!v.layout || !is_shared(v.storage)) continue;
-      if (v.last_read < 0) v.last_read = v.written;  // written, never read
-      const long long bytes = (v.layout->span() * dtype_size(v.dtype) + 15) / 16 * 16;
-      v.shared_bytes = bytes;
-      shared.push_back(static_cast<int>(i));
-    }
-    for (int i : shared) {
-      ProgramValue& v = value(i);
-      std::vector<std::pair<long long, long long>> taken;
-      for (int j : shared) {
-        const ProgramValue& o = value(j);
-        if (j == i || o.shared_offset < 0) continue;
-        if (o.written <= v.last_read && v.written <= o.last_read) taken.push_back({o.shared_offset, o.shared_bytes});
-      }
-      std::sort(taken.begin(), taken.end());
-      long long at = 0;
-      for (const auto& [off, bytes] : taken) {
-        if (at + v.shared_bytes <= off) break;
-        at = std::max(at, off + bytes);
-      }
-      v.shared_offset = at;
-      plan_->shared_bytes = std::max(plan_->shared_bytes, at + v.shared_bytes);
-    }
-    if (plan_->shared_bytes > kMaxSharedBytes) {
-      std::string live;
-      for (int i : shared) live += (live.empty() ? "" : ", ") + value(i).name + " " + std::to_string(value(i).shared_bytes) + " B";
-      throw ValueError(spec_.name + ": the program needs " + std::to_string(plan_->shared_bytes) +
-                       " bytes of shared memory (tiles " + live + "); a block has at most 227 KiB (232448 bytes). "
-                       "Fix: a smaller tile (more batch_dims), or storage='local' for the steps whose tiles "
-                       "can live in registers");
-    }
-    // registers per thread over the tiles live at once
-    for (int k = 0; k <= end; ++k) {
-      long long slots = 0;
-      for (const ProgramValue& v : plan_->values) {
-        if (!v.layout || v.storage != Storage::local || v.written > k || v.last_read < k) continue;
-        slots += place_in_registers(*v.layout, spec_.scope, v.name).slots;
-      }
-      plan_->peak_register_slots = std::max(plan_->peak_register_slots, slots);
-    }
-    (void)kMaxRegisterSlots;
-  }
-
-  // A barrier before a step that reads a shared tile written since the last barrier, and before
-  // a copy that moves values between threads.
-  void mark_syncs() {
-    if (spec_.scope.threads == 1) return;
-    const std::string barrier = spec_.scope.kind == ScopeKind::cta         ? "cta_sync"
-                                : spec_.scope.kind == ScopeKind::warpgroup ? "warpgroup_sync"
-                                                                           : "warp_sync";
-    int last_sync = -2;  // step index before which the last barrier ran; inputs are staged at -1
-    for (size_t k = 0; k < plan_->steps.size(); ++k) {
-      ProgramStep& step = plan_->steps[k];
-      bool need = false;
-      for (int id : step.operands) {
-        if (id < 0) continue;
-        const ProgramValue& v = value(id);
-        if (is_shared(v.storage) && v.written >= last_sync) need = true;
-      }
-      if (step.op == "copy") {
-        for (const auto& [key, val] : step.bound->plan().params) {
-          if (key == "sync" && std::get<std::string>(val) != "none") need = true;
-        }
-      }
-      if (need) {
-        step.sync_before = barrier;
-        last_sync = static_cast<int>(k);
-      }
-    }
-  }
-
   const ProgramSpec& spec_;
   std::shared_ptr<ProgramPlan> plan_;
   std::vector<int> ids_;  // traced value id -> plan value id
 };
 
 }  // namespace
-
-long long ProgramValue::elements() const { return product(shape); }
-
-std::string ProgramValue::placement() const {
-  return layout ? placement_of(storage, *layout) : std::string("not staged");
-}
-
-std::optional<TileLayout> spread_layout(const std::vector<long long>& shape, const ExecScope& scope) {
-  if (scope.threads == 1) return std::nullopt;
-  const long long n = product(shape), t = scope.threads;
-  const long long g = std::gcd(n, t);
-  const Axis axis = thread_axis(scope);
-  std::vector<Iter> shard;
-  if (g > 1) shard.push_back(Iter{g, 1, axis});
-  if (n / g > 1 || shard.empty()) shard.push_back(Iter{n / g, 1, Axis::m});
-  std::vector<Iter> replica;
-  if (t / g > 1) replica.push_back(Iter{t / g, g, axis});
-  return TileLayout(shard, replica);
-}
-
-std::string ProgramPlan::str() const {
-  std::string out = "program " + name + " at scope " + scope.str() + "; " + context.str() + "\n";
-  out += "inputs:";
-  for (const ProgramValue& v : values) {
-    if (v.input >= 0) {
-      out += " " + v.name + " " + dtype_name(v.dtype) + shape_str(v.shape) + " " + v.placement() +
-             (v.batch_broadcast ? " (one tile for the whole batch)" : "");
-    }
-  }
-  out += "\n";
-  for (size_t k = 0; k < steps.size(); ++k) {
-    const ProgramStep& s = steps[k];
-    if (!s.sync_before.empty()) out += "      -- " + s.sync_before + " --\n";
-    std::string args;
-    for (int id : s.operands) {
-      args += (args.empty() ? "" : ", ") + (id < 0 ? std::string("scalar") : values[id].name);
-    }
-    const ProgramValue& r = values[s.result];
-    out += "  " + std::to_string(k) + (s.inserted ? "+ " : "  ") + r.name + " = " + s.op + "(" + args + ") -> " +
-           s.bound->plan().variant + "; " + dtype_name(r.dtype) + shape_str(r.shape) + " " + r.placement() + "  [" +
-           s.where + "]\n";
-    for (const std::string& why : s.reasons) out += "        " + why + "\n";
-  }
-  std::string outs;
-  for (int id : outputs) outs += (outs.empty() ? "" : ", ") + values[id].name;
-  out += "outputs: " + outs + "; shared memory " + std::to_string(shared_bytes) + " bytes (by live range); " +
-         "registers " + std::to_string(peak_register_slots) + " slots per thread at most";
-  return out;
-}
 
 std::shared_ptr<const ProgramPlan> plan_program(const ProgramSpec& spec, const DispatchContext& ctx) {
   return ProgramPlanner(spec, ctx).run();

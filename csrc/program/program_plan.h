@@ -96,6 +96,13 @@ struct ProgramPlan {
 
 std::shared_ptr<const ProgramPlan> plan_program(const ProgramSpec& spec, const DispatchContext& ctx);
 
+// Stages of plan_program (program_memory.cc): shared tiles get byte offsets by live range (tiles
+// never live at once share bytes; ValueError with the tiles and the fix past 227 KiB), and the
+// peak register slots per thread; then the scope's barrier is marked before each step that reads
+// a shared tile written since the last one, or moves values between threads.
+void size_shared_memory(ProgramPlan& plan);
+void mark_syncs(ProgramPlan& plan);
+
 // The layout a multi-thread scope gives a tile when a step names none: the elements spread over
 // the scope's threads in contiguous runs, as evenly as the shape allows; where the thread count
 // does not divide the tile, gcd(elements, threads) threads own runs and the rest hold replicas.

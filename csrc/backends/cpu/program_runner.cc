@@ -41,7 +41,8 @@ void run_program_host(const ProgramPlan& plan, const std::vector<std::uintptr_t>
     // this range's intermediates; a batch-broadcast input repeated once per tile of a chunk
     std::vector<std::vector<std::max_align_t>> buffers(n_values);
     auto reserve = [&](size_t i) {
-      buffers[i].resize(static_cast<size_t>((chunk * bytes[i] + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t)));
+      const long long words = (chunk * bytes[i] + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
+      buffers[i].resize(static_cast<size_t>(words));
       return reinterpret_cast<unsigned char*>(buffers[i].data());
     };
     for (size_t i = 0; i < n_values; ++i) {
@@ -49,7 +50,8 @@ void run_program_host(const ProgramPlan& plan, const std::vector<std::uintptr_t>
       if (v.input >= 0 && v.batch_broadcast) {
         unsigned char* buf = reserve(i);
         for (long long t = 0; t < chunk; ++t) {
-          std::memcpy(buf + t * bytes[i], reinterpret_cast<const void*>(inputs[v.input]), static_cast<size_t>(bytes[i]));
+          std::memcpy(buf + t * bytes[i], reinterpret_cast<const void*>(inputs[v.input]),
+                      static_cast<size_t>(bytes[i]));
         }
       } else if (v.input < 0 && direct[i] < 0) {
         reserve(i);
