@@ -126,16 +126,23 @@ def test_scalar_arguments_are_constants_of_the_trace(rng):
 
 
 def test_repeated_call_is_a_lookup(rng):
+    traced = []
+
     @tp.program(scope=tp.cta(64))
     def double(x):
+        traced.append(x.shape)
         return x + x
 
     x = random_tile(rng, (5, 70), "float32")
     first = double(x, batch_dims=1)
     bound = next(iter(double._memo.values()))
-    second = double(random_tile(rng, (5, 70), "float32"), batch_dims=1)
-    assert len(double._memo) == 1 and next(iter(double._memo.values())) is bound
-    assert bits_equal(first, x + x) and second.shape == (5, 70)
+    y = random_tile(rng, (5, 70), "float32")
+    second = double(y, batch_dims=1)
+    assert len(double._memo) == 1 and next(iter(double._memo.values())) is bound and traced == [(70,)]
+    assert bits_equal(first, x + x) and bits_equal(second, y + y)
+    double(random_tile(rng, (5, 71), "float32"), batch_dims=1)  # a new signature traces anew
+    double(x, batch_dims=1, scope=tp.warp)
+    assert traced == [(70,), (71,), (70,)]
 
 
 def test_keepdims_broadcast_inside_2d_tiles(rng):
