@@ -181,3 +181,28 @@ def test_input_returned_and_partly_broadcast_batch(rng):
     assert bits_equal(y, x + b) and bits_equal(same, x)
     b2 = random_tile(rng, (4, 1, 10), "float32")
     assert bits_equal(add(x, b2, batch_dims=2)[0], x + b2)
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("scope", [tp.warp, tp.cta(256), tp.cta(96)], ids=str)
+def test_max_min_of_long_rows_with_special_values(op, scope, rng):
+    """Whole long rows at lane scopes: NaN loses, -0 < +0, a row of only NaNs gives NaN."""
+    width = int(rng.integers(256, 3000))
+    x = random_tile(rng, (9, width), "float32")
+    x[1] = np.nan
+    x[2] = 0.0
+    x[2, rng.integers(width)] = -0.0
+    x[3] = -0.0
+    x[3, rng.integers(width)] = 0.0
+    got = getattr(tp, op)(x, axes=-1, batch_dims=1, scope=scope, storage="shared")
+    fold = np.fmax if op == "max" else np.fmin
+    want = fold.reduce(x, axis=-1)
+    for r in range(x.shape[0]):
+        if want[r] == 0:  # the sign of a zero: -0 < +0
+            zeros = x[r][x[r] == 0]
+            pos = np.any(~np.signbit(zeros))
+            neg = np.any(np.signbit(zeros))
+            want[r] = np.float32(0.0) if (op == "max" and pos) or (op == "min" and not neg) else np.float32(-0.0)
+    assert bits_equal(got, want)
+    prog = tp.program(lambda t: getattr(tp, op)(t, axes=-1), scope=scope)
+    assert bits_equal(prog(x, batch_dims=1), got)

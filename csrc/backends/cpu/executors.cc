@@ -144,6 +144,22 @@ class FlatMapExecutor : public Executor {
 
 // local and shared: thread-wise thread-scope tiles take the packed path (whole rows folded in
 // place across the cores), the others the lockstep tile frame.
+// The any-order fold of whole rows for a lane-scope max/min plan, or null where it does not apply.
+std::shared_ptr<const Runner> rows_across(const Plan& plan, const FoldView& view) {
+  std::shared_ptr<const Runner> runner;
+  with_host_float(plan.call.inputs[0].dtype, [&](auto tag) {
+    with_reduce_op(reduce_kind(plan.call), [&](auto op) {
+      using T = typename decltype(tag)::type;
+      using Op = decltype(op);
+      if constexpr (kFoldsInAnyOrder<Op> && kVectorParts<T>) {
+        auto packed = std::make_shared<PackedReductionRunner<T, Op>>(plan, view);
+        if (packed->folds_rows_across()) runner = packed;
+      }
+    });
+  });
+  return runner;
+}
+
 template <class Detail> class LaneReductionExecutor : public Executor {
  public:
   explicit LaneReductionExecutor(HostTileExecutor::MakeBody body) : body_(std::move(body)) {}
@@ -151,6 +167,9 @@ template <class Detail> class LaneReductionExecutor : public Executor {
   std::shared_ptr<const Runner> bind(const Plan& plan) const override {
     const Detail& d = plan.detail_as<Detail>();
     if (plan.call.scope.kind != ScopeKind::thread || !d.thread_wise) {
+      // max/min of whole rows give the same bits in any order (packed_tiles.h): the lanes'
+      // groups and butterfly fold the row in one order, the CPU folds it across
+      if (std::shared_ptr<const Runner> across = rows_across(plan, d.view)) return across;
       return std::make_shared<HostTileRunner>(plan, body_(plan));
     }
     std::shared_ptr<const Runner> runner;
