@@ -35,7 +35,7 @@ _OPERAND_KEYS: Dict[type, Callable] = {np.ndarray: operator.attrgetter("dtype", 
 
 
 def bound_call(op: str, operands: tuple, axes, out, accum, scope, storage, layout, out_layout, batch_dims,
-               target, backend, dispatch, extra, config: dict) -> "_Bound":
+               target, backend, dispatch, extra, config: dict, keepdims=False) -> "_Bound":
     """The bound plan of this call, from the memo or made now."""
     key = bound = None
     if type(layout) is LayoutExpr and layout.shard is not None:  # S[...] syntax: keyed by its value
@@ -44,7 +44,7 @@ def bound_call(op: str, operands: tuple, axes, out, accum, scope, storage, layou
         out_layout = out_layout.tile_layout()
     if (layout is None or type(layout) is TileLayout) and (out_layout is None or type(out_layout) is TileLayout):
         try:
-            key = (op, scope, axes, accum, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
+            key = (op, scope, axes, accum, keepdims, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
                    None if out is None else placed_key(out), *[_OPERAND_KEYS[type(x)](x) for x in operands],
                    *config.items())
             bound = _MEMO.get(key)
@@ -52,7 +52,7 @@ def bound_call(op: str, operands: tuple, axes, out, accum, scope, storage, layou
             key = None
     if bound is None:
         bound = _bind(op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target,
-                      backend, dispatch, extra, config)
+                      backend, dispatch, extra, config, keepdims)
         if key is not None:
             if len(_MEMO) >= _MEMO_LIMIT:
                 _MEMO.clear()
@@ -127,7 +127,7 @@ def _operands(op: str, names, values, extra_scalar_ok) -> List[_Operand]:
 
 
 def _bind(op, values, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
-          dispatch, extra, config) -> "_Bound":
+          dispatch, extra, config, keepdims=False) -> "_Bound":
     spec = _C_OPS[op]
     if not isinstance(scope, ExecScope):
         raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")
@@ -187,6 +187,9 @@ def _bind(op, values, axes, out, accum, scope, storage, layout, out_layout, batc
     out_tile = tuple(core.plan.call.output.shape)
     all_reduced = reduction and len(core.plan.call.axes) == len(tile_shape) and out_tile == (1,)
     result_shape = batch_shape + (() if all_reduced else out_tile)
+    if reduction and as_bool(keepdims, "keepdims"):  # NumPy's keepdims: 1 where each reduced axis was
+        kept = set(core.plan.call.axes)
+        result_shape = batch_shape + tuple(1 if i in kept else d for i, d in enumerate(tile_shape))
     tiles = math.prod(batch_shape)
     plan = Plan(core.plan, result_shape, bound=core, tiles=tiles)
     if on_device:
