@@ -221,7 +221,7 @@ MEANINGFUL = [(lambda x: np.ma.masked_array(x, x > 0), "masked arrays are not su
 @pytest.mark.parametrize("make,words", MEANINGFUL, ids=["masked", "matrix"])
 def test_subclasses_whose_values_carry_meaning_are_refused_naming_the_argument(make, words):
     x = np.random.default_rng(5).standard_normal((4, 8)).astype(np.float32)
-    calls = [("src", lambda: tp.sum(make(x))), ("rhs", lambda: tp.add(x, make(x))),
+    calls = [("src", lambda: tp.sum(make(x))), ("b", lambda: tp.add(x, make(x))),
              ("out", lambda: tp.sum(x, axes=-1, out=make(np.zeros((4, 1), np.float32)))),
              ("tensors[1]", lambda: tp.comm.treduce(tp.comm.ParallelGroup([x, make(x)], root=0))),
              ("dst", lambda: tp.comm.treduce(tp.comm.ParallelGroup([x, x], root=0), make(np.zeros_like(x))))]
@@ -238,9 +238,9 @@ def test_subclasses_whose_values_carry_meaning_are_refused_naming_the_argument(m
 
 # ---- numbers beyond range, ragged lists, immutable groups, scopes, layouts of another shape --------
 def test_a_scalar_beyond_float64_is_refused_naming_it():
-    with pytest.raises(ValueError, match=r"rhs: the scalar 1352\d+ is beyond float64's range"):
+    with pytest.raises(ValueError, match=r"b: the scalar 135829852904\.\.\.165376 \(332 characters\) is beyond"):
         tp.add(A, 2 ** 1100)
-    with pytest.raises(ValueError, match="lhs: the scalar -1352"):
+    with pytest.raises(ValueError, match="a: the scalar -13582985290"):
         tp.add(-(2 ** 1100), A)
 
 
@@ -260,7 +260,7 @@ def test_a_parallel_group_is_immutable():
 
 @pytest.mark.parametrize("kind,threads,words", [
     ("warp", 7, "a warp is 32 threads, not 7"), ("warpgroup", 64, "a warpgroup is 128 threads, not 64"),
-    ("thread", 2, "a thread is 1 threads, not 2"), ("cta", 2048, "needs 1 <= threads <= 1024"),
+    ("thread", 2, "a thread is 1 thread, not 2"), ("cta", 2048, "needs 1 <= threads <= 1024"),
     ("cluster", 32, "kind: 'cluster' is not a scope")])
 def test_a_scope_of_the_wrong_size_is_refused_with_the_rule(kind, threads, words):
     with pytest.raises(ValueError, match=words):

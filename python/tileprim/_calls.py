@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _C
 from ._backends import default_target, resolve_backend
-from ._checks import OPTIONAL_STR, as_bool, as_int, expect, plain_ndarray
+from ._checks import OPTIONAL_STR, as_bool, as_int, expect, plain_ndarray, short_repr
 from ._dtypes import dtype_name, numpy_dtype
 from ._interop import Adapter, Unkeyable, adapter_for, placed_key, remember_device_type
 from ._layout import TileLayout, as_layout
@@ -223,7 +223,7 @@ class _Bound:
             try:
                 s[i] = float(values[i])
             except OverflowError:  # an int past float64's range, e.g. 2**1100
-                raise ValueError(f"{self.names[i]}: the scalar {values[i]!r} is beyond float64's range "
+                raise ValueError(f"{self.names[i]}: the scalar {short_repr(values[i])} is beyond float64's range "
                                  "(about 1.8e308)") from None
         return s
 

@@ -6,7 +6,7 @@ import operator
 
 import numpy as np
 
-__all__ = ["expect", "as_int", "as_bool", "plain_ndarray", "OPTIONAL_STR"]
+__all__ = ["expect", "as_int", "as_bool", "plain_ndarray", "short_repr", "OPTIONAL_STR"]
 
 OPTIONAL_STR = (str, type(None))
 
@@ -43,3 +43,9 @@ def plain_ndarray(x: np.ndarray, arg: str) -> np.ndarray:
         raise TypeError(f"{arg}: np.matrix is not supported (its values follow matrix algebra, always 2-D); "
                         f"pass np.asarray({arg})")
     return np.asarray(x)
+
+
+def short_repr(value, limit: int = 40) -> str:
+    """repr(value) for an error message, its middle cut where it is long (an int of 2**1100)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:12]}...{text[-6:]} ({len(text)} characters)"

@@ -86,8 +86,9 @@ def _check_scope(kind, threads) -> None:
         if not 1 <= threads <= 1024:
             raise ValueError(f"threads: cta(threads={threads}) needs 1 <= threads <= 1024")
     elif threads != _THREADS[kind]:
-        raise ValueError(f"threads: a {kind} is {_THREADS[kind]} threads, not {threads} "
-                         f"(use tp.{kind}{', or tp.cta(n) for another count' if kind != 'thread' else ''})")
+        size = _THREADS[kind]
+        raise ValueError(f"threads: a {kind} is {size} thread{'s' if size > 1 else ''}, not {threads} "
+                         f"(use tp.{kind}, or tp.cta(n) for another count)")
 
 
 thread = ExecScope("thread", 1)

@@ -12,6 +12,7 @@ import weakref
 from typing import Dict, List, Optional
 
 from .._backends import resolve_backend
+from .._checks import short_repr
 from ._bootstrap import Bootstrap, choose_bootstrap, host_id, is_job, local_rank, rank_and_world
 from ._errors import CommError
 from ._rendezvous import SLOT, Rendezvous, SharedFile, remove_segment
@@ -30,7 +31,8 @@ def _check_timeout(timeout) -> float:
         raise TypeError(f"timeout: expected seconds (a number), not {timeout!r}")
     # compared before float(): an int past float's range (2**1100) would overflow there
     if not (isinstance(timeout, int) or math.isfinite(timeout)) or not 0 < timeout <= MAX_TIMEOUT:
-        raise ValueError(f"timeout: {timeout!r} is not a number of seconds in (0, {MAX_TIMEOUT:g}] (a year)")
+        raise ValueError(f"timeout: {short_repr(timeout)} is not a positive number of seconds up to "
+                         f"{MAX_TIMEOUT:.0f} (a year)")
     return float(timeout)
 
 

@@ -3,6 +3,7 @@ its own shared-memory file; the root maps every rank's and runs the one-process 
 them, then releases them (the next call may overwrite them)."""
 from __future__ import annotations
 
+import os
 import struct
 from typing import List, Optional
 
@@ -21,7 +22,8 @@ __all__ = ["ShmSources"]
 
 class ShmSources(Transport):
     """The 'shm' transport: a rank's source copied into its own shared-memory file (grown, never
-    shrunk, a new generation each time it grows); the root maps each rank's current one."""
+    shrunk, a new generation each time it grows or lost its name); the root maps each rank's
+    current one and removes its name."""
 
     def __init__(self, comm):
         self.comm = comm
@@ -31,7 +33,9 @@ class ShmSources(Transport):
 
     def offer(self, t: RankTensor, x) -> bytes:
         nbytes = int(np.prod(t.shape)) * t.itemsize
-        if nbytes and (self.own is None or self.own.size < nbytes):
+        # a root that mapped the buffer removed its name (so nothing is left should a rank die):
+        # another root needs a new one
+        if nbytes and (self.own is None or self.own.size < nbytes or not os.path.exists(self.own.path)):
             self._grow(nbytes)
         if nbytes:
             np.copyto(np.ndarray(t.shape, numpy_dtype(t.dtype), buffer=self.own.map), x)
