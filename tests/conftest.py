@@ -10,7 +10,7 @@ import pytest
 
 from leaks import LeakCheck
 
-LEAK_CHECK = LeakCheck()  # before tileprim is imported: it reads TILEPRIM_CACHE_DIR
+LEAK_CHECK = LeakCheck.start()  # before tileprim is imported: it reads TILEPRIM_CACHE_DIR
 
 import tileprim as tp  # noqa: E402
 
@@ -29,7 +29,7 @@ def gpu_count() -> int:
 
 def pytest_sessionfinish(session, exitstatus):
     """Fails the run where tileprim left something behind (what is named on the terminal)."""
-    leaks = LEAK_CHECK.finish()
+    leaks = LEAK_CHECK.finish() if LEAK_CHECK is not None else []
     if leaks:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:

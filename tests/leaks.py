@@ -8,7 +8,7 @@ import os
 import re
 import shutil
 import tempfile
-from typing import List
+from typing import List, Optional
 
 SHM = "/dev/shm"
 # tileprim's temp files: the bootstrap's beside init_file, the kernel cache's in its directory
@@ -30,14 +30,23 @@ def shm_segments() -> set:
     return mine
 
 
+SESSION = "TILEPRIM_TEST_SESSION"  # set for the session's processes: theirs is the session's check
+
+
 class LeakCheck:
-    """Started at import (before tileprim reads its environment); finish() names what leaked
-    and removes the session's directory, so the real temp directory is left as it was."""
+    """Started by the session's process at import (before tileprim reads its environment);
+    finish() names what leaked and removes the session's directory, so the real temp directory
+    is left as it was. Processes the tests start (which import conftest too) start none."""
+
+    @classmethod
+    def start(cls) -> Optional["LeakCheck"]:
+        return None if os.environ.get(SESSION) else cls()
 
     def __init__(self):
         self.shm_before = shm_segments()
         self.root = tempfile.mkdtemp(prefix="tileprim-tests-")
         self.cache = os.path.join(self.root, "kernel-cache")
+        os.environ[SESSION] = self.root
         os.environ["TMPDIR"] = self.root  # child processes too
         os.environ["TILEPRIM_CACHE_DIR"] = self.cache
         tempfile.tempdir = self.root

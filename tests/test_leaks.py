@@ -8,6 +8,8 @@ import subprocess
 import sys
 import uuid
 
+from leaks import SESSION
+
 LEAKY_TEST = """
 import os, tempfile
 def test_leaves_a_segment_and_a_temp_file():
@@ -20,7 +22,8 @@ def test_a_session_that_leaves_a_segment_or_a_temp_file_fails(tmp_path):
     segment = f"/dev/shm/tileprim-leak-check-{uuid.uuid4().hex}"
     (tmp_path / "test_leaky.py").write_text(LEAKY_TEST.format(segment=segment, hex="a" * 32))
     tests = os.path.dirname(os.path.abspath(__file__))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests] + sys.path)}
+    env = {k: v for k, v in os.environ.items() if k != SESSION}  # a session of its own, with its own check
+    env["PYTHONPATH"] = os.pathsep.join([tests] + sys.path)
     try:
         run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider",
                               "test_leaky.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
