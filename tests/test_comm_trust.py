@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tileprim as tp
-from tileprim.comm import _bootstrap, _communicator
+from tileprim.comm import _bootstrap, _communicator, _init_file
 
 
 class _Planted:
@@ -101,7 +101,7 @@ def test_a_rank_that_waits_for_the_init_file_times_out_as_told(tmp_path):
 def test_a_failed_rename_leaves_no_temp_file(tmp_path, monkeypatch):
     def fail(source, target):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(_bootstrap.os, "replace", fail)
+    monkeypatch.setattr(_init_file.os, "replace", fail)
     with pytest.raises(ValueError, match="init_file: .* cannot be written here \\(No space left on device\\)"):
         tp.comm.init(backend="cpu", rank=0, world_size=2, init_file=tmp_path / "init", timeout=5)
     assert os.listdir(tmp_path) == []

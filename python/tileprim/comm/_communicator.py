@@ -13,8 +13,9 @@ from typing import Dict, List, Optional
 
 from .._backends import resolve_backend
 from .._checks import short_repr
-from ._bootstrap import Bootstrap, choose_bootstrap, host_id, is_job, local_rank, rank_and_world
+from ._bootstrap import Bootstrap, choose_bootstrap, host_id, local_rank, rank_and_world
 from ._errors import CommError
+from ._init_file import is_job
 from ._rendezvous import SLOT, Rendezvous, SharedFile, remove_segment
 from ._rendezvous_hosts import HostsRendezvous
 
