@@ -34,7 +34,8 @@ def pytest_sessionfinish(session, exitstatus):
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line("tileprim left behind (the suite must leave /dev/shm and the temp directory as "
-                                "it found them):", red=True)
+                                "it found them; /dev/shm is this user's across sessions, so a concurrent session "
+                                "of this user's that leaks shows here too):", red=True)
             for leak in leaks:
                 reporter.write_line(f"  {leak}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
