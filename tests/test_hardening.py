@@ -212,12 +212,20 @@ def test_plain_memory_subclasses_are_read_as_their_data_by_ops_and_treduce(tmp_p
     dst[...] = np.nan
     assert tp.comm.treduce(tp.comm.ParallelGroup(ranks, root=1), dst) is dst
     assert bits_equal(np.asarray(dst), expected)
+    comm = tp.comm.init(backend="cpu")  # a world of one: the distributed path
+    try:
+        dst = np.full((3, 17), np.nan, np.float32).view(Tagged)
+        assert tp.comm.treduce(tp.comm.ParallelGroup.distributed(ranks[1], root=0, comm=comm), dst) is dst
+        assert bits_equal(np.asarray(dst), xs[1])
+    finally:
+        comm.close()
 
 
 MEANINGFUL = [(lambda x: np.ma.masked_array(x, x > 0), "masked arrays are not supported"),
               (np.asmatrix, "np.matrix is not supported")]
 
 
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
 @pytest.mark.parametrize("make,words", MEANINGFUL, ids=["masked", "matrix"])
 def test_subclasses_whose_values_carry_meaning_are_refused_naming_the_argument(make, words):
     x = np.random.default_rng(5).standard_normal((4, 8)).astype(np.float32)
