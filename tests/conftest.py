@@ -1,7 +1,7 @@
 """Shared fixtures: backends (GPU cases skip, not fail, without a GPU), fresh random inputs with
 the hard values mixed in, and the float64 NumPy oracles. The session runs in a temp directory of
-its own (kernel cache included: never the user's), and fails at the end when tileprim left a
-temp file there or a segment in /dev/shm (tests/leaks.py)."""
+its own (kernel cache included: never the user's) with its shared memory in a /dev/shm directory
+of its own, and fails at the end when tileprim left a temp file or a segment (tests/leaks.py)."""
 from __future__ import annotations
 
 import ml_dtypes
@@ -33,9 +33,8 @@ def pytest_sessionfinish(session, exitstatus):
     if leaks:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            reporter.write_line("tileprim left behind (the suite must leave /dev/shm and the temp directory as "
-                                "it found them; /dev/shm is this user's across sessions, so a concurrent session "
-                                "of this user's that leaks shows here too):", red=True)
+            reporter.write_line("tileprim left behind (the suite must leave shared memory and the temp directory "
+                                "as it found them):", red=True)
             for leak in leaks:
                 reporter.write_line(f"  {leak}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

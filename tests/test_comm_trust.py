@@ -124,7 +124,7 @@ def test_a_failed_init_leaves_no_rendezvous_segment(tmp_path, monkeypatch):
 
     rank_1 = threading.Thread(target=rank_1_says_who_it_is_then_dies)
     rank_1.start()
-    segment = f"/dev/shm/tileprim-{job.hex}"
+    segment = os.path.join(os.environ["TILEPRIM_SHM_DIR"], f"tileprim-{job.hex}")  # the session's /dev/shm
     seen = []
     made = _communicator.SharedFile.__init__
 

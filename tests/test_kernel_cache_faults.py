@@ -281,6 +281,7 @@ def test_directory_below_a_file_serves_from_memory_with_one_warning(tmp_path, re
     assert not out["disk"]
     (warning,) = warnings(stderr)
     assert str(cache_dir) in warning
+    assert not warnings(stderr, ENTRY_WARNING)  # no directory is no entry: a miss, not a bad entry
 
 
 # ---- (d) the disk fills up during the write -----------------------------------------------

@@ -432,9 +432,9 @@ def test_a_cuda_ipc_root_waits_on_the_gpu_for_no_longer_than_the_calls_timeout(t
 
 
 def left_in_shared_memory(tmp_path) -> list:
-    """What the job (its name saved by rank 0) left in /dev/shm."""
+    """What the job (its name saved by rank 0) left in shared memory (the session's: conftest)."""
     job = (tmp_path / "job").read_text()
-    return [name for name in os.listdir("/dev/shm") if name.startswith(f"tileprim-{job}")]
+    return [name for name in os.listdir(os.environ["TILEPRIM_SHM_DIR"]) if name.startswith(f"tileprim-{job}")]
 
 
 @pytest.mark.parametrize("how", ["exit", "hang"])

@@ -78,7 +78,7 @@ std::string read_regular_file(const std::string& path, bool& missing, std::strin
   missing = false;
   const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
-    missing = errno == ENOENT;
+    missing = errno == ENOENT || errno == ENOTDIR;  // no entry, or no directory yet (writing says why)
     why = errno == ELOOP ? "a symbolic link; entries are regular files" : std::strerror(errno);
     return "";
   }

@@ -34,7 +34,9 @@ SPIN_S = 1e-3  # observe without sleeping first: a small call's ranks arrive mic
 
 
 def _shm_dir() -> str:
-    return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    """$TILEPRIM_SHM_DIR (a larger tmpfs where /dev/shm is small, as in containers; the same for
+    every rank of a host), else /dev/shm, else the temp directory."""
+    return os.environ.get("TILEPRIM_SHM_DIR") or ("/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir())
 
 
 def source_segment(job: str, rank: int, generation: int) -> str:
@@ -77,7 +79,14 @@ class SharedFile:
     def __init__(self, name: str, size: int = 0, create: bool = False):
         self.path = os.path.join(_shm_dir(), name)
         flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT | os.O_EXCL if create else os.O_NONBLOCK)
-        fd = os.open(self.path, flags, 0o600)
+        try:
+            fd = os.open(self.path, flags, 0o600)
+        except FileNotFoundError:
+            if create:
+                raise CommError(f"shared memory: its directory {os.path.dirname(self.path)} does not exist "
+                                "($TILEPRIM_SHM_DIR)") from None
+            raise CommError(f"shared memory: {self.path} is not there (the ranks of a host share one "
+                            "$TILEPRIM_SHM_DIR, else /dev/shm)") from None
         try:
             if create:
                 os.ftruncate(fd, size)
