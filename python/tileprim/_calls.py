@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _C
 from ._backends import default_target, resolve_backend
-from ._checks import OPTIONAL_STR, as_bool, as_int, expect
+from ._checks import OPTIONAL_STR, as_bool, as_int, expect, plain_ndarray, short_repr
 from ._dtypes import dtype_name, numpy_dtype
 from ._interop import Adapter, Unkeyable, adapter_for, placed_key, remember_device_type
 from ._layout import LayoutExpr, TileLayout, as_layout
@@ -89,10 +89,15 @@ class _Operand:
 def _host_array(x, arg: str):
     """A NumPy operand (or anything NumPy reads) and how to ready it; TypeError for what tiles
     cannot hold."""
-    if isinstance(x, np.ma.MaskedArray):
-        raise TypeError(f"{arg}: masked arrays are not supported (tileprim would ignore the mask); "
-                        f"pass {arg}.filled(value) or {arg}.data")
-    arr = x if isinstance(x, np.ndarray) else np.asarray(x)
+    if isinstance(x, np.ndarray):
+        arr = plain_ndarray(x, arg)
+        _OPERAND_KEYS.setdefault(type(x), _OPERAND_KEYS[np.ndarray])  # memory only: keyed as an ndarray
+    else:
+        try:
+            arr = np.asarray(x)
+        except ValueError as e:  # NumPy's words for a ragged list: "inhomogeneous shape after 1 dimensions"
+            raise ValueError(f"{arg}: a nested sequence whose rows differ in length is not an array ({e}); "
+                             "every row needs the same length") from None
     if arr.dtype.kind in "OcbiuUSmM":
         raise TypeError(f"{arg}: dtype {arr.dtype} is not supported; tiles hold float16, bfloat16, float32 or "
                         f"float64 (convert with .astype)")
@@ -208,6 +213,7 @@ class _Bound:
         self.core, self.plan = core, plan
         self.result_shape, self.out_dtype, self.tiles, self.accum = result_shape, out_dtype, tiles, accum
         self.scalar_at = [i for i, o in enumerate(operands) if o.kind == "scalar"]
+        self.names = [o.arg for o in operands]
         self.zeros = [0.0] * len(operands)
         self.broadcast = [o.kind != "scalar" and o.shape != full_shape for o in operands]
         self.full_shape = full_shape
@@ -217,7 +223,11 @@ class _Bound:
             return self.zeros
         s = list(self.zeros)
         for i in self.scalar_at:
-            s[i] = float(values[i])
+            try:
+                s[i] = float(values[i])
+            except OverflowError:  # an int past float64's range, e.g. 2**1100
+                raise ValueError(f"{self.names[i]}: the scalar {short_repr(values[i])} is beyond float64's range "
+                                 "(about 1.8e308)") from None
         return s
 
     def out_shape_ok(self, shape) -> bool:
@@ -244,6 +254,7 @@ class _HostBound(_Bound):
     def check_out(self, out) -> None:
         if not isinstance(out, np.ndarray):
             raise TypeError(f"out: expected a NumPy array for NumPy operands, not {type(out).__name__}")
+        plain_ndarray(out, "out")
         if dtype_name(out.dtype, "out") != self.out_dtype:
             raise TypeError(f"out: dtype {out.dtype} differs from the result's {self.out_dtype}")
         if not self.out_shape_ok(out.shape):
