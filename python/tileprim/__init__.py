@@ -27,6 +27,10 @@ from . import comm  # noqa: E402
 
 globals().update(_OPS)  # tp.sum, tp.max, ..., tp.cast: one function per op table entry
 
+if "torch" in __import__("sys").modules:  # else when a call first meets a torch tensor
+    from ._torch_ops import register as _register_torch_ops  # noqa: E402
+    _register_torch_ops()
+
 __all__ = [
     "S", "R", "TileLayout", "Swizzle", "Iter", "Position", "DimInfo", "Axis",
     "m", "laneid", "warpid", "tx", "wgid", "tid_in_wg", "wid_in_wg",

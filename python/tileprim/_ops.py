@@ -10,7 +10,7 @@ from ._calls import bound_call
 from ._docs import op_docstring
 from ._scope import ExecScope, thread
 
-__all__ = ["OPS", "plan", "variants", "DispatchError", "op_name"]
+__all__ = ["OPS", "plan", "variants", "DispatchError", "op_name", "twin"]
 
 DispatchError = _C.DispatchError
 
@@ -50,8 +50,8 @@ def _source(spec: dict, runs: bool) -> str:
             f"backend, dispatch, {spec['extra_arg'] or 'None'}, config){tail}\n")
 
 
-def _make(spec: dict, runs: bool):
-    namespace = {"bound_call": bound_call, "thread": thread}
+def _make(spec: dict, runs: bool, bind=bound_call, default_scope=thread):
+    namespace = {"bound_call": bind, "thread": default_scope}
     exec(compile(_source(spec, runs), f"<tileprim.{spec['name']}>", "exec"), namespace)
     fn = namespace["op"]
     fn.__name__ = fn.__qualname__ = spec["name"]
@@ -63,9 +63,16 @@ def _make(spec: dict, runs: bool):
 
 
 _SPECS = [s for s in _C.ops() if s["family"] != "collective"]
+_C_OPS_BY_NAME = {s["name"]: s for s in _SPECS}
 OPS = {s["name"]: _make(s, runs=True) for s in _SPECS}
 _PLANNERS = {s["name"]: _make(s, runs=False) for s in _SPECS}
 ExecScope._ops = OPS
+
+
+def twin(name: str, bind):
+    """An op function whose body hands its arguments to ``bind`` instead of the call memo (the same
+    signature but for scope=None, which ``bind`` reads as tp.thread: torch.compile's stand-in)."""
+    return _make(_C_OPS_BY_NAME[name], runs=True, bind=bind, default_scope=None)
 
 
 def op_name(op) -> str:

@@ -1,0 +1,234 @@
+"""Every tileprim op as a ``torch.library`` custom op (``torch.ops.tileprim.<op>``), registered
+once per op when tileprim first meets torch, with a fake implementation (the result's shape,
+dtype and device, nothing run) and a backward (``_torch_grad``).
+
+Which calls take the custom op: those ``torch.compile`` traces (Dynamo inlines each op
+function's twin, which calls the custom op), tensors that need autograd (an input with
+``requires_grad`` under grad mode) and tensor subclasses (fake and functional tensors of
+tracing). Every other call on torch tensors keeps the direct path: a custom op's own dispatch
+costs more than a small call does.
+
+The schema of each op is fixed; what is not a tensor or the axes travels as ``options``, the
+name of an entry in a table of call options (scope, storage, layouts, batch_dims, target,
+backend, dispatch, dtype, config), interned once per distinct set of options: the same options
+give the same string, so a compiled graph holds a constant and never recompiles per call. A
+tile program registers the same way, one custom op per program signature (its traced steps'
+key as the op's name, its options interned here)."""
+from __future__ import annotations
+
+import sys
+from typing import Dict, Optional
+
+__all__ = ["routing", "Routed", "register", "options_of", "refuse_autograd", "TORCH_OPS"]
+
+_OPTION_NAMES = ("scope", "storage", "layout", "out_layout", "batch_dims", "target", "backend", "dispatch", "extra")
+_OPTIONS_BY_KEY: Dict[tuple, str] = {}
+_OPTIONS: Dict[str, dict] = {}
+TORCH_OPS: Dict[str, object] = {}  # op name -> torch.ops.tileprim.<op>.default, once registered
+_LIBRARY = []  # the torch.library.Library that owns the registrations (kept alive)
+
+
+def _intern(scope, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra, config) -> str:
+    """The options' name in the table: readable, and the same for the same options."""
+    key = (scope, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
+           tuple(sorted(config.items())))
+    name = _OPTIONS_BY_KEY.get(key)
+    if name is None:
+        values = dict(zip(_OPTION_NAMES, key[:-1]), config=dict(key[-1]))
+        name = ";".join(f"{k}={v!r}" for k, v in values.items() if v is not None and v != {})
+        if name in _OPTIONS:  # two option sets printing alike: numbered apart
+            name = f"{name}#{len(_OPTIONS)}"
+        _OPTIONS_BY_KEY[key], _OPTIONS[name] = name, values
+    return name
+
+
+def options_of(name: str) -> dict:
+    try:
+        return _OPTIONS[name]
+    except KeyError:
+        raise ValueError(f"options: {name!r} is not a set of call options of this process; tileprim's custom ops "
+                         f"take the options tileprim's op functions intern (call tp.<op>, not torch.ops.tileprim)"
+                         ) from None
+
+
+def routing(values, out) -> Optional[bool]:
+    """None when no torch tensor needs the custom op; True when one always does (a subclass: fake or
+    functional tensors); False when it does under grad mode (an input that requires grad)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    tensors = [x for x in values if isinstance(x, torch.Tensor)]
+    if not tensors:
+        return None
+    register()
+    if any(type(x) not in (torch.Tensor, torch.nn.Parameter) for x in tensors):
+        return True
+    if any(x.requires_grad for x in tensors):
+        return False
+    return None
+
+
+def refuse_autograd(what: str, values) -> None:
+    """TypeError where a torch tensor needs a gradient that ``what`` has no backward for."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.is_grad_enabled() and any(
+            isinstance(x, torch.Tensor) and x.requires_grad for x in values):
+        raise TypeError(f"{what}: has no backward, and an input requires grad (its gradient would be dropped); "
+                        f"pass x.detach() or call it under torch.no_grad()")
+
+
+class Routed:
+    """A call taken by the custom op; ``bind`` makes the direct path's bound plan, used for
+    ``.plan`` and, where routed only for autograd, for runs with grad mode off."""
+
+    def __init__(self, always: bool, op: str, axes, accum, options: dict, bind):
+        self.always, self.op, self.axes, self.accum, self.options = always, op, axes, accum, options
+        self._bind, self._bound = bind, None
+
+    @property
+    def plan(self):
+        return self.bound().plan
+
+    def bound(self):
+        if self._bound is None:
+            self._bound = self._bind()
+        return self._bound
+
+    def run(self, values, out):
+        import torch
+        if not self.always and not torch.is_grad_enabled():
+            return self.bound().run(values, out)
+        return call(self.op, values, out, self.axes, self.accum, self.options)
+
+
+def _torch_call(op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
+                dispatch, extra, config) -> Routed:
+    """The compiled twin's ``bound_call``: always the custom op."""
+    if scope is None:
+        from ._scope import thread as scope
+    return Routed(True, op, axes, accum, dict(zip(_OPTION_NAMES, (scope, storage, layout, out_layout, batch_dims,
+                                                                   target, backend, dispatch, extra)),
+                                               config=config), None)
+
+
+def call(op: str, values, out, axes, accum: bool, options: dict):
+    """Runs ``op`` through its custom op; ``out=`` is written from the result (so autograd sees it)."""
+    import torch
+    from ._calls import _C_OPS
+    spec = _C_OPS[op]
+    name = _interned(options)
+    fn = TORCH_OPS[op]
+    tensors = [x if isinstance(x, torch.Tensor) else None for x in values]
+    if any(t is None and not isinstance(x, (int, float)) for t, x in zip(tensors, values)):
+        raise TypeError(f"{op}: under autograd or torch.compile, operands are torch tensors or Python scalars "
+                        f"(not {', '.join(type(x).__name__ for x in values)})")
+    if spec["family"] == "reduction":
+        if accum and out is None:
+            raise ValueError("accum: accum=True folds the result into out=, so out= must be given")
+        axes_list = list(axes) if isinstance(axes, (tuple, list)) else [axes]
+        # acc: a copy, as out= is then written from the result (autograd keeps the old values)
+        result = fn(values[0], out.clone() if accum else None, axes_list, name)
+    elif op == "fill":
+        result = fn(values[0], float(values[1]), name)
+    elif len(spec["operands"]) == 1:
+        result = fn(values[0], name)
+    else:
+        result = fn(*tensors, [float(x) for t, x in zip(tensors, values) if t is None], name)
+    if out is None:
+        return result
+    if not isinstance(out, torch.Tensor) or out.dtype != result.dtype or out.device != result.device:
+        raise TypeError(f"out: expected a torch tensor of dtype {result.dtype} on {result.device}")
+    if tuple(out.shape) not in (tuple(result.shape), tuple(result.shape) + (1,)):
+        raise ValueError(f"out: shape {tuple(out.shape)} differs from the result's {tuple(result.shape)}")
+    return out.copy_(result.reshape(out.shape))
+
+
+def _interned(options: dict) -> str:
+    return _intern(*(options[k] for k in _OPTION_NAMES), options["config"])
+
+
+# ---- registration, once -----------------------------------------------------------------------
+def _schema(spec: dict) -> str:
+    if spec["family"] == "reduction":
+        return "(Tensor src, Tensor? acc, int[] axes, str options) -> Tensor"
+    if spec["name"] == "fill":
+        return "(Tensor src, float value, str options) -> Tensor"
+    if len(spec["operands"]) == 1:
+        return "(Tensor src, str options) -> Tensor"
+    # a Python scalar operand is None here, its value in `scalars` (in operand order)
+    return "(" + "".join(f"Tensor? {o}, " for o in spec["operands"]) + "float[] scalars, str options) -> Tensor"
+
+
+def _direct(spec: dict):
+    """The op's implementation: the op function on plain tensors, grad mode off (its backward is
+    autograd's business, not this call's)."""
+    import torch
+    from ._ops import OPS
+    fn, name, reduction = OPS[spec["name"]], spec["name"], spec["family"] == "reduction"
+    arity = len(spec["operands"])
+
+    def impl(*args):
+        o = options_of(args[-1])
+        kw = {k: o[k] for k in _OPTION_NAMES if k != "extra"}
+        extra = () if o["extra"] is None else (o["extra"],)
+        with torch.no_grad():
+            if reduction:
+                src, acc, axes = args[0], args[1], args[2]
+                out = None if acc is None else acc.clone()
+                return fn(src, *extra, axes=tuple(axes), out=out, accum=acc is not None, **kw, **o["config"])
+            if name == "fill" or arity == 1:
+                return fn(*args[:-1], *extra, **kw, **o["config"])
+            scalars = iter(args[arity])
+            operands = [next(scalars) if t is None else t for t in args[:arity]]
+            return fn(*operands, **kw, **o["config"])
+    return impl
+
+
+def _fake(spec: dict):
+    """The result without running: shape from the broadcast and the reduced axes, dtype from the
+    first tensor (or cast's dtype), device from the first tensor."""
+    import torch
+    reduction, name, arity = spec["family"] == "reduction", spec["name"], len(spec["operands"])
+
+    def fake(*args):
+        o = options_of(args[-1])
+        tensors = [a for a in (args[:1] if reduction or name == "fill" else args[:arity]) if a is not None]
+        shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+        if reduction:  # into acc= the result takes acc's shape (the result's, or with a trailing 1)
+            shape = reduced_shape(tuple(shape), args[2], o["batch_dims"]) if args[1] is None else args[1].shape
+        dtype = getattr(torch, o["extra"]) if name == "cast" else tensors[0].dtype
+        return tensors[0].new_empty(shape, dtype=dtype)
+    return fake
+
+
+def reduced_shape(shape: tuple, axes, batch_dims: int) -> tuple:
+    """A reduction's result shape: the batch, then the tile dims not reduced (none when all are)."""
+    tile = shape[batch_dims:]
+    reduced = {a % len(tile) for a in axes}
+    return shape[:batch_dims] + tuple(d for i, d in enumerate(tile) if i not in reduced)
+
+
+def register() -> None:
+    """Defines torch.ops.tileprim.<op> for every op (once), and each op function's compiled twin."""
+    if _LIBRARY:
+        return
+    import torch
+    from . import _torch_grad
+    from ._calls import _C_OPS
+    from ._ops import OPS, twin
+    lib = torch.library.Library("tileprim", "DEF")
+    _LIBRARY.append(lib)
+    for name in OPS:
+        spec = _C_OPS[name]
+        qualname = f"tileprim::{name}"
+        torch.library.define(qualname, _schema(spec), lib=lib)
+        torch.library.impl(qualname, ("cpu", "cuda"), _direct(spec), lib=lib)
+        torch.library.register_fake(qualname, _fake(spec), lib=lib)
+        _torch_grad.register(qualname, spec, lib)
+        TORCH_OPS[name] = getattr(torch.ops.tileprim, name).default
+    # Dynamo inlines these in place of the op functions: the graph holds the custom op
+    torch._dynamo.assume_constant_result(_intern)
+    substitute = getattr(torch.compiler, "substitute_in_graph", None)
+    if substitute is not None:
+        for name, fn in OPS.items():
+            substitute(fn, skip_signature_check=True)(twin(name, _torch_call))
