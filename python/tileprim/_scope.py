@@ -56,16 +56,32 @@ class ExecScope:
         fn = ExecScope._ops.get(name)
         if fn is None:
             raise AttributeError(f"{self!r} has no op {name!r}; the ops are {', '.join(sorted(ExecScope._ops))}")
-        bound = functools.partial(fn, scope=self)
-        functools.update_wrapper(bound, fn)
-        bound._tp_op = fn._tp_op
-        return bound
+        return _ScopeMethod(fn, self)
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(ExecScope._ops))
 
     def __repr__(self) -> str:
         return f"tp.cta(threads={self.threads})" if self.kind == "cta" else f"tp.{self.kind}"
+
+
+class _ScopeMethod:
+    """An op with this scope's ``scope=`` (as functools.partial would, whose name and docs are the
+    op's; a plain class, so that torch.compile can make one inside a compiled function)."""
+
+    def __init__(self, func, scope):
+        self.func, self.keywords = func, {"scope": scope}
+
+    def __call__(self, *args, **kwargs):
+        return self.func(*args, **{**self.keywords, **kwargs})
+
+    __name__ = property(lambda self: self.func.__name__)
+    __doc__ = property(lambda self: self.func.__doc__)
+    __wrapped__ = property(lambda self: self.func)
+    _tp_op = property(lambda self: self.func._tp_op)
+
+    def __repr__(self) -> str:
+        return f"{self.keywords['scope']!r}.{self.func.__name__}"
 
 
 thread = ExecScope("thread", 1)
@@ -101,3 +117,9 @@ def cta(threads: int = 128) -> ExecScope:
     if not 1 <= threads <= 1024:
         raise ValueError(f"threads: cta(threads={threads}) needs 1 <= threads <= 1024")
     return ExecScope("cta", threads)
+
+
+# Every CTA scope exists from the start (1024 small objects): a compiled function (torch.compile)
+# that calls tp.cta(n) finds its scope instead of making one, which Dynamo would guard against.
+for _threads in range(1, 1025):
+    ExecScope("cta", _threads)

@@ -28,9 +28,11 @@ TORCH_OPS: Dict[str, object] = {}  # op name -> torch.ops.tileprim.<op>.default,
 _LIBRARY = []  # the torch.library.Library that owns the registrations (kept alive)
 
 
-def _intern(scope, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra, config) -> str:
-    """The options' name in the table: readable, and the same for the same options."""
-    key = (scope, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
+def _intern(kind, threads, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra, config) -> str:
+    """The options' name in the table: readable, and the same for the same options. The scope comes
+    as its kind and threads (constants to torch.compile, where the scope object may be one it made)."""
+    from ._scope import ExecScope
+    key = (ExecScope(kind, threads), storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
            tuple(sorted(config.items())))
     name = _OPTIONS_BY_KEY.get(key)
     if name is None:
@@ -144,7 +146,8 @@ def call(op: str, values, out, axes, accum: bool, options: dict):
 
 
 def _interned(options: dict) -> str:
-    return _intern(*(options[k] for k in _OPTION_NAMES), options["config"])
+    scope = options["scope"]
+    return _intern(scope.kind, scope.threads, *(options[k] for k in _OPTION_NAMES[1:]), options["config"])
 
 
 # ---- registration, once -----------------------------------------------------------------------
