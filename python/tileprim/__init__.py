@@ -27,9 +27,9 @@ from . import comm  # noqa: E402
 
 globals().update(_OPS)  # tp.sum, tp.max, ..., tp.cast: one function per op table entry
 
-if "torch" in __import__("sys").modules:  # else when a call first meets a torch tensor
-    from ._torch_ops import register as _register_torch_ops  # noqa: E402
-    _register_torch_ops()
+from ._torch_ops import register_when_torch_loads as _register_torch_ops  # noqa: E402
+
+_register_torch_ops()  # torch.ops.tileprim.*, once torch is loaded
 
 __all__ = [
     "S", "R", "TileLayout", "Swizzle", "Iter", "Position", "DimInfo", "Axis",

@@ -16,10 +16,13 @@ tile program registers the same way, one custom op per program signature (its tr
 key as the op's name, its options interned here)."""
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import sys
+import warnings
 from typing import Dict, Optional
 
-__all__ = ["routing", "Routed", "register", "options_of", "refuse_autograd", "TORCH_OPS"]
+__all__ = ["routing", "Routed", "register", "register_when_torch_loads", "options_of", "refuse_autograd", "TORCH_OPS"]
 
 _OPTION_NAMES = ("scope", "storage", "layout", "out_layout", "batch_dims", "target", "backend", "dispatch", "extra")
 _OPTIONS_BY_KEY: Dict[tuple, str] = {}
@@ -212,13 +215,13 @@ def reduced_shape(shape: tuple, axes, batch_dims: int) -> tuple:
 
 
 def register() -> None:
-    """Defines torch.ops.tileprim.<op> for every op (once), and each op function's compiled twin."""
+    """Defines torch.ops.tileprim.<op> for every op (once); their compiled twins follow torch._dynamo."""
     if _LIBRARY:
         return
     import torch
     from . import _torch_grad
     from ._calls import _C_OPS
-    from ._ops import OPS, twin
+    from ._ops import OPS
     lib = torch.library.Library("tileprim", "DEF")
     _LIBRARY.append(lib)
     for name in OPS:
@@ -229,9 +232,55 @@ def register() -> None:
         torch.library.register_fake(qualname, _fake(spec), lib=lib)
         _torch_grad.register(qualname, spec, lib)
         TORCH_OPS[name] = getattr(torch.ops.tileprim, name).default
-    # Dynamo inlines these in place of the op functions: the graph holds the custom op
+    _after_load("torch._dynamo", _register_compiled_twins)  # torch.compile's first use loads it
+
+
+def _register_compiled_twins() -> None:
+    """Dynamo inlines these in place of the op functions: the graph holds the custom op."""
+    import torch
+    from ._ops import OPS, twin
     torch._dynamo.assume_constant_result(_intern)
     substitute = getattr(torch.compiler, "substitute_in_graph", None)
     if substitute is not None:
         for name, fn in OPS.items():
             substitute(fn, skip_signature_check=True)(twin(name, _torch_call))
+
+
+class _AfterLoad(importlib.abc.MetaPathFinder):
+    """Finds ``name`` through the other finders and calls ``then`` once it has loaded: tileprim's
+    ops are registered when torch loads, their compiled twins when torch._dynamo does, so a first
+    call inside torch.compile meets them (Dynamo cannot trace a registration)."""
+
+    def __init__(self, name: str, then):
+        self.name, self.then = name, then
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            exec_module, then = spec.loader.exec_module, self.then
+
+            def exec_then_register(module):
+                exec_module(module)
+                try:
+                    then()
+                except Exception as e:  # the module itself loaded: say so, and let the import stand
+                    warnings.warn(f"tileprim: registering its ops with {name} failed ({e!r}); torch.compile and "
+                                  f"autograd will not see them", RuntimeWarning, stacklevel=2)
+            spec.loader.exec_module = exec_then_register
+        return spec
+
+
+def _after_load(name: str, then) -> None:
+    """then() now where module ``name`` is loaded, else right after it loads."""
+    if name in sys.modules:
+        then()
+    elif not any(isinstance(f, _AfterLoad) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterLoad(name, then))
+
+
+def register_when_torch_loads() -> None:
+    """register() now where torch is loaded, else right after it loads."""
+    _after_load("torch", register)
