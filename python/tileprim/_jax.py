@@ -8,10 +8,23 @@ calls on JAX GPU arrays stay on the GPU."""
 from __future__ import annotations
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 __all__ = ["traced", "JaxCallback"]
+
+_WORKER = []  # one thread, started from a tracing thread
+
+
+def _worker() -> ThreadPoolExecutor:
+    """XLA runs callbacks on its CPU threads, which flush subnormals (FTZ/DAZ); a thread started
+    here, where jit traces, keeps the default floating-point mode, so the call gives eager bits."""
+    if not _WORKER:
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tileprim-jax")
+        pool.submit(int).result()  # the thread starts now, from this thread
+        _WORKER.append(pool)
+    return _WORKER[0]
 
 
 def traced(values) -> bool:
@@ -46,13 +59,17 @@ class JaxCallback:
         arrays = [i for i, x in enumerate(values) if not isinstance(x, (int, float))]
         scalars = list(values)
 
-        def host(*xs):
+        def call(*xs):
             operands = list(scalars)
             for i, x in zip(arrays, xs):
                 operands[i] = np.asarray(x)
             return np.asarray(fn(*operands, *extra, **kw))
+        worker = _worker()
+
+        def host(*xs):
+            return worker.submit(call, *xs).result()
 
         # the result's shape and dtype: the same call on zeros of the operands' shapes and dtypes
-        example = host(*(np.zeros(values[i].shape, values[i].dtype) for i in arrays))
+        example = call(*(np.zeros(values[i].shape, values[i].dtype) for i in arrays))
         result = jax.ShapeDtypeStruct(example.shape, example.dtype)
         return jax.pure_callback(host, result, *(values[i] for i in arrays), vmap_method="sequential")

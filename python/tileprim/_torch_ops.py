@@ -166,9 +166,8 @@ def _schema(spec: dict) -> str:
 
 
 def _direct(spec: dict):
-    """The op's implementation: the op function on plain tensors, grad mode off (its backward is
-    autograd's business, not this call's)."""
-    import torch
+    """The op's implementation: the op function on plain tensors. Under autograd it runs inside the
+    autograd function's forward, grad mode off, so the call takes the direct path."""
     from ._ops import OPS
     fn, name, reduction = OPS[spec["name"]], spec["name"], spec["family"] == "reduction"
     arity = len(spec["operands"])
@@ -177,16 +176,15 @@ def _direct(spec: dict):
         o = options_of(args[-1])
         kw = {k: o[k] for k in _OPTION_NAMES if k != "extra"}
         extra = () if o["extra"] is None else (o["extra"],)
-        with torch.no_grad():
-            if reduction:
-                src, acc, axes = args[0], args[1], args[2]
-                out = None if acc is None else acc.clone()
-                return fn(src, *extra, axes=tuple(axes), out=out, accum=acc is not None, **kw, **o["config"])
-            if name == "fill" or arity == 1:
-                return fn(*args[:-1], *extra, **kw, **o["config"])
-            scalars = iter(args[arity])
-            operands = [next(scalars) if t is None else t for t in args[:arity]]
-            return fn(*operands, **kw, **o["config"])
+        if reduction:
+            src, acc, axes = args[0], args[1], args[2]
+            out = None if acc is None else acc.clone()
+            return fn(src, *extra, axes=tuple(axes), out=out, accum=acc is not None, **kw, **o["config"])
+        if name == "fill" or arity == 1:
+            return fn(*args[:-1], *extra, **kw, **o["config"])
+        scalars = iter(args[arity])
+        operands = [next(scalars) if t is None else t for t in args[:arity]]
+        return fn(*operands, **kw, **o["config"])
     return impl
 
 
