@@ -250,18 +250,23 @@ class _AfterLoad(importlib.abc.MetaPathFinder):
     call inside torch.compile meets them (Dynamo cannot trace a registration)."""
 
     def __init__(self, name: str, then):
-        self.name, self.then = name, then
+        self.name, self.then, self.finding = name, then, False
 
     def find_spec(self, name, path=None, target=None):
-        if name != self.name:
+        if name != self.name or self.finding:
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
+        self.finding = True  # the other finders' answer (a find_spec that imports nothing asks too)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.finding = False
         if spec is not None and spec.loader is not None:
             exec_module, then = spec.loader.exec_module, self.then
 
             def exec_then_register(module):
                 exec_module(module)
+                if self in sys.meta_path:
+                    sys.meta_path.remove(self)
                 try:
                     then()
                 except Exception as e:  # the module itself loaded: say so, and let the import stand
