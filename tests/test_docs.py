@@ -1,6 +1,7 @@
 """The documentation runs: every Python block of the README (in order, one namespace; a block
-whose first line is '# needs a GPU' only where one is usable, '# needs torch' where it is installed), the docstrings' examples as
-doctests, and examples/tour.ipynb executed top to bottom on the default backend."""
+whose first line is '# needs a GPU' only where one is usable, '# needs torch' only where torch is
+installed), the docstrings' examples as doctests, and examples/tour.ipynb executed top to bottom on
+the default backend."""
 import doctest
 import importlib.util
 import pathlib

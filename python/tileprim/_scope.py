@@ -8,7 +8,6 @@ them from the op table)::
 """
 from __future__ import annotations
 
-import functools
 import operator
 
 __all__ = ["ExecScope", "thread", "warp", "warpgroup", "wg", "cta", "STORAGE_SCOPES"]

@@ -111,9 +111,9 @@ def _torch_call(op, operands, axes, out, accum, scope, storage, layout, out_layo
     """The compiled twin's ``bound_call``: always the custom op."""
     if scope is None:
         from ._scope import thread as scope
-    return Routed(True, op, axes, accum, dict(zip(_OPTION_NAMES, (scope, storage, layout, out_layout, batch_dims,
-                                                                   target, backend, dispatch, extra)),
-                                               config=config), None)
+    options = dict(zip(_OPTION_NAMES, (scope, storage, layout, out_layout, batch_dims, target, backend, dispatch,
+                                       extra)), config=config)
+    return Routed(True, op, axes, accum, options, None)
 
 
 def call(op: str, values, out, axes, accum: bool, options: dict):
