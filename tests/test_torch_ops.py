@@ -145,3 +145,18 @@ def test_a_mix_of_tensors_and_numpy_under_autograd_is_a_type_error(rng):
     x = tensor(rng, (4, 8), special=False).requires_grad_()
     with pytest.raises(TypeError, match="torch tensors or Python scalars"):
         tp.add(x, np.ones((4, 8)), backend="cpu")
+
+
+def test_an_op_defined_without_a_backward_refuses_a_gradient(rng):
+    """The helper a tile program registers its custom op with: no backward given, a requires_grad
+    input under grad mode raises instead of a gradient through the ops its impl happens to call."""
+    from tileprim._torch_ops import define
+    name = f"doubled_{rng.integers(1 << 30)}"
+    doubled = define(name, "(Tensor x, str options) -> Tensor", lambda x, o: tp.mul(x, 2.0, backend="cpu"),
+                     lambda x, o: torch.empty_like(x))
+    x = tensor(rng, (3, 4), special=False)
+    np.testing.assert_array_equal(doubled(x, "").numpy(), x.numpy() * 2)
+    with pytest.raises(TypeError, match=f"tileprim::{name}: has no backward"):
+        doubled(x.requires_grad_(), "")
+    with torch.no_grad():
+        assert not doubled(x, "").requires_grad

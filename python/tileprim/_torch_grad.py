@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["register"]
+__all__ = ["backward_of"]
 
 
 class _Ops:
@@ -82,16 +82,14 @@ _NARY = {
 
 
 # ---- registration --------------------------------------------------------------------------------
-def register(qualname: str, spec: dict, lib) -> None:
-    import torch
+def backward_of(spec: dict):
+    """(backward, setup_context) of an op, as torch.library.register_autograd takes them."""
     name = spec["name"]
     if spec["family"] == "reduction":
-        backward, setup = _reduction(name)
-    elif name in _NARY:
-        backward, setup = _nary(name, len(spec["operands"]))
-    else:
-        backward, setup = _unary(name)
-    torch.library.register_autograd(qualname, backward, setup_context=setup, lib=lib)
+        return _reduction(name)
+    if name in _NARY:
+        return _nary(name, len(spec["operands"]))
+    return _unary(name)
 
 
 def _unary(name):

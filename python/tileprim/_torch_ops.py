@@ -1,5 +1,5 @@
 """Every tileprim op as a ``torch.library`` custom op (``torch.ops.tileprim.<op>``), registered
-once per op when tileprim first meets torch, with a fake implementation (the result's shape,
+once per op when torch loads (or at import, where it has), with a fake implementation (the result's shape,
 dtype and device, nothing run) and a backward (``_torch_grad``).
 
 Which calls take the custom op: those ``torch.compile`` traces (Dynamo inlines each op
@@ -12,8 +12,9 @@ The schema of each op is fixed; what is not a tensor or the axes travels as ``op
 name of an entry in a table of call options (scope, storage, layouts, batch_dims, target,
 backend, dispatch, dtype, config), interned once per distinct set of options: the same options
 give the same string, so a compiled graph holds a constant and never recompiles per call. A
-tile program registers the same way, one custom op per program signature (its traced steps'
-key as the op's name, its options interned here)."""
+tile program registers through ``define`` too: one custom op per program signature (a name made
+from its traced steps' key), its options interned here, its backward optional (none: a gradient
+is refused, not dropped)."""
 from __future__ import annotations
 
 import importlib.abc
@@ -22,7 +23,8 @@ import sys
 import warnings
 from typing import Dict, Optional
 
-__all__ = ["routing", "Routed", "register", "register_when_torch_loads", "options_of", "refuse_autograd", "TORCH_OPS"]
+__all__ = ["routing", "Routed", "register", "define", "register_when_torch_loads", "options_of", "refuse_autograd",
+           "TORCH_OPS"]
 
 _OPTION_NAMES = ("scope", "storage", "layout", "out_layout", "batch_dims", "target", "backend", "dispatch", "extra")
 _OPTIONS_BY_KEY: Dict[tuple, str] = {}
@@ -78,8 +80,12 @@ def refuse_autograd(what: str, values) -> None:
     torch = sys.modules.get("torch")
     if torch is not None and torch.is_grad_enabled() and any(
             isinstance(x, torch.Tensor) and x.requires_grad for x in values):
-        raise TypeError(f"{what}: has no backward, and an input requires grad (its gradient would be dropped); "
-                        f"pass x.detach() or call it under torch.no_grad()")
+        raise _no_backward(what)
+
+
+def _no_backward(what: str) -> TypeError:
+    return TypeError(f"{what}: has no backward, and an input requires grad (its gradient would be dropped); "
+                     f"pass x.detach() or call it under torch.no_grad()")
 
 
 class Routed:
@@ -88,7 +94,7 @@ class Routed:
 
     def __init__(self, always: bool, op: str, axes, accum, options: dict, bind):
         self.always, self.op, self.axes, self.accum, self.options = always, op, axes, accum, options
-        self._bind, self._bound = bind, None
+        self._bind, self._bound, self.name = bind, None, None
 
     @property
     def plan(self):
@@ -103,7 +109,9 @@ class Routed:
         import torch
         if not self.always and not torch.is_grad_enabled():
             return self.bound().run(values, out)
-        return call(self.op, values, out, self.axes, self.accum, self.options)
+        if self.name is None:  # once per call signature (the custom op's options argument)
+            self.name = _interned(self.options)
+        return call(self.op, values, out, self.axes, self.accum, self.name)
 
 
 def _torch_call(op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
@@ -116,12 +124,11 @@ def _torch_call(op, operands, axes, out, accum, scope, storage, layout, out_layo
     return Routed(True, op, axes, accum, options, None)
 
 
-def call(op: str, values, out, axes, accum: bool, options: dict):
+def call(op: str, values, out, axes, accum: bool, name: str):
     """Runs ``op`` through its custom op; ``out=`` is written from the result (so autograd sees it)."""
     import torch
     from ._calls import _C_OPS
     spec = _C_OPS[op]
-    name = _interned(options)
     fn = TORCH_OPS[op]
     tensors = [x if isinstance(x, torch.Tensor) else None for x in values]
     if any(t is None and not isinstance(x, (int, float)) for t, x in zip(tensors, values)):
@@ -220,17 +227,32 @@ def register() -> None:
     from . import _torch_grad
     from ._calls import _C_OPS
     from ._ops import OPS
-    lib = torch.library.Library("tileprim", "DEF")
-    _LIBRARY.append(lib)
+    _LIBRARY.append(torch.library.Library("tileprim", "DEF"))
     for name in OPS:
         spec = _C_OPS[name]
-        qualname = f"tileprim::{name}"
-        torch.library.define(qualname, _schema(spec), lib=lib)
-        torch.library.impl(qualname, ("cpu", "cuda"), _direct(spec), lib=lib)
-        torch.library.register_fake(qualname, _fake(spec), lib=lib)
-        _torch_grad.register(qualname, spec, lib)
-        TORCH_OPS[name] = getattr(torch.ops.tileprim, name).default
+        TORCH_OPS[name] = define(name, _schema(spec), _direct(spec), _fake(spec), *_torch_grad.backward_of(spec))
     _after_load("torch._dynamo", _register_compiled_twins)  # torch.compile's first use loads it
+
+
+def define(name: str, schema: str, impl, fake, backward=None, setup_context=None):
+    """torch.ops.tileprim.<name>, once: ``impl`` runs it (CPU and CUDA tensors), ``fake`` gives the
+    result without running, ``backward``/``setup_context`` as torch.library.register_autograd takes
+    them (none: autograd raises rather than drop a gradient). Each op registers here; a tile program
+    registers one op per program signature, its options interned by the same table."""
+    import torch
+    register()
+    lib, qualname = _LIBRARY[0], f"tileprim::{name}"
+    torch.library.define(qualname, schema, lib=lib)
+    torch.library.impl(qualname, ("cpu", "cuda"), impl, lib=lib)
+    torch.library.register_fake(qualname, fake, lib=lib)
+    if backward is None:  # autograd calls setup_context only where an input needs a gradient
+        def backward(ctx, *grads):
+            raise AssertionError("unreachable: setup_context refused")
+
+        def setup_context(ctx, inputs, output):  # (grad mode is off in here)
+            raise _no_backward(qualname)
+    torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=lib)
+    return getattr(torch.ops.tileprim, name).default
 
 
 def _register_compiled_twins() -> None:
