@@ -8,7 +8,9 @@ them from the op table)::
 """
 from __future__ import annotations
 
+import functools
 import operator
+import sys
 
 __all__ = ["ExecScope", "thread", "warp", "warpgroup", "wg", "cta", "STORAGE_SCOPES"]
 
@@ -55,7 +57,12 @@ class ExecScope:
         fn = ExecScope._ops.get(name)
         if fn is None:
             raise AttributeError(f"{self!r} has no op {name!r}; the ops are {', '.join(sorted(ExecScope._ops))}")
-        return _ScopeMethod(fn, self)
+        bound = functools.partial(fn, scope=self)
+        if _compiling():  # torch.compile cannot set a partial's attributes (and its graph needs none)
+            return bound
+        functools.update_wrapper(bound, fn)
+        bound._tp_op = fn._tp_op
+        return bound
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(ExecScope._ops))
@@ -64,23 +71,9 @@ class ExecScope:
         return f"tp.cta(threads={self.threads})" if self.kind == "cta" else f"tp.{self.kind}"
 
 
-class _ScopeMethod:
-    """An op with this scope's ``scope=`` (as functools.partial would, whose name and docs are the
-    op's; a plain class, so that torch.compile can make one inside a compiled function)."""
-
-    def __init__(self, func, scope):
-        self.func, self.keywords = func, {"scope": scope}
-
-    def __call__(self, *args, **kwargs):
-        return self.func(*args, **{**self.keywords, **kwargs})
-
-    __name__ = property(lambda self: self.func.__name__)
-    __doc__ = property(lambda self: self.func.__doc__)
-    __wrapped__ = property(lambda self: self.func)
-    _tp_op = property(lambda self: self.func._tp_op)
-
-    def __repr__(self) -> str:
-        return f"{self.keywords['scope']!r}.{self.func.__name__}"
+def _compiling() -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
 
 
 thread = ExecScope("thread", 1)
