@@ -99,3 +99,14 @@ def test_grad_off_or_detached_takes_the_direct_path_and_asks_no_gradient(device)
         r = tp.exp(x, backend=device)
     assert not r.requires_grad and r.grad_fn is None
     assert tp.sum(x.detach(), batch_dims=1, backend=device).grad_fn is None
+
+
+@pytest.mark.parametrize("scope", [tp.warp, tp.cta(32)], ids=["warp", "cta32"])
+def test_backward_of_a_call_at_a_wider_scope(device, scope):
+    """The tie count reduces as the forward did; the maps run a row per thread."""
+    x = leaf((6, 64), device)
+    x.data[2, 5:9] = x.data[2].max()  # ties
+    for op, reference in (("sum", torch.sum), ("max", torch.amax)):
+        got, = torch.autograd.grad(getattr(scope, op)(x, batch_dims=1, backend=device).sum(), x)
+        expected, = torch.autograd.grad(reference(x, -1).sum(), x)
+        assert torch.equal(got, expected), op

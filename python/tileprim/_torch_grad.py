@@ -1,6 +1,8 @@
-"""Backward passes of tileprim's custom ops, each written with tileprim ops under the forward
-call's scope, storage, batch_dims, target and backend (its layouts, dispatch= and variant options
-belong to the forward op's tiles and are not passed on: the backward's tiles take the defaults).
+"""Backward passes of tileprim's custom ops, each written with tileprim ops on the forward call's
+target and backend. A reduction in a backward (max/min's tie count) runs as the forward did (its
+scope, storage, layouts, batch_dims); the maps run at thread scope, a row per thread, or where no
+operand broadcasts, 8 elements per thread: an elementwise op gives the same bits however its
+tiles are cut, and a map at a wider scope would need a layout the forward's does not give.
 
 max/min and maximum split the gradient evenly among ties, as ``torch.amax`` and
 ``torch.maximum`` do: every element equal to the result gets grad / (number of such elements).
@@ -19,14 +21,29 @@ class _Ops:
 
     def __init__(self, options_name: str):
         from ._ops import OPS
+        from ._scope import thread
         from ._torch_ops import options_of
         o = options_of(options_name)
-        kw = {k: o[k] for k in ("scope", "storage", "batch_dims", "target", "backend")}
-        self._ops, self._kw, self.options = OPS, kw, o
+        self._ops, self.options = OPS, o
+        self._reduce = {k: o[k] for k in ("scope", "storage", "layout", "out_layout", "batch_dims", "target",
+                                          "backend")}
+        self._map = {"scope": thread, "target": o["target"], "backend": o["backend"]}
 
     def __getattr__(self, name):
-        fn, kw = self._ops[name], self._kw
-        return lambda *args, **more: fn(*args, **{**kw, **more})
+        fn = self._ops[name]
+        if name in ("sum", "max", "min"):
+            return lambda *args, **more: fn(*args, **{**self._reduce, **more})
+        return lambda *args, **more: self._run_map(fn, args, more)
+
+    def _run_map(self, fn, args, more):
+        import torch
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+        if all(t.shape == shape for t in tensors):  # tiles of 8 (or 1) elements, whatever the shape
+            per_thread = 8 if shape.numel() % 8 == 0 else 1
+            flat = [a.reshape(-1, per_thread) if isinstance(a, torch.Tensor) else a for a in args]
+            return fn(*flat, batch_dims=1, **self._map, **more).reshape(shape)
+        return fn(*args, batch_dims=len(shape) - 1, **self._map, **more)  # a row per thread
 
 
 def _dtype_name(dtype) -> str:
