@@ -146,7 +146,7 @@ def _bind(op, values, axes, out, accum, scope, storage, layout, out_layout, batc
                 _OPERAND_KEYS[type(x)], PLACED_KEYS[type(x)] = torch_keys.dense_key, torch_keys.placed_key
         return TorchHostBound(_bind(op, [to_numpy(x) for x in values], axes, to_numpy(out, contiguous=False), accum,
                                     scope, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
-                                    config))
+                                    config), values)
     spec = _C_OPS[op]
     if not isinstance(scope, ExecScope):
         raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")

@@ -39,14 +39,27 @@ def _to_torch(result: np.ndarray):
     return torch.from_numpy(result)
 
 
-class TorchHostBound:
-    """A host call signature bound on NumPy views (``inner``), taking and returning torch CPU tensors."""
+def _same(x):
+    return x
 
-    def __init__(self, inner):
+
+class TorchHostBound:
+    """A host call signature bound on NumPy views (``inner``), taking and returning torch CPU tensors.
+    Which operands are tensors, their dtypes and negative bits are in the call's key: a run only
+    takes the views."""
+
+    def __init__(self, inner, values):
+        import torch
         self.inner, self.plan = inner, inner.plan
+        bf16 = torch.bfloat16
+
+        def view(x):
+            x = (x.detach() if x.requires_grad else x).contiguous()
+            return x.view(torch.int16).numpy().view(ml_dtypes.bfloat16) if x.dtype is bf16 else x.numpy()
+        self.views = [view if isinstance(x, torch.Tensor) else _same for x in values]
 
     def run(self, values, out):
-        inputs = [to_numpy(x) for x in values]
+        inputs = [v(x) for v, x in zip(self.views, values)]
         if out is not None:
             self.inner.run(inputs, to_numpy(out, contiguous=False))
             return out
