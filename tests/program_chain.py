@@ -35,8 +35,11 @@ def run_chain(prog, args, batch_dims, scope, backend="cpu"):
         if step.op == "copy":  # moves values unchanged: the standalone copy of the broadcast source
             src = np.broadcast_to(operands[0].reshape(tuple(batch) + tuple(plan.tiles[info["operands"][0]]["shape"])),
                                   shape)
-            values[info["result"]] = tp.copy(np.ascontiguousarray(src), batch_dims=batch_dims, backend="cpu",
-                                             scope=tp.thread)
+            if backend == "cuda":  # copy has no CUDA executor yet (issue 31); the values are the source's
+                values[info["result"]] = np.ascontiguousarray(src)
+            else:
+                values[info["result"]] = tp.copy(np.ascontiguousarray(src), batch_dims=batch_dims, backend="cpu",
+                                                 scope=tp.thread)
             continue
         first = next(r for r in ins if not r.is_scalar)
         kw = dict(scope=scope, storage=first.storage, layout=_layout(first), batch_dims=batch_dims, backend=backend,

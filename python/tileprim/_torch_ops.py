@@ -275,6 +275,15 @@ def _register_compiled_twins() -> None:
     import torch
     from ._ops import OPS, twin
     torch._dynamo.assume_constant_result(_intern)
+    # a layout compares and hashes by value: Dynamo may take it as a constant of the graph (torch
+    # releases whose Dynamo reads it as a user object otherwise refuse layout= inside a compile)
+    register_constant = getattr(torch.utils._pytree, "register_constant", None)
+    if register_constant is not None:
+        from ._layout import TileLayout
+        try:
+            register_constant(TileLayout)
+        except ValueError:  # registered already (a second registration of the twins)
+            pass
     substitute = getattr(torch.compiler, "substitute_in_graph", None)
     if substitute is not None:
         for name, fn in OPS.items():
