@@ -1,4 +1,4 @@
-"""``python -m tileprim``: run the specification's demonstration programs (``demo``), say what this
+"""``python -m tileprim``: run four small programs, one per tile variant (``demo``), say what this
 installation can do (``info``), draw a layout as an SVG picture (``show``), or time tileprim
 against PyTorch/CuPy on a GPU or NumPy on the CPU (``bench``)."""
 from __future__ import annotations

@@ -45,9 +45,10 @@ def _library(status: dict, name: str) -> str:
 def info_text(details: dict) -> str:
     """tp.info() for a person: one line per question, the lists last."""
     cuda = details["backends"]["cuda"]
-    lines = [f"tileprim {details['version']}",
-             f"default backend: {details['default_backend']}"
-             + ("" if cuda == "available" else f" (CUDA {cuda})")]
+    reason = cuda.split(": ", 1)[-1]
+    said_below = any(reason == details[lib].get("error") for lib in ("driver", "nvrtc"))
+    why = "" if cuda == "available" else (" (no usable CUDA GPU: see below)" if said_below else f" (CUDA {cuda})")
+    lines = [f"tileprim {details['version']}", f"default backend: {details['default_backend']}{why}"]
     for d in details["devices"]:
         lines.append(f"GPU: {d['name']}, compute capability {d['cc'] // 10}.{d['cc'] % 10}, {d['sms']} SMs")
     lines.append("driver: " + _library(details["driver"], "libcuda"))
