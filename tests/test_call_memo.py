@@ -65,3 +65,16 @@ def test_repeated_collectives_read_only_types_with_a_dlpack_exchange_table():
         tp._C.RepeatedCollective(np.ndarray)
     with pytest.raises(TypeError, match="array_type: expected a type"):
         tp._C.RepeatedCollective(np.zeros(3))
+
+
+def test_an_inline_layout_is_keyed_by_its_value(rng):
+    """S[...] written in the call builds new objects each time; equal layouts hit one plan."""
+    from tileprim import S, TileLayout, laneid
+    a = random_tile(rng, (32, 8), "float32")
+    first = tp.plan(tp.warp.sum, a, axes=-1, layout=S[(32, 8):(1 @ laneid, 1)])
+    assert tp.plan(tp.warp.sum, a, axes=-1, layout=S[(32, 8):(1 @ laneid, 1)]) is first
+    assert tp.plan(tp.warp.sum, a, axes=-1, layout=TileLayout(S[(32, 8):(1 @ laneid, 1)])) is first
+    assert tp.plan(tp.warp.sum, a, axes=-1, layout=S[(32, 8):(1 @ laneid, 2)]) is not first
+    # a float extent equals an int one but is no extent: it reaches the check, cached or not
+    with pytest.raises(TypeError, match="layout: extent 32.0 must be an integer"):
+        tp.plan(tp.warp.sum, a, axes=-1, layout=S[(32.0, 8):(1 @ laneid, 1)])

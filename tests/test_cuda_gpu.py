@@ -1,4 +1,4 @@
-"""On a GPU: CPU and GPU give the same bits for the exactly rounded ops on every variant (the
+"""On a GPU: CPU and GPU give the same bits for every op on every variant (the
 CPU backend runs the device algorithm step for step), sm100_packed's emulation build on an older
 GPU equals the CPU backend, and device arrays go in and out without copies."""
 import numpy as np
@@ -50,8 +50,7 @@ MAPS_OVER_MANY_SLOTS = [
 def test_maps_over_many_slots_per_thread_take_chunks_and_equal_the_cpu(case, rng):
     # a thread holding more than 32 slots maps them a chunk at a time (NVRTC unrolled 1024
     # bfloat16 silus for minutes); tables indexed by chunk, a scalar and a permuted layout
-    # included. Exactly rounded ops (float32 exp is not) and 16-bit ones, computed in float32
-    # and rounded once, give the same bits on both backends
+    # included. Every op gives the same bits on both backends (test_numerics_gpu.py)
     _, fn, operands, kwargs = case
     args = [random_tile(rng, o[1], o[0]) if isinstance(o, tuple) else o for o in operands]
     kernel = tp.lower(fn, *args, batch_dims=1, **kwargs)
@@ -75,16 +74,14 @@ def test_packed_emulation_on_this_gpu_equals_the_cpu(n, op, rng):
 
 @pytest.mark.parametrize("scope,layout,shape", SCOPES)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_exact_maps_cpu_equals_gpu_bit_for_bit(scope, layout, shape, dtype, rng):
+def test_maps_cpu_equals_gpu_bit_for_bit_in_every_scope(scope, layout, shape, dtype, rng):
     a, b, c = (random_tile(rng, (3,) + shape, dtype) for _ in range(3))
     kw = dict(layout=layout, batch_dims=1)
     for fn, args in [(scope.add, (a, b)), (scope.mul, (a, b)), (scope.fma, (a, b, c)), (scope.sub, (a, 0.75)),
-                     (scope.maximum, (a, b))]:
+                     (scope.maximum, (a, b)), (scope.sqrt, (a,)), (scope.fdiv, (a, b)), (scope.exp, (a,)),
+                     (scope.silu, (a,)), (scope.log2, (a,))]:
         cpu, gpu = both(fn, *args, **kw)
         assert bits_equal(cpu, gpu), fn.__name__
-    if dtype in ("float32", "float64"):  # GPU f16/bf16 sqrt goes through sqrt.approx
-        cpu, gpu = both(scope.sqrt, a, **kw)
-        assert bits_equal(cpu, gpu)
 
 
 def test_signed_zeros_and_nans_in_max_match_the_gpu():
@@ -245,24 +242,6 @@ def test_operands_on_another_gpu_run_there_on_its_current_stream():
     torch.cuda.synchronize(1)
     assert r.device == x.device
     assert bits_equal(r.cpu().numpy(), tp.sum(y.cpu().numpy(), batch_dims=1, backend="cpu"))
-
-
-@pytest.mark.parametrize("op,intrinsic", [("exp", "hexp"), ("exp2", "hexp2"), ("log2", "hlog2"), ("sqrt", "hsqrt")])
-def test_paired_float16_maps_equal_the_scalar_intrinsic_on_every_half(op, intrinsic):
-    # tileprim maps float16 two registers at a time (h2exp, ...); every one of the 65536 halves,
-    # in both lanes of a pair and alone (odd tail), must get the scalar intrinsic's bits.
-    cupy = pytest.importorskip("cupy")
-    kernel = cupy.RawKernel(
-        "#include <cuda_fp16.h>\n"
-        f'extern "C" __global__ void scalar(const __half* x, __half* y, int n) {{\n'
-        f"  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = {intrinsic}(x[i]); }}\n", "scalar")
-    every = cupy.arange(1 << 16, dtype=cupy.uint16).view(cupy.float16)
-    want = cupy.empty_like(every)
-    kernel(((1 << 16) // 256,), (256,), (every, want, cupy.int32(1 << 16)))
-    for tile in (8, 7):  # four pairs; three pairs and one alone
-        x = every[: (1 << 16) // tile * tile].reshape(-1, tile)
-        got = getattr(tp, op)(x, batch_dims=1)
-        assert bits_equal(cupy.asnumpy(got).ravel(), cupy.asnumpy(want[: x.size]))
 
 
 @pytest.mark.parametrize("scope", [tp.thread, tp.warp, tp.cta(32), tp.cta(64), tp.warpgroup, tp.cta(256)], ids=str)

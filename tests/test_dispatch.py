@@ -20,7 +20,7 @@ def test_variants_in_choice_order():
     assert [v[1] for v in tp.variants(tp.max)] == [20, 10, 10]
     assert tp.variants(tp.warp.sqrt) == [("reg", 10, ["operand_scope", "anchor_layout", "scope_anchor",
                                                      "operand_layouts"])]
-    assert tp.variants("min")[0][2] == ["exec_scope", "local_scope", "dst_len", "src_ndim", "dtype",
+    assert tp.variants("min")[0][2] == ["op", "exec_scope", "local_scope", "dst_len", "src_ndim", "dtype",
                                         "sm_version", "reduction_len"]
     with pytest.raises(ValueError, match="op: 'prod' is not a tileprim op"):
         tp.variants("prod")

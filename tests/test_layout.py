@@ -299,3 +299,13 @@ def test_positions_print_in_numeric_order():
     mixed = TileLayout(S[1:1] + R[(2, 2):(31 @ laneid, 1 @ warpid)]).apply(0)
     assert repr(mixed) == ("{{'m': 0, 'laneid': 0, 'warpid': 0}, {'m': 0, 'laneid': 31, 'warpid': 0}, "
                            "{'m': 0, 'laneid': 0, 'warpid': 1}, {'m': 0, 'laneid': 31, 'warpid': 1}}")
+
+
+def test_layouts_hash_and_compare_by_value():
+    a = TileLayout(S[(4, 8):(8, 1)])
+    b = TileLayout.row_major((4, 8))
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    c = TileLayout(S[(32, 8):(1 @ laneid, 1)] + 0 @ laneid)  # a zero offset is no offset
+    d = TileLayout(S[(32, 8):(1 @ laneid, 1)])
+    assert c == d and hash(c) == hash(d)
+    assert TileLayout(S[(4, 8):(1, 4)]) != a and len({a, TileLayout(S[(4, 8):(1, 4)])}) == 2

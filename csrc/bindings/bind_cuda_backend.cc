@@ -63,7 +63,8 @@ void bind_cuda_backend(py::module_& m) {
 
   c.def("configure", &cuda::configure, py::arg("version"), py::arg("include_dir"), py::arg("site_dirs"));
   c.def("header_digest", &cuda::header_digest);
-  c.def("arch_for_compute_capability", &cuda::arch_for_compute_capability);
+  c.def("compile_arch", &cuda::compile_arch, py::arg("target"),
+        "What NVRTC builds for a target: itself when NVRTC knows it, else PTX for an older arch.");
   c.def(
       "build",
       [](const std::shared_ptr<Plan>& plan, const std::string& arch) {

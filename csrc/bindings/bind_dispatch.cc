@@ -9,6 +9,7 @@
 
 #include "backends/cuda/driver.h"
 #include "bindings/bindings.h"
+#include "dispatch/architecture.h"
 #include "dispatch/plan_cache.h"
 #include "dispatch/registry.h"
 #include "errors.h"
@@ -46,6 +47,10 @@ py::dict op_dict(const OpDef& d) {
   out["dtypes"] = dtype_names(d.dtypes);
   out["nan_rule"] = nan_rule_text(d.nan_rule);
   out["exactly_rounded"] = dtype_names(d.exactly_rounded);
+  out["same_bits"] = dtype_names(d.same_bits);
+  py::dict max_ulp;
+  for (const auto& [dtype, ulp] : d.max_ulp) max_ulp[py::str(dtype_name(dtype))] = ulp;
+  out["max_ulp"] = max_ulp;
   out["options"] = d.options;
   out["device_fn"] = d.device_fn;
   out["device_fn_nan"] = d.device_fn_nan;
@@ -56,11 +61,17 @@ py::dict op_dict(const OpDef& d) {
 // The context dispatch sees: the target, the backend and, on CUDA, which devices reach which.
 DispatchContext make_context(const std::string& target, const std::string& backend, const std::vector<int>& devices) {
   DispatchContext ctx;
-  ctx.sm_version = DispatchContext::sm_version_of(target);
+  ctx.sm_version = sm_version(target);
   ctx.target = target;
   if (backend != "cpu" && backend != "cuda") throw ValueError("backend: '" + backend + "' is not 'cpu' or 'cuda'");
   ctx.backend = backend;
   ctx.devices = devices;
+  if (backend == "cuda") {
+    cuda::Driver& driver = cuda::Driver::get();
+    for (int d : devices.empty() ? std::vector<int>{0} : devices) {
+      ctx.device_targets.push_back(sm_target(driver.compute_capability(d)));
+    }
+  }
   if (backend == "cuda" && !devices.empty()) {
     cuda::Driver& driver = cuda::Driver::get();
     ctx.multiprocessors = driver.multiprocessors(devices[0]);
@@ -125,7 +136,9 @@ void bind_dispatch(py::module_& m) {
     }
     return out;
   });
-  m.def("known_targets", &DispatchContext::known_targets);
+  m.def("known_targets", &known_targets);
+  m.def("sm_version", &sm_version, py::arg("target"), "'sm_90a' -> 90 ('compute_90' -> 90, '' -> 0).");
+  m.def("sm_target", &sm_target, py::arg("cc"), "The target of a device of compute capability cc: 90 -> 'sm_90a'.");
 
   py::class_<TileRef>(m, "TileRef")
       .def(py::init([](const std::string& arg, const std::string& dtype, std::vector<long long> shape,

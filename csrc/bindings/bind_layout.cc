@@ -94,6 +94,7 @@ void bind_layout(py::module_& m) {
         return py::make_tuple(p.threads, p.slots, p.load, p.store);
       })
       .def("__eq__", [](const TileLayout& a, const TileLayout& b) { return a == b; })
+      .def("__hash__", &TileLayout::hash)
       .def("__str__", &TileLayout::str);
 
   m.def("axis_names", [] {

@@ -10,4 +10,5 @@ void bind_cuda_runtime(pybind11::module_& m);
 void bind_cuda_backend(pybind11::module_& m);
 void bind_comm(pybind11::module_& m);
 void bind_nccl(pybind11::module_& m);
+void bind_testing(pybind11::module_& m);
 }  // namespace tp

@@ -31,4 +31,5 @@ PYBIND11_MODULE(_C, m) {
   tp::bind_cuda_backend(m);
   tp::bind_comm(m);
   tp::bind_nccl(m);
+  tp::bind_testing(m);
 }

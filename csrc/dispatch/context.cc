@@ -1,29 +1,13 @@
 #include "dispatch/context.h"
 
-#include <algorithm>
 #include <sstream>
-
-#include "errors.h"
+#include <stdexcept>
 
 namespace tp {
 
-const std::vector<std::string>& DispatchContext::known_targets() {
-  static const std::vector<std::string> targets = {
-      "sm_75",  "sm_80",   "sm_86",   "sm_87",  "sm_88",   "sm_89",   "sm_90",   "sm_90a",  "sm_100", "sm_100a",
-      "sm_100f", "sm_101", "sm_101a", "sm_101f", "sm_103", "sm_103a", "sm_103f", "sm_110", "sm_110a",
-      "sm_110f", "sm_120", "sm_120a", "sm_120f", "sm_121", "sm_121a", "sm_121f"};
-  return targets;
-}
-
-int DispatchContext::sm_version_of(const std::string& target) {
-  if (target.empty()) return 0;
-  const auto& known = known_targets();
-  if (std::find(known.begin(), known.end(), target) == known.end()) {
-    std::string names;
-    for (const std::string& t : known) names += (names.empty() ? "" : ", ") + t;
-    throw ValueError("target: '" + target + "' is not a known architecture; the targets are " + names);
-  }
-  return std::stoi(target.substr(3));
+const std::string& DispatchContext::device_target(size_t i) const {
+  if (i >= device_targets.size()) throw std::logic_error("dispatch context: no device architecture for a CUDA run");
+  return device_targets[i];
 }
 
 bool DispatchContext::has_peer_access(size_t i, size_t j) const {
@@ -49,6 +33,8 @@ std::string DispatchContext::key() const {
     for (bool p : row) os << (p ? '1' : '0');
     os << ";";
   }
+  os << "|archs:";
+  for (const std::string& t : device_targets) os << t << ";";
   os << "|sms:" << multiprocessors << "|nccl:" << nccl;
   return os.str();
 }

@@ -10,7 +10,10 @@ namespace tp {
 
 struct DispatchContext {
   std::string target;   // "sm_90a", "sm_100a", ... or empty: no architecture
-  int sm_version = 0;   // sm_100a -> 100; 0 without an architecture
+  int sm_version = 0;   // sm_100a -> 100; 0 without an architecture (architecture.h)
+  // cuda: the architecture of each device the kernels run on (devices[i], or device 0 when
+  // the operands are host arrays), which the executors build for; `target` may model another
+  std::vector<std::string> device_targets;
   std::string backend = "cpu";  // "cpu" or "cuda"
   std::vector<int> devices;     // CUDA ordinals of the operands (collectives: one per rank)
   int multiprocessors = 0;      // SMs of the smallest of those GPUs
@@ -19,9 +22,7 @@ struct DispatchContext {
   bool nccl = false;            // libnccl loaded
   std::string nccl_status;      // why not, when it did not
 
-  // Accepts "" (none) or a known architecture such as sm_90a; ValueError listing them otherwise.
-  static int sm_version_of(const std::string& target);
-  static const std::vector<std::string>& known_targets();
+  const std::string& device_target(size_t i = 0) const;  // logic_error when the context has none
   bool has_peer_access(size_t i, size_t j) const;
   std::string str() const;  // "target sm_90a, backend cuda, devices [0, 1]"
   std::string key() const;  // everything that can change a plan

@@ -57,10 +57,14 @@ struct Plan {
   std::vector<TraceEntry> trace;
   std::vector<OperandStaging> staging;  // tile primitives; empty for collectives
   std::shared_ptr<const VariantPlan> detail;
+  // While the planner runs: what the variant's analysing predicate found (registry.h); dropped
+  // once the plan is made.
+  std::shared_ptr<const void> analysis;
 
   void set(const std::string& key, ParamValue value);
   void note(const std::string& key, const std::string& value);  // a numerics entry
   template <class D> const D& detail_as() const { return static_cast<const D&>(*detail); }
+  template <class A> const A* analysis_as() const { return static_cast<const A*>(analysis.get()); }
   const OperandStaging& staged_output() const;
 
   std::string str() const;  // the call, the context, the trace table, then params and numerics

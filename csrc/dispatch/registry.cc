@@ -7,8 +7,29 @@
 
 namespace tp {
 
-bool Variant::serves(const std::string& op) const {
-  return std::find(ops_.begin(), ops_.end(), op) != ops_.end();
+namespace {
+
+// Runs an analysing predicate: its reason, or "" with the analysis in `found`.
+std::string run_analysis(const Predicate& p, const OpCall& call, const DispatchContext& ctx, Analysis& found) {
+  try {
+    found = p.analyse(call, ctx);
+  } catch (const Decline& d) {
+    return d.what();
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+Predicate analysing(std::string name, std::function<Analysis(const OpCall&, const DispatchContext&)> analyse) {
+  Predicate p{std::move(name), nullptr, false, std::move(analyse)};
+  p.check = [analyse = p.analyse](const OpCall& call, const DispatchContext& ctx) {
+    Analysis ignored;
+    return run_analysis(Predicate{"", nullptr, false, analyse}, call, ctx, ignored);
+  };
+  return p;
 }
 
 Registry& Registry::instance() {
@@ -23,10 +44,10 @@ Registry& Registry::instance() {
 void Registry::add(std::unique_ptr<Variant> v) { variants_.push_back(std::move(v)); }
 
 std::vector<const Variant*> Registry::variants_for(const std::string& op) const {
-  op_def(op);  // unknown op -> ValueError
+  const OpDef& def = op_def(op);  // unknown op -> ValueError
   std::vector<const Variant*> out;
   for (const auto& v : variants_) {
-    if (v->serves(op)) out.push_back(v.get());
+    if (v->serves(def)) out.push_back(v.get());
   }
   std::sort(out.begin(), out.end(), [](const Variant* a, const Variant* b) {
     return a->priority() != b->priority() ? a->priority() > b->priority() : a->name() < b->name();
@@ -51,8 +72,9 @@ std::shared_ptr<const Plan> Registry::choose(const OpCall& call, const DispatchC
     if (!call.dispatch.empty() && v->name() != call.dispatch) continue;
     TraceEntry& entry = trace[i];
     std::vector<std::string> overridden;  // preferences dispatch= overrides: shown on the chosen entry
+    Analysis analysis;
     for (const Predicate& p : v->predicates()) {
-      const std::string reason = p.check(call, ctx);
+      const std::string reason = p.analyse ? run_analysis(p, call, ctx, analysis) : p.check(call, ctx);
       if (reason.empty()) continue;
       if (!p.preference) {
         entry.reasons.push_back(p.name + ": " + reason);
@@ -72,12 +94,14 @@ std::shared_ptr<const Plan> Registry::choose(const OpCall& call, const DispatchC
     plan->priority = v->priority();
     plan->call = call;
     plan->context = ctx;
+    plan->analysis = std::move(analysis);
     try {
       v->plan(*plan);
     } catch (const Decline& d) {
       entry.reasons.push_back(std::string("planner: ") + d.what());
       continue;
     }
+    plan->analysis.reset();
     entry.status = "chosen";
     entry.reasons = overridden;
     plan->trace = trace;

@@ -1,5 +1,5 @@
-// The registry of dispatch variants. A variant is a registration (name, priority, the ops it
-// serves, its predicates) and a planner; how a backend runs it lives in csrc/backends.
+// The registry of dispatch variants. A variant is a registration (name, priority, the op family
+// it serves, its predicates) and a planner; how a backend runs it lives in csrc/backends.
 // Choice: candidates sorted by (-priority, name); every predicate of a candidate is
 // evaluated and every failure kept; a candidate without an executor for the context's
 // backend declines too; the first candidate whose predicates all pass and whose planner
@@ -20,11 +20,19 @@ namespace tp {
 // A check on a call: returns "" when it holds, else the reason it does not. A preference is
 // a predicate that only steers the automatic choice: dispatch= may still force the variant
 // (the trace keeps its reason).
+using Analysis = std::shared_ptr<const void>;
 struct Predicate {
   std::string name;
   std::function<std::string(const OpCall&, const DispatchContext&)> check;
   bool preference = false;
+  // Set by analysing(): the variant's analysis, whose result the registry hands to the planner.
+  std::function<Analysis(const OpCall&, const DispatchContext&)> analyse;
 };
+
+// A predicate that is the variant's analysis of the call: it throws Decline (or ValueError) for
+// the reason it fails, else returns what it found (null: nothing to say), which the registry
+// hands to the planner (Plan::analysis), so one dispatch analyses once.
+Predicate analysing(std::string name, std::function<Analysis(const OpCall&, const DispatchContext&)> analyse);
 
 // Thrown by a planner that accepts the predicates' verdict but cannot plan the call.
 struct Decline : std::runtime_error {
@@ -33,15 +41,16 @@ struct Decline : std::runtime_error {
 
 class Variant {
  public:
-  Variant(std::string name, int priority, std::vector<std::string> ops, std::vector<Predicate> predicates)
-      : name_(std::move(name)), priority_(priority), ops_(std::move(ops)), predicates_(std::move(predicates)) {}
+  // Serves every op of `family`, those registered later too (which ops of it a variant takes
+  // is a predicate, with its reason).
+  Variant(std::string name, int priority, OpFamily family, std::vector<Predicate> predicates)
+      : name_(std::move(name)), priority_(priority), family_(family), predicates_(std::move(predicates)) {}
   virtual ~Variant() = default;
 
   const std::string& name() const { return name_; }
   int priority() const { return priority_; }
-  const std::vector<std::string>& ops() const { return ops_; }
   const std::vector<Predicate>& predicates() const { return predicates_; }
-  bool serves(const std::string& op) const;
+  bool serves(const OpDef& op) const { return op.family == family_; }
 
   // Fills plan.call's output layout and shape, params, numerics, staging and detail; may
   // throw Decline.
@@ -50,7 +59,7 @@ class Variant {
  private:
   std::string name_;
   int priority_;
-  std::vector<std::string> ops_;
+  OpFamily family_;
   std::vector<Predicate> predicates_;
 };
 

@@ -36,12 +36,16 @@ void check_shared_addresses(const TileLayout& L, DType dtype, const std::string&
   }
 }
 
-void check_layout(const TileRef& t, const ExecScope& scope, const std::string& arg) {
+// `placed`: the register layouts already checked in this call; operands share one, mostly.
+void check_layout(const TileRef& t, const ExecScope& scope, const std::string& arg, std::vector<TileLayout>& placed) {
   if (!t.layout) return;
   const TileLayout& L = *t.layout;
   L.group(t.shape);  // the layout must place exactly this shape
   if (t.storage == Storage::local) {
-    place_in_registers(L, scope, arg);
+    if (std::find(placed.begin(), placed.end(), L) == placed.end()) {
+      place_in_registers(L, scope, arg);
+      placed.push_back(L);
+    }
     return;
   }
   if (L.has_thread_axes()) {
@@ -141,8 +145,9 @@ void validate_collective(const OpCall& call) {
                      "; dst lives with the root");
   }
   const std::string op = call.text("op", "sum");
-  if (op != "sum" && op != "max" && op != "min") {
-    throw ValueError("op: '" + op + "' is not a treduce op; use 'sum', 'max' or 'min'");
+  const auto& table = op_table();
+  if (std::none_of(table.begin(), table.end(), [&](const OpDef& d) { return d.name == op && d.reduction; })) {
+    throw ValueError("op: '" + op + "' is not a treduce op; use " + reduction_op_names());
   }
   const long long rows = call.integer("tile_rows", 0), cols = call.integer("tile_cols", 0);
   if (rows < 1 || cols < 1) {
@@ -179,6 +184,7 @@ void validate_call(OpCall& call) {
                      std::to_string(call.inputs.size()));
   }
   check_options(call);
+  std::vector<TileLayout> placed;
   const TileRef* first_array = nullptr;
   for (const TileRef& t : call.inputs) {
     if (!t.scalar && !first_array) first_array = &t;
@@ -209,11 +215,17 @@ void validate_call(OpCall& call) {
       throw ValueError(t.arg + ": shape " + shape_str(t.shape) + " differs from " + first_array->arg + "'s " +
                        shape_str(first_array->shape));
     }
-    check_layout(t, call.scope, t.arg == "src" ? "layout" : "layout (" + t.arg + ")");
+    check_layout(t, call.scope, t.arg == "src" ? "layout" : "layout (" + t.arg + ")", placed);
     if (is_shared(t.storage) && !t.layout) check_shared_addresses(TileLayout::row_major(t.shape), t.dtype, t.arg);
   }
   if (def.family == OpFamily::reduction) {
     normalise_axes(call);
+    call.output.shape.clear();  // the src dims not reduced (the variant may keep more)
+    for (size_t d = 0; d < first_array->shape.size(); ++d) {
+      if (!std::binary_search(call.axes.begin(), call.axes.end(), static_cast<int>(d))) {
+        call.output.shape.push_back(first_array->shape[d]);
+      }
+    }
   } else {
     call.output.shape = first_array->shape;
     if (def.name != "cast") call.output.dtype = first_array->dtype;
@@ -222,14 +234,14 @@ void validate_call(OpCall& call) {
     for (TileRef& t : call.inputs) {
       if (!t.scalar && !t.layout) t.layout = TileLayout::row_major(t.shape);
     }
-    check_layout(call.output, call.scope, "out_layout");
+    check_layout(call.output, call.scope, "out_layout", placed);
   }
   if (call.output.layout && call.output.layout->has_thread_axes() && call.output.storage != Storage::local) {
     throw ValueError("out_layout: " + call.output.layout->str() + " uses thread axes, but a " +
                      storage_name(call.output.storage) + " tile is addressed by m only");
   }
-  if (call.output.layout && call.output.storage == Storage::local) {
-    place_in_registers(*call.output.layout, call.scope, "out_layout");
+  if (call.output.layout && call.output.storage == Storage::local && def.family == OpFamily::reduction) {
+    place_in_registers(*call.output.layout, call.scope, "out_layout");  // elementwise: check_layout did
   }
   if (call.output.layout && is_shared(call.output.storage)) {
     check_shared_addresses(*call.output.layout, call.output.dtype, "out_layout");

@@ -1,6 +1,7 @@
 #include "layout/tile_layout.h"
 
 #include <algorithm>
+#include <functional>
 #include <sstream>
 
 #include "errors.h"
@@ -365,6 +366,29 @@ bool TileLayout::operator==(const TileLayout& o) const {
   return shard_ == o.shard_ && replica_ == o.replica_ && nonzero(offset_) == nonzero(o.offset_) &&
          swizzle_.per_element == o.swizzle_.per_element &&
          swizzle_.swizzle_len == o.swizzle_.swizzle_len && swizzle_.atom_len == o.swizzle_.atom_len;
+}
+
+size_t TileLayout::hash() const {
+  size_t h = 0;
+  auto mix = [&h](long long v) { h ^= std::hash<long long>{}(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+  for (const std::vector<Iter>* iters : {&shard_, &replica_}) {
+    mix(static_cast<long long>(iters->size()));
+    for (const Iter& it : *iters) {
+      mix(it.extent);
+      mix(it.stride);
+      mix(static_cast<long long>(it.axis));
+    }
+  }
+  for (const auto& [axis, value] : offset_) {
+    if (value) {  // a zero offset is no offset (operator==)
+      mix(static_cast<long long>(axis));
+      mix(value);
+    }
+  }
+  mix(swizzle_.per_element);
+  mix(swizzle_.swizzle_len);
+  mix(swizzle_.atom_len);
+  return h;
 }
 
 }  // namespace tp

@@ -79,6 +79,7 @@ class TileLayout {
 
   std::string str() const;  // in the seeds' syntax
   bool operator==(const TileLayout& o) const;
+  size_t hash() const;  // equal layouts (operator==) hash alike
 
  private:
   void check_parts() const;

@@ -1,8 +1,9 @@
 // binary16 (NumPy float16) and bfloat16 (ml_dtypes) as the CPU backend computes with them.
 // Each op is evaluated exactly (or with its exact error term) in double and rounded once to
 // the format, ties to even: the same bits as the GPU's exactly rounded f16/bf16
-// instructions (add, sub, mul, fma, max, min; fdiv and sqrt are exact here too, while the
-// GPU's hsqrt/__hdiv go through f32 approximations). A NaN result is the GPU's canonical one.
+// instructions (add, sub, mul, fma, max, min). sqrt, fdiv, reciprocal and the transcendentals
+// are the device headers' own (TP_SIXTEEN_BIT_THROUGH_FLOAT), as on the GPU. A NaN result is
+// the GPU's canonical one.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -167,24 +168,16 @@ template <class F> F pick(F a, F b, bool want_max, bool nan_wins) {
 }
 }  // namespace host_small_float
 
-#define TP_HOST_SMALL_FLOAT_OPS(F)                                                              \
+#define TP_HOST_SMALL_FLOAT_OPS(F, Wide)                                                              \
   inline F add(F a, F b) { return host_small_float::add(a, b); }                                  \
   inline F sub(F a, F b) { return host_small_float::add(a, F::from_bits(b.bits ^ 0x8000)); }       \
   inline F mul(F a, F b) { return F::from_float(a.to_float() * b.to_float()); }                  \
-  inline F fdiv(F a, F b) { return F::round(a.to_double() / b.to_double()); }                     \
   inline F fma(F a, F b, F c) { return host_small_float::fma(a, b, c); }                          \
-  inline F sqrt(F a) { return F::from_float(std::sqrt(a.to_float())); }                          \
-  inline F exp(F a) { return F::round(std::exp(a.to_double())); }                                \
-  inline F exp2(F a) { return F::round(std::exp2(a.to_double())); }                              \
-  inline F log2(F a) { return F::round(std::log2(a.to_double())); }                              \
-  inline F log(F a) { return F::round(std::log(a.to_double())); }                                \
-  inline F rsqrt(F a) { return F::round(1.0 / std::sqrt(a.to_double())); }                        \
-  inline F reciprocal(F a) { return F::round(1.0 / a.to_double()); }                             \
   inline F max_num(F a, F b) { return host_small_float::pick(a, b, true, false); }               \
   inline F min_num(F a, F b) { return host_small_float::pick(a, b, false, false); }              \
   inline F max_nan(F a, F b) { return host_small_float::pick(a, b, true, true); }                \
   inline F min_nan(F a, F b) { return host_small_float::pick(a, b, false, true); }               \
-  inline float widen(F a) { return static_cast<float>(a.to_double()); }                           \
+  inline float widen(F a) { return a.to_float(); }                                                \
   template <> struct limits<F> {                                                                  \
     static F neg_zero() { return F::from_bits(0x8000); }                                          \
     static F pos_inf() { return F::from_bits(F::kExpMask); }                                      \
@@ -194,10 +187,11 @@ template <class F> F pick(F a, F b, bool want_max, bool nan_wins) {
   template <> struct convert_to<F> {                                                              \
     static F from(float x) { return F::from_float(x); }                                           \
     static F from(double x) { return F::round(x); }                                               \
-  };
+  };                                                                                              \
+  TP_SIXTEEN_BIT_THROUGH_FLOAT(F, Wide)
 
-TP_HOST_SMALL_FLOAT_OPS(half_t)
-TP_HOST_SMALL_FLOAT_OPS(bfloat16_t)
+TP_HOST_SMALL_FLOAT_OPS(half_t, float)
+TP_HOST_SMALL_FLOAT_OPS(bfloat16_t, double)
 #undef TP_HOST_SMALL_FLOAT_OPS
 
 }  // namespace tp

@@ -1,12 +1,14 @@
 #include "ops/op_table.h"
 
 #include <algorithm>
+#include <iterator>
 #include <type_traits>
 
 #include "errors.h"
 #include "ops/host_types.h"
 #include "ops/host_unary_table.h"
 #include "tileprim/elementwise/maps.cuh"
+#include "tileprim/reduction/ops.cuh"
 
 namespace tp {
 
@@ -15,7 +17,7 @@ namespace {
 constexpr DType F16 = DType::float16, BF16 = DType::bfloat16, F32 = DType::float32, F64 = DType::float64,
                 I32 = DType::int32;
 const std::vector<DType> kFloats = {F16, BF16, F32, F64};
-const std::vector<DType> kWide = {F32, F64};  // where CUDA's sqrt, division and reciprocal round once
+const std::vector<DType> k16 = {F16, BF16};  // where tileprim's transcendentals round once
 
 // ---- the map functors on the host ---------------------------------------------------------
 // Calls f with thread t's kArity mapped operands as the map template takes them: register
@@ -72,24 +74,41 @@ template <class Op, int kArity> void host_map(const HostMap& m) {
   });
 }
 
-OpDef reduction(const std::string& name, NanRule nan, std::vector<std::string> options, const std::string& fn,
-                const std::string& fn_nan, const std::string& doc) {
-  return OpDef{name, OpFamily::reduction, {"src"}, "", kFloats, nan, kFloats, std::move(options), fn, fn_nan, {},
-               nullptr, nullptr, doc};
-}
+const char* const kSumIdentity = "-0.0 (x + -0.0 == x for every x)";
+const char* const kIeeeNan = "IEEE: NaN propagates, inf - inf is NaN";
+const char* const kSelectiveIdentity = "NaN (fmax/fmin's identity: a slice of only NaNs gives NaN)";
+const char* const kSelectiveNan = "fmaxf/fminf: a NaN meeting a number yields the number (like np.fmax)";
+const char* const kNanFormNan = ".NaN instruction forms: NaN propagates (like np.maximum)";
 
-// An elementwise op whose functor reads the operands listed in `mapped`.
+// An elementwise op whose functor reads the operands listed in `mapped`. Every map is one
+// device function that both backends run, so every dtype gives the same bits on both; where it
+// rounds once its error is half an ulp.
 template <class Op, int kArity>
 OpDef map(const std::string& name, std::vector<std::string> operands, std::vector<int> mapped,
           std::vector<DType> exact, const std::string& fn, const std::string& doc) {
   if (static_cast<int>(mapped.size()) != kArity) throw std::logic_error("op table: " + name + " maps " + std::to_string(kArity) + " operands");
-  return OpDef{name, OpFamily::elementwise, std::move(operands), "", kFloats, NanRule::ieee, std::move(exact), {}, fn, "",
-               std::move(mapped), &host_map<Op, kArity>, nullptr, doc};
+  OpDef d{name, OpFamily::elementwise, std::move(operands), "", kFloats, NanRule::ieee, std::move(exact), {}, fn, "",
+          std::move(mapped), &host_map<Op, kArity>, nullptr, doc};
+  d.same_bits = kFloats;
+  for (DType t : d.exactly_rounded) d.max_ulp.emplace_back(t, 0.5);
+  return d;
 }
 
-// An op that reads no values: its result depends only on the call.
+// tileprim's own float32 and float64 algorithms (transcendental.cuh), their max error as
+// `benchmarks/accuracy.py --exhaustive` measures it (float32: every input of the binades where
+// the error is largest plus 2^21 samples; float64: 2^17.7 samples against mpmath), rounded up
+// with a margin of 0.01 for the inputs not checked; float16 and bfloat16 round once, every input
+// checked (benchmarks/results/accuracy.md)
+OpDef measured(OpDef d, double f32_ulp, double f64_ulp) {
+  d.max_ulp.emplace_back(F32, f32_ulp);
+  d.max_ulp.emplace_back(F64, f64_ulp);
+  return d;
+}
+
+// An op that reads no values: its result depends only on the call, exactly.
 OpDef valueless(OpDef d) {
   d.nan_rule = NanRule::none;
+  for (auto& dtype_ulp : d.max_ulp) dtype_ulp.second = 0.0;
   return d;
 }
 
@@ -108,28 +127,31 @@ std::vector<OpDef> build_table() {
   const OpDef treduce{"treduce", OpFamily::collective, {}, "", {F32, F16, BF16, I32}, NanRule::fmax, {F32, F16, BF16, I32},
                       {}, "", "", {}, nullptr, nullptr,
                       "every rank's tensor reduced into the root's dst: the root's value, then ranks ascending"};
-  return {
-      reduction("sum", NanRule::ieee, {"thread_reduce"}, "tp::reduce_op::Sum", "", "the sum over axes"),
-      reduction("max", NanRule::fmax, {"thread_reduce", "propagate_nan"}, "tp::reduce_op::Max",
-                "tp::reduce_op::MaxNaN", "the maximum over axes"),
-      reduction("min", NanRule::fmax, {"thread_reduce", "propagate_nan"}, "tp::reduce_op::Min",
-                "tp::reduce_op::MinNaN", "the minimum over axes"),
+  std::vector<OpDef> table = {
+      reduction_entry<reduce_op::Sum>("sum", {ReductionKind::sum, kSumIdentity, "", kIeeeNan, ""}, "the sum over axes"),
+      reduction_entry<reduce_op::Max, reduce_op::MaxNaN>(
+          "max", {ReductionKind::max, kSelectiveIdentity, "-inf", kSelectiveNan, kNanFormNan}, "the maximum over axes"),
+      reduction_entry<reduce_op::Min, reduce_op::MinNaN>(
+          "min", {ReductionKind::min, kSelectiveIdentity, "+inf", kSelectiveNan, kNanFormNan}, "the minimum over axes"),
       valueless(map<map_op::Zero, 0>("zero", {"src"}, {}, kFloats, "tp::map_op::Zero", "a tile of +0 shaped like src")),
       valueless(map<map_op::Copy, 1>("fill", {"src", "value"}, {1}, kFloats, "tp::map_op::Copy",
                                   "a tile shaped like src with every element value")),
-      map<map_op::Reciprocal, 1>("reciprocal", {"src"}, {0}, kWide, "tp::map_op::Reciprocal", "1 / src"),
-      map<map_op::Sqrt, 1>("sqrt", {"src"}, {0}, kWide, "tp::map_op::Sqrt", "the square root of src"),
-      map<map_op::Exp, 1>("exp", {"src"}, {0}, {}, "tp::map_op::Exp", "e ** src"),
-      map<map_op::Exp2, 1>("exp2", {"src"}, {0}, {}, "tp::map_op::Exp2", "2 ** src"),
-      map<map_op::Log2, 1>("log2", {"src"}, {0}, {}, "tp::map_op::Log2", "the base-2 logarithm of src"),
-      map<map_op::Log, 1>("log", {"src"}, {0}, {}, "tp::map_op::Log", "the natural logarithm of src"),
-      map<map_op::Rsqrt, 1>("rsqrt", {"src"}, {0}, {}, "tp::map_op::Rsqrt", "1 / sqrt(src)"),
-      map<map_op::Silu, 1>("silu", {"src"}, {0}, {}, "tp::map_op::Silu",
-                        "src / (1 + exp(-src)), each step rounded to the dtype"),
+      map<map_op::Reciprocal, 1>("reciprocal", {"src"}, {0}, kFloats, "tp::map_op::Reciprocal", "1 / src"),
+      map<map_op::Sqrt, 1>("sqrt", {"src"}, {0}, kFloats, "tp::map_op::Sqrt", "the square root of src"),
+      measured(map<map_op::Exp, 1>("exp", {"src"}, {0}, k16, "tp::map_op::Exp", "e ** src"), 0.78, 0.77),
+      measured(map<map_op::Exp2, 1>("exp2", {"src"}, {0}, k16, "tp::map_op::Exp2", "2 ** src"), 0.80, 0.76),
+      measured(map<map_op::Log2, 1>("log2", {"src"}, {0}, k16, "tp::map_op::Log2", "the base-2 logarithm of src"),
+               0.75, 0.67),
+      measured(map<map_op::Log, 1>("log", {"src"}, {0}, k16, "tp::map_op::Log", "the natural logarithm of src"),
+               0.69, 0.63),
+      measured(map<map_op::Rsqrt, 1>("rsqrt", {"src"}, {0}, k16, "tp::map_op::Rsqrt", "1 / sqrt(src)"), 0.52, 0.51),
+      measured(map<map_op::Silu, 1>("silu", {"src"}, {0}, k16, "tp::map_op::Silu",
+                                    "src * sigmoid(src) = src / (1 + exp(-src)), finite wherever the result is"),
+               0.82, 0.76),
       map<map_op::Add, 2>("add", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Add", "a + b"),
       map<map_op::Sub, 2>("sub", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Sub", "a - b"),
       map<map_op::Mul, 2>("mul", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Mul", "a * b"),
-      map<map_op::Fdiv, 2>("fdiv", {"a", "b"}, {0, 1}, kWide, "tp::map_op::Fdiv", "a / b (IEEE division)"),
+      map<map_op::Fdiv, 2>("fdiv", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Fdiv", "a / b (IEEE division)"),
       with_nan_form(map<map_op::Maximum, 2>("maximum", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Maximum",
                                          "the larger of a and b; NaN loses (np.fmax) unless propagate_nan=True"),
                     "tp::map_op::MaximumNaN", &host_map<map_op::MaximumNaN, 2>),
@@ -137,6 +159,12 @@ std::vector<OpDef> build_table() {
       cast,
       treduce,
   };
+  // A reduction folds in the one order both backends' templates share; treduce folds the root,
+  // then ranks ascending: the same bits on the CPU and every GPU for each dtype.
+  for (OpDef& d : table) {
+    if (d.family != OpFamily::elementwise) d.same_bits = d.dtypes;
+  }
+  return table;
 }
 
 }  // namespace
@@ -167,18 +195,53 @@ bool OpDef::has_option(const std::string& key) const {
   return std::find(options.begin(), options.end(), key) != options.end();
 }
 
-const std::vector<OpDef>& op_table() {
-  static const std::vector<OpDef> table = build_table();
+namespace {
+
+std::deque<OpDef>& mutable_table() {
+  static std::deque<OpDef> table = [] {
+    std::vector<OpDef> built = build_table();
+    return std::deque<OpDef>(std::make_move_iterator(built.begin()), std::make_move_iterator(built.end()));
+  }();
   return table;
 }
 
-const OpDef& op_def(const std::string& name) {
+const OpDef* find_op(const std::string& name) {
   for (const OpDef& d : op_table()) {
-    if (d.name == name) return d;
+    if (d.name == name) return &d;
   }
+  return nullptr;
+}
+
+}  // namespace
+
+const std::deque<OpDef>& op_table() { return mutable_table(); }
+
+const OpDef& op_def(const std::string& name) {
+  if (const OpDef* d = find_op(name)) return *d;
   std::string names;
   for (const OpDef& d : op_table()) names += (names.empty() ? "" : ", ") + d.name;
   throw ValueError("op: '" + name + "' is not a tileprim op; the ops are " + names);
+}
+
+std::string reduction_op_names() {
+  std::vector<std::string> names;
+  for (const OpDef& d : op_table()) {
+    if (d.reduction) names.push_back("'" + d.name + "'");
+  }
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
+
+void register_op(OpDef def) {
+  if (find_op(def.name)) throw ValueError("op: '" + def.name + "' is already an op");
+  mutable_table().push_back(std::move(def));
+}
+
+void unregister_op(const std::string& name) {
+  std::deque<OpDef>& table = mutable_table();
+  if (table.empty() || table.back().name != name) throw ValueError("op: '" + name + "' was not the last op registered");
+  table.pop_back();  // the others stay where they are
 }
 
 }  // namespace tp

@@ -1,9 +1,14 @@
 // The op table: every op of tileprim once. Python's op functions and scope methods,
 // tp.variants, validation, both backends and the tests read it (tileprim._C.ops()).
 // Adding an elementwise op is one entry in op_table.cc plus its functor in
-// include/tileprim/elementwise/maps.cuh.
+// include/tileprim/elementwise/maps.cuh; a reduction op, one entry plus its functors in
+// include/tileprim/reduction/ops.cuh, listed in ops/reduce_functors.h.
 #pragma once
+#include <deque>
+#include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ops/dtype.h"
@@ -34,9 +39,24 @@ struct HostMap {
 };
 using HostMapFn = void (*)(const HostMap& m);
 
+// What a reduction op computes, for the variants that specialise on it (sm100_packed's packed
+// adds and 3-input max/min); `other` for any further op, which the generic variants serve.
+enum class ReductionKind { sum, max, min, other };
+
+// A reduction op's descriptor. Its functors are the OpDef's device_fn (device_fn_nan with
+// propagate_nan=True): the kernels name them, and the CPU backend runs the same types
+// (ops/reduce_functors.h). The texts are what its plans note.
+struct ReductionOp {
+  ReductionKind kind = ReductionKind::other;
+  std::string identity;      // the fold's start
+  std::string identity_nan;  // ... with propagate_nan=True
+  std::string nan;           // how a NaN goes through the fold
+  std::string nan_nan;       // ... with propagate_nan=True
+};
+
 struct OpDef {
   std::string name;
-  OpFamily family;
+  OpFamily family = OpFamily::elementwise;
   std::vector<std::string> operands;  // argument names; empty for a collective (one per rank)
   std::string extra_arg;              // a further positional argument ("dtype" for cast)
   std::vector<DType> dtypes;          // operand dtypes it takes
@@ -49,6 +69,11 @@ struct OpDef {
   HostMapFn host_map = nullptr;        // elementwise: the functor on the CPU
   HostMapFn host_map_nan = nullptr;
   std::string doc;                     // one line
+  std::optional<ReductionOp> reduction;  // reductions: the descriptor every variant and backend reads
+  std::vector<DType> same_bits;        // dtypes where the CPU and every GPU give the same bits
+  // measured max error in ulps against the correctly rounded result, per dtype (elementwise;
+  // benchmarks/accuracy.py measures them): 0.5 where it rounds once, 0 where exact
+  std::vector<std::pair<DType, double>> max_ulp;
 
   int arity() const { return static_cast<int>(operands.size()); }
   bool takes(DType t) const;
@@ -56,7 +81,36 @@ struct OpDef {
   bool has_option(const std::string& key) const;
 };
 
-const std::vector<OpDef>& op_table();
+// A deque: registering an op leaves every OpDef& handed out (OpCall::def) in place.
+// A reduction op's table entry over functor Op (reduction/ops.cuh), with the NaN-propagating
+// form OpNaN where it has one (void: none; then it reads no propagate_nan).
+template <class Op, class OpNaN = void>
+OpDef reduction_entry(const std::string& name, ReductionOp desc, const std::string& doc) {
+  constexpr bool nan_form = !std::is_void_v<OpNaN>;
+  const std::vector<DType> floats = {DType::float16, DType::bfloat16, DType::float32, DType::float64};
+  OpDef d;
+  d.name = name;
+  d.family = OpFamily::reduction;
+  d.operands = {"src"};
+  d.dtypes = d.exactly_rounded = floats;
+  d.nan_rule = nan_form ? NanRule::fmax : NanRule::ieee;
+  d.options = {"thread_reduce"};
+  if (nan_form) d.options.push_back("propagate_nan");
+  d.device_fn = Op::kName;
+  if constexpr (nan_form) d.device_fn_nan = OpNaN::kName;
+  d.doc = doc;
+  d.reduction = std::move(desc);
+  return d;
+}
+
+const std::deque<OpDef>& op_table();
 const OpDef& op_def(const std::string& name);  // ValueError naming the ops for an unknown name
+// The reduction ops' names, quoted: "'sum', 'max' or 'min'".
+std::string reduction_op_names();
+
+// Test support: adds an op to the table (ValueError when the name is taken) and takes the
+// last added one away again; the caller drops every plan that names it.
+void register_op(OpDef def);
+void unregister_op(const std::string& name);
 
 }  // namespace tp

@@ -78,8 +78,7 @@ def resolve_backend(backend, device_operands: bool = False) -> str:
 
 def device_arch(device: int = 0) -> str:
     """The architecture string dispatch models for a device: sm_90a on an H100."""
-    cc = cuda_details()["devices"][device]["cc"]
-    return f"sm_{cc}{'a' if cc in (90, 100, 103) else ''}"
+    return _C.sm_target(cuda_details()["devices"][device]["cc"])
 
 
 def default_target(backend: str, device: int = 0) -> str:

@@ -18,7 +18,7 @@ from ._backends import default_target, resolve_backend
 from ._checks import OPTIONAL_STR, as_bool, as_int, expect
 from ._dtypes import dtype_name, numpy_dtype
 from ._interop import Adapter, Unkeyable, adapter_for, placed_key, remember_device_type
-from ._layout import TileLayout, as_layout
+from ._layout import LayoutExpr, TileLayout, as_layout
 from ._plan import Plan
 from ._scope import ExecScope
 
@@ -38,6 +38,10 @@ def bound_call(op: str, operands: tuple, axes, out, accum, scope, storage, layou
                target, backend, dispatch, extra, config: dict) -> "_Bound":
     """The bound plan of this call, from the memo or made now."""
     key = bound = None
+    if type(layout) is LayoutExpr and layout.shard is not None:  # S[...] syntax: keyed by its value
+        layout = layout.tile_layout()
+    if type(out_layout) is LayoutExpr and out_layout.shard is not None:
+        out_layout = out_layout.tile_layout()
     if (layout is None or type(layout) is TileLayout) and (out_layout is None or type(out_layout) is TileLayout):
         try:
             key = (op, scope, axes, accum, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
@@ -134,8 +138,6 @@ def _bind(op, values, axes, out, accum, scope, storage, layout, out_layout, batc
     scalar_ok = (lambda i: False) if reduction or op in ("zero", "cast") else \
         (lambda i: i == 1) if op == "fill" else (lambda i: True)
     operands = _operands(op, spec["operands"], values, scalar_ok)
-    if op == "fill" and operands[1].kind != "scalar":
-        raise TypeError("value: fill takes a Python scalar value")
     arrays = [o for o in operands if o.kind != "scalar"]
     if not arrays:
         raise ValueError(f"{op}: at least one operand must be an array (all are scalars)")
@@ -168,10 +170,8 @@ def _bind(op, values, axes, out, accum, scope, storage, layout, out_layout, batc
     refs = [_C.TileRef.scalar(o.arg) if o.kind == "scalar"
             else _C.TileRef(o.arg, o.dtype, list(tile_shape), storage, core_layout) for o in operands]
     axes_list = _axes_list(axes) if reduction else []
-    rank = len(tile_shape)
-    reduced = {a % rank for a in axes_list if -rank <= a < rank}
-    out_tile = [d for i, d in enumerate(tile_shape) if i not in reduced] if reduction else list(tile_shape)
-    out_ref = _C.TileRef("out", out_dtype, out_tile, storage, out_layout._core if out_layout is not None else None)
+    # the output's shape comes from C++ (validate.cc normalises the axes and derives it)
+    out_ref = _C.TileRef("out", out_dtype, [], storage, out_layout._core if out_layout is not None else None)
     if accum and out is None:
         raise ValueError("accum: accum=True folds the result into out=, so out= must be given")
     call = _C.OpCall(op, refs, out_ref, scope.kind, scope.threads, axes_list, accum, config, dispatch or "")
@@ -185,7 +185,7 @@ def _bind(op, values, axes, out, accum, scope, storage, layout, out_layout, batc
     core = _C.prepare(call, target, backend, devices)
 
     out_tile = tuple(core.plan.call.output.shape)
-    all_reduced = reduction and len(core.plan.call.axes) == rank and out_tile == (1,)
+    all_reduced = reduction and len(core.plan.call.axes) == len(tile_shape) and out_tile == (1,)
     result_shape = batch_shape + (() if all_reduced else out_tile)
     tiles = math.prod(batch_shape)
     plan = Plan(core.plan, result_shape, bound=core, tiles=tiles)

@@ -63,8 +63,10 @@ def op_docstring(spec: dict) -> str:
     name, family = spec["name"], spec["family"]
     operands = spec["operands"]
     lines = [f"{spec['doc'][0].upper()}{spec['doc'][1:]}, per tile, by the variants of dispatch.", ""]
-    lines.append(f"Numerics: NaN rule {spec['nan_rule']}; exactly rounded (the same bits on every backend) for "
-                 f"{', '.join(spec['exactly_rounded']) or 'no dtype (a CUDA math function)'}.")
+    lines.append(f"Numerics: NaN rule {spec['nan_rule']}; correctly rounded (one rounding) for "
+                 f"{', '.join(spec['exactly_rounded']) or 'no dtype'}; the same bits on the CPU and every "
+                 f"GPU for {', '.join(spec['same_bits']) or 'no dtype'}"
+                 + (f"; max error in ulps {spec['max_ulp']}." if spec["max_ulp"] else "."))
     lines += ["", "Parameters", "----------"]
     for o in operands:
         if name == "fill" and o == "value":

@@ -3,7 +3,6 @@ architecture; needs NVRTC, not a GPU."""
 from __future__ import annotations
 
 import html
-import re
 
 from . import _C
 from ._backends import cuda_details, cuda_status, device_arch
@@ -51,14 +50,6 @@ class Kernel:
                 f"<details><summary>PTX</summary><pre>{html.escape(self.ptx)}</pre></details></div>")
 
 
-def _compile_arch(target: str) -> str:
-    """The NVRTC target for a modelled architecture: itself when NVRTC knows it, else PTX."""
-    number = int(re.match(r"sm_(\d+)", target).group(1))
-    if number in _C.cuda.supported_archs():
-        return target
-    return _C.cuda.arch_for_compute_capability(number)
-
-
 def lower(op, /, *args, target=None, **kwargs) -> Kernel:
     """Plan ``op`` on these arguments and compile its kernel for ``target`` (default: this GPU's
     architecture, or sm_90a without one). Nothing runs; needs NVRTC, not a GPU. A tile op is
@@ -77,4 +68,4 @@ def lower(op, /, *args, target=None, **kwargs) -> Kernel:
     target = target or (device_arch(0) if cuda_status()[0] else "sm_90a")
     collective = getattr(op, "_tp_planner", None) is not None
     p = plan(op, *args, **kwargs) if collective else plan(op, *args, target=target, **kwargs)
-    return Kernel(p, _C.cuda.build(p._core, _compile_arch(target)))
+    return Kernel(p, _C.cuda.build(p._core, _C.cuda.compile_arch(target)))

@@ -51,8 +51,15 @@ class Axis:
     def __init__(self, name: str):
         _axis_rank(name)
         self.name = name
+        self._on: Dict[int, OnAxis] = {}
 
     def __rmatmul__(self, value) -> "OnAxis":
+        if type(value) is int:  # the common spelling, ``1 @ laneid``: one object per value
+            on = self._on.get(value)
+            if on is None and len(self._on) < 256:
+                on = self._on[value] = OnAxis(_as_int(value, f"stride or offset on {self.name}"), self)
+            if on is not None:
+                return on
         return OnAxis(_as_int(value, f"stride or offset on {self.name}"), self)
 
     def __repr__(self) -> str:
@@ -69,11 +76,24 @@ m, laneid, warpid, tx, wgid, tid_in_wg, wid_in_wg = (
     Axis(n) for n in ("m", "laneid", "warpid", "tx", "wgid", "tid_in_wg", "wid_in_wg"))
 
 
-@dataclass(frozen=True)
 class OnAxis:
-    """``value @ axis``: a stride inside ``S[...]``/``R[...]``, an offset after ``+``."""
-    value: int
-    axis: Axis
+    """``value @ axis``: a stride inside ``S[...]``/``R[...]``, an offset after ``+``. A value:
+    equal and hashed by (value, axis), never changed."""
+    __slots__ = ("value", "axis", "_hash")
+
+    def __init__(self, value: int, axis: Axis):
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "axis", axis)
+        object.__setattr__(self, "_hash", hash((value, axis.name)))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("OnAxis is read-only")
+
+    def __eq__(self, other) -> bool:
+        return type(other) is OnAxis and other.value == self.value and other.axis == self.axis
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def __add__(self, other):
         return LayoutExpr(offset={self.axis.name: self.value}) + other
@@ -136,13 +156,46 @@ class LayoutExpr:
 
     __radd__ = __add__
 
+    def tile_layout(self) -> "TileLayout":
+        """The TileLayout this sum spells, made once per expression (an expression is never
+        changed: ``+`` makes a new one)."""
+        layout = self.__dict__.get("_tile_layout")
+        if layout is None:
+            layout = self._tile_layout = TileLayout(self)
+        return layout
+
     def __repr__(self) -> str:
-        return str(TileLayout(self)) if self.shard is not None else f"LayoutExpr(replica={self.replica})"
+        return str(self.tile_layout()) if self.shard is not None else f"LayoutExpr(replica={self.replica})"
+
+
+# S[...] written inline in a call builds the same expression on every call: the expressions are
+# kept by the syntax's value, so a repeated call gets the same TileLayout (and hits the call memo).
+_SHARD_CACHE: Dict[tuple, LayoutExpr] = {}
+_SHARD_CACHE_LIMIT = 1024
+
+
+def _syntax_key(key) -> Optional[tuple]:
+    """``key`` of ``S[key]`` as a dictionary key, or None where it holds anything but ints and
+    ``v @ axis`` (a float 8.0 equals 8 but is no extent: it must reach the checks)."""
+    parts = (key.start, key.stop, key.step) if type(key) is slice else (key,)
+    for part in parts:
+        for v in (part if type(part) is tuple else (part,)):
+            if type(v) is not int and type(v) is not OnAxis and v is not None:
+                return None
+    return parts if type(key) is slice else (None, key)
 
 
 class _ShardSyntax:
     def __getitem__(self, key) -> LayoutExpr:
-        return LayoutExpr(shard=_iters(key, "S"))
+        cache_key = _syntax_key(key)
+        expr = _SHARD_CACHE.get(cache_key) if cache_key is not None else None
+        if expr is None:
+            expr = LayoutExpr(shard=_iters(key, "S"))
+            if cache_key is not None:
+                if len(_SHARD_CACHE) >= _SHARD_CACHE_LIMIT:
+                    _SHARD_CACHE.clear()
+                _SHARD_CACHE[cache_key] = expr
+        return expr
 
     def __repr__(self) -> str:
         return "S"
@@ -496,7 +549,11 @@ class TileLayout:
         return isinstance(other, TileLayout) and self._core == other._core
 
     def __hash__(self) -> int:
-        return hash(str(self))
+        try:
+            return self._hash
+        except AttributeError:
+            self._hash = hash(self._core)  # by value, in C++: equal layouts hash alike
+            return self._hash
 
     def __str__(self) -> str:
         return str(self._core)
@@ -520,5 +577,5 @@ def as_layout(value, arg: str) -> Optional[TileLayout]:
     if value is None or isinstance(value, TileLayout):
         return value
     if isinstance(value, LayoutExpr):
-        return TileLayout(value)
+        return value.tile_layout()
     raise TypeError(f"{arg}: expected a TileLayout or S[...] syntax, not {type(value).__name__}")

@@ -134,12 +134,15 @@ def variants(op) -> List[Tuple[str, int, List[str]]]:
 
 def op_table() -> Dict[str, dict]:
     """The C++ op table: every op's family, operands, dtypes, NaN rule, exactly rounded dtypes,
-    options and device functor.
+    the dtypes where the CPU and every GPU give the same bits (``same_bits``), the measured max
+    error in ulps per dtype (``max_ulp``, elementwise ops), options and device functor.
 
     Examples
     --------
     >>> t = tp.op_table()
-    >>> t["sqrt"]["family"], t["sqrt"]["exactly_rounded"], t["max"]["options"]
-    ('elementwise', ['float32', 'float64'], ['thread_reduce', 'propagate_nan'])
+    >>> t["sqrt"]["family"], t["exp"]["exactly_rounded"], t["max"]["options"]
+    ('elementwise', ['float16', 'bfloat16'], ['thread_reduce', 'propagate_nan'])
+    >>> t["exp"]["same_bits"], t["exp"]["max_ulp"]["float16"]
+    (['float16', 'bfloat16', 'float32', 'float64'], 0.5)
     """
     return {s["name"]: dict(s) for s in _C.ops()}

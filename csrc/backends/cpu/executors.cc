@@ -6,10 +6,10 @@
 #include "backends/cpu/host_lanes.h"
 #include "backends/cpu/packed_tiles.h"
 #include "backends/cpu/parallel.h"
-#include "backends/cpu/reduce_ops.h"
 #include "backends/cpu/tile_frame.h"
 #include "backends/cpu/treduce_executor.h"
 #include "ops/host_types.h"
+#include "ops/reduce_functors.h"
 #include "tileprim/reduction/lane_reduce.cuh"
 #include "tileprim/reduction/shared_groups.cuh"
 #include "tileprim/reduction/sm100_packed.cuh"
@@ -24,7 +24,7 @@ namespace {
 template <class F> HostBody reduction_body(const Plan& plan, F&& f) {
   HostBody body;
   with_host_float(plan.call.inputs[0].dtype, [&](auto tag) {
-    with_reduce_op(reduce_kind(plan.call), [&](auto op) { body = f(tag, op); });
+    with_reduce_functor(reduce_functor(plan.call), [&](auto op) { body = f(tag, op); });
   });
   return body;
 }
@@ -68,15 +68,13 @@ HostBody packed_body(const Plan& plan) {
   const bool accum = plan.call.accum;
   return reduction_body(plan, [&](auto, auto op) -> HostBody {
     using Op = decltype(op);
-    return [d, accum](const HostTile& t) {
-      float* dst = static_cast<float*>(t.out);
-      const float* src = static_cast<const float*>(t.in[0]);
-      if constexpr (std::is_same_v<Op, reduce_op::Sum>) {
-        packed_add_sum(dst, src, d.view, accum);
-      } else {
-        packed_three_input_maxmin<Op>(dst, src, d.view, accum);
-      }
-    };
+    if constexpr (!packed_fold<Op>::kServed) {
+      throw std::logic_error(std::string("sm100_packed has no packed fold for ") + Op::kName);
+    } else {
+      return [d, accum](const HostTile& t) {
+        packed_fold<Op>::run(static_cast<float*>(t.out), static_cast<const float*>(t.in[0]), d.view, accum);
+      };
+    }
   });
 }
 
@@ -131,6 +129,17 @@ class FlatMapExecutor : public Executor {
   std::shared_ptr<const Runner> bind(const Plan& plan) const override { return std::make_shared<FlatMapRunner>(plan); }
 };
 
+// Whole rows folded in place by Packs of lanes, where Op runs on them; else the tile frame.
+template <class T, class Op>
+std::shared_ptr<const Runner> rows_runner(const Plan& plan, const FoldView& view,
+                                          const HostTileExecutor::MakeBody& body) {
+  if constexpr (runs_on_packs<Op>::value) {
+    return std::make_shared<PackedReductionRunner<T, Op>>(plan, view);
+  } else {
+    return std::make_shared<HostTileRunner>(plan, body(plan));
+  }
+}
+
 // local and shared: thread-wise thread-scope tiles take the packed path (whole rows folded in
 // place across the cores), the others the lockstep tile frame.
 template <class Detail> class LaneReductionExecutor : public Executor {
@@ -144,8 +153,8 @@ template <class Detail> class LaneReductionExecutor : public Executor {
     }
     std::shared_ptr<const Runner> runner;
     with_host_float(plan.call.inputs[0].dtype, [&](auto tag) {
-      with_reduce_op(reduce_kind(plan.call), [&](auto op) {
-        runner = std::make_shared<PackedReductionRunner<typename decltype(tag)::type, decltype(op)>>(plan, d.view);
+      with_reduce_functor(reduce_functor(plan.call), [&](auto op) {
+        runner = rows_runner<typename decltype(tag)::type, decltype(op)>(plan, d.view, body_);
       });
     });
     return runner;

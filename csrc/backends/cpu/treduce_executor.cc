@@ -8,8 +8,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "backends/cpu/reduce_ops.h"
 #include "ops/host_types.h"
+#include "ops/reduce_functors.h"
 #include "tileprim/comm/treduce.cuh"
 #include "variants/comm/treduce_common.h"
 
@@ -78,7 +78,7 @@ class HostTreduceRunner : public Runner {
       using T = typename decltype(t)::type;
       with_accumulator<T>(p_, [&](auto a) {
         using Acc = typename decltype(a)::type;
-        with_reduce_op(p_.kind, [&](auto op) { run_ = &run_pieces<decltype(op), Acc, T>; });
+        with_reduce_functor(p_.functor, [&](auto op) { run_ = &run_pieces<decltype(op), Acc, T>; });
       });
     });
   }

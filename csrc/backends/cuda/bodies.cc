@@ -58,10 +58,7 @@ KernelBody shared_body(const Plan& plan) {
 KernelBody packed_body(const Plan& plan) {
   const auto& d = plan.detail_as<PackedPlan>();
   return {view_decl(d.view, "tp::kUnrollRegisters"),
-          plan.call.op() == "sum" ? std::string("tp::packed_add_sum(out, in0, kView, ") + accum_of(plan) + ");"
-                                  : "tp::packed_three_input_maxmin<" + reduce_functor(plan.call) + ">(out, in0, kView, " +
-                                        accum_of(plan) + ");",
-          true};
+          "tp::packed_fold<" + reduce_functor(plan.call) + ">::run(out, in0, kView, " + accum_of(plan) + ");", true};
 }
 
 // The op table's functor over this thread's bundle; scalar operands are kernel parameters.

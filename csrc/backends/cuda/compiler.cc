@@ -8,6 +8,7 @@
 #include "backends/cuda/driver.h"
 #include "backends/cuda/nvrtc.h"
 #include "backends/cuda/sha256.h"
+#include "dispatch/architecture.h"
 
 namespace tp::cuda {
 
@@ -58,17 +59,15 @@ void configure(const std::string& package_version, const std::string& include_di
 
 std::string header_digest() { return config().header_digest; }
 
-std::string arch_for_compute_capability(int cc) {
+std::string compile_arch(const std::string& target) {
+  const int number = sm_version(target);
   const std::vector<int> known = Nvrtc::get().supported_archs();
-  const bool specific = cc == 90 || cc == 100 || cc == 103;  // wgmma / tcgen05 live behind the 'a' suffix
-  if (std::find(known.begin(), known.end(), cc) != known.end()) {
-    return "sm_" + std::to_string(cc) + (specific ? "a" : "");
-  }
+  if (target.rfind("sm_", 0) == 0 && std::find(known.begin(), known.end(), number) != known.end()) return target;
   int newest = 0;
   for (int a : known) {
-    if (a <= cc) newest = std::max(newest, a);
+    if (a <= number) newest = std::max(newest, a);
   }
-  if (newest == 0) throw CudaError("NVRTC knows no architecture at or below sm_" + std::to_string(cc));
+  if (newest == 0) throw CudaError("NVRTC knows no architecture at or below sm_" + std::to_string(number));
   return "compute_" + std::to_string(newest);
 }
 

@@ -15,10 +15,10 @@ void configure(const std::string& package_version, const std::string& include_di
                const std::vector<std::string>& site_dirs);
 std::string header_digest();  // sha256 over the installed device headers
 
-// The compile target for a device of compute capability `cc`: sm_XX (sm_90a / sm_100a where
-// the arch-specific features exist) when the loaded NVRTC knows it, else PTX (compute_XX) for
-// the newest arch NVRTC knows, which the driver compiles on load.
-std::string arch_for_compute_capability(int cc);
+// What NVRTC builds for a target (dispatch/architecture.h): the target itself (SASS) when the
+// loaded NVRTC knows its number, else PTX (compute_XX) for the newest arch NVRTC knows at or
+// below it, which the driver compiles on load.
+std::string compile_arch(const std::string& target);
 
 // tileprim's NVRTC options for `arch` (without --gpu-architecture); the toolkit's include
 // dir is added when the source needs cuda_fp16.h / cuda_bf16.h.

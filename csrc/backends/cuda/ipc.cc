@@ -7,6 +7,7 @@
 
 #include "backends/cuda/compiler.h"
 #include "backends/cuda/driver.h"
+#include "dispatch/architecture.h"
 #include "errors.h"
 #include "tileprim/comm/signals.cuh"
 #include "tileprim/config.cuh"
@@ -25,7 +26,7 @@ CUfunction arrive_function(int device) {
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = loaded.find(device); it != loaded.end()) return it->second;
   Driver& d = Driver::get();
-  auto binary = compile_cached(kArriveSource, arch_for_compute_capability(d.compute_capability(device)),
+  auto binary = compile_cached(kArriveSource, compile_arch(sm_target(d.compute_capability(device))),
                                kernel_options(kArriveSource));
   DeviceScope scope;
   scope.use(device);

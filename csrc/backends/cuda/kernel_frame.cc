@@ -5,6 +5,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "dispatch/architecture.h"
 #include "errors.h"
 #include "tileprim/staging.cuh"
 
@@ -36,11 +37,6 @@ constexpr int kWindowStages = 4;
 // A map's slots a thread takes at once where it holds more: each chunk's registers unrolled,
 // the chunks looped. Unrolled whole, a thread's 1024 bfloat16 silu took NVRTC minutes.
 constexpr int kMapChunkSlots = 32;
-
-int sm_number(const std::string& arch) {
-  const size_t digits = arch.find_first_of("0123456789");
-  return digits == std::string::npos ? 0 : std::stoi(arch.substr(digits));
-}
 
 long long align16(long long bytes) { return (bytes + 15) / 16 * 16; }
 
@@ -90,7 +86,7 @@ bool per_slot(const RegisterPlacement& p, bool loads) { return p.threads == 1 ||
 class Frame {
  public:
   Frame(const Plan& plan, const KernelBody& body, const std::string& arch)
-      : plan_(plan), body_(body), threads_(plan.call.scope.threads), async_(sm_number(arch) >= 80) {
+      : plan_(plan), body_(body), threads_(plan.call.scope.threads), async_(sm_version(arch) >= 80) {
     std::tie(instances_, why_) = default_instances(plan.call.scope);
     for (const OperandStaging& s : plan.staging) {
       if (s.kind == Staging::registers) {
@@ -618,7 +614,7 @@ std::string cuda_scope_sync(const ExecScope& scope, int instances) {
 }
 
 long long max_shared_per_block(const std::string& arch) {
-  const int sm = sm_number(arch);
+  const int sm = sm_version(arch);
   if (sm >= 120) return 99 * 1024;
   if (sm >= 90) return 227 * 1024;
   if (sm == 80 || sm == 87) return 163 * 1024;

@@ -160,8 +160,7 @@ BuiltKernel CudaTileExecutor::build(const Plan& plan, const std::string& arch) c
 
 std::shared_ptr<const Runner> CudaTileExecutor::bind(const Plan& plan) const {
   const int device = device_of(plan);
-  const std::string arch = arch_for_compute_capability(Driver::get().compute_capability(device));
-  return std::make_shared<CudaTileRunner>(plan, build(plan, arch), device);
+  return std::make_shared<CudaTileRunner>(plan, build(plan, compile_arch(plan.context.device_target())), device);
 }
 
 }  // namespace tp::cuda

@@ -33,14 +33,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kCtasPerSm = 8;
 
-std::string functor_of(ReduceKind k) {
-  switch (k) {
-    case ReduceKind::sum: return "tp::reduce_op::Sum";
-    case ReduceKind::max: return "tp::reduce_op::Max";
-    default: return "tp::reduce_op::Min";
-  }
-}
-
 std::string kernel_source(const Plan& plan, const TreducePlan& p) {
   std::ostringstream os;
   os << "// tileprim treduce kernel: " << plan.call.str() << " [" << plan.variant << "]\n";
@@ -50,7 +42,7 @@ std::string kernel_source(const Plan& plan, const TreducePlan& p) {
      << "#include <tileprim/comm/arrive_kernel.cuh>\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ")\n"
      << "tp_treduce(const tp::treduce::Launch a) {\n"
-     << "  tp::treduce::run<" << functor_of(p.kind) << ", " << dtype_cuda_name(p.accumulate) << ", "
+     << "  tp::treduce::run<" << p.functor << ", " << dtype_cuda_name(p.accumulate) << ", "
      << dtype_cuda_name(p.dtype) << ", " << p.order.size() << ", " << (p.pingpong ? "true" : "false") << ">(a);\n"
      << "}\n";
   return os.str();
@@ -93,7 +85,7 @@ class CudaTreduceRunner : public Runner {
       for (int q = 0; q < ranks && (m.worker >= 0 || signalled_); ++q) {  // whom it reads or signals
         if (std::find(p_.staged.begin(), p_.staged.end(), q) == p_.staged.end()) d.enable_peer_access(m.device, devices_[q]);
       }
-      binary_ = built(plan, arch_for_compute_capability(d.compute_capability(m.device))).binary;
+      binary_ = built(plan, compile_arch(plan.context.device_target(r))).binary;
       DeviceScope scope;
       scope.use(m.device);
       const std::string& image = binary_->cubin.empty() ? binary_->ptx : binary_->cubin;

@@ -171,31 +171,9 @@ TP_HD float flush_subnormal(float x) {
   return (bits_of(x) & 0x7f800000u) == 0 ? float_of(bits_of(x) & 0x80000000u) : x;
 }
 
-// ---- transcendental maps: not exactly rounded; the host result may differ in the last ulps
-#if TP_ON_DEVICE
-TP_HD float exp(float a) { return expf(a); }
-TP_HD float exp2(float a) { return exp2f(a); }
-TP_HD float log2(float a) { return log2f(a); }
-TP_HD float log(float a) { return logf(a); }
-TP_HD double exp(double a) { return ::exp(a); }
-TP_HD double exp2(double a) { return ::exp2(a); }
-TP_HD double log2(double a) { return ::log2(a); }
-TP_HD double log(double a) { return ::log(a); }
-#else
-inline float exp(float a) { return std::exp(a); }
-inline float exp2(float a) { return std::exp2(a); }
-inline float log2(float a) { return std::log2(a); }
-inline double exp(double a) { return std::exp(a); }
-inline double exp2(double a) { return std::exp2(a); }
-inline double log2(double a) { return std::log2(a); }
-inline float log(float a) { return std::log(a); }
-inline double log(double a) { return std::log(a); }
-#endif
+// ---- 1 / a, exactly rounded
 TP_HD float reciprocal(float a) { return 1.0f / a; }
 TP_HD double reciprocal(double a) { return 1.0 / a; }
-// 1 / sqrt(a): two IEEE roundings, so the same bits on both backends
-TP_HD float rsqrt(float a) { return 1.0f / sqrt(a); }
-TP_HD double rsqrt(double a) { return 1.0 / sqrt(a); }
 
 // ---- conversions (round to nearest even) -------------------------------------------------
 // cast<To>(x): widen exactly to float/double, then one rounding to To.
@@ -214,23 +192,21 @@ template <> struct convert_to<double> {
 template <> struct convert_to<int> {
   static TP_HD int from(int x) { return x; }
 };
+}  // namespace tp
+
+#include "transcendental.cuh"
+
+namespace tp {
 
 // ---- the device's half and bfloat16 -----------------------------------------------------
 // CUDA's intrinsics are overloaded on both 2-byte types (H) and on both pair types (P): one
-// list of ops serves each.
+// list of ops serves each; only the exactly rounded instructions are used (sqrt, division and
+// the transcendentals come from TP_SIXTEEN_BIT_THROUGH_FLOAT, the host's own too).
 #define TP_TWO_BYTE_OPS(H)                                                                       \
   TP_HD H add(H a, H b) { return __hadd(a, b); }                                                 \
   TP_HD H sub(H a, H b) { return __hsub(a, b); }                                                 \
   TP_HD H mul(H a, H b) { return __hmul(a, b); }                                                 \
-  TP_HD H fdiv(H a, H b) { return __hdiv(a, b); }                                                \
   TP_HD H fma(H a, H b, H c) { return __hfma(a, b, c); }                                         \
-  TP_HD H sqrt(H a) { return hsqrt(a); }                                                         \
-  TP_HD H exp(H a) { return hexp(a); }                                                           \
-  TP_HD H exp2(H a) { return hexp2(a); }                                                         \
-  TP_HD H log2(H a) { return hlog2(a); }                                                         \
-  TP_HD H log(H a) { return hlog(a); }                                                           \
-  TP_HD H rsqrt(H a) { return hrsqrt(a); }                                                       \
-  TP_HD H reciprocal(H a) { return hrcp(a); }                                                    \
   TP_HD H max_num(H a, H b) { return __hmax(a, b); }                                             \
   TP_HD H min_num(H a, H b) { return __hmin(a, b); }                                             \
   TP_HD H max_nan(H a, H b) { return __hmax_nan(a, b); }                                         \
@@ -260,11 +236,8 @@ template <> struct convert_to<__half> {
   static TP_HD __half from(float x) { return __float2half_rn(x); }
   static TP_HD __half from(double x) { return __double2half(x); }
 };
+TP_SIXTEEN_BIT_THROUGH_FLOAT(__half, float)
 TP_TWO_BYTE_PAIR_OPS(__half2)
-TP_HD __half2 sqrt(__half2 a) { return h2sqrt(a); }
-TP_HD __half2 exp(__half2 a) { return h2exp(a); }
-TP_HD __half2 exp2(__half2 a) { return h2exp2(a); }
-TP_HD __half2 log2(__half2 a) { return h2log2(a); }
 #endif
 #if TP_ON_DEVICE && defined(TP_WITH_BF16)
 template <> struct limits<__nv_bfloat16> {
@@ -279,8 +252,7 @@ template <> struct convert_to<__nv_bfloat16> {
   static TP_HD __nv_bfloat16 from(float x) { return __float2bfloat16_rn(x); }
   static TP_HD __nv_bfloat16 from(double x) { return __double2bfloat16(x); }
 };
-// Only the exactly rounded ops pair: bfloat16's paired transcendentals are not the scalar
-// ones' steps.
+TP_SIXTEEN_BIT_THROUGH_FLOAT(__nv_bfloat16, double)
 TP_TWO_BYTE_PAIR_OPS(__nv_bfloat162)
 #endif
 #undef TP_TWO_BYTE_OPS

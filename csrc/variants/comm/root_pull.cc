@@ -12,7 +12,7 @@ namespace {
 
 class RootPull : public Variant {
  public:
-  RootPull() : Variant("root_pull", 10, {"treduce"}, {}) {}
+  RootPull() : Variant("root_pull", 10, OpFamily::collective, {}) {}
 
   void plan(Plan& plan) const override {
     plan_treduce(plan, {static_cast<int>(plan.call.integer("root", 0))}, "root_pull");

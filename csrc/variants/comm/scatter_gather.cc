@@ -43,7 +43,7 @@ std::string message_size(const OpCall& call, const DispatchContext& ctx) {
 class ScatterGather : public Variant {
  public:
   ScatterGather()
-      : Variant("scatter_gather", 20, {"treduce"},
+      : Variant("scatter_gather", 20, OpFamily::collective,
                 {{"ranks", ranks}, {"peer_access", peer_access}, {"message_size", message_size, true}}) {}
 
   void plan(Plan& plan) const override { plan_treduce(plan, non_root(plan.call), "scatter_gather"); }

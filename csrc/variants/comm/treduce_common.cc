@@ -12,11 +12,6 @@ namespace {
 // A piece holds about this many elements: enough work for a CTA of 256 threads, 16 bytes each.
 constexpr long long kPieceElements = 4096;
 
-ReduceKind kind_of(const std::string& op) {
-  if (op == "sum") return ReduceKind::sum;
-  return op == "max" ? ReduceKind::max : ReduceKind::min;
-}
-
 std::vector<int> fold_order(int ranks, int root) {
   std::vector<int> order = {root};
   for (int r = 0; r < ranks; ++r) {
@@ -64,7 +59,8 @@ void plan_treduce(Plan& plan, const std::vector<int>& workers, const std::string
   const bool gpu = plan.context.backend == "cuda";
   p->geometry = geometry_of(call, gpu ? std::max(1, plan.context.multiprocessors) : 1);
   p->order = fold_order(ranks, root);
-  p->kind = kind_of(call.text("op", "sum"));
+  const OpDef& op = op_def(call.text("op", "sum"));  // validate_call made sure it is a reduction
+  p->functor = op.device_fn;
   p->dtype = call.inputs[0].dtype;
   p->accumulate = call.text("accumulate", "").empty() ? p->dtype : DType::float32;
   p->pingpong = call.flag("pingpong");
@@ -124,8 +120,7 @@ void plan_treduce(Plan& plan, const std::vector<int>& workers, const std::string
                      "algorithm, backend, tile or buffering");
   plan.note("accumulate_dtype", dtype_name(p->accumulate));
   if (p->accumulate != p->dtype) plan.note("rounding", "one rounding to the operand dtype at the end");
-  plan.note("nan", p->kind == ReduceKind::sum ? "IEEE: NaN propagates"
-                                              : "fmax/fmin: a NaN meeting a number yields the number");
+  plan.note("nan", op.reduction->nan);
   plan.detail = p;
 }
 

@@ -15,7 +15,7 @@ namespace tp {
 struct TreducePlan : VariantPlan {
   treduce::Geometry geometry{};
   std::vector<int> order;    // ranks in fold order: the root, then the others ascending
-  ReduceKind kind = ReduceKind::sum;
+  std::string functor;       // the op's reduction functor (op table)
   DType dtype = DType::float32;
   DType accumulate = DType::float32;  // the dtype the fold runs in
   bool pingpong = false;

@@ -29,26 +29,27 @@ std::string anchor_layout(const OpCall& call, const DispatchContext&) {
   return anchor_of(call).swizzled() ? "anchor layout is swizzle" : "";
 }
 
-std::string scope_anchor(const OpCall& call, const DispatchContext&) {
-  if (call.scope.kind == ScopeKind::thread) return "";
+// Every thread of the scope holds a part of the anchor; the placement goes on to the planner.
+Analysis scope_anchor(const OpCall& call, const DispatchContext&) {
+  if (call.scope.kind == ScopeKind::thread) return nullptr;
   const TileLayout& anchor = anchor_of(call);
   if (!anchor.has_thread_axes()) {
-    return "got a thread-local view with no thread axes; pass the " + call.scope.kind_name() +
-           "-level tile's layout (e.g. S[(32, 8) : (1@laneid, 1)])";
+    throw Decline("got a thread-local view with no thread axes; pass the " + call.scope.kind_name() +
+                  "-level tile's layout (e.g. S[(32, 8) : (1@laneid, 1)])");
   }
-  const RegisterPlacement p = place_in_registers(anchor, call.scope, "out_layout");
+  auto p = std::make_shared<const RegisterPlacement>(place_in_registers(anchor, call.scope, "out_layout"));
   int covered = 0;
-  for (int t = 0; t < p.threads; ++t) {
-    for (int s = 0; s < p.slots; ++s) {
-      if (p.element_at(t, s) >= 0) {
+  for (int t = 0; t < p->threads; ++t) {
+    for (int s = 0; s < p->slots; ++s) {
+      if (p->element_at(t, s) >= 0) {
         ++covered;
         break;
       }
     }
   }
-  if (covered == p.threads) return "";
-  return "layout covers " + std::to_string(covered) + " of the " + std::to_string(p.threads) + " threads of " +
-         call.scope.str() + " scope; reg needs every thread of the scope";
+  if (covered == p->threads) return p;
+  throw Decline("layout covers " + std::to_string(covered) + " of the " + std::to_string(p->threads) +
+                " threads of " + call.scope.str() + " scope; reg needs every thread of the scope");
 }
 
 std::string operand_layouts(const OpCall& call, const DispatchContext&) {
@@ -64,15 +65,16 @@ std::string operand_layouts(const OpCall& call, const DispatchContext&) {
 class RegElementwise : public Variant {
  public:
   RegElementwise()
-      : Variant("reg", 10, elementwise_ops(),
+      : Variant("reg", 10, OpFamily::elementwise,
                 {{"operand_scope", operand_scope},
                  {"anchor_layout", anchor_layout},
-                 {"scope_anchor", scope_anchor},
+                 analysing("scope_anchor", scope_anchor),
                  {"operand_layouts", operand_layouts}}) {}
 
   void plan(Plan& plan) const override {
     const OpCall& call = plan.call;
-    auto place = std::make_shared<const RegisterPlacement>(place_in_registers(anchor_of(call), call.scope, "out_layout"));
+    std::shared_ptr<const RegisterPlacement> place = std::static_pointer_cast<const RegisterPlacement>(plan.analysis);
+    if (!place) place = std::make_shared<const RegisterPlacement>(place_in_registers(anchor_of(call), call.scope, "out_layout"));
     long long bundle = 0;
     for (int s = 0; s < place->slots; ++s) bundle += place->element_at(0, s) >= 0;
     plan.set("registers_per_thread", static_cast<long long>(place->slots));
@@ -83,7 +85,7 @@ class RegElementwise : public Variant {
     plan.note("compute_dtype", dtype_name(compute));
     plan.note("rounding", call.def->exact_for(compute)
                               ? "exactly rounded (round to nearest even): CPU and GPU agree bit for bit"
-                              : "the CUDA math function's accuracy; the CPU backend rounds the exact value");
+                              : "tileprim's own algorithm (op_table()[op]['max_ulp']): CPU and GPU agree bit for bit");
     plan.note("ftz", "no: subnormals kept");
     if (call.def->nan_rule == NanRule::fmax) {
       plan.note("nan", call.flag("propagate_nan") ? "max.NaN: NaN propagates (like np.maximum)"
@@ -106,15 +108,6 @@ class RegElementwise : public Variant {
     out.store = true;
     out.place = place;
     plan.staging.push_back(out);
-  }
-
- private:
-  static std::vector<std::string> elementwise_ops() {
-    std::vector<std::string> names;
-    for (const OpDef& d : op_table()) {
-      if (d.family == OpFamily::elementwise) names.push_back(d.name);
-    }
-    return names;
   }
 };
 

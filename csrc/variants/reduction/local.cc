@@ -222,25 +222,19 @@ LocalAnalysis analyze(const OpCall& call) {
   return a;
 }
 
-std::string local_valid(const OpCall& call, const DispatchContext&) {
-  if (call.inputs.at(0).storage != Storage::local) return "";  // storage_scope already says why
-  try {
-    analyze(call);
-  } catch (const Decline& d) {
-    return d.what();
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  return "";
+Analysis local_valid(const OpCall& call, const DispatchContext&) {
+  if (call.inputs.at(0).storage != Storage::local) return nullptr;  // storage_scope already says why
+  return std::make_shared<const LocalAnalysis>(analyze(call));
 }
 
 class LocalReduction : public Variant {
  public:
   LocalReduction()
-      : Variant("local", 10, {"sum", "max", "min"}, {storage_predicate(false), {"local_valid", local_valid}}) {}
+      : Variant("local", 10, OpFamily::reduction, {storage_predicate(false), analysing("local_valid", local_valid)}) {}
 
   void plan(Plan& plan) const override {
-    const LocalAnalysis a = analyze(plan.call);
+    const LocalAnalysis* found = plan.analysis_as<LocalAnalysis>();
+    const LocalAnalysis a = found ? *found : analyze(plan.call);  // a caller that skipped the predicates
     const ReductionAxes ax = reduction_axes(plan.call);
     plan.call.output.layout = a.dst_layout;
     plan.call.output.shape = a.dst_shape;

@@ -1,6 +1,7 @@
 #include "variants/reduction/reduction_common.h"
 
 #include <memory>
+#include <stdexcept>
 
 #include "errors.h"
 #include "layout/placement.h"
@@ -24,11 +25,9 @@ ReductionAxes reduction_axes(const OpCall& call) {
   return r;
 }
 
-ReduceKind reduce_kind(const OpCall& call) {
-  const bool nan = call.flag("propagate_nan");
-  if (call.op() == "sum") return ReduceKind::sum;
-  if (call.op() == "max") return nan ? ReduceKind::max_nan : ReduceKind::max;
-  return nan ? ReduceKind::min_nan : ReduceKind::min;
+const ReductionOp& reduction_op(const OpCall& call) {
+  if (!call.def->reduction) throw std::logic_error("op " + call.op() + " has no reduction descriptor");
+  return *call.def->reduction;
 }
 
 const std::string& reduce_functor(const OpCall& call) {
@@ -134,22 +133,11 @@ void stage_shared(Plan& plan, const TileLayout& src, const TileLayout& dst) {
 }
 
 void note_reduction_numerics(Plan& plan) {
-  const ReduceKind k = reduce_kind(plan.call);
+  const ReductionOp& op = reduction_op(plan.call);
+  const bool nan_form = plan.call.flag("propagate_nan");
   plan.note("accumulate_dtype", dtype_name(plan.call.inputs[0].dtype));
-  switch (k) {
-    case ReduceKind::sum: plan.note("identity", "-0.0 (x + -0.0 == x for every x)"); break;
-    case ReduceKind::max:
-    case ReduceKind::min: plan.note("identity", "NaN (fmax/fmin's identity: a slice of only NaNs gives NaN)"); break;
-    case ReduceKind::max_nan: plan.note("identity", "-inf"); break;
-    case ReduceKind::min_nan: plan.note("identity", "+inf"); break;
-  }
-  if (k == ReduceKind::max || k == ReduceKind::min) {
-    plan.note("nan", "fmaxf/fminf: a NaN meeting a number yields the number (like np.fmax)");
-  } else if (k != ReduceKind::sum) {
-    plan.note("nan", ".NaN instruction forms: NaN propagates (like np.maximum)");
-  } else {
-    plan.note("nan", "IEEE: NaN propagates, inf - inf is NaN");
-  }
+  plan.note("identity", nan_form ? op.identity_nan : op.identity);
+  plan.note("nan", nan_form ? op.nan_nan : op.nan);
 }
 
 }  // namespace tp

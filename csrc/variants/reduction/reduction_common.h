@@ -24,9 +24,9 @@ struct ReductionAxes {
 };
 ReductionAxes reduction_axes(const OpCall& call);
 
-enum class ReduceKind { sum, max, min, max_nan, min_nan };
-ReduceKind reduce_kind(const OpCall& call);  // max/min with propagate_nan=True -> *_nan
-// The operator's device functor, from the op table.
+// The op's reduction descriptor (op table), and the functor the call folds with: its
+// NaN-propagating form with propagate_nan=True.
+const ReductionOp& reduction_op(const OpCall& call);
 const std::string& reduce_functor(const OpCall& call);
 
 // The fold as the device templates take it; slots are register or shared-memory offsets.

@@ -46,7 +46,7 @@ std::string shared_valid(const OpCall& call, const DispatchContext&) {
 class SharedReduction : public Variant {
  public:
   SharedReduction()
-      : Variant("shared", 10, {"sum", "max", "min"},
+      : Variant("shared", 10, OpFamily::reduction,
                 {storage_predicate(true), {"shared_valid", shared_valid}}) {}
 
   void plan(Plan& plan) const override {

@@ -1,7 +1,7 @@
 // reduction -> sm100_packed (priority 20, so it pre-empts local): a thread-scope float32
 // reduction of a 1-D register vector of >= 8 elements to one value, with Blackwell's packed
-// add.rn.ftz.f32x2 (sum) and 3-input max/min.f32. The seed's seven predicates, all
-// evaluated; outside the gate it declines and local runs.
+// add.rn.ftz.f32x2 (sum) and 3-input max/min.f32. The op it serves and the seed's seven
+// predicates, all evaluated; outside the gate it declines and local runs.
 #include <memory>
 
 #include "dispatch/registry.h"
@@ -10,6 +10,12 @@
 namespace tp {
 namespace {
 
+// The packed instructions exist for these ops only (packed_fold in sm100_packed.cuh).
+std::string op(const OpCall& call, const DispatchContext&) {
+  const ReductionKind k = reduction_op(call).kind;
+  const bool served = k == ReductionKind::sum || k == ReductionKind::max || k == ReductionKind::min;
+  return served ? "" : "sm100_packed serves sum, max, min; not " + call.op();
+}
 std::string exec_scope(const OpCall& call, const DispatchContext&) {
   return call.scope.kind == ScopeKind::thread ? "" : "unsupported exec_scope " + call.scope.kind_name();
 }
@@ -42,8 +48,9 @@ std::string reduction_len(const OpCall& call, const DispatchContext&) {
 class PackedReduction : public Variant {
  public:
   PackedReduction()
-      : Variant("sm100_packed", 20, {"sum", "max", "min"},
-                {{"exec_scope", exec_scope},
+      : Variant("sm100_packed", 20, OpFamily::reduction,
+                {{"op", op},
+                 {"exec_scope", exec_scope},
                  {"local_scope", local_scope},
                  {"dst_len", dst_len},
                  {"src_ndim", src_ndim},
@@ -60,7 +67,7 @@ class PackedReduction : public Variant {
     p->view = fold_view(src, src.group(ax.src_shape), ax.reduced, dst, dst.group(ax.dst_shape));
     plan.call.output.layout = dst;
     plan.call.output.shape = ax.dst_shape;
-    const bool sum = call.op() == "sum";
+    const bool sum = reduction_op(call).kind == ReductionKind::sum;
     plan.set("algorithm", std::string(sum ? "packed_add_sum" : "3input_maxmin"));
     plan.set("slots", sum ? 8ll : 4ll);
     plan.set("reduction_len", ax.reduce_len);

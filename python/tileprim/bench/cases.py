@@ -12,7 +12,7 @@ import tileprim as tp
 from .._dtypes import numpy_dtype
 
 REDUCTIONS = ("sum", "max", "min")
-MAPS = {"sqrt": 1, "exp": 1, "add": 2, "fma": 3}  # op -> number of array operands
+MAPS = {"sqrt": 1, "exp": 1, "log2": 1, "silu": 1, "add": 2, "fma": 3}  # op -> number of array operands
 MAP_TILE = 8                                       # elements per thread's tile in the map cases
 GPU_KS = (4, 8, 32, 128, 1024, 8192)
 CPU_KS = (4, 8, 32, 128, 1024)

@@ -48,10 +48,8 @@ struct Rsqrt {
 struct Reciprocal {
   template <class T> static TP_HD T apply(T x) { return reciprocal(x); }
 };
-struct Silu {  // x / (1 + exp(0 - x)), evaluated in the operand dtype
-  template <class T> static TP_HD T apply(T x) {
-    return fdiv(x, add(cast<T>(1.0f), exp(sub(cast<T>(0.0f), x))));
-  }
+struct Silu {  // x * sigmoid(x), numeric.cuh's own
+  template <class T> static TP_HD T apply(T x) { return silu(x); }
 };
 struct Add {
   template <class T> static TP_HD T apply(T a, T b) { return add(a, b); }
@@ -97,7 +95,8 @@ template <class Op, class T> struct Paired {};
   template <> struct Paired<map_op::op, T> { \
     using type = T2;                      \
   };
-// the exactly rounded maps pair on both 2-byte types
+// the maps of one exactly rounded instruction pair on both 2-byte types; the others (sqrt,
+// division, the transcendentals) compute in float, one lane at a time
 #define TP_PAIRED_EXACT(T, T2)  \
   TP_PAIRED(Add, T, T2)         \
   TP_PAIRED(Sub, T, T2)         \
@@ -107,10 +106,6 @@ template <class Op, class T> struct Paired {};
   TP_PAIRED(MaximumNaN, T, T2)
 #if defined(TP_WITH_FP16)
 TP_PAIRED_EXACT(__half, __half2)
-TP_PAIRED(Sqrt, __half, __half2)
-TP_PAIRED(Exp, __half, __half2)
-TP_PAIRED(Exp2, __half, __half2)
-TP_PAIRED(Log2, __half, __half2)
 #endif
 #if defined(TP_WITH_BF16)
 TP_PAIRED_EXACT(__nv_bfloat16, __nv_bfloat162)

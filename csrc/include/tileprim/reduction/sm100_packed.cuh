@@ -110,4 +110,26 @@ TP_HD void packed_three_input_maxmin(float* dst, Src src, const View& v, bool ac
   dst[v.dst_slot(0)] = Three::apply(Op::apply(t[0], t[1]), t[2], t[3]);
 }
 
+// The packed fold of each operator: sum's packed adds, max/min's 3-input forms; kServed is
+// false for any other operator (sm100_packed's op predicate turns those calls away).
+template <class Op> struct packed_fold {
+  static constexpr bool kServed = false;
+};
+template <> struct packed_fold<reduce_op::Sum> {
+  static constexpr bool kServed = true;
+  template <class Src, class View> static TP_HD void run(float* dst, Src src, const View& v, bool accum) {
+    packed_add_sum(dst, src, v, accum);
+  }
+};
+template <class Op> struct packed_three_input_fold {
+  static constexpr bool kServed = true;
+  template <class Src, class View> static TP_HD void run(float* dst, Src src, const View& v, bool accum) {
+    packed_three_input_maxmin<Op>(dst, src, v, accum);
+  }
+};
+template <> struct packed_fold<reduce_op::Max> : packed_three_input_fold<reduce_op::Max> {};
+template <> struct packed_fold<reduce_op::Min> : packed_three_input_fold<reduce_op::Min> {};
+template <> struct packed_fold<reduce_op::MaxNaN> : packed_three_input_fold<reduce_op::MaxNaN> {};
+template <> struct packed_fold<reduce_op::MinNaN> : packed_three_input_fold<reduce_op::MinNaN> {};
+
 }  // namespace tp

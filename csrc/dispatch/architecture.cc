@@ -1,0 +1,38 @@
+#include "dispatch/architecture.h"
+
+#include <algorithm>
+
+#include "errors.h"
+
+namespace tp {
+
+const std::vector<std::string>& known_targets() {
+  static const std::vector<std::string> targets = {
+      "sm_75",  "sm_80",   "sm_86",   "sm_87",  "sm_88",   "sm_89",   "sm_90",   "sm_90a",  "sm_100", "sm_100a",
+      "sm_100f", "sm_101", "sm_101a", "sm_101f", "sm_103", "sm_103a", "sm_103f", "sm_110", "sm_110a",
+      "sm_110f", "sm_120", "sm_120a", "sm_120f", "sm_121", "sm_121a", "sm_121f"};
+  return targets;
+}
+
+int sm_version(const std::string& target) {
+  if (target.empty()) return 0;
+  static const std::string kPtx = "compute_";
+  if (target.rfind(kPtx, 0) == 0 && target.size() > kPtx.size() && target.size() <= kPtx.size() + 4 &&
+      std::all_of(target.begin() + kPtx.size(), target.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::stoi(target.substr(kPtx.size()));
+  }
+  const auto& known = known_targets();
+  if (std::find(known.begin(), known.end(), target) == known.end()) {
+    std::string names;
+    for (const std::string& t : known) names += (names.empty() ? "" : ", ") + t;
+    throw ValueError("target: '" + target + "' is not a known architecture; the targets are " + names);
+  }
+  return std::stoi(target.substr(3));
+}
+
+std::string sm_target(int cc) {
+  const bool specific = cc == 90 || cc == 100 || cc == 103;
+  return "sm_" + std::to_string(cc) + (specific ? "a" : "");
+}
+
+}  // namespace tp

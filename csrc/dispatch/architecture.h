@@ -1,0 +1,21 @@
+// GPU architectures, in one place: the target strings dispatch models ("sm_90a"), their
+// numbers (90), and the target of a device's compute capability. Dispatch, the CUDA backend,
+// the kernel frame and Python (_C.sm_version, _C.sm_target) all ask these.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace tp {
+
+// The targets dispatch models, oldest first.
+const std::vector<std::string>& known_targets();
+
+// "sm_90a" -> 90, "compute_90" -> 90 (an NVRTC PTX target), "" -> 0 (no architecture);
+// ValueError naming `target` and listing the known targets otherwise.
+int sm_version(const std::string& target);
+
+// The target of a device of compute capability `cc` (major * 10 + minor): sm_XX, with the
+// 'a' suffix where the arch-specific features live (wgmma, tcgen05: sm_90a, sm_100a, sm_103a).
+std::string sm_target(int cc);
+
+}  // namespace tp

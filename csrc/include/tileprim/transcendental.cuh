@@ -1,0 +1,304 @@
+// tileprim's own exp, exp2, log, log2, rsqrt and silu for float and double: a range
+// reduction plus a short polynomial, written only in IEEE-rounded operations (add, mul, fma,
+// division, sqrt, moves of exponent bits, comparisons and selects). The GPU compiles these
+// functions and the CPU backend instantiates the same ones, so both give the same bits; no
+// CUDA or C library math function is called, whose last bits differ from each other.
+//
+// Each op first yields a Value: the result as (hi + lo) * 2^k with hi = RN(hi + lo) and
+// |lo| <= ulp(hi) / 2, about 2^-27 (float) or 2^-56 (double) relative. float and double round
+// hi * 2^k; the 16-bit types round hi + lo to odd in float, then once to 16 bits, which is
+// their correct rounding (checked over every input: tests/test_numerics.py). Written as
+// selects, not branches, so host loops over them vectorize. Measured accuracy: the op table.
+//
+// Included by numeric.cuh after its exactly rounded arithmetic.
+#pragma once
+
+namespace tp {
+namespace ieee_math {
+
+template <class T> struct Format;
+template <> struct Format<float> {
+  using Bits = unsigned;
+  static constexpr int kMant = 23;
+  static constexpr Bits kBias = 127, kMantMask = 0x007fffffu, kSqrtHalf = 0x3f3504f3u;
+  static constexpr float kShifter = 0x1.8p23f;  // v + kShifter rounds |v| < 2^22 to an integer
+  static constexpr float kMinNormal = 0x1p-126f, kSubnormalScale = 0x1p24f, kSubnormalExponent = -24.0f;
+  static constexpr float kLn2Hi = 0x1.62e430p-1f, kLn2Lo = -0x1.05c610p-29f;      // ln 2 = hi + lo
+  static constexpr float kLn2Short = 0x1.62e4p-1f, kLn2ShortLo = 0x1.7f7d1cp-20f;  // k * short is exact
+  static constexpr float kLog2e = 0x1.715476p+0f, kLog2eLo = 0x1.4ae0c0p-26f;
+  static constexpr float kExpMin = -128.0f, kExpMax = 89.0f;    // beyond: exp is 0 / inf, silu -0
+  static constexpr float kMinExponent = -126.0f;
+  static constexpr int kNewtonSteps = 3;  // 1/d from a start 1/17 off: (1/17)^8 < 2^-32
+  static constexpr float kExp2Min = -152.0f, kExp2Max = 129.0f;
+  static constexpr float kRsqrtBig = 0x1p100f, kRsqrtSmall = 0x1p-100f;  // x scaled by kRsqrtShift^+-1 beyond
+  static constexpr float kRsqrtShift = 0x1p64f, kRsqrtPost = 0x1p32f;
+  // (e^r - 1 - r - r^2/2) / r^3 on |r| <= ln2/2 (weighted error 2^-32.8)
+  static TP_HD float exp_cubic(float r) {
+    return fma(fma(fma(fma(0x1.9aa3f6p-13f, r, 0x1.6d5430p-10f), r, 0x1.1115b2p-7f), r, 0x1.5554e2p-5f), r,
+               0x1.555552p-3f);
+  }
+  // (log((1+s)/(1-s)) - 2s) / s^3 as a polynomial in z = s^2, s^2 <= 0.0295 (weighted 2^-35)
+  static TP_HD float log_odd(float z) {
+    return fma(fma(fma(0x1.ec1914p-3f, z, 0x1.23f1b0p-2f), z, 0x1.999bd4p-2f), z, 0x1.555554p-1f);
+  }
+};
+template <> struct Format<double> {
+  using Bits = unsigned long long;
+  static constexpr int kMant = 52;
+  static constexpr Bits kBias = 1023, kMantMask = 0x000fffffffffffffull, kSqrtHalf = 0x3fe6a09e667f3bcdull;
+  static constexpr double kShifter = 0x1.8p52;
+  static constexpr double kMinNormal = 0x1p-1022, kSubnormalScale = 0x1p54, kSubnormalExponent = -54.0;
+  static constexpr double kLn2Hi = 0x1.62e42fefa39efp-1, kLn2Lo = 0x1.abc9e3b39803fp-56;
+  static constexpr double kLn2Short = 0x1.62e42feep-1, kLn2ShortLo = 0x1.a39ef35793c76p-33;
+  static constexpr double kLog2e = 0x1.71547652b82fep+0, kLog2eLo = 0x1.777d0ffda0d24p-56;
+  static constexpr double kExpMin = -760.0, kExpMax = 710.0;
+  static constexpr double kMinExponent = -1022.0;
+  static constexpr int kNewtonSteps = 4;
+  static constexpr double kExp2Min = -1080.0, kExp2Max = 1025.0;
+  static constexpr double kRsqrtBig = 0x1p900, kRsqrtSmall = 0x1p-900;
+  static constexpr double kRsqrtShift = 0x1p200, kRsqrtPost = 0x1p100;
+  static TP_HD double exp_cubic(double r) {  // weighted error 2^-63.5
+    double p = fma(0x1.1ec4409151176p-29, r, 0x1.af6feb67937dap-26);
+    p = fma(p, r, 0x1.27e5504352be4p-22);
+    p = fma(p, r, 0x1.71ddedc1aba2fp-19);
+    p = fma(p, r, 0x1.a01a016eeb260p-16);
+    p = fma(p, r, 0x1.a01a01b47b7e1p-13);
+    p = fma(p, r, 0x1.6c16c16c215f0p-10);
+    p = fma(p, r, 0x1.111111110e9a6p-7);
+    p = fma(p, r, 0x1.555555555553dp-5);
+    return fma(p, r, 0x1.555555555555cp-3);
+  }
+  static TP_HD double log_odd(double z) {  // weighted error 2^-59.4
+    double p = fma(0x1.2f3e5a467afefp-3, z, 0x1.399c3125b8575p-3);
+    p = fma(p, z, 0x1.746674e09f5e5p-3);
+    p = fma(p, z, 0x1.c71c510579b6ep-3);
+    p = fma(p, z, 0x1.2492494330978p-2);
+    p = fma(p, z, 0x1.999999997e6acp-2);
+    return fma(p, z, 0x1.5555555555597p-1);
+  }
+};
+
+template <class T> TP_HD typename Format<T>::Bits to_bits(T x) { return bits_of(x); }
+TP_HD float from_bits(unsigned b) { return float_of(b); }
+TP_HD double from_bits(unsigned long long b) { return double_of(b); }
+
+// (hi + lo) * 2^k; k is an integer held in a T
+template <class T> struct Value {
+  T hi, lo, k;
+};
+// v where ok, else the exact value `otherwise`: selects on each member (with & and |, not && and
+// ||), so that host loops over them have no branch and vectorize
+template <class T> TP_HD Value<T> pick_value(bool ok, const Value<T>& v, T otherwise) {
+  return {ok ? v.hi : otherwise, ok ? v.lo : T(0), ok ? v.k : T(0)};
+}
+
+// hi + lo = a + b exactly, hi = RN(a + b), for |a| >= |b| or a == 0 (Fast2Sum)
+template <class T> TP_HD Value<T> fast_two_sum(T a, T b) {
+  const T hi = a + b;
+  return {hi, b - (hi - a), T(0)};
+}
+template <class T> TP_HD Value<T> two_sum(T a, T b) {  // the same for any a, b (Knuth)
+  const T hi = a + b, bb = hi - a;
+  return {hi, (a - (hi - bb)) + (b - bb), T(0)};
+}
+
+// 2^k for an integer k of the normal exponent range, from its bits
+template <class T> TP_HD T pow2(T k) {
+  using F = Format<T>;
+  return from_bits((to_bits(k + F::kShifter) - to_bits(F::kShifter) + F::kBias) << F::kMant);
+}
+// v * 2^k rounded once, for k up to twice the exponent range: two exact steps, the second
+// rounding where the product is subnormal or overflows
+template <class T> TP_HD T times_pow2(T v, T k) {
+  using F = Format<T>;
+  const T k1 = (k * T(0.5) + F::kShifter) - F::kShifter;
+  return (v * pow2(k1)) * pow2(k - k1);
+}
+
+// 1/d for d in [lo, hi] to about an ulp: the line alpha - beta d with the least relative error
+// e (alpha = beta (lo + hi), beta = 2 / (lo hi + (lo + hi)^2 / 4)), then Newton steps y (2 - d y),
+// each squaring the error; cheaper on the GPU than an IEEE division, and as deterministic
+// (recursion, not a loop: a loop inside the host's loop over elements would keep it scalar)
+template <class T, int kSteps> TP_HD T reciprocal_from_line(T d, T alpha, T beta) {
+  if constexpr (kSteps == 0) {
+    return fma(-beta, d, alpha);
+  } else {
+    const T y = reciprocal_from_line<T, kSteps - 1>(d, alpha, beta);
+    return fma(y, fma(-d, y, T(1)), y);
+  }
+}
+
+// e^(a + rho) for |a + rho| <= ln2/2, a exact and rho <= 2^-21 (a + rho's error), r = RN(a + rho):
+// 1 + a + rho + r^2 (1/2 + r q(r)), the sum kept as hi + lo, about 2^-27 (2^-56) relative
+template <class T> TP_HD Value<T> exp_near_zero(T a, T r, T rho) {
+  using F = Format<T>;
+  const T small = fma(r * r, fma(r, F::exp_cubic(r), T(0.5)), rho);
+  const Value<T> one_a = fast_two_sum(T(1), a);
+  return fast_two_sum(one_a.hi, one_a.lo + small);
+}
+
+// e^x = e^(a + rho) * 2^k with k = RN(x / ln2), a + rho = x - k ln2 (Cody and Waite: a's fma
+// is exact, rho = -k ln2_lo)
+template <class T> TP_HD Value<T> exp_value(T x) {
+  using F = Format<T>;
+  T xc = x > F::kExpMax ? F::kExpMax : x;
+  xc = xc < F::kExpMin ? F::kExpMin : xc;
+  const T k = fma(xc, F::kLog2e, F::kShifter) - F::kShifter;
+  const T a = fma(-k, F::kLn2Hi, xc), rho = -k * F::kLn2Lo;
+  Value<T> e = exp_near_zero(a, a + rho, rho);
+  e.k = k;
+  return e;  // NaN for a NaN x (the callers make it the canonical NaN)
+}
+
+// 2^x = e^(t ln2) * 2^k with k = RN(x), t = x - k exact, t ln2 = y + rho
+template <class T> TP_HD Value<T> exp2_value(T x) {
+  using F = Format<T>;
+  T xc = x > F::kExp2Max ? F::kExp2Max : x;
+  xc = xc < F::kExp2Min ? F::kExp2Min : xc;
+  const T k = (xc + F::kShifter) - F::kShifter;
+  const T t = xc - k, y = t * F::kLn2Hi;
+  Value<T> e = exp_near_zero(y, y, fma(t, F::kLn2Hi, -y) + t * F::kLn2Lo);
+  e.k = k;
+  return e;  // NaN for a NaN x
+}
+
+// log x = k ln2 + log(1 + f) with x = 2^k (1 + f), 1 + f in [sqrt(1/2), sqrt(2)); log(1 + f) =
+// f - f^2/2 + s (f^2/2 + R(s^2)), s = f / (2 + f) (fdlibm's split), as f (exact) plus `lo`
+template <class T> struct LogParts {
+  T k;
+  Value<T> log1p;  // k = 0
+};
+template <class T> TP_HD LogParts<T> log_parts(T x) {  // x > 0 finite
+  using F = Format<T>;
+  using Bits = typename F::Bits;
+  const bool subnormal = x < F::kMinNormal;
+  const Bits ix = to_bits(subnormal ? x * F::kSubnormalScale : x) + (to_bits(T(1)) - F::kSqrtHalf);
+  const T k = (from_bits(to_bits(F::kShifter) + (ix >> F::kMant) - F::kBias) - F::kShifter) +
+              (subnormal ? F::kSubnormalExponent : T(0));
+  const T f = from_bits((ix & F::kMantMask) + F::kSqrtHalf) - T(1);
+  const T half_f = T(0.5) * f, hfsq = half_f * f, hfsq_err = fma(half_f, f, -hfsq);  // f^2/2 exactly
+  // s = (f/2) / (1 + f/2), 1 + f/2 in [0.853, 1.208], where the line is 1/67 off
+  const T s = half_f * reciprocal_from_line<T, F::kNewtonSteps>(T(1) + half_f, T(0x1.f859fb1e833f6p+0),
+                                                                      T(0x1.e981385f30266p-1));
+  const T z = s * s;
+  const T odd = s * (hfsq + z * F::log_odd(z));
+  const Value<T> main = fast_two_sum(f, -hfsq);
+  return {k, fast_two_sum(main.hi, main.lo + (odd - hfsq_err))};
+}
+// log's specials: NaN and x < 0 give NaN, +-0 -inf, +inf itself
+template <class T> TP_HD Value<T> log_special(T x, const Value<T>& v) {
+  const T special = x == T(0) ? limits<T>::neg_inf() : (x > T(0) ? x : limits<T>::quiet_nan());
+  return pick_value((x > T(0)) & (x < limits<T>::pos_inf()), v, special);
+}
+
+template <class T> TP_HD Value<T> log_value(T x) {
+  using F = Format<T>;
+  const LogParts<T> p = log_parts(x);
+  const Value<T> s = fast_two_sum(p.k * F::kLn2Short, p.log1p.hi);  // the product is exact
+  return log_special(x, fast_two_sum(s.hi, (s.lo + p.log1p.lo) + p.k * F::kLn2ShortLo));
+}
+
+template <class T> TP_HD Value<T> log2_value(T x) {
+  using F = Format<T>;
+  const LogParts<T> p = log_parts(x);
+  const T y = p.log1p.hi * F::kLog2e;  // (hi + lo) / ln2, the product's error kept
+  const T y_lo = fma(p.log1p.hi, F::kLog2e, -y) + (p.log1p.lo * F::kLog2e + p.log1p.hi * F::kLog2eLo);
+  const Value<T> s = fast_two_sum(p.k, y);
+  return log_special(x, fast_two_sum(s.hi, s.lo + y_lo));
+}
+
+// 1/sqrt(x): y0 = 1/sqrt(x) (two roundings), then one Newton step y0 (1 + r/2) on the residual
+// r = 1 - x y0^2, computed nearly exactly with fma; x scaled by an even power of two so that y0^2
+// stays normal
+template <class T> TP_HD Value<T> rsqrt_value(T x) {
+  using F = Format<T>;
+  const bool big = x > F::kRsqrtBig, small = x < F::kRsqrtSmall;
+  const T xs = x * (small ? F::kRsqrtShift : (big ? T(1) / F::kRsqrtShift : T(1)));
+  const T post = small ? F::kRsqrtPost : (big ? T(1) / F::kRsqrtPost : T(1));
+  const T y0 = T(1) / sqrt(xs), h = y0 * y0;
+  const T r = fma(-xs, fma(y0, y0, -h), fma(-xs, h, T(1)));
+  const T half_y0 = T(0.5) * y0, y = fma(half_y0, r, y0);
+  const Value<T> v{y * post, fma(half_y0, r, y0 - y) * post, T(0)};
+  // +-0 -> +-inf, +inf -> +0, x < 0 and NaN -> NaN: what y0 already is, NaN made canonical
+  const T special = is_nan(y0) ? limits<T>::quiet_nan() : y0;
+  return pick_value((x > T(0)) & (x < limits<T>::pos_inf()), v, special);
+}
+
+// silu x = x sigmoid(x) = n / d with e = e^-|x|, d = 1 + e, n = x (x >= 0) or x e (x < 0, so
+// nothing overflows): n and d carried exactly as pairs, the quotient n (1/d) corrected by its
+// remainder.
+// For x < 0 the 2^k of e stays outside until the end, so subnormal results round once.
+template <class T> TP_HD Value<T> silu_value(T x) {
+  using F = Format<T>;
+  const bool negative = x < T(0);
+  const T a = negative ? (x < F::kExpMin ? F::kExpMin : x) : -x;  // -|x|, kept where e^a > 0
+  const Value<T> e = exp_value(a);
+  // below 2^kMinExponent e no longer counts beside 1: one scaling, its 2^k clamped
+  const T scale = pow2(e.k < F::kMinExponent ? F::kMinExponent : e.k);
+  const Value<T> d = fast_two_sum(T(1), e.hi * scale);
+  const T d_lo = d.lo + e.lo * scale;
+  const T n = negative ? a * e.hi : x;
+  const T n_lo = negative ? fma(a, e.hi, -n) + a * e.lo : T(0);
+  const T inv = reciprocal_from_line<T, F::kNewtonSteps>(d.hi, T(24.0 / 17), T(8.0 / 17)), q = n * inv;
+  const T c = ((fma(-q, d.hi, n) + n_lo) - q * d_lo) * inv;
+  Value<T> v = fast_two_sum(q, c);
+  v.k = negative ? e.k : T(0);
+  // NaN; +inf; +-0 keeps its sign (-inf has a = kExpMin and comes out -0)
+  const T special = is_nan(x) ? limits<T>::quiet_nan() : x;
+  return pick_value(!(is_nan(x) | (x == limits<T>::pos_inf()) | (x == T(0))), v, special);
+}
+
+// hi + lo rounded to odd: the neighbour of hi toward lo where hi is even and lo is not 0. A
+// later rounding to nearest at 2 or more bits fewer then rounds hi + lo correctly (Boldo and
+// Melquiond).
+template <class T> TP_HD T odd(const Value<T>& v) {
+  using Bits = typename Format<T>::Bits;
+  const Bits b = to_bits(v.hi);
+  const bool inexact = ((v.lo < T(0)) | (v.lo > T(0))) & ((b & Bits(1)) == Bits(0));  // not for a NaN
+  const bool same_sign = ((to_bits(v.lo) ^ b) >> (8 * sizeof(Bits) - 1)) == Bits(0);
+  return from_bits(inexact ? (same_sign ? b + Bits(1) : b - Bits(1)) : b);
+}
+// The value rounded: hi * 2^k, one rounding where that is normal; a subnormal result rounds hi
+// again (at most 0.81 ulp, measured)
+template <class T> TP_HD T round(const Value<T>& v) { return times_pow2(v.hi, v.k); }
+// For a 16-bit type: a float that its rounding to nearest takes to the correct rounding of v
+TP_HD float round_to_odd(const Value<float>& v) { return times_pow2(odd(v), v.k); }
+
+}  // namespace ieee_math
+
+// float and double: the Value rounded (log, log2 and rsqrt have no 2^k); a NaN input gives the
+// canonical NaN on both backends
+#define TP_WIDE_TRANSCENDENTAL(op, rounded)                                                       \
+  TP_HD float op(float x) { return is_nan(x) ? limits<float>::quiet_nan() : rounded(op, x); }     \
+  TP_HD double op(double x) { return is_nan(x) ? limits<double>::quiet_nan() : rounded(op, x); }
+#define TP_SCALED(op, x) ieee_math::round(ieee_math::op##_value(x))
+#define TP_UNSCALED(op, x) ieee_math::op##_value(x).hi
+TP_WIDE_TRANSCENDENTAL(exp, TP_SCALED)
+TP_WIDE_TRANSCENDENTAL(exp2, TP_SCALED)
+TP_WIDE_TRANSCENDENTAL(silu, TP_SCALED)
+TP_WIDE_TRANSCENDENTAL(log, TP_UNSCALED)
+TP_WIDE_TRANSCENDENTAL(log2, TP_UNSCALED)
+TP_WIDE_TRANSCENDENTAL(rsqrt, TP_UNSCALED)
+#undef TP_WIDE_TRANSCENDENTAL
+#undef TP_SCALED
+#undef TP_UNSCALED
+
+// The 16-bit types on both backends, each op rounded once from a wider result (a NaN becomes the
+// canonical NaN in the conversion): sqrt in float,
+// division in Wide (float for half; double for bfloat16, whose quotients can be float
+// subnormals, where float's rounding is not fine enough), both then correctly rounded since
+// their precision is at least 2p + 2; the transcendentals from the float Value, rounded to odd
+// and then to nearest (correct over every input, checked). H needs widen(H) and convert_to<H>.
+#define TP_SIXTEEN_BIT_THROUGH_FLOAT(H, Wide)                                                  \
+  TP_HD H sqrt(H x) { return convert_to<H>::from(sqrt(widen(x))); }                             \
+  TP_HD H fdiv(H a, H b) { return convert_to<H>::from(Wide(widen(a)) / Wide(widen(b))); }      \
+  TP_HD H reciprocal(H x) { return convert_to<H>::from(Wide(1) / Wide(widen(x))); }             \
+  TP_HD H exp(H x) { return convert_to<H>::from(TP_TO_ODD(exp, x)); }                           \
+  TP_HD H exp2(H x) { return convert_to<H>::from(TP_TO_ODD(exp2, x)); }                         \
+  TP_HD H log(H x) { return convert_to<H>::from(ieee_math::odd(ieee_math::log_value(widen(x)))); }     \
+  TP_HD H log2(H x) { return convert_to<H>::from(ieee_math::odd(ieee_math::log2_value(widen(x)))); }   \
+  TP_HD H rsqrt(H x) { return convert_to<H>::from(ieee_math::odd(ieee_math::rsqrt_value(widen(x)))); } \
+  TP_HD H silu(H x) { return convert_to<H>::from(TP_TO_ODD(silu, x)); }
+#define TP_TO_ODD(op, x) ieee_math::round_to_odd(ieee_math::op##_value(widen(x)))
+
+}  // namespace tp

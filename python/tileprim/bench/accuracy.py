@@ -1,0 +1,216 @@
+"""Accuracy of tileprim's one-operand maps: the largest error in ulps against the correctly
+rounded result, per op and dtype. float16 and bfloat16 take every one of their 65,536 inputs and
+must round correctly; float32 and float64 take samples: special values, the overflow and
+underflow thresholds and their neighbours, random bit patterns (every exponent, subnormals
+included) and random values where the op is neither 0 nor infinite. The oracle is float64 NumPy
+for the 16- and 32-bit types (a float64 result within 2^-40 of a 16-bit rounding boundary is
+settled by mpmath) and mpmath for float64; ``exhaustive_float32`` adds every float32 input of
+the binades where the errors are largest.
+``benchmarks/accuracy.py`` prints the table the op table's ``max_ulp`` comes from; the tests run
+the same measurement on fewer samples."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional
+
+import numpy as np
+
+import tileprim as tp
+
+from .._dtypes import numpy_dtype
+
+OPS = ("exp", "exp2", "log", "log2", "rsqrt", "silu", "sqrt", "reciprocal")
+SIXTEEN_BIT = ("float16", "bfloat16")
+
+# where each op's results are neither 0 nor infinite nor exact, per wide dtype
+_RANGES = {
+    "float32": {"exp": (-104.0, 89.0), "exp2": (-150.0, 128.0), "silu": (-110.0, 40.0)},
+    "float64": {"exp": (-746.0, 710.0), "exp2": (-1075.0, 1024.0), "silu": (-760.0, 40.0)},
+}
+
+
+def _float64_oracle(op: str, x: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        x = x.astype(np.float64)
+        if op == "silu":  # x e / (1 + e), e = e^-|x|: finite wherever the result is
+            e = np.exp(-np.abs(x))
+            return np.where(x >= 0, x / (1 + e), np.where(x == -np.inf, -0.0, x * e / (1 + e)))
+        return {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
+                "rsqrt": lambda v: 1 / np.sqrt(v), "reciprocal": lambda v: 1 / v}[op](x)
+
+
+def _mpmath_oracle(op: str) -> Callable:
+    import mpmath as mp
+    return {"exp": mp.exp, "exp2": lambda v: mp.power(2, v), "log": mp.log, "log2": lambda v: mp.log(v, 2),
+            "sqrt": mp.sqrt, "rsqrt": lambda v: 1 / mp.sqrt(v), "reciprocal": lambda v: 1 / v,
+            "silu": lambda v: v / (1 + mp.exp(-v))}[op]
+
+
+def _finfo(dtype: str):
+    import ml_dtypes
+    return ml_dtypes.finfo(numpy_dtype(dtype))
+
+
+def ulps(got: np.ndarray, exact, dtype: str) -> np.ndarray:
+    """|got - exact| in ulps of the dtype at exact (exact: float64 values or mpmath numbers).
+    Where exact rounds to an infinity or is NaN, got must be that infinity / a NaN (error 0,
+    else inf); a got of the wrong class (inf, NaN, zero sign) is an error of inf."""
+    fi = _finfo(dtype)
+    g = got.astype(np.float64)
+    if isinstance(exact, np.ndarray):
+        with np.errstate(all="ignore"):
+            rounded = exact.astype(numpy_dtype(dtype)).astype(np.float64)
+            ex = np.floor(np.log2(np.maximum(np.abs(exact), float(fi.smallest_normal))))
+            err = np.abs(g - exact) / np.exp2(ex - fi.nmant)
+    else:  # mpmath values, for float64
+        import mpmath as mp
+        rounded = np.array([float(v) for v in exact])
+        min_exponent = int(np.log2(float(fi.smallest_normal)))
+
+        def ulp_error(gi, v):
+            if not mp.isfinite(v) or v == 0:
+                return 0.0
+            binade = max(int(mp.floor(mp.log(abs(v), 2))), min_exponent)
+            return float(abs(mp.mpf(float(gi)) - v) / mp.mpf(2) ** (binade - fi.nmant))
+        err = np.array([ulp_error(gi, v) for gi, v in zip(g, exact)])
+        err[rounded == 0] = np.abs(g[rounded == 0]) / float(fi.smallest_subnormal)
+    special = ~np.isfinite(rounded) | (rounded == 0)
+    same_class = (np.isnan(g) & np.isnan(rounded)) | (g == rounded) & (np.signbit(g) == np.signbit(rounded))
+    err = np.where(special, np.where(same_class, 0.0, np.where(rounded == 0, err, np.inf)), err)
+    return np.where(np.isnan(g) != np.isnan(rounded), np.inf, err)
+
+
+def float_inputs(op: str, dtype: str, samples: int, rng: np.random.Generator) -> np.ndarray:
+    """Specials, the neighbours of the op's thresholds, random bit patterns and random values
+    in the op's finite range, as dtype (float32 or float64)."""
+    t = numpy_dtype(dtype)
+    fi = np.finfo(t)
+    uint = np.uint32 if t == np.float32 else np.uint64
+    sub, big = float(fi.smallest_subnormal), float(fi.max)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, 0.5, float(fi.tiny), sub, -sub,
+                        big, -big], t)
+    lo, hi = _RANGES[dtype].get(op, (0.0, 4.0))
+    # the thresholds: where the result crosses the dtype's max, its smallest normal and half its
+    # smallest subnormal (below which results round to 0)
+    edges = []
+    if op in ("exp", "exp2", "silu"):
+        base = {"exp": np.log, "exp2": np.log2, "silu": np.log}[op]
+        edges = [base(float(fi.max)), base(float(fi.tiny)), base(float(fi.smallest_subnormal)) - base(2.0)]
+    near = np.concatenate([np.array([e], t).view(uint) + np.arange(-200, 201, dtype=np.int64).astype(uint)
+                           for e in edges]).view(t) if edges else np.zeros(0, t)
+    bits = rng.integers(0, np.iinfo(uint).max, samples, dtype=uint, endpoint=True).view(t)
+    spread = rng.uniform(lo, hi, samples).astype(t)
+    return np.concatenate([special, near, np.abs(near) if op == "silu" else near, bits, spread])
+
+
+@dataclass
+class Accuracy:
+    op: str
+    dtype: str
+    inputs: int
+    max_ulp: float
+    not_correctly_rounded: Optional[int] = None  # 16-bit types: inputs not rounded correctly
+    worst_input: Optional[float] = None
+
+
+def _correct_16_bit(op: str, dtype: str, x: np.ndarray) -> np.ndarray:
+    """The correctly rounded result for every x: float64's rounding, mpmath where float64 is
+    within 2^-40 (relative) of a boundary between two 16-bit results."""
+    t = numpy_dtype(dtype)
+    exact = _float64_oracle(op, x)
+    with np.errstate(all="ignore"):
+        down = (exact * (1 - 2.0 ** -40)).astype(t)
+        up = (exact * (1 + 2.0 ** -40)).astype(t)
+        rounded = exact.astype(t)
+    unsure = np.nonzero(np.isfinite(exact) & (down.view(np.uint16) != up.view(np.uint16)))[0]
+    if unsure.size:
+        import mpmath as mp
+        mp.mp.prec = 200
+        fn = _mpmath_oracle(op)
+        for i in unsure:
+            v = fn(mp.mpf(float(x[i])))
+            if not (np.isfinite(down[i]) and np.isfinite(up[i])):
+                continue  # the boundary to infinity: float64's rounding is far from it here
+            mid = (mp.mpf(float(down[i])) + mp.mpf(float(up[i]))) / 2  # below it down, above it up
+            even = down[i] if (down[i].view(np.uint16) & 1) == 0 else up[i]
+            rounded[i] = down[i] if v < mid else up[i] if v > mid else even
+    return rounded
+
+
+def apply(op: str, x: np.ndarray, backend: str = "cpu") -> np.ndarray:
+    """tp.<op> over a flat array, as tiles of 8 elements (the last one padded)."""
+    padded = np.concatenate([x, np.ones((-x.size) % 8, x.dtype)])
+    got = getattr(tp, op)(padded.reshape(-1, 8), batch_dims=1, backend=backend)
+    return np.asarray(got).reshape(-1)[:x.size]
+
+
+def measure(op: str, dtype: str, samples: int = 1 << 20, seed: int = 0, backend: str = "cpu") -> Accuracy:
+    """The max error of ``tp.<op>`` on ``backend`` (see the module's docstring for the inputs;
+    ``samples`` sets the float32 / float64 counts, float64 checked with mpmath on a tenth)."""
+    rng = np.random.default_rng(seed)
+    if dtype in SIXTEEN_BIT:
+        x = np.arange(1 << 16, dtype=np.uint16).view(numpy_dtype(dtype))
+        got = apply(op, x, backend)
+        correct = _correct_16_bit(op, dtype, x)
+        nans = np.isnan(got.astype(np.float64)) & np.isnan(correct.astype(np.float64))
+        same = (got.view(np.uint16) == correct.view(np.uint16)) | nans
+        err = ulps(got, _float64_oracle(op, x), dtype)
+        return Accuracy(op, dtype, x.size, float(np.max(err)), int(np.sum(~same)),
+                        float(x[np.argmax(err)]))
+    if dtype == "float64":
+        samples = max(samples // 10, 100)
+    x = float_inputs(op, dtype, samples, rng)
+    got = apply(op, x, backend)
+    if dtype == "float64":
+        import mpmath as mp
+        mp.mp.prec = 160
+        oracle = _mpmath_oracle(op)
+        nan = mp.mpf("nan")
+
+        def exact_of(v):
+            if np.isnan(v) or (op in ("log", "log2", "rsqrt", "sqrt") and v < 0):
+                return nan
+            if op == "silu" and v == -np.inf:
+                return mp.mpf(0)
+            if v == 0 and op in ("log", "log2"):
+                return mp.mpf("-inf")
+            if v == 0 and op in ("rsqrt", "reciprocal"):
+                return mp.mpf("-inf") if np.signbit(v) else mp.mpf("inf")
+            return oracle(mp.mpf(float(v)))
+        err = ulps(got, [exact_of(v) for v in x], dtype)
+    else:
+        err = ulps(got, _float64_oracle(op, x), dtype)
+    worst = int(np.argmax(err))
+    return Accuracy(op, dtype, x.size, float(err[worst]), worst_input=float(x[worst]))
+
+
+# float32 magnitudes [2^lo, 2^hi) per sign where each op's error is largest and its results
+# neither 0, infinite nor 1 (exp of |x| < 2^-26 is 1 or its neighbour below); log's outside this
+# range add k ln2 to the same log(1 + f); rsqrt(4x) = rsqrt(x) / 2 exactly, the scaling included
+_EXHAUSTIVE = {"exp": {"+": (-26, 7), "-": (-26, 7)}, "exp2": {"+": (-26, 8), "-": (-26, 8)},
+               "silu": {"+": (-26, 5), "-": (-26, 7)}, "log": {"+": (-4, 4)}, "log2": {"+": (-4, 4)},
+               "rsqrt": {"+": (-2, 2)}, "sqrt": {"+": (-2, 2)}, "reciprocal": {"+": (0, 1)}}
+
+
+def exhaustive_float32(op: str, backend: str = "cpu") -> Accuracy:
+    """The max error of ``tp.<op>`` over every float32 input in the op's ``_EXHAUSTIVE`` binades
+    (2^23 inputs per binade; minutes per op), together with ``measure``'s samples elsewhere."""
+    worst = measure(op, "float32", backend=backend)
+    inputs = worst.inputs
+    for sign, (lo, hi) in _EXHAUSTIVE[op].items():
+        for e in range(lo, hi):
+            first = np.array([2.0 ** e], np.float32).view(np.uint32)[0] | (0x80000000 if sign == "-" else 0)
+            x = (np.arange(1 << 23, dtype=np.uint64) + int(first)).astype(np.uint32).view(np.float32)
+            err = ulps(apply(op, x, backend), _float64_oracle(op, x), "float32")
+            inputs += x.size
+            i = int(np.argmax(err))
+            if err[i] > worst.max_ulp:
+                worst = Accuracy(op, "float32", 0, float(err[i]), worst_input=float(x[i]))
+    worst.inputs = inputs
+    return worst
+
+
+def table(samples: int = 1 << 20, seed: int = 0, ops=OPS, dtypes=("float32", "float64") + SIXTEEN_BIT,
+          backend: str = "cpu") -> Dict[str, Dict[str, Accuracy]]:
+    """``measure`` for every op and dtype: {op: {dtype: Accuracy}}."""
+    return {op: {d: measure(op, d, samples, seed, backend) for d in dtypes} for op in ops}
