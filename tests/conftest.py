@@ -1,12 +1,18 @@
 """Shared fixtures: backends (GPU cases skip, not fail, without a GPU), fresh random inputs with
-the hard values mixed in, and the float64 NumPy oracles."""
+the hard values mixed in, and the float64 NumPy oracles. The session runs in a temp directory of
+its own (kernel cache included: never the user's) with its shared memory in a /dev/shm directory
+of its own, and fails at the end when tileprim left a temp file or a segment (tests/leaks.py)."""
 from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-import tileprim as tp
+from leaks import LeakCheck
+
+LEAK_CHECK = LeakCheck.start()  # before tileprim is imported: it reads TILEPRIM_CACHE_DIR
+
+import tileprim as tp  # noqa: E402
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 NP = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16),
@@ -19,6 +25,19 @@ def cuda_usable() -> bool:
 
 def gpu_count() -> int:
     return len(tp.info()["devices"]) if cuda_usable() else 0
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fails the run where tileprim left something behind (what is named on the terminal)."""
+    leaks = LEAK_CHECK.finish() if LEAK_CHECK is not None else []
+    if leaks:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("tileprim left behind (the suite must leave shared memory and the temp directory "
+                                "as it found them):", red=True)
+            for leak in leaks:
+                reporter.write_line(f"  {leak}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_runtest_setup(item):

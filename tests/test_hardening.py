@@ -3,6 +3,7 @@ the hardening issue gives a clear ValueError/TypeError naming the argument and t
 NumPy's answer; out= is untouched on failure; long CPU work stops on Ctrl-C; threads may call
 at once."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -178,3 +179,110 @@ def test_threads_may_call_at_once_and_get_their_own_answers():
     for t in threads:
         t.join()
     assert all(bits_equal(r, e) for r, e in zip(results, expected))
+
+
+# ---- ndarray subclasses: plain memory is read as its data, meaning is refused (one rule) -----------
+class Tagged(np.ndarray):
+    """A subclass that adds nothing but a type: plain memory."""
+
+
+def as_memmap(x, path):
+    m = np.memmap(path, dtype=x.dtype, mode="w+", shape=x.shape)
+    m[...] = x
+    return m
+
+
+def subclasses_of(x, path) -> list:
+    return [as_memmap(x, path), x.view(Tagged)]
+
+
+def test_plain_memory_subclasses_are_read_as_their_data_by_ops_and_treduce(tmp_path, rng):
+    x = rng.standard_normal((5, 37)).astype(np.float32)
+    x[0, 3], x[1, 4] = np.nan, -np.inf
+    for i, s in enumerate(subclasses_of(x, tmp_path / "ops.bin")):
+        assert bits_equal(tp.sum(s, axes=-1), tp.sum(x, axes=-1))
+        assert bits_equal(tp.add(s, 1.5), tp.add(x, 1.5))
+        out = np.memmap(tmp_path / f"out{i}.bin", dtype=np.float32, mode="w+", shape=(5,))
+        out[...] = np.nan
+        assert tp.sum(s, axes=-1, out=out) is out and bits_equal(np.asarray(out), tp.sum(x, axes=-1))
+    xs = [rng.standard_normal((3, 17)).astype(np.float32) for _ in range(3)]
+    expected = tp.comm.treduce(tp.comm.ParallelGroup(xs, root=1))
+    ranks = [xs[0], as_memmap(xs[1], tmp_path / "r1.bin"), xs[2].view(Tagged)]
+    dst = np.memmap(tmp_path / "dst.bin", dtype=np.float32, mode="w+", shape=(3, 17))
+    dst[...] = np.nan
+    assert tp.comm.treduce(tp.comm.ParallelGroup(ranks, root=1), dst) is dst
+    assert bits_equal(np.asarray(dst), expected)
+    comm = tp.comm.init(backend="cpu")  # a world of one: the distributed path
+    try:
+        dst = np.full((3, 17), np.nan, np.float32).view(Tagged)
+        assert tp.comm.treduce(tp.comm.ParallelGroup.distributed(ranks[1], root=0, comm=comm), dst) is dst
+        assert bits_equal(np.asarray(dst), xs[1])
+    finally:
+        comm.close()
+
+
+MEANINGFUL = [(lambda x: np.ma.masked_array(x, x > 0), "masked arrays are not supported"),
+              (np.asmatrix, "np.matrix is not supported")]
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+@pytest.mark.parametrize("make,words", MEANINGFUL, ids=["masked", "matrix"])
+def test_subclasses_whose_values_carry_meaning_are_refused_naming_the_argument(make, words):
+    x = np.random.default_rng(5).standard_normal((4, 8)).astype(np.float32)
+    calls = [("src", lambda: tp.sum(make(x))), ("b", lambda: tp.add(x, make(x))),
+             ("out", lambda: tp.sum(x, axes=-1, out=make(np.zeros((4, 1), np.float32)))),
+             ("tensors[1]", lambda: tp.comm.treduce(tp.comm.ParallelGroup([x, make(x)], root=0))),
+             ("dst", lambda: tp.comm.treduce(tp.comm.ParallelGroup([x, x], root=0), make(np.zeros_like(x))))]
+    for arg, call in calls:
+        with pytest.raises(TypeError, match=f"{re.escape(arg)}: {words}"):
+            call()
+    comm = tp.comm.init(backend="cpu")  # a world of one: the distributed path's own check
+    try:
+        with pytest.raises(TypeError, match=f"rank 0: x: {words}"):
+            tp.comm.treduce(tp.comm.ParallelGroup.distributed(make(x), root=0, comm=comm))
+    finally:
+        comm.close()
+
+
+# ---- numbers beyond range, ragged lists, immutable groups, scopes, layouts of another shape --------
+def test_a_scalar_beyond_float64_is_refused_naming_it():
+    with pytest.raises(ValueError, match=r"b: the scalar 135829852904\.\.\.165376 \(332 characters\) is beyond"):
+        tp.add(A, 2 ** 1100)
+    with pytest.raises(ValueError, match="a: the scalar -13582985290"):
+        tp.add(-(2 ** 1100), A)
+
+
+def test_a_ragged_list_is_refused_naming_the_argument():
+    with pytest.raises(ValueError, match="src: a nested sequence whose rows differ in length is not an array"):
+        tp.sum([[1.0, 2.0], [3.0]])
+
+
+def test_a_parallel_group_is_immutable():
+    g = tp.comm.ParallelGroup([A, A], root=0)
+    for name, value in (("root", 5), ("tensors", [A])):
+        with pytest.raises(AttributeError, match=f"ParallelGroup is immutable: {name} cannot be set"):
+            setattr(g, name, value)
+    assert g.root == 0 and g.size == 2
+    assert bits_equal(tp.comm.treduce(g), tp.add(A, A))
+
+
+@pytest.mark.parametrize("kind,threads,words", [
+    ("warp", 7, "a warp is 32 threads, not 7"), ("warpgroup", 64, "a warpgroup is 128 threads, not 64"),
+    ("thread", 2, "a thread is 1 thread, not 2"), ("cta", 2048, "needs 1 <= threads <= 1024"),
+    ("cluster", 32, "kind: 'cluster' is not a scope")])
+def test_a_scope_of_the_wrong_size_is_refused_with_the_rule(kind, threads, words):
+    with pytest.raises(ValueError, match=words):
+        tp.ExecScope(kind, threads)
+    assert tp.ExecScope("warp", 32) is tp.warp
+
+
+def test_a_layout_of_another_shape_and_the_same_size_is_grouped_into_the_tiles_dims():
+    """The layout maps the tile's row-major element index (TIRx's layout.group(shape)): S[(8, 4):(4, 1)]
+    over a 4 x 8 tile is its dims split as (4, 8), rows of 8 consecutive elements; the values are
+    the tile's either way. A layout whose iters cannot be split at the tile's dims is refused."""
+    grouped = TileLayout(S[(8, 4):(4, 1)]).dims((4, 8))
+    assert [[(i.extent, i.stride) for i in d.iters] for d in grouped] == [[(4, 8)], [(2, 4), (4, 1)]]
+    assert bits_equal(tp.sum(A, axes=-1, layout=S[(8, 4):(4, 1)]), tp.sum(A, axes=-1))
+    assert bits_equal(tp.cta(32).max(A, axes=0, layout=S[(8, 4):(1, 8)]), tp.cta(32).max(A, axes=0))
+    with pytest.raises(ValueError, match=r"layout: .* cannot be split into the dims of \(4, 6\)"):
+        tp.sum(np.ones((4, 6), np.float32), layout=S[(6, 4):(4, 1)])

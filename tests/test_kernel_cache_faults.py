@@ -1,7 +1,9 @@
-"""The kernel cache under fault, through tp.lower: damaged entries, a directory that cannot be
-written, a write that runs out of space, and several processes filling one directory at once.
-Needs NVRTC, not a GPU. Every case runs in child processes (the cache directory is read from the
-environment once per process); each child lowers tp.sum over float32 vectors for sm_90a."""
+"""The kernel cache under fault, through tp.lower: damaged entries, entries swapped on disk, files
+under an entry's name that are no entry (a FIFO, a link to /dev/zero, a huge file), a directory
+that cannot be written, a write that runs out of space, and several processes filling one
+directory at once. Needs NVRTC, not a GPU. Every case runs in child processes (the cache
+directory is read from the environment once per process); each child lowers tp.sum (or the op
+named) over float32 vectors for sm_90a."""
 from __future__ import annotations
 
 import json
@@ -18,18 +20,21 @@ if not tp.info()["nvrtc"]["ok"]:
     pytest.skip(f"needs NVRTC: {tp.info()['nvrtc']['error']}", allow_module_level=True)
 
 WARNING = "tileprim: warning: kernel cache directory"
+ENTRY_WARNING = "tileprim: warning: kernel cache entry"
 
-# argv[1]: JSON list of vector lengths to lower, in order; argv[2]: Python run after the imports,
-# before the first lower (sets limits, drops privileges, waits at a barrier).
+# argv[1]: JSON list of what to lower, in order: a vector length n (tp.sum) or [op, n];
+# argv[2]: Python run after the imports, before the first lower (sets limits, drops privileges,
+# waits at a barrier).
 CHILD = textwrap.dedent("""
     import hashlib, json, os, sys, time
     import numpy as np
     import tileprim as tp
     exec(sys.argv[2])
     results = []
-    for n in json.loads(sys.argv[1]):
-        k = tp.lower(tp.sum, np.ones(n, "f4"), target="sm_90a")
-        results.append({"n": n, "origin": k.origin, "entry": ".entry tp_kernel" in k.ptx,
+    for spec in json.loads(sys.argv[1]):
+        op, n = spec if isinstance(spec, list) else ("sum", spec)
+        k = tp.lower(getattr(tp, op), np.ones(n, "f4"), target="sm_90a")
+        results.append({"op": op, "n": n, "origin": k.origin, "entry": ".entry tp_kernel" in k.ptx,
                         "cubin": hashlib.sha256(k.cubin).hexdigest(), "cubin_bytes": len(k.cubin),
                         "elf": k.cubin[:4] == b"\\x7fELF"})
     print(json.dumps({"results": results, "disk": tp.cache.disk_enabled(),
@@ -97,9 +102,14 @@ def spawn(cache_dir, sizes=(37,), preamble="", **env) -> subprocess.Popen:
                             text=True)
 
 
-def finish(child: subprocess.Popen):
-    """(parsed stdout, stderr) of a child that must have exited 0."""
-    stdout, stderr = child.communicate(timeout=300)
+def finish(child: subprocess.Popen, timeout: float = 300):
+    """(parsed stdout, stderr) of a child that must have exited 0 within `timeout` seconds."""
+    try:
+        stdout, stderr = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        pytest.fail(f"the child hung (still running after {timeout} s)")
     assert child.returncode == 0, f"child exited {child.returncode}:\n{stderr}"
     return json.loads(stdout), stderr
 
@@ -112,8 +122,8 @@ def origins(out) -> list:
     return [r["origin"] for r in out["results"]]
 
 
-def warnings(stderr) -> list:
-    return [line for line in stderr.splitlines() if WARNING in line]
+def warnings(stderr, which=WARNING) -> list:
+    return [line for line in stderr.splitlines() if which in line]
 
 
 def files(cache_dir) -> list:
@@ -131,6 +141,7 @@ def reference(tmp_path_factory):
 
 def assert_correct(out, reference):
     for r in out["results"]:
+        assert r["op"] == "sum", "the reference holds tp.sum's cubins"
         assert r["entry"], "PTX lacks .entry tp_kernel"
         assert r["cubin_bytes"] > 0 and r["elf"], r
         assert r["cubin"] == reference[r["n"]], f"cubin for n={r['n']} differs from a cache-free compile"
@@ -170,7 +181,64 @@ def test_damaged_entry_is_recompiled_then_served_from_disk(tmp_path, reference, 
     assert origins(again) == ["compiled", "memory"]
     assert_correct(again, reference)
     assert again["disk"] and not warnings(stderr), stderr
+    (warning,) = warnings(stderr, ENTRY_WARNING)
+    assert name in warning and ("damaged" in warning or "not a tileprim kernel cache entry" in warning), warning
     assert files(cache_dir) == [name]  # rewritten in place, no temp file left
+
+    healed, _ = lower_in_child(cache_dir)
+    assert origins(healed) == ["disk"]
+    assert_correct(healed, reference)
+
+
+def test_entries_swapped_on_disk_are_told_apart_and_recompiled(tmp_path, reference):
+    """Two valid entries, each under the other's name: each records its own key, so tp.sum never
+    gets tp.max's kernel from disk."""
+    cache_dir = tmp_path / "cache"
+    lower_in_child(cache_dir, (37,))
+    (sum_entry,) = files(cache_dir)
+    maxed, _ = lower_in_child(cache_dir, (["max", 37],))
+    (max_entry,) = set(files(cache_dir)) - {sum_entry}
+    assert maxed["results"][0]["cubin"] != reference[37], "the two kernels must differ for this test to mean anything"
+    sum_bytes, max_bytes = (cache_dir / sum_entry).read_bytes(), (cache_dir / max_entry).read_bytes()
+    (cache_dir / sum_entry).write_bytes(max_bytes)
+    (cache_dir / max_entry).write_bytes(sum_bytes)
+
+    out, stderr = lower_in_child(cache_dir, (37,))
+    assert origins(out) == ["compiled"]
+    assert_correct(out, reference)
+    (warning,) = warnings(stderr, ENTRY_WARNING)
+    assert sum_entry in warning and "another kernel's entry" in warning, warning
+
+    healed, stderr = lower_in_child(cache_dir, (37,))  # rewritten with its own key
+    assert origins(healed) == ["disk"] and not warnings(stderr, ENTRY_WARNING)
+    assert_correct(healed, reference)
+
+
+def plant(path, kind: str) -> None:
+    path.unlink()
+    if kind == "fifo":  # an open() that blocks until a writer comes: never
+        os.mkfifo(path)
+    elif kind == "link-to-dev-zero":  # a read that never ends
+        os.symlink("/dev/zero", path)
+    elif kind == "huge":  # 300 MiB (sparse): larger than any entry may be
+        with open(path, "wb") as f:
+            f.truncate(300 << 20)
+
+
+@pytest.mark.parametrize("kind,why", [("fifo", "not a regular file"), ("link-to-dev-zero", "a symbolic link"),
+                                      ("huge", "more than an entry may hold")])
+def test_a_file_under_an_entrys_name_that_is_no_entry_is_recompiled_at_once(tmp_path, reference, kind, why):
+    cache_dir = tmp_path / "cache"
+    lower_in_child(cache_dir)
+    (name,) = files(cache_dir)
+    plant(cache_dir / name, kind)
+
+    out, stderr = finish(spawn(cache_dir, (37, 37)), timeout=120)
+    assert origins(out) == ["compiled", "memory"] and out["disk"]
+    assert_correct(out, reference)
+    (warning,) = warnings(stderr, ENTRY_WARNING)
+    assert name in warning and why in warning, warning
+    assert files(cache_dir) == [name] and (cache_dir / name).is_file() and not (cache_dir / name).is_symlink()
 
     healed, _ = lower_in_child(cache_dir)
     assert origins(healed) == ["disk"]
@@ -213,6 +281,7 @@ def test_directory_below_a_file_serves_from_memory_with_one_warning(tmp_path, re
     assert not out["disk"]
     (warning,) = warnings(stderr)
     assert str(cache_dir) in warning
+    assert not warnings(stderr, ENTRY_WARNING)  # no directory is no entry: a miss, not a bad entry
 
 
 # ---- (d) the disk fills up during the write -----------------------------------------------

@@ -236,6 +236,38 @@ def test_an_nccl_worker_whose_fold_fails_raises_and_the_root_gets_all_ones_for_i
     assert (got[rank_2_from:].view(np.uint32) == 0xFFFFFFFF).all()
 
 
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(1)
+@pytest.mark.parametrize("world_size,failing,variant", [(2, 0, "root_pull"), (3, 2, "scatter_gather")],
+                         ids=["root-receiving", "worker-of-a-shard"])
+def test_an_nccl_rank_that_cannot_enqueue_its_part_breaks_the_communicator_on_every_rank(world_size, failing,
+                                                                                          variant, tmp_path):
+    """Ranks on hosts of their own; at the second call one rank's NCCL staging cannot be allocated
+    (TILEPRIM_INJECT_FAULT=nccl_staging, compiled into every build): the root as it receives
+    (root_pull), or a worker as it takes in its shard's slices (scatter_gather). That rank raises
+    at once and aborts its NCCL communicator; every other rank's transfer then fails or outlives
+    its timeout, its watchdog aborts NCCL, and from then on every rank's call says the
+    communicator is broken (none hangs)."""
+    pytest.importorskip("torch")
+    small = {"shape": [64, 300], "dtype": "float32", "op": "sum", "root": 0, "timeout": 10,
+             "dispatch": "root_pull"}
+    large = {**small, "shape": [128, 1000], "dispatch": variant}  # more staging than call 1's: it grows
+    cases = [{**small, "seed": 1}, {**large, "seed": 2, "role": {str(failing): "staging-fails"}},
+             {**small, "seed": 3}, {**small, "seed": 4}]
+    started = time.monotonic()
+    records = launch(cases, world_size, tmp_path, transport="nccl-hosts", deadline=150)
+    assert time.monotonic() - started < 120, "a rank waited past its watchdog"
+    for r in range(world_size):
+        assert isinstance(records[r], list) and len(records[r]) == 4, records[r]
+        assert records[r][0] == ("dst" if r == 0 else "none"), records[r]
+        assert records[r][2].startswith("error Comm"), records[r]  # broken, or timed out waiting for a broken rank
+        assert records[r][3].startswith("error CommError: the communicator is broken"), records[r]
+    assert records[failing][1].startswith("error") and "injected failure (TILEPRIM_INJECT_FAULT=nccl_staging)" in \
+        records[failing][1] and "NCCL communicator was aborted" in records[failing][1], records[failing]
+    expected = one_process(cases[0], world_size)
+    assert bits_equal(saved_result(tmp_path, 0, cases[0], expected.shape), expected)
+
+
 def check_rank_2_failed_the_middle_call(cases, records, tmp_path) -> None:
     """Of three calls on 3 ranks, rank 2 raised the injected error at the second, which the root
     returned from, and the first and the last gave the CPU bits."""
@@ -399,6 +431,12 @@ def test_a_cuda_ipc_root_waits_on_the_gpu_for_no_longer_than_the_calls_timeout(t
     assert records[1][2].startswith("error CommError") and "rank 0" in records[1][2], records[1]
 
 
+def left_in_shared_memory(tmp_path) -> list:
+    """What the job (its name saved by rank 0) left in shared memory (the session's: conftest)."""
+    job = (tmp_path / "job").read_text()
+    return [name for name in os.listdir(os.environ["TILEPRIM_SHM_DIR"]) if name.startswith(f"tileprim-{job}")]
+
+
 @pytest.mark.parametrize("how", ["exit", "hang"])
 def test_a_rank_that_exits_or_hangs_ends_the_call_on_every_other_rank(how, tmp_path):
     base = {"shape": [4, 8], "dtype": "float32", "op": "sum", "root": 0, "timeout": 2}
@@ -410,6 +448,24 @@ def test_a_rank_that_exits_or_hangs_ends_the_call_on_every_other_rank(how, tmp_p
         assert records[r][1].startswith(f"error {expected}") and "rank 1" in records[r][1], records[r][1]
         assert records[r][2].startswith("error CommError: the communicator is broken"), records[r][2]
     assert records[1]["exit"] == (3 if how == "exit" else 4)
+    assert left_in_shared_memory(tmp_path) == []
+
+
+def test_a_rank_that_dies_before_the_root_maps_its_buffer_leaves_nothing_in_shared_memory(tmp_path):
+    """Rank 1 posts a call with a new, larger shared buffer and exits; rank 2's call differs, so
+    the root never maps rank 1's buffer. The survivors remove it (at the next call, which sees
+    rank 1 gone, or at close)."""
+    base = {"dtype": "float32", "op": "sum", "root": 0, "timeout": 5}
+    cases = [{**base, "shape": [4, 8], "seed": 1},
+             {**base, "shape": [64, 300], "seed": 2, "role": {"1": "exit-after-posting", "2": "other-shape"}},
+             {**base, "shape": [4, 8], "seed": 3}]
+    records = launch(cases, 3, tmp_path, deadline=120)
+    assert records[1]["exit"] == 6, records[1]
+    for r in (0, 2):
+        assert records[r][0] == ("dst" if r == 0 else "none"), records[r]
+        assert records[r][1].startswith("error ValueError: the ranks called differently"), records[r]
+        assert records[r][2].startswith("error CommError") and "rank 1" in records[r][2], records[r]
+    assert left_in_shared_memory(tmp_path) == []
 
 
 def test_the_cpu_backend_across_hosts_is_refused_on_every_rank(tmp_path):

@@ -122,6 +122,9 @@ SHARD_FOLD = nccl_transport._shard_fold
 
 def run_rank(cases, comm, out_dir: str) -> None:
     rank, world_size, backend = comm.rank, comm.world_size, comm.backend
+    if rank == 0:  # the test looks for what the job left in /dev/shm by its name
+        with open(os.path.join(out_dir, "job"), "w") as f:
+            f.write(comm.job)
     record = []
     for i, case in enumerate(cases):
         roles = set(case.get("role", {}).get(str(rank), "").split("+"))
@@ -130,6 +133,8 @@ def run_rank(cases, comm, out_dir: str) -> None:
         if "hang" in roles:
             time.sleep(6)  # longer than the others wait, then gone
             os._exit(4)
+        if "exit-after-posting" in roles:  # its call (and new shared buffer) posted, before the root maps it
+            comm.rendezvous.post = lambda *args, post=comm.rendezvous.post: (post(*args), os._exit(6))
         if "exit-mid-transfer" in roles:  # once the root accepted the call, before sending a byte
             comm.state["sources"].finish_non_root = lambda *args: os._exit(5)
         # killed (no exit handlers) where the others' GPUs are left waiting for this rank: a non-root
@@ -143,6 +148,8 @@ def run_rank(cases, comm, out_dir: str) -> None:
             comm.state["sources"]._map = _injected_failure
         if "fold-fails" in roles:  # a worker under nccl whose every fold of its shard fails
             nccl_transport._shard_fold = lambda *args: _injected_failure
+        if "staging-fails" in roles:  # its NCCL staging cannot be allocated (a switch compiled into the build)
+            os.environ["TILEPRIM_INJECT_FAULT"] = "nccl_staging"
         root = next((int(role[5:]) for role in roles if role.startswith("root-")), case["root"])  # its own idea
         x_buffer, x = case_buffers(case, world_size)[rank]
         buffer, dst = case_dst(case) if rank == root else (None, None)
@@ -169,6 +176,7 @@ def run_rank(cases, comm, out_dir: str) -> None:
             if "share-fails" in roles:
                 del comm.state["sources"]._map
             nccl_transport._shard_fold = SHARD_FOLD
+            os.environ.pop("TILEPRIM_INJECT_FAULT", None)
         if planned != case.get("variant"):
             record.append(f"planned {planned}")
             continue

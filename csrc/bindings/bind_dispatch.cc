@@ -58,33 +58,6 @@ py::dict op_dict(const OpDef& d) {
   return out;
 }
 
-// The context dispatch sees: the target, the backend and, on CUDA, which devices reach which.
-DispatchContext make_context(const std::string& target, const std::string& backend, const std::vector<int>& devices) {
-  DispatchContext ctx;
-  ctx.sm_version = sm_version(target);
-  ctx.target = target;
-  if (backend != "cpu" && backend != "cuda") throw ValueError("backend: '" + backend + "' is not 'cpu' or 'cuda'");
-  ctx.backend = backend;
-  ctx.devices = devices;
-  if (backend == "cuda") {
-    cuda::Driver& driver = cuda::Driver::get();
-    for (int d : devices.empty() ? std::vector<int>{0} : devices) {
-      ctx.device_targets.push_back(sm_target(driver.compute_capability(d)));
-    }
-  }
-  if (backend == "cuda" && !devices.empty()) {
-    cuda::Driver& driver = cuda::Driver::get();
-    ctx.multiprocessors = driver.multiprocessors(devices[0]);
-    const bool no_peers = std::getenv("TILEPRIM_NO_PEER_ACCESS") != nullptr;  // tests the staged path
-    for (int a : devices) {
-      ctx.multiprocessors = std::min(ctx.multiprocessors, driver.multiprocessors(a));
-      std::vector<bool> row;
-      for (int b : devices) row.push_back(a == b || (!no_peers && driver.can_access_peer(a, b)));
-      ctx.peer.push_back(row);
-    }
-  }
-  return ctx;
-}
 
 // Runs a bound plan with the GIL released; Ctrl-C raises KeyboardInterrupt within ~20 ms and
 // leaves the caller's arrays as they were (the caller passes a fresh output).
@@ -120,6 +93,34 @@ std::uintptr_t address_of(const py::handle& a) {
 }
 
 }  // namespace
+
+// The context dispatch sees: the target, the backend and, on CUDA, which devices reach which.
+DispatchContext make_context(const std::string& target, const std::string& backend, const std::vector<int>& devices) {
+  DispatchContext ctx;
+  ctx.sm_version = sm_version(target);
+  ctx.target = target;
+  if (backend != "cpu" && backend != "cuda") throw ValueError("backend: '" + backend + "' is not 'cpu' or 'cuda'");
+  ctx.backend = backend;
+  ctx.devices = devices;
+  if (backend == "cuda") {
+    cuda::Driver& driver = cuda::Driver::get();
+    for (int d : devices.empty() ? std::vector<int>{0} : devices) {
+      ctx.device_targets.push_back(sm_target(driver.compute_capability(d)));
+    }
+  }
+  if (backend == "cuda" && !devices.empty()) {
+    cuda::Driver& driver = cuda::Driver::get();
+    ctx.multiprocessors = driver.multiprocessors(devices[0]);
+    const bool no_peers = std::getenv("TILEPRIM_NO_PEER_ACCESS") != nullptr;  // tests the staged path
+    for (int a : devices) {
+      ctx.multiprocessors = std::min(ctx.multiprocessors, driver.multiprocessors(a));
+      std::vector<bool> row;
+      for (int b : devices) row.push_back(a == b || (!no_peers && driver.can_access_peer(a, b)));
+      ctx.peer.push_back(row);
+    }
+  }
+  return ctx;
+}
 
 void bind_dispatch(py::module_& m) {
   m.def("ops", [] {

@@ -2,6 +2,11 @@
 #pragma once
 #include <pybind11/pybind11.h>
 
+#include <string>
+#include <vector>
+
+#include "dispatch/context.h"
+
 namespace tp {
 void bind_layout(pybind11::module_& m);
 void bind_dispatch(pybind11::module_& m);
@@ -11,4 +16,7 @@ void bind_cuda_backend(pybind11::module_& m);
 void bind_comm(pybind11::module_& m);
 void bind_nccl(pybind11::module_& m);
 void bind_testing(pybind11::module_& m);
+void bind_program(pybind11::module_& m);
+// The context dispatch sees: the target, the backend and, on CUDA, which devices reach which.
+DispatchContext make_context(const std::string& target, const std::string& backend, const std::vector<int>& devices);
 }  // namespace tp

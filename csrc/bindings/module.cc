@@ -32,4 +32,5 @@ PYBIND11_MODULE(_C, m) {
   tp::bind_comm(m);
   tp::bind_nccl(m);
   tp::bind_testing(m);
+  tp::bind_program(m);
 }

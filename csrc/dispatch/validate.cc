@@ -59,6 +59,19 @@ void check_layout(const TileRef& t, const ExecScope& scope, const std::string& a
   check_shared_addresses(L, t.dtype, arg);
 }
 
+// A copy inside a program may broadcast its source to a larger shape, as NumPy would.
+void check_broadcast(const TileRef& src, const std::vector<long long>& shape) {
+  bool ok = src.shape.size() <= shape.size();
+  for (size_t i = 0; ok && i < src.shape.size(); ++i) {
+    const long long s = src.shape[src.shape.size() - 1 - i], d = shape[shape.size() - 1 - i];
+    ok = s == d || s == 1;
+  }
+  if (!ok) {
+    throw ValueError(src.arg + ": shape " + shape_str(src.shape) + " does not broadcast to the copy's shape " +
+                     shape_str(shape));
+  }
+}
+
 void normalise_axes(OpCall& call) {
   const int rank = static_cast<int>(call.inputs.at(0).shape.size());
   if (call.axes.empty()) throw ValueError("axes: reduce at least one axis");
@@ -227,9 +240,14 @@ void validate_call(OpCall& call) {
       }
     }
   } else {
-    call.output.shape = first_array->shape;
+    const bool broadcast = def.name == "copy" && !call.output.shape.empty() && call.output.shape != first_array->shape;
+    if (broadcast) {
+      check_broadcast(*first_array, call.output.shape);
+    } else {
+      call.output.shape = first_array->shape;
+    }
     if (def.name != "cast") call.output.dtype = first_array->dtype;
-    if (!call.output.layout) call.output.layout = first_array->layout;
+    if (!call.output.layout && !broadcast) call.output.layout = first_array->layout;
     if (!call.output.layout) call.output.layout = TileLayout::row_major(call.output.shape);
     for (TileRef& t : call.inputs) {
       if (!t.scalar && !t.layout) t.layout = TileLayout::row_major(t.shape);

@@ -112,6 +112,12 @@ OpDef valueless(OpDef d) {
   return d;
 }
 
+// copy: values move unchanged (every dtype exact), through the restage family's variants.
+OpDef restage(OpDef d) {
+  d.family = OpFamily::restage;
+  return d;
+}
+
 // maximum: fmaxf's NaN rule, with the .NaN form behind propagate_nan=True.
 OpDef with_nan_form(OpDef d, const std::string& fn_nan, HostMapFn host_nan) {
   d.nan_rule = NanRule::fmax;
@@ -157,9 +163,11 @@ std::vector<OpDef> build_table() {
                     "tp::map_op::MaximumNaN", &host_map<map_op::MaximumNaN, 2>),
       map<map_op::Fma, 3>("fma", {"a", "b", "c"}, {0, 1, 2}, kFloats, "tp::map_op::Fma", "a * b + c, rounded once"),
       cast,
+      restage(map<map_op::Copy, 1>("copy", {"src"}, {0}, kFloats, "tp::map_op::Copy",
+                                   "src restaged: the same values in another storage or layout")),
       treduce,
   };
-  // A reduction folds in the one order both backends' templates share; treduce folds the root,
+  // A copy moves values unchanged; a reduction folds in the one order both backends' templates share; treduce folds the root,
   // then ranks ascending: the same bits on the CPU and every GPU for each dtype.
   for (OpDef& d : table) {
     if (d.family != OpFamily::elementwise) d.same_bits = d.dtypes;
@@ -173,6 +181,7 @@ const char* family_name(OpFamily f) {
   switch (f) {
     case OpFamily::reduction: return "reduction";
     case OpFamily::elementwise: return "elementwise";
+    case OpFamily::restage: return "restage";
     case OpFamily::collective: return "collective";
   }
   return "?";

@@ -15,7 +15,8 @@
 
 namespace tp {
 
-enum class OpFamily { reduction, elementwise, collective };
+// restage: a tile moved unchanged between placements (copy), served by its own variants
+enum class OpFamily { reduction, elementwise, restage, collective };
 const char* family_name(OpFamily f);
 
 // How an op treats NaN.

@@ -7,6 +7,7 @@ void register_reduction_local(Registry& r);
 void register_reduction_shared(Registry& r);
 void register_reduction_sm100_packed(Registry& r);
 void register_elementwise_reg(Registry& r);
+void register_copy_stage(Registry& r);
 void register_treduce_root_pull(Registry& r);
 void register_treduce_scatter_gather(Registry& r);
 
@@ -15,6 +16,7 @@ void register_builtin_variants(Registry& r) {
   register_reduction_shared(r);
   register_reduction_sm100_packed(r);
   register_elementwise_reg(r);
+  register_copy_stage(r);
   register_treduce_root_pull(r);
   register_treduce_scatter_gather(r);
 }

@@ -21,6 +21,7 @@ from ._ops import DispatchError, op_table, plan, variants  # noqa: E402
 from ._plan import Plan  # noqa: E402
 from ._info import info  # noqa: E402
 from ._kernel import Kernel, lower  # noqa: E402
+from ._program import Program, ProgramPlan, Tile, program  # noqa: E402
 from . import cache  # noqa: E402
 from . import comm  # noqa: E402
 
@@ -31,5 +32,6 @@ __all__ = [
     "m", "laneid", "warpid", "tx", "wgid", "tid_in_wg", "wid_in_wg",
     "thread", "warp", "warpgroup", "wg", "cta", "ExecScope", "STORAGE_SCOPES",
     *_OPS,
+    "program", "Program", "Tile", "ProgramPlan",
     "plan", "lower", "variants", "op_table", "info", "cache", "comm", "Plan", "Kernel", "DispatchError",
 ]

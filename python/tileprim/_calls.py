@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _C
 from ._backends import default_target, resolve_backend
-from ._checks import OPTIONAL_STR, as_bool, as_int, expect
+from ._checks import OPTIONAL_STR, as_bool, as_int, expect, plain_ndarray, short_repr
 from ._dtypes import dtype_name, numpy_dtype
 from ._interop import Adapter, Unkeyable, adapter_for, placed_key, remember_device_type
 from ._layout import LayoutExpr, TileLayout, as_layout
@@ -35,7 +35,7 @@ _OPERAND_KEYS: Dict[type, Callable] = {np.ndarray: operator.attrgetter("dtype", 
 
 
 def bound_call(op: str, operands: tuple, axes, out, accum, scope, storage, layout, out_layout, batch_dims,
-               target, backend, dispatch, extra, config: dict) -> "_Bound":
+               target, backend, dispatch, extra, config: dict, keepdims=False) -> "_Bound":
     """The bound plan of this call, from the memo or made now."""
     key = bound = None
     if type(layout) is LayoutExpr and layout.shard is not None:  # S[...] syntax: keyed by its value
@@ -44,7 +44,7 @@ def bound_call(op: str, operands: tuple, axes, out, accum, scope, storage, layou
         out_layout = out_layout.tile_layout()
     if (layout is None or type(layout) is TileLayout) and (out_layout is None or type(out_layout) is TileLayout):
         try:
-            key = (op, scope, axes, accum, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
+            key = (op, scope, axes, accum, keepdims, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
                    None if out is None else placed_key(out), *[_OPERAND_KEYS[type(x)](x) for x in operands],
                    *config.items())
             bound = _MEMO.get(key)
@@ -52,7 +52,7 @@ def bound_call(op: str, operands: tuple, axes, out, accum, scope, storage, layou
             key = None
     if bound is None:
         bound = _bind(op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target,
-                      backend, dispatch, extra, config)
+                      backend, dispatch, extra, config, keepdims)
         if key is not None:
             if len(_MEMO) >= _MEMO_LIMIT:
                 _MEMO.clear()
@@ -89,10 +89,15 @@ class _Operand:
 def _host_array(x, arg: str):
     """A NumPy operand (or anything NumPy reads) and how to ready it; TypeError for what tiles
     cannot hold."""
-    if isinstance(x, np.ma.MaskedArray):
-        raise TypeError(f"{arg}: masked arrays are not supported (tileprim would ignore the mask); "
-                        f"pass {arg}.filled(value) or {arg}.data")
-    arr = x if isinstance(x, np.ndarray) else np.asarray(x)
+    if isinstance(x, np.ndarray):
+        arr = plain_ndarray(x, arg)
+        _OPERAND_KEYS.setdefault(type(x), _OPERAND_KEYS[np.ndarray])  # memory only: keyed as an ndarray
+    else:
+        try:
+            arr = np.asarray(x)
+        except ValueError as e:  # NumPy's words for a ragged list: "inhomogeneous shape after 1 dimensions"
+            raise ValueError(f"{arg}: a nested sequence whose rows differ in length is not an array ({e}); "
+                             "every row needs the same length") from None
     if arr.dtype.kind in "OcbiuUSmM":
         raise TypeError(f"{arg}: dtype {arr.dtype} is not supported; tiles hold float16, bfloat16, float32 or "
                         f"float64 (convert with .astype)")
@@ -127,7 +132,7 @@ def _operands(op: str, names, values, extra_scalar_ok) -> List[_Operand]:
 
 
 def _bind(op, values, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
-          dispatch, extra, config) -> "_Bound":
+          dispatch, extra, config, keepdims=False) -> "_Bound":
     spec = _C_OPS[op]
     if not isinstance(scope, ExecScope):
         raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")
@@ -187,6 +192,9 @@ def _bind(op, values, axes, out, accum, scope, storage, layout, out_layout, batc
     out_tile = tuple(core.plan.call.output.shape)
     all_reduced = reduction and len(core.plan.call.axes) == len(tile_shape) and out_tile == (1,)
     result_shape = batch_shape + (() if all_reduced else out_tile)
+    if reduction and as_bool(keepdims, "keepdims"):  # NumPy's keepdims: 1 where each reduced axis was
+        kept = set(core.plan.call.axes)
+        result_shape = batch_shape + tuple(1 if i in kept else d for i, d in enumerate(tile_shape))
     tiles = math.prod(batch_shape)
     plan = Plan(core.plan, result_shape, bound=core, tiles=tiles)
     if on_device:
@@ -205,6 +213,7 @@ class _Bound:
         self.core, self.plan = core, plan
         self.result_shape, self.out_dtype, self.tiles, self.accum = result_shape, out_dtype, tiles, accum
         self.scalar_at = [i for i, o in enumerate(operands) if o.kind == "scalar"]
+        self.names = [o.arg for o in operands]
         self.zeros = [0.0] * len(operands)
         self.broadcast = [o.kind != "scalar" and o.shape != full_shape for o in operands]
         self.full_shape = full_shape
@@ -214,7 +223,11 @@ class _Bound:
             return self.zeros
         s = list(self.zeros)
         for i in self.scalar_at:
-            s[i] = float(values[i])
+            try:
+                s[i] = float(values[i])
+            except OverflowError:  # an int past float64's range, e.g. 2**1100
+                raise ValueError(f"{self.names[i]}: the scalar {short_repr(values[i])} is beyond float64's range "
+                                 "(about 1.8e308)") from None
         return s
 
     def out_shape_ok(self, shape) -> bool:
@@ -241,6 +254,7 @@ class _HostBound(_Bound):
     def check_out(self, out) -> None:
         if not isinstance(out, np.ndarray):
             raise TypeError(f"out: expected a NumPy array for NumPy operands, not {type(out).__name__}")
+        plain_ndarray(out, "out")
         if dtype_name(out.dtype, "out") != self.out_dtype:
             raise TypeError(f"out: dtype {out.dtype} differs from the result's {self.out_dtype}")
         if not self.out_shape_ok(out.shape):

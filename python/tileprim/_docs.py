@@ -54,6 +54,8 @@ _EXAMPLES = {
     "maximum": ('a, b = np.array([1, np.nan], np.float32), np.array([np.nan, 2], np.float32)', 'tp.maximum(a, b)',
                 'array([1., 2.], dtype=float32)'),
     "fma": ('x = np.full(2, 2.0, np.float32)', 'tp.fma(x, 3.0, 1.0)', 'array([7., 7.], dtype=float32)'),
+    "copy": ('x = np.array([1.5, -0.0], np.float32)', 'tp.copy(x, scope=tp.cta(32), storage="shared", backend="cpu")',
+             'array([ 1.5, -0. ], dtype=float32)'),
     "cast": ('x = np.array([1.5, -2.25], np.float32)', 'tp.cast(x, "float16")',
              'array([ 1.5 , -2.25], dtype=float16)'),
 }
@@ -71,7 +73,7 @@ def op_docstring(spec: dict) -> str:
     for o in operands:
         if name == "fill" and o == "value":
             lines += [f"{o} : float", "    The value every element gets."]
-        elif family == "reduction" or name in ("zero", "fill", "cast"):
+        elif family == "reduction" or name in ("zero", "fill", "cast", "copy"):
             lines += [f"{o} : array", "    NumPy, or a PyTorch / CuPy / JAX device array"
                       + (" (only its shape is read)." if name in ("zero", "fill") else ".")]
         else:
@@ -80,7 +82,8 @@ def op_docstring(spec: dict) -> str:
         lines += ["dtype : str or dtype", "    'float16', 'bfloat16', 'float32' or 'float64'."]
     if family == "reduction":
         lines += ["axes : int or tuple of int, default -1", "    The tile dims to reduce (counted within the tile).",
-                  "accum : bool, default False", "    Fold the result into ``out``'s old values."]
+                  "accum : bool, default False", "    Fold the result into ``out``'s old values.",
+                  "keepdims : bool, default False", "    Keep each reduced dim with length 1 (NumPy's keepdims)."]
     lines += _COMMON.splitlines()
     if spec["options"]:
         lines += ["**config : bool", f"    Variant options: {', '.join(spec['options'])}."]

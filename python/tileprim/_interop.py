@@ -349,8 +349,12 @@ def placed_key(x) -> tuple:
 
 
 def array_pointer(x) -> int:
-    """The address of a NumPy array or of a device array of a remembered type."""
-    return x.__array_interface__["data"][0] if type(x) is np.ndarray else _DEVICE_TYPES[type(x)].pointer(x)
+    """The address of a NumPy array (a subclass too, checked by the caller) or of a device array
+    of a remembered type."""
+    if type(x) is np.ndarray:
+        return x.__array_interface__["data"][0]
+    adapter = _DEVICE_TYPES.get(type(x))
+    return adapter.pointer(x) if adapter is not None else np.asarray(x).__array_interface__["data"][0]
 
 
 class OwnedArray:

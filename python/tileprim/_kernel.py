@@ -62,6 +62,11 @@ def lower(op, /, *args, target=None, **kwargs) -> Kernel:
     ('sm100_packed', True)
     """
     from ._ops import plan
+    from ._program import Program
+    if isinstance(op, Program):
+        raise NotImplementedError(f"tp.lower({op.__name__}): one fused CUDA kernel per program: not yet implemented "
+                                  f"(issue 31); tp.plan({op.__name__}, ...) shows the steps and the CPU backend runs "
+                                  f"them")
     details = cuda_details()
     if not details["nvrtc"]["ok"]:
         raise RuntimeError(f"tp.lower needs NVRTC: {details['nvrtc']['error']}")

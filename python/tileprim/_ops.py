@@ -7,6 +7,7 @@ from typing import Dict, List, Tuple
 
 from . import _C
 from ._calls import bound_call
+from ._program.trace import TRACING, record_step
 from ._docs import op_docstring
 from ._scope import ExecScope, thread
 
@@ -41,17 +42,20 @@ def _source(spec: dict, runs: bool) -> str:
     reduction = spec["family"] == "reduction"
     params = list(operands) + ([spec["extra_arg"]] if spec["extra_arg"] else [])
     signature = ", ".join(params) + (", axes=-1" if reduction else "")
-    keywords = "out=None, accum=False, " if reduction else "out=None, "
+    keywords = "out=None, accum=False, keepdims=False, " if reduction else "out=None, "
     pack = "(" + "".join(f"{o}, " for o in operands) + ")"
     tail = f".run({pack}, out)" if runs else ".plan"
-    return (f"def op({signature}, *, {keywords}{_COMMON}):\n"
-            f"    return bound_call({spec['name']!r}, {pack}, {'axes' if reduction else 'None'}, out, "
+    args = (f"{spec['name']!r}, {pack}, {'axes' if reduction else 'None'}, out, "
             f"{'accum' if reduction else 'False'}, scope, storage, layout, out_layout, batch_dims, target, "
-            f"backend, dispatch, {spec['extra_arg'] or 'None'}, config){tail}\n")
+            f"backend, dispatch, {spec['extra_arg'] or 'None'}, config, {'keepdims' if reduction else 'False'}")
+    # inside a tile program being traced, a call records a step instead of running
+    record = f"    if TRACING[0] is not None:\n        return record_step({args})\n" if runs else ""
+    return (f"def op({signature}, *, {keywords}{_COMMON}):\n{record}"
+            f"    return bound_call({args}){tail}\n")
 
 
 def _make(spec: dict, runs: bool):
-    namespace = {"bound_call": bound_call, "thread": thread}
+    namespace = {"bound_call": bound_call, "thread": thread, "TRACING": TRACING, "record_step": record_step}
     exec(compile(_source(spec, runs), f"<tileprim.{spec['name']}>", "exec"), namespace)
     fn = namespace["op"]
     fn.__name__ = fn.__qualname__ = spec["name"]

@@ -37,8 +37,12 @@ class ExecScope:
     _made: dict = {}
 
     def __new__(cls, kind: str, threads: int):
-        scope = cls._made.get((kind, threads))
+        try:
+            scope = cls._made.get((kind, threads))
+        except TypeError:  # unhashable
+            scope = None
         if scope is None:
+            _check_scope(kind, threads)
             scope = super().__new__(cls)
             scope.kind, scope.threads = kind, threads
             cls._made[(kind, threads)] = scope
@@ -66,6 +70,25 @@ class ExecScope:
 
     def __repr__(self) -> str:
         return f"tp.cta(threads={self.threads})" if self.kind == "cta" else f"tp.{self.kind}"
+
+
+_THREADS = {"thread": 1, "warp": 32, "warpgroup": 128}  # a CTA: 1..1024
+
+
+def _check_scope(kind, threads) -> None:
+    """The rule of each kind: a thread is 1 thread, a warp 32, a warpgroup 128 (4 warps), a CTA
+    1..1024."""
+    if kind not in ("thread", "warp", "warpgroup", "cta"):
+        raise ValueError(f"kind: {kind!r} is not a scope; expected 'thread', 'warp', 'warpgroup' or 'cta'")
+    if isinstance(threads, bool) or type(threads) is not int:
+        raise TypeError(f"threads: expected an int, not {threads!r}")
+    if kind == "cta":
+        if not 1 <= threads <= 1024:
+            raise ValueError(f"threads: cta(threads={threads}) needs 1 <= threads <= 1024")
+    elif threads != _THREADS[kind]:
+        size = _THREADS[kind]
+        raise ValueError(f"threads: a {kind} is {size} thread{'s' if size > 1 else ''}, not {threads} "
+                         f"(use tp.{kind}, or tp.cta(n) for another count)")
 
 
 thread = ExecScope("thread", 1)

@@ -3,9 +3,13 @@
 // (tile_frame.cc) does the rest.
 #include "backends/cpu/executors.h"
 
+#include <algorithm>
+
+#include "backends/cpu/copy_executor.h"
 #include "backends/cpu/host_lanes.h"
 #include "backends/cpu/packed_tiles.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/table_view.h"
 #include "backends/cpu/tile_frame.h"
 #include "backends/cpu/treduce_executor.h"
 #include "ops/host_types.h"
@@ -31,19 +35,21 @@ template <class F> HostBody reduction_body(const Plan& plan, F&& f) {
 
 // local and shared on one scope instance: a thread-wise plan folds each thread's own registers;
 // the others fold across lanes by the variant's own algorithm, `lane_fold`.
+// The lanes fold through the view's slot tables (table_view.h): the same slots, no division.
 template <class Detail, class LaneFold> HostBody lane_body(const Plan& plan, LaneFold lane_fold) {
   const Detail d = plan.detail_as<Detail>();
   const bool accum = plan.call.accum;
   const HostLanes lanes{plan.call.scope.threads};
+  auto slots = std::make_shared<const SlotTables>(d.view);
   return reduction_body(plan, [&](auto tag, auto op) -> HostBody {
     using T = typename decltype(tag)::type;
-    return [d, accum, lanes, lane_fold, op](const HostTile& t) {
+    return [d, slots, accum, lanes, lane_fold, op](const HostTile& t) {
       T* out = static_cast<T*>(t.out);
       const T* in = static_cast<const T*>(t.in[0]);
       if (d.thread_wise) {
         thread_reduce<decltype(op)>(out, in, d.view, accum);
       } else {
-        lane_fold(op, lanes, t, out, in, d, accum);
+        lane_fold(op, lanes, t, out, in, d, slots->view, accum);
       }
     };
   });
@@ -51,15 +57,20 @@ template <class Detail, class LaneFold> HostBody lane_body(const Plan& plan, Lan
 
 HostBody local_body(const Plan& plan) {
   return lane_body<LocalPlan>(plan, [](auto op, const HostLanes& lanes, const HostTile& t, auto* out, const auto* in,
-                                       const LocalPlan& d, bool accum) {
-    lane_reduce<decltype(op)>(lanes, out, t.out_stride, in, t.in_stride[0], d.view, d.masks, accum);
+                                       const LocalPlan& d, const TableView& view, bool accum) {
+    lane_reduce<decltype(op)>(lanes, out, t.out_stride, in, t.in_stride[0], view, d.masks, accum);
   });
 }
 
 HostBody shared_body(const Plan& plan) {
   return lane_body<SharedPlan>(plan, [](auto op, const HostLanes& lanes, const HostTile&, auto* out, const auto* in,
-                                        const SharedPlan& d, bool accum) {
-    shared_group_reduce<decltype(op)>(lanes, out, in, d.view, d.groups, accum);
+                                        const SharedPlan& d, const TableView& view, bool accum) {
+    // With one round (an output per group at most), groups past the last output never write and
+    // shuffle only among themselves: the CPU leaves them out. The same bits, far fewer lanes.
+    const GroupShape& g = d.groups;
+    const bool one_round = view.spatial <= g.groups;
+    const HostLanes working{one_round ? std::min(lanes.n, g.group_size * std::max(1, view.spatial)) : lanes.n};
+    shared_group_reduce<decltype(op)>(working, out, in, view, g, accum);
   });
 }
 
@@ -142,6 +153,22 @@ std::shared_ptr<const Runner> rows_runner(const Plan& plan, const FoldView& view
 
 // local and shared: thread-wise thread-scope tiles take the packed path (whole rows folded in
 // place across the cores), the others the lockstep tile frame.
+// The any-order fold of whole rows for a lane-scope max/min plan, or null where it does not apply.
+std::shared_ptr<const Runner> rows_across(const Plan& plan, const FoldView& view) {
+  std::shared_ptr<const Runner> runner;
+  with_host_float(plan.call.inputs[0].dtype, [&](auto tag) {
+    with_reduce_functor(reduce_functor(plan.call), [&](auto op) {
+      using T = typename decltype(tag)::type;
+      using Op = decltype(op);
+      if constexpr (kFoldsInAnyOrder<Op> && kVectorParts<T> && runs_on_packs<Op>::value) {
+        auto packed = std::make_shared<PackedReductionRunner<T, Op>>(plan, view);
+        if (packed->folds_rows_across()) runner = packed;
+      }
+    });
+  });
+  return runner;
+}
+
 template <class Detail> class LaneReductionExecutor : public Executor {
  public:
   explicit LaneReductionExecutor(HostTileExecutor::MakeBody body) : body_(std::move(body)) {}
@@ -149,6 +176,9 @@ template <class Detail> class LaneReductionExecutor : public Executor {
   std::shared_ptr<const Runner> bind(const Plan& plan) const override {
     const Detail& d = plan.detail_as<Detail>();
     if (plan.call.scope.kind != ScopeKind::thread || !d.thread_wise) {
+      // max/min of whole rows give the same bits in any order (packed_tiles.h): the lanes'
+      // groups and butterfly fold the row in one order, the CPU folds it across
+      if (std::shared_ptr<const Runner> across = rows_across(plan, d.view)) return across;
       return std::make_shared<HostTileRunner>(plan, body_(plan));
     }
     std::shared_ptr<const Runner> runner;
@@ -172,6 +202,7 @@ void register_cpu_executors(ExecutorTable& table) {
   table.add("sm100_packed", "cpu", std::make_unique<HostTileExecutor>(packed_body));
   table.add("reg", "cpu", std::make_unique<FlatMapExecutor>());
   register_cpu_treduce(table);
+  register_cpu_copy(table);
 }
 
 }  // namespace tp

@@ -68,6 +68,10 @@ template <class T, class Op> class PackedReductionRunner : public Runner {
                      view_.spatial == 1 && view_.reduce == src_elements_ && dst_elements_ == 1 && dst_.slots == 1 &&
                      dst_.store.size() == 1 && src_elements_ >= kAcrossRowsFrom) {}
 
+  // Whether each tile is one long row folded into one output by an any-order op (max, min):
+  // then the row is folded across whatever the plan's scope, since any order gives its bits.
+  bool folds_rows_across() const { return across_rows_; }
+
   void run(const RunArgs& args) const override {
     const T* in = reinterpret_cast<const T*>(args.inputs[0].data);
     T* out = reinterpret_cast<T*>(args.output.data);

@@ -3,6 +3,9 @@
 // one shared-memory tile (through the layout's memory offsets). Slots that hold no element
 // are poisoned with NaN, so an algorithm that reads one shows it.
 #pragma once
+#include <cstring>
+#include <vector>
+
 #include "dispatch/plan.h"
 #include "layout/placement.h"
 #include "tileprim/layout.cuh"
@@ -17,6 +20,9 @@ struct HostStaging {
   long long slots = 0;    // registers: threads * slots per thread; shared: the layout's span
   int slots_per_thread = 0;
   int element_bytes = 0;
+  // shared: each element's offset (memory_offset, computed once); empty when offset == element
+  // and the tile has no other slots, so staging is a plain copy
+  std::vector<long long> offsets;
 
   explicit HostStaging(const OperandStaging& s);
 };
@@ -26,11 +32,16 @@ template <class T> void poison(T* buf, long long n) {
 }
 
 template <class T> void stage_in(const HostStaging& h, const T* tile, T* buf) {
-  poison(buf, h.slots);
   if (h.plan.kind == Staging::shared) {
-    for (long long e = 0; e < h.plan.elements; ++e) buf[memory_offset(h.memory, e)] = tile[e];
+    if (h.offsets.empty()) {
+      std::memcpy(buf, tile, static_cast<size_t>(h.plan.elements) * sizeof(T));
+      return;
+    }
+    poison(buf, h.slots);
+    for (long long e = 0; e < h.plan.elements; ++e) buf[h.offsets[e]] = tile[e];
     return;
   }
+  poison(buf, h.slots);
   const RegisterPlacement& p = *h.plan.place;
   for (int t = 0; t < p.threads; ++t) {
     for (int s = 0; s < p.slots; ++s) {
@@ -42,7 +53,11 @@ template <class T> void stage_in(const HostStaging& h, const T* tile, T* buf) {
 
 template <class T> void stage_out(const HostStaging& h, const T* buf, T* tile) {
   if (h.plan.kind == Staging::shared) {
-    for (long long e = 0; e < h.plan.elements; ++e) tile[e] = buf[memory_offset(h.memory, e)];
+    if (h.offsets.empty()) {
+      std::memcpy(tile, buf, static_cast<size_t>(h.plan.elements) * sizeof(T));
+      return;
+    }
+    for (long long e = 0; e < h.plan.elements; ++e) tile[e] = buf[h.offsets[e]];
     return;
   }
   const RegisterPlacement& p = *h.plan.place;

@@ -1,5 +1,6 @@
 #include "backends/cuda/kernel_cache.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,10 +19,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Entry file: "TPK1" | sha256(lengths + payload) | u64 ptx length | u64 cubin length | ptx | cubin.
-// Lengths are little-endian. The hash covers the lengths so a damaged split is caught too.
-constexpr char kMagic[4] = {'T', 'P', 'K', '1'};
-constexpr size_t kHeaderBytes = sizeof(kMagic) + 32 + 8 + 8;
+// Entry file: "TPK2" | sha256(lengths + key + ptx + cubin) | u64 key, ptx and cubin lengths |
+// key | ptx | cubin. Lengths are little-endian. The entry records its whole serialised key, so an
+// entry that is not this key's (two entries swapped on disk, a file planted under another's
+// name) is told apart from the right one, not just a damaged one; the hash covers the lengths
+// so a damaged split is caught too.
+constexpr char kMagic[4] = {'T', 'P', 'K', '2'};
+constexpr size_t kLengthBytes = 3 * 8;
+constexpr size_t kHeaderBytes = sizeof(kMagic) + 32 + kLengthBytes;
+// Far above any kernel's PTX and cubin: what a cache entry may be before it is not read at all.
+constexpr long long kMaxEntryBytes = 256ll << 20;
 constexpr const char* kEntrySuffix = ".bin";
 constexpr const char* kTempMarker = ".tmp.";
 
@@ -40,11 +47,10 @@ void put_field(std::string& out, const std::string& field) {
   out += field;
 }
 
-std::array<uint8_t, 32> payload_hash(const char* lengths, const std::string& ptx, const std::string& cubin) {
+std::array<uint8_t, 32> payload_hash(const char* lengths, const char* payload, size_t payload_bytes) {
   Sha256 hasher;
-  hasher.update(lengths, 16);
-  hasher.update(ptx);
-  hasher.update(cubin);
+  hasher.update(lengths, kLengthBytes);
+  hasher.update(payload, payload_bytes);
   return hasher.digest();
 }
 
@@ -65,44 +71,98 @@ std::string entry_path(const std::string& directory, const std::string& digest) 
   return directory + "/" + digest + kEntrySuffix;
 }
 
-// A damaged, truncated or foreign file reads as a miss; it is overwritten after recompiling.
-bool read_entry(const std::string& path, CompiledKernel& out) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (!file) return false;
+// The bytes of a regular file of at most kMaxEntryBytes, or "" with `why` set. The open does
+// not block (a FIFO would wait for a writer forever) nor follow a symbolic link (one to
+// /dev/zero never ends); fstat then says what was opened. `missing` is set for no file at all.
+std::string read_regular_file(const std::string& path, bool& missing, std::string& why) {
+  missing = false;
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    missing = errno == ENOENT || errno == ENOTDIR;  // no entry, or no directory yet (writing says why)
+    why = errno == ELOOP ? "a symbolic link; entries are regular files" : std::strerror(errno);
+    return "";
+  }
   std::string bytes;
-  char chunk[1 << 16];
-  for (size_t n; (n = std::fread(chunk, 1, sizeof(chunk), file)) > 0;) bytes.append(chunk, n);
-  std::fclose(file);
+  struct stat info {};
+  if (fstat(fd, &info) != 0) {
+    why = std::strerror(errno);
+  } else if (!S_ISREG(info.st_mode)) {
+    why = "not a regular file";
+  } else if (info.st_size > kMaxEntryBytes) {
+    why = std::to_string(info.st_size) + " bytes, more than an entry may hold (" + std::to_string(kMaxEntryBytes) + ")";
+  } else {
+    bytes.resize(size_t(info.st_size) + 1);  // one byte more: a file that grew meanwhile is seen
+    size_t got = 0;
+    while (got < bytes.size()) {
+      const ssize_t n = read(fd, bytes.data() + got, bytes.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        if (n < 0) why = std::strerror(errno);
+        break;
+      }
+      got += size_t(n);
+    }
+    if (why.empty() && got != size_t(info.st_size)) why = "it changed while being read";
+    bytes.resize(why.empty() ? got : 0);
+  }
+  close(fd);
+  return bytes;
+}
 
-  if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) return false;
+// The entry at `path` for the key serialised as `key`: kHit, kMiss (no file), or kRejected with
+// `why` (damaged, foreign, not a regular file, too large); both of these mean recompiling, and
+// the entry is overwritten then.
+enum class EntryRead { kHit, kMiss, kRejected };
+
+EntryRead read_entry(const std::string& path, const std::string& key, CompiledKernel& out, std::string& why) {
+  bool missing = false;
+  const std::string bytes = read_regular_file(path, missing, why);
+  if (missing) return EntryRead::kMiss;
+  if (!why.empty()) return EntryRead::kRejected;
+  if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
+    why = "not a tileprim kernel cache entry of this format";
+    return EntryRead::kRejected;
+  }
   const char* lengths = bytes.data() + sizeof(kMagic) + 32;
-  const uint64_t ptx_bytes = get_u64(lengths);
-  const uint64_t cubin_bytes = get_u64(lengths + 8);
-  if (ptx_bytes > bytes.size() || cubin_bytes > bytes.size() || kHeaderBytes + ptx_bytes + cubin_bytes != bytes.size())
-    return false;
-  out.ptx.assign(bytes, kHeaderBytes, ptx_bytes);
-  out.cubin.assign(bytes, kHeaderBytes + ptx_bytes, cubin_bytes);
-  const auto hash = payload_hash(lengths, out.ptx, out.cubin);
-  return std::memcmp(hash.data(), bytes.data() + sizeof(kMagic), hash.size()) == 0;
+  const uint64_t key_bytes = get_u64(lengths), ptx_bytes = get_u64(lengths + 8), cubin_bytes = get_u64(lengths + 16);
+  const uint64_t room = bytes.size() - kHeaderBytes;
+  if (key_bytes > room || ptx_bytes > room || cubin_bytes > room || key_bytes + ptx_bytes + cubin_bytes != room) {
+    why = "truncated or damaged (its lengths do not add up)";
+    return EntryRead::kRejected;
+  }
+  const auto hash = payload_hash(lengths, bytes.data() + kHeaderBytes, room);
+  if (std::memcmp(hash.data(), bytes.data() + sizeof(kMagic), hash.size()) != 0) {
+    why = "damaged (its payload hash does not match)";
+    return EntryRead::kRejected;
+  }
+  if (bytes.compare(kHeaderBytes, key_bytes, key) != 0) {
+    why = "another kernel's entry (the key it records is not this kernel's)";
+    return EntryRead::kRejected;
+  }
+  out.ptx.assign(bytes, kHeaderBytes + key_bytes, ptx_bytes);
+  out.cubin.assign(bytes, kHeaderBytes + key_bytes + ptx_bytes, cubin_bytes);
+  return EntryRead::kHit;
 }
 
 // Writes to a unique temp file in the same directory, then renames it over the entry: a
 // reader sees the old file or the whole new one, and two writers of one kernel both succeed.
 // Returns "" or what failed.
-std::string write_entry(const std::string& directory, const std::string& digest, const CompiledKernel& kernel) {
+std::string write_entry(const std::string& directory, const std::string& digest, const std::string& key,
+                        const CompiledKernel& kernel) {
   std::error_code ec;
   fs::create_directories(directory, ec);
   if (ec) return "cannot create the directory: " + ec.message();
 
   std::string lengths;
+  put_u64(lengths, key.size());
   put_u64(lengths, kernel.ptx.size());
   put_u64(lengths, kernel.cubin.size());
-  const auto hash = payload_hash(lengths.data(), kernel.ptx, kernel.cubin);
+  const std::string payload = key + kernel.ptx + kernel.cubin;
+  const auto hash = payload_hash(lengths.data(), payload.data(), payload.size());
   std::string bytes(kMagic, sizeof(kMagic));
   bytes.append(reinterpret_cast<const char*>(hash.data()), hash.size());
   bytes += lengths;
-  bytes += kernel.ptx;
-  bytes += kernel.cubin;
+  bytes += payload;
 
   std::string temp_path = directory + "/." + digest + kTempMarker + "XXXXXX";
   const int fd = mkstemp(temp_path.data());
@@ -185,6 +245,16 @@ void KernelCache::disable_disk(const std::string& why) {
                directory_.empty() ? "(none)" : directory_.c_str(), why.c_str());
 }
 
+void KernelCache::warn_entry(const std::string& path, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (entry_warned_) return;  // one warning per process
+  entry_warned_ = true;
+  std::fprintf(stderr,
+               "tileprim: warning: kernel cache entry %s is not used (%s); the kernel is recompiled and the entry "
+               "rewritten. Further such entries are replaced without a word.\n",
+               path.c_str(), why.c_str());
+}
+
 std::shared_ptr<const CompiledKernel> KernelCache::get_or_compile(const CacheKey& key,
                                                                   const std::function<CompiledKernel()>& compile) {
   // SHA-256 runs at about 200 MB/s here, several microseconds for a few KB of source, so the
@@ -207,12 +277,21 @@ std::shared_ptr<const CompiledKernel> KernelCache::get_or_compile(const CacheKey
   const std::string digest = sha256_hex(serialised);
   const auto start = std::chrono::steady_clock::now();
   CompiledKernel fresh;
-  const bool from_disk = use_disk && read_entry(entry_path(directory, digest), fresh);
+  bool from_disk = false;
+  if (use_disk) {
+    std::string why;
+    const std::string path = entry_path(directory, digest);
+    const EntryRead read = read_entry(path, serialised, fresh, why);
+    from_disk = read == EntryRead::kHit;
+    if (read == EntryRead::kRejected) warn_entry(path, why);
+  }
   if (!from_disk) fresh = compile();
   fresh.origin = from_disk ? "disk" : "compiled";
   fresh.compile_ms = milliseconds_since(start);
   if (!from_disk && use_disk) {
-    if (std::string failure = write_entry(directory, digest, fresh); !failure.empty()) disable_disk(failure);
+    if (std::string failure = write_entry(directory, digest, serialised, fresh); !failure.empty()) {
+      disable_disk(failure);
+    }
   }
 
   // The table keeps its own copy labelled "memory", so hits share it without copying.

@@ -5,7 +5,10 @@
 //   kernel->origin;  // "memory", "disk" or "compiled"
 //
 // Disk: $TILEPRIM_CACHE_DIR, else $XDG_CACHE_HOME/tileprim/<version>, else
-// $HOME/.cache/tileprim/<version>; one file <digest>.bin per kernel. TILEPRIM_CACHE=0 keeps
+// $HOME/.cache/tileprim/<version>; one file <digest>.bin per kernel, which records its whole key
+// and a hash of it all: an entry is used only when both check out, and only a regular file of
+// bounded size is read (opened without blocking or following a link). Any other file under an
+// entry's name is recompiled over, with one warning per process. TILEPRIM_CACHE=0 keeps
 // kernels in memory only; so does a directory that cannot be written (with one warning).
 #pragma once
 #include <functional>
@@ -64,6 +67,7 @@ class KernelCache {
   KernelCache();
   void set_package_version_locked(const std::string& version);
   void disable_disk(const std::string& why);
+  void warn_entry(const std::string& path, const std::string& why);
 
   mutable std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<const CompiledKernel>> table_;  // serialise() -> kernel
@@ -71,6 +75,7 @@ class KernelCache {
   std::string directory_;
   bool disk_wanted_ = true;   // false under TILEPRIM_CACHE=0
   bool disk_failed_ = false;  // the directory could not be written; stays so for the process
+  bool entry_warned_ = false;  // an unusable entry was reported (once per process)
 };
 
 }  // namespace tp::cuda

@@ -1,6 +1,7 @@
 #include "backends/nccl/nccl_communicator.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <stdexcept>
@@ -171,6 +172,11 @@ void Communicator::grow_staging(size_t bytes) {
       if (folded_recorded_[slot]) d.check(d.cuStreamWaitEvent(receiving_, folded_[slot], 0), "cuStreamWaitEvent");
     d.check(d.cuEventRecord(done, receiving_), "cuEventRecord");
   }
+  // Fault injection for the tests (tests/test_treduce_processes.py): an allocation that fails,
+  // as on a GPU out of memory, so the path that aborts NCCL runs on purpose.
+  if (const char* fault = std::getenv("TILEPRIM_INJECT_FAULT"); fault && std::strcmp(fault, "nccl_staging") == 0)
+    throw cuda::CudaError("cuMemAlloc of " + std::to_string(bytes) + " bytes of staging: injected failure "
+                          "(TILEPRIM_INJECT_FAULT=nccl_staging)");
   staging_ = std::make_unique<cuda::DeviceBuffer>(bytes, device_);
 }
 

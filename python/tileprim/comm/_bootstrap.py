@@ -5,13 +5,9 @@ file every rank can see). Nothing here moves tensors."""
 from __future__ import annotations
 
 import os
-import pickle
 import socket
-import time
-import uuid
 from typing import List, Optional, Tuple
 
-from ._errors import CommError, CommTimeout
 
 __all__ = ["rank_and_world", "local_rank", "Bootstrap", "choose_bootstrap", "host_id"]
 
@@ -132,79 +128,12 @@ class _MpiBootstrap(Bootstrap):
         return self.world.allgather(payload)
 
 
-class _FileBootstrap(Bootstrap):
-    """Files beside `init_file`: rank 0 names the job in init_file, then each exchange is one file
-    per rank, written whole (temp file + rename) and read once every rank's is there."""
-
-    name = "init_file"
-
-    def __init__(self, rank, world_size, path: str, timeout: float):
-        super().__init__(rank, world_size)
-        try:
-            self.path = os.fsdecode(os.fspath(path))
-        except TypeError:
-            raise TypeError(f"init_file: expected a path (str or os.PathLike), not {type(path).__name__}") from None
-        self.exchanges, self.written = 0, []
-        folder = os.path.dirname(os.path.abspath(self.path))
-        if not os.path.isdir(folder):
-            raise ValueError(f"init_file: {self.path}: its directory {folder} does not exist (the ranks meet in files "
-                             "beside init_file, in a directory every rank can see)")
-        if rank == 0:
-            try:
-                self._write(self.path, pickle.dumps((uuid.uuid4().hex, world_size)))
-            except OSError as e:
-                raise ValueError(f"init_file: {self.path} cannot be written here ({e.strerror})") from None
-        job, size = pickle.loads(self._read_when_there(self.path, timeout, "rank 0 to create init_file"))
-        if size != world_size:
-            raise CommError(f"init_file: {self.path} belongs to a job of {size} ranks, this one has {world_size}; "
-                            "use a fresh path per run")
-        self.job = job
-
-    @staticmethod
-    def _write(path: str, data: bytes) -> None:
-        temp = f"{path}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
-        with open(temp, "wb") as f:
-            f.write(data)
-        os.replace(temp, path)
-
-    @staticmethod
-    def _read_when_there(path: str, timeout: float, what: str) -> bytes:
-        deadline, pause = time.monotonic() + timeout, 1e-4
-        while True:
-            try:
-                with open(path, "rb") as f:
-                    return f.read()
-            except FileNotFoundError:
-                if time.monotonic() > deadline:
-                    raise CommTimeout(f"init_file: waited {timeout:g} s for {what} ({path})") from None
-                time.sleep(pause)
-                pause = min(2 * pause, 0.05)
-
-    def all_gather(self, payload, timeout):
-        self.exchanges += 1
-        name = f"{self.path}.{self.job}.{self.exchanges}"
-        mine = f"{name}.{self.rank}"
-        self._write(mine, payload)
-        self.written.append(mine)
-        return [payload if r == self.rank else self._read_when_there(f"{name}.{r}", timeout, f"rank {r}")
-                for r in range(self.world_size)]
-
-    def close(self):
-        """Removes this rank's files but its last exchange's, which another rank may still be
-        reading (it raised or finished first): those few bytes stay beside init_file."""
-        for path in self.written[:-1] + ([self.path] if self.rank == 0 and self.exchanges > 0 else []):
-            try:
-                os.remove(path)
-            except OSError:
-                pass
-        self.written = self.written[-1:]
-
-
 def choose_bootstrap(rank: int, world_size: int, init_file, timeout: float) -> Bootstrap:
     """An explicit init_file, else torch.distributed's initialised group, else mpi4py under an MPI
     launcher; a world of one needs none."""
     if init_file is not None:
-        return _FileBootstrap(rank, world_size, init_file, timeout)
+        from ._init_file import FileBootstrap  # it builds on Bootstrap
+        return FileBootstrap(rank, world_size, init_file, timeout)
     dist = _torch_group()
     if dist is not None:
         return _TorchBootstrap(rank, world_size, dist)

@@ -4,29 +4,36 @@ backend and transport, and, on one host, share a rendezvous segment that every l
 in (across hosts, calls meet through the bootstrap)."""
 from __future__ import annotations
 
+import json
+import math
 import os
-import pickle
 import uuid
 import weakref
 from typing import Dict, List, Optional
 
 from .._backends import resolve_backend
+from .._checks import short_repr
 from ._bootstrap import Bootstrap, choose_bootstrap, host_id, local_rank, rank_and_world
 from ._errors import CommError
-from ._rendezvous import SLOT, Rendezvous, SharedFile
+from ._init_file import is_job
+from ._rendezvous import SLOT, Rendezvous, SharedFile, remove_segment
 from ._rendezvous_hosts import HostsRendezvous
 
 __all__ = ["Communicator", "init", "default_communicator", "check_call_timeout"]
 
 _DEFAULT: Optional["Communicator"] = None
 DEFAULT_TIMEOUT = 300.0  # seconds a call waits for the other ranks
+# The longest wait: a year, far below what a deadline in a double or in nanoseconds holds.
+MAX_TIMEOUT = 365 * 24 * 3600.0
 
 
 def _check_timeout(timeout) -> float:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         raise TypeError(f"timeout: expected seconds (a number), not {timeout!r}")
-    if not timeout > 0:
-        raise ValueError(f"timeout: {timeout} is not a positive number of seconds")
+    # compared before float(): an int past float's range (2**1100) would overflow there
+    if not (isinstance(timeout, int) or math.isfinite(timeout)) or not 0 < timeout <= MAX_TIMEOUT:
+        raise ValueError(f"timeout: {short_repr(timeout)} is not a positive number of seconds up to "
+                         f"{MAX_TIMEOUT:.0f} (a year)")
     return float(timeout)
 
 
@@ -63,6 +70,34 @@ def _choose_transport(transport: Optional[str], backend: str, hosts: int) -> str
     return transport
 
 
+_INFO_VERSION = 1
+_INFO_FIELDS = {"version", "host", "pid", "backend", "device", "job", "transport"}
+
+
+def _peer_info(data: bytes, rank: int) -> dict:
+    """Rank `rank`'s bootstrap message (JSON), each field checked: plain data, never code."""
+    try:
+        info = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        info = None
+    if not isinstance(info, dict) or set(info) != _INFO_FIELDS or info["version"] != _INFO_VERSION:
+        raise CommError(f"the bootstrap: rank {rank} sent no tileprim message of version {_INFO_VERSION} "
+                        f"(a JSON object of {', '.join(sorted(_INFO_FIELDS))}); every rank runs one tileprim")
+
+    def integer(value) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+    checks = {"host": isinstance(info["host"], str) and 0 < len(info["host"]) <= 1024,
+              "pid": integer(info["pid"]) and 0 < info["pid"] < 1 << 31,
+              "backend": info["backend"] in ("cpu", "cuda"),
+              "device": info["device"] is None or (integer(info["device"]) and 0 <= info["device"] < 1 << 16),
+              "job": is_job(info["job"]),
+              "transport": info["transport"] is None or info["transport"] in TRANSPORTS}
+    for field, ok in checks.items():
+        if not ok:
+            raise CommError(f"the bootstrap: rank {rank} sent {field}={info[field]!r}, which no rank sends")
+    return info
+
+
 def _agree(name: str, choices: List[str]) -> None:
     if len(set(choices)) > 1:
         raise CommError(f"{name}: the ranks chose differently: " +
@@ -78,9 +113,10 @@ class Communicator:
                  timeout: float, transport: Optional[str] = None):
         self.rank, self.world_size, self.backend, self.device = rank, world_size, backend, device
         self.timeout, self._bootstrap = timeout, bootstrap
-        mine = {"host": host_id(), "pid": os.getpid(), "backend": backend, "device": device, "job": uuid.uuid4().hex,
-                "transport": transport}
-        infos = [pickle.loads(p) for p in bootstrap.all_gather(pickle.dumps(mine), timeout)]
+        mine = {"version": _INFO_VERSION, "host": host_id(), "pid": os.getpid(), "backend": backend, "device": device,
+                "job": uuid.uuid4().hex, "transport": transport}
+        infos = [_peer_info(data, r) for r, data in
+                 enumerate(bootstrap.all_gather(json.dumps(mine).encode(), timeout))]
         self.job: str = infos[0]["job"]
         self.hosts: List[str] = [i["host"] for i in infos]
         self.devices: List[Optional[int]] = [i["device"] for i in infos]
@@ -96,13 +132,18 @@ class Communicator:
         self._finalizer = weakref.finalize(self, _release, self.state, bootstrap)
 
     def _meet(self, timeout: float) -> Rendezvous:
-        """Rank 0 creates the rendezvous segment, every rank maps it, then its name goes (no leftovers)."""
+        """Rank 0 creates the rendezvous segment, every rank maps it, then its name goes (no
+        leftovers: where the meeting fails, every rank removes the name, if it is this user's)."""
         name = f"tileprim-{self.job}"
-        segment = SharedFile(name, self.world_size * SLOT, create=True) if self.rank == 0 else None
-        self._bootstrap.all_gather(b"", timeout)
-        segment = segment or SharedFile(name)
-        rendezvous = Rendezvous(segment, self.rank, self.world_size)
-        self._bootstrap.all_gather(b"", timeout)
+        try:
+            segment = SharedFile(name, self.world_size * SLOT, create=True) if self.rank == 0 else None
+            self._bootstrap.all_gather(b"", timeout)
+            segment = segment or SharedFile(name)
+            rendezvous = Rendezvous(segment, self.rank, self.world_size, self.job)
+            self._bootstrap.all_gather(b"", timeout)
+        except BaseException:
+            remove_segment(name)
+            raise
         if self.rank == 0:
             segment.unlink()
         rendezvous.learn_pids()
@@ -118,7 +159,10 @@ class Communicator:
         return self.calls
 
     def close(self) -> None:
-        """Frees this rank's shared buffers and the bootstrap's files; the communicator is unusable after."""
+        """Frees this rank's shared buffers and the bootstrap's files, and removes what ranks that
+        died left in shared memory; the communicator is unusable after."""
+        if self._finalizer.alive and isinstance(self.rendezvous, Rendezvous):
+            self.rendezvous.remove_leftovers()
         self._finalizer()
 
     def __enter__(self) -> "Communicator":

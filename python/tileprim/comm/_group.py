@@ -10,11 +10,18 @@ from ._communicator import Communicator, default_communicator
 __all__ = ["ParallelGroup", "DistributedGroup"]
 
 
+def _set(group, **attributes) -> None:
+    """A group's attributes, set once at construction."""
+    for name, value in attributes.items():
+        object.__setattr__(group, name, value)
+
+
 class ParallelGroup:
     """The ranks of a collective, in one process: ``tensors[r]`` is rank r's tensor (NumPy
     arrays, or device arrays with rank r on its own GPU) and ``root`` the rank that gets the
     result. Rules a collective needs (one shape, dtype and strides for every rank) are checked
-    when it runs.
+    when it runs. A group is immutable: setting ``root`` or ``tensors`` raises AttributeError
+    (make a new group); ``tensors`` is the group's own list, whose arrays every call checks.
 
     Parameters
     ----------
@@ -35,8 +42,8 @@ class ParallelGroup:
             raise TypeError(f"tensors: expected a list of every rank's tensor, not {type(tensors).__name__}")
         if isinstance(root, bool) or not hasattr(root, "__index__"):
             raise TypeError(f"root: expected an int, not {root!r}")
-        self.tensors: List = list(tensors)
-        self.root = operator.index(root)
+        _set(self, tensors=list(tensors), root=operator.index(root))
+        self.tensors: List
         if not self.tensors:
             raise ValueError("tensors: a group needs at least one rank's tensor")
         if not 0 <= self.root < len(self.tensors):
@@ -64,6 +71,13 @@ class ParallelGroup:
         """The number of ranks."""
         return len(self.tensors)
 
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable: {name} cannot be set (its ranks and root were "
+                             "checked together); make a new group")
+
+    def __delattr__(self, name: str) -> None:
+        self.__setattr__(name, None)
+
     def __repr__(self) -> str:
         return f"ParallelGroup({self.size} ranks, root={self.root})"
 
@@ -79,7 +93,7 @@ class DistributedGroup(ParallelGroup):
             raise TypeError(f"comm: expected a communicator from tp.comm.init(), not {type(comm).__name__}")
         if isinstance(root, bool) or not hasattr(root, "__index__"):
             raise TypeError(f"root: expected an int, not {root!r}")
-        self.tensor, self.comm, self.root = x, comm, operator.index(root)
+        _set(self, tensor=x, comm=comm, root=operator.index(root))
         if not 0 <= self.root < comm.world_size:
             raise ValueError(f"root: {self.root} is not a rank of this job of {comm.world_size} "
                              f"(0 .. {comm.world_size - 1})")

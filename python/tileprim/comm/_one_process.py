@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import _C
 from .._backends import default_target, resolve_backend
-from .._checks import OPTIONAL_STR, expect
+from .._checks import OPTIONAL_STR, expect, plain_ndarray
 from .._dtypes import dtype_name, numpy_dtype
 from .._interop import PLACED_KEYS, adapter_for, array_pointer, remember_device_type
 from .._plan import Plan
@@ -38,6 +38,7 @@ class RankTensor:
         if adapter is None:
             if not isinstance(x, np.ndarray):
                 raise TypeError(f"{arg}: expected a NumPy or device array, not {type(x).__name__}")
+            x = plain_ndarray(x, arg)
             if not x.dtype.isnative:
                 raise TypeError(f"{arg}: dtype {x.dtype} is not in native byte order; convert it with "
                                 f"{arg}.astype({x.dtype.newbyteorder('=').name!r})")

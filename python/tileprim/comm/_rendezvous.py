@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
+import stat
 import struct
 import tempfile
 import time
@@ -17,7 +19,7 @@ from typing import Iterable, List, Optional, Sequence
 from .. import _C
 from ._errors import CommError, CommTimeout
 
-__all__ = ["Rendezvous", "SharedFile"]
+__all__ = ["Rendezvous", "SharedFile", "remove_segment", "source_segment"]
 
 SLOT = 16384
 POSTED, VERDICT, RELEASED, PID = 0, 64, 128, 192  # flags on their own cache lines
@@ -32,19 +34,65 @@ SPIN_S = 1e-3  # observe without sleeping first: a small call's ranks arrive mic
 
 
 def _shm_dir() -> str:
-    return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    """$TILEPRIM_SHM_DIR (a larger tmpfs where /dev/shm is small, as in containers; the same for
+    every rank of a host), else /dev/shm, else the temp directory."""
+    return os.environ.get("TILEPRIM_SHM_DIR") or ("/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir())
+
+
+def source_segment(job: str, rank: int, generation: int) -> str:
+    """The name of rank's shared-memory buffer (the 'shm' transport), its `generation`th."""
+    return f"tileprim-{job}-{rank}-{generation}"
+
+
+def _ours(info: os.stat_result) -> bool:
+    return stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid()
+
+
+def remove_segment(name: str) -> None:
+    """Removes a segment's name where it is this user's regular file (another user's, or a
+    link planted under it, stays)."""
+    path = os.path.join(_shm_dir(), name)
+    try:
+        if _ours(os.lstat(path)):
+            os.remove(path)
+    except OSError:
+        pass
+
+
+def remove_rank_segments(job: str, rank: int) -> None:
+    """Removes what rank `rank` of job `job` left in shared memory (it died holding them)."""
+    pattern = re.compile(re.escape(source_segment(job, rank, 0)[:-1]) + r"[0-9]+")
+    try:
+        names = os.listdir(_shm_dir())
+    except OSError:
+        return
+    for name in names:
+        if pattern.fullmatch(name):
+            remove_segment(name)
 
 
 class SharedFile:
-    """A file in shared memory mapped into this process: created by one rank, opened by the others."""
+    """A file in shared memory mapped into this process: created by one rank, opened by the
+    others, who map it only where it is a regular file of their own user's (the directory is
+    everybody's: another user could plant a file or a link under a name they learnt)."""
 
     def __init__(self, name: str, size: int = 0, create: bool = False):
         self.path = os.path.join(_shm_dir(), name)
-        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        fd = os.open(self.path, flags, 0o600)
+        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT | os.O_EXCL if create else os.O_NONBLOCK)
+        try:
+            fd = os.open(self.path, flags, 0o600)
+        except FileNotFoundError:
+            if create:
+                raise CommError(f"shared memory: its directory {os.path.dirname(self.path)} does not exist "
+                                "($TILEPRIM_SHM_DIR)") from None
+            raise CommError(f"shared memory: {self.path} is not there (the ranks of a host share one "
+                            "$TILEPRIM_SHM_DIR, else /dev/shm)") from None
         try:
             if create:
                 os.ftruncate(fd, size)
+            elif not _ours(os.fstat(fd)):
+                raise CommError(f"shared memory: {self.path} is not a regular file of this user's; "
+                                "it is not this job's")
             self.size = os.fstat(fd).st_size
             self.map = mmap.mmap(fd, self.size)
         finally:
@@ -79,8 +127,8 @@ def _alive(pid: int) -> bool:
 
 
 class Rendezvous:
-    def __init__(self, segment: SharedFile, rank: int, world_size: int):
-        self.segment, self.rank, self.world_size = segment, rank, world_size
+    def __init__(self, segment: SharedFile, rank: int, world_size: int, job: str):
+        self.segment, self.rank, self.world_size, self.job = segment, rank, world_size, job
         self.pids = [0] * world_size
         self.written = {}  # field -> the bytes this rank last wrote there (a repeated call rewrites nothing)
         self.versions = {at: 0 for at in VERSION}  # of this rank's texts
@@ -170,4 +218,10 @@ class Rendezvous:
     def _check_alive(self, ranks: Sequence[int], what: str) -> None:
         gone = self.exited(ranks)
         if gone:
+            self.remove_leftovers(gone)
             raise CommError(f"{what}: rank {gone[0]} (pid {self.pids[gone[0]]}) exited")
+
+    def remove_leftovers(self, ranks: Optional[Sequence[int]] = None) -> None:
+        """Removes the shared memory that ranks which died (of `ranks`; default any) left."""
+        for r in self.exited(ranks):
+            remove_rank_segments(self.job, r)

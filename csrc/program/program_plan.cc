@@ -1,0 +1,406 @@
+#include "program/program_plan.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "errors.h"
+#include "layout/placement.h"
+
+namespace tp {
+
+namespace {
+
+
+long long product(const std::vector<long long>& shape) {
+  long long n = 1;
+  for (long long d : shape) n *= d;
+  return n;
+}
+
+TileLayout layout_of(const std::optional<TileLayout>& layout, const std::vector<long long>& shape) {
+  return layout.value_or(TileLayout::row_major(shape));
+}
+
+std::string placement_of(Storage storage, const TileLayout& layout) {
+  return std::string(storage_name(storage)) + " " + layout.str();
+}
+
+// NumPy's rule, right-aligned; ValueError naming the step when the shapes do not broadcast.
+std::vector<long long> broadcast_shapes(const std::vector<std::vector<long long>>& shapes, const std::string& where,
+                                        const std::string& op) {
+  size_t rank = 0;
+  for (const auto& s : shapes) rank = std::max(rank, s.size());
+  std::vector<long long> out(rank, 1);
+  for (const auto& s : shapes) {
+    for (size_t k = 0; k < s.size(); ++k) {
+      long long& d = out[rank - 1 - k];
+      const long long e = s[s.size() - 1 - k];
+      if (d == 1) {
+        d = e;
+      } else if (e != 1 && e != d) {
+        std::string list;
+        for (const auto& t : shapes) list += (list.empty() ? "" : " and ") + shape_str(t);
+        throw ValueError(where + ": " + op + ": tile shapes " + list + " do not broadcast");
+      }
+    }
+  }
+  return out;
+}
+
+// The result shape of a reduction: keepdims keeps 1s where the axes were; otherwise the other
+// dims, or (1,) when every dim is reduced (a tile has at least one dim).
+std::vector<long long> reduced_shape(const std::vector<long long>& shape, std::vector<int>& axes, bool keepdims,
+                                     const std::string& where) {
+  const int rank = static_cast<int>(shape.size());
+  std::vector<bool> reduced(shape.size(), false);
+  for (int& a : axes) {
+    if (a < -rank || a >= rank) {
+      throw ValueError(where + ": axes: axis " + std::to_string(a) + " is out of range for a tile of rank " +
+                       std::to_string(rank));
+    }
+    if (a < 0) a += rank;
+    reduced[a] = true;
+  }
+  std::vector<long long> out;
+  for (int d = 0; d < rank; ++d) {
+    if (!reduced[d]) out.push_back(shape[d]);
+    else if (keepdims) out.push_back(1);
+  }
+  if (out.empty()) out.push_back(1);
+  return out;
+}
+
+// One way to place a step: its storage, its operands' layout and its result's layout.
+struct Placement {
+  Storage storage = Storage::local;
+  std::optional<TileLayout> layout, out_layout;
+  std::string why;
+};
+
+// The program's planner at work: values, steps, and the copies it adds.
+class ProgramPlanner {
+ public:
+  ProgramPlanner(const ProgramSpec& spec, const DispatchContext& ctx) : spec_(spec) {
+    plan_ = std::make_shared<ProgramPlan>();
+    plan_->name = spec.name;
+    plan_->scope = spec.scope;
+    plan_->context = ctx;
+    for (size_t i = 0; i < spec.inputs.size(); ++i) {
+      const ProgramInput& in = spec.inputs[i];
+      ProgramValue v;
+      v.name = in.name;
+      v.dtype = in.dtype;
+      v.shape = in.shape;
+      v.input = static_cast<int>(i);
+      v.batch_broadcast = in.batch_broadcast;
+      plan_->values.push_back(v);
+      ids_.push_back(static_cast<int>(i));
+    }
+  }
+
+  std::shared_ptr<const ProgramPlan> run() {
+    for (const StepSpec& s : spec_.steps) {
+      StepSpec planned = s;  // operands as plan value ids: inserted copies shift the traced ids
+      for (int& id : planned.operands) {
+        if (id >= static_cast<int>(ids_.size())) {
+          throw ValueError(s.where + ": " + s.op + ": an operand is not yet made");
+        }
+        if (id >= 0) id = ids_[id];
+      }
+      ids_.push_back(plan_step(planned));
+    }
+    if (spec_.outputs.empty()) throw ValueError(spec_.name + ": the program returns no tile");
+    for (int id : spec_.outputs) {
+      plan_->outputs.push_back(ids_.at(id));
+      place_unread_input(plan_->outputs.back());
+    }
+    size_shared_memory(*plan_);
+    mark_syncs(*plan_);
+    return plan_;
+  }
+
+ private:
+  ProgramValue& value(int id) { return plan_->values.at(static_cast<size_t>(id)); }
+
+  int plan_step(const StepSpec& s) {
+    const OpDef& def = op_def(s.op);
+    const ExecScope& scope = spec_.scope;
+    std::vector<std::vector<long long>> shapes;
+    for (int id : s.operands) {
+      if (id >= 0) shapes.push_back(value(id).shape);
+    }
+    if (shapes.empty()) throw ValueError(s.where + ": " + s.op + ": at least one operand must be a tile");
+    const bool reduction = def.family == OpFamily::reduction;
+    std::vector<int> axes = s.axes;
+    // the shape each operand takes in the step, and the result's
+    const std::vector<long long> in_shape =
+        reduction || s.op == "copy" ? shapes[0] : broadcast_shapes(shapes, s.where, s.op);
+    const std::vector<long long> out_shape = reduction ? reduced_shape(in_shape, axes, s.keepdims, s.where) : in_shape;
+    std::vector<long long> core_out = out_shape;  // the standalone call's: the dims not reduced
+    if (reduction) {
+      core_out.clear();
+      for (int d = 0; d < static_cast<int>(in_shape.size()); ++d) {
+        if (std::find(axes.begin(), axes.end(), d) == axes.end()) core_out.push_back(in_shape[d]);
+      }
+    }
+
+    ProgramValue result;
+    result.name = s.name;
+    if (result.name.empty()) {  // unnamed in the user's code: the call itself, e.g. sum(e)
+      std::string args;
+      for (int id : s.operands) args += (args.empty() ? "" : ", ") + (id < 0 ? std::string("k") : value(id).name);
+      result.name = s.op + "(" + args + ")";
+    }
+    const ProgramValue& first =
+        value(*std::find_if(s.operands.begin(), s.operands.end(), [](int id) { return id >= 0; }));
+    result.dtype = s.dtype.empty() ? first.dtype : dtype_from_name(s.dtype, "dtype");
+    result.shape = out_shape;
+
+    std::string errors;
+    for (const Placement& p : placements(s, def, in_shape, out_shape)) {
+      OpCall call;
+      call.def = &def;
+      call.scope = scope;
+      call.axes = s.axes;
+      call.config = s.config;
+      call.dispatch = s.dispatch;
+      for (size_t i = 0; i < s.operands.size(); ++i) {
+        const std::string arg = def.operands.at(i);
+        if (s.operands[i] < 0) {
+          TileRef t;
+          t.arg = arg;
+          t.scalar = true;
+          call.inputs.push_back(t);
+          continue;
+        }
+        TileRef t;
+        t.arg = arg;
+        t.dtype = value(s.operands[i]).dtype;
+        t.shape = s.op == "copy" ? value(s.operands[i]).shape : in_shape;
+        const bool copy = s.op == "copy";
+        const ProgramValue& src = value(s.operands[i]);
+        // a copy reads its source where it is; other steps read where their variant wants
+        t.storage = copy && src.layout ? src.storage : p.storage;
+        t.layout = copy && src.layout ? src.layout : p.layout;
+        if (copy && !src.layout) t.layout = spread_or_none(src.shape, p.storage);
+        call.inputs.push_back(t);
+      }
+      call.output.arg = "out";
+      call.output.dtype = result.dtype;
+      call.output.storage = p.storage;
+      call.output.layout = p.out_layout;
+      call.output.shape = core_out;
+      std::shared_ptr<const BoundPlan> bound;
+      try {
+        bound = PlanCache::instance().get(call, plan_->context);
+      } catch (const DispatchError& e) {
+        errors += std::string(errors.empty() ? "" : "\n") + e.what();
+        continue;
+      } catch (const ValueError& e) {
+        errors += std::string(errors.empty() ? "" : "\n") + e.what();
+        continue;
+      } catch (const TypeError& e) {  // an option or dtype the op does not take: no placement helps
+        throw TypeError(s.where + ": " + s.op + ": " + e.what());
+      }
+      return add_step(s, bound, result, p.why);
+    }
+    const bool too_big = errors.find("register slots per thread") != std::string::npos ||
+                         errors.find("must fit in 227 KiB") != std::string::npos;
+    throw DispatchError(s.where + ": " + s.op + " of " + first.name + " " + shape_str(in_shape) +
+                        ": no placement is accepted at scope " + scope.str() + ":\n" + errors +
+                        (too_big ? "\nFix: a scope with more threads (each thread of tp.cta(n) holds 1/n of a tile), a "
+                                   "smaller tile (more batch_dims), or storage='shared' for the steps that take it"
+                                 : ""));
+  }
+
+  std::optional<TileLayout> spread_or_none(const std::vector<long long>& shape, Storage storage) const {
+    return storage == Storage::local ? spread_layout(shape, spec_.scope) : std::nullopt;
+  }
+
+  // Where a step may be placed, in the order tried. A step that names its storage or layout
+  // gets exactly that; otherwise the program's storage first (if it has one), then registers
+  // spread over the scope's threads for maps, and for reductions the storage each reduction
+  // variant works in. A copy's placement is its result's; it reads its source where it is.
+  std::vector<Placement> placements(const StepSpec& s, const OpDef& def, const std::vector<long long>& in_shape,
+                                    const std::vector<long long>& out_shape) const {
+    const ExecScope& scope = spec_.scope;
+    const bool reduction = def.family == OpFamily::reduction;
+    auto given = [&](const std::string& storage, const std::string& whose) {
+      Placement p;
+      const std::optional<TileLayout>& layout = s.layout;
+      p.storage = !storage.empty() ? storage_from_name(storage)
+                  : (layout && layout->has_thread_axes()) || scope.kind != ScopeKind::cta ? Storage::local
+                                                                                         : Storage::shared;
+      p.layout = s.layout;
+      p.out_layout = s.out_layout;
+      const std::vector<long long>& shape = s.op == "copy" || !reduction ? out_shape : in_shape;
+      p.why = "storage " + std::string(storage_name(p.storage)) + whose;
+      if (!p.layout && p.storage == Storage::local && !reduction) {
+        p.layout = spread_layout(shape, scope);
+        if (p.layout) p.why += "; layout " + p.layout->str() + ": the planner's, " + spread_why(shape);
+      }
+      if (s.op == "copy") {  // layout= names the copy's result
+        p.out_layout = p.layout;
+        p.layout.reset();
+        if (!p.out_layout) p.out_layout = TileLayout::row_major(out_shape);
+      }
+      return p;
+    };
+    if (!s.storage.empty() || s.layout || s.out_layout || s.op == "copy") {
+      return {given(s.storage, s.storage.empty() ? (s.op == "copy" ? " (the planner's: maps read registers)" : "")
+                                                 : " (given)")};
+    }
+    std::vector<Placement> out;
+    if (!spec_.storage.empty()) out.push_back(given(spec_.storage, " (the program's storage=)"));
+    auto spread = [&](const std::vector<long long>& shape, const std::string& what) {
+      Placement p;
+      p.storage = Storage::local;
+      p.layout = spread_layout(shape, scope);
+      p.why = p.layout ? "registers, layout " + p.layout->str() + ": the planner's, " + spread_why(shape) + what
+                       : "registers: one thread holds the whole tile" + what;
+      return p;
+    };
+    if (!reduction) {
+      out.push_back(spread(out_shape, "; maps run in registers"));
+      return out;
+    }
+    Placement shared;
+    shared.storage = Storage::shared;
+    shared.why = "shared memory, row-major: the " + scope.str() + " folds it there";
+    if (scope.kind == ScopeKind::cta) {
+      shared.why += " (a register reduction stays within one warp; a CTA reduces in shared memory)";
+    } else {
+      out.push_back(spread(in_shape, "; folded in registers"));
+      shared.why += " (in registers it is declined, see the local variant's reasons)";
+    }
+    out.push_back(shared);
+    return out;
+  }
+
+  std::string spread_why(const std::vector<long long>& shape) const {
+    const long long n = product(shape), t = spec_.scope.threads;
+    const long long g = std::gcd(n, t);
+    if (g == t) {
+      return std::to_string(n) + " elements spread evenly over the " + std::to_string(t) + " threads of " +
+             spec_.scope.str() + " (" + std::to_string(n / t) + " per thread)";
+    }
+    return std::to_string(n) + " elements over " + std::to_string(t) + " threads: " + std::to_string(g) +
+           " (their gcd) own " + std::to_string(n / g) + " each, the other threads hold replicas";
+  }
+
+  // An input not yet read is staged where its reader wants it; a result read elsewhere than
+  // where it was written gets a copy step first.
+  int operand_for(int id, const TileRef& want, const std::string& op, const std::string& where,
+                  const std::string& who) {
+    ProgramValue& v = value(id);
+    const TileLayout want_layout = layout_of(want.layout, want.shape);
+    if (!v.layout && want.shape == v.shape) {  // an input staged once, where it is first read
+      v.storage = want.storage;
+      v.layout = want_layout;
+      return id;
+    }
+    if (!v.layout) place_unread_input(id);
+    if (v.storage == want.storage && v.shape == want.shape && *v.layout == want_layout) return id;
+    // a copy step, planned like any other
+    OpCall call;
+    call.def = &op_def("copy");
+    call.scope = spec_.scope;
+    TileRef src;
+    src.arg = "src";
+    src.dtype = v.dtype;
+    src.shape = v.shape;
+    src.storage = v.storage;
+    src.layout = v.layout;
+    call.inputs.push_back(src);
+    call.output = want;
+    call.output.arg = "out";
+    call.output.layout = want_layout;
+    std::shared_ptr<const BoundPlan> bound;
+    try {
+      bound = PlanCache::instance().get(call, plan_->context);
+    } catch (const ValueError& e) {
+      throw DispatchError(where + ": the copy of " + v.name + " that " + op + " needs cannot be planned:\n" + e.what());
+    }
+    ProgramValue copied;
+    copied.name = v.name + "'";
+    copied.dtype = v.dtype;
+    copied.shape = want.shape;
+    const std::string reason = op + " needs " + who + " in " + placement_of(want.storage, want_layout) + "; " +
+                               v.name + " is " + describe(v) +
+                               (want.shape != v.shape ? ", broadcast from " + shape_str(v.shape) + " to " +
+                                                            shape_str(want.shape)
+                                                      : "");
+    ProgramStep step;
+    step.op = "copy";
+    step.bound = bound;
+    step.operands = {id};
+    step.scalars = {0.0};
+    step.where = where;
+    step.inserted = true;
+    step.reasons = {reason};
+    return push(step, copied, bound->plan().call.output);
+  }
+
+  std::string describe(const ProgramValue& v) const {
+    if (is_shared(v.storage)) {
+      return (product(v.shape) == 1 ? "one value per instance" : "a " + shape_str(v.shape) + " tile") +
+             std::string(" in shared memory (") + v.layout->str() + ")";
+    }
+    return "in registers as " + v.layout->str();
+  }
+
+  int push(ProgramStep& step, ProgramValue result, const TileRef& placed) {
+    result.storage = placed.storage;
+    result.layout = layout_of(placed.layout, placed.shape);
+    result.written = static_cast<int>(plan_->steps.size());
+    for (int id : step.operands) {
+      if (id >= 0) value(id).last_read = result.written;
+    }
+    step.result = static_cast<int>(plan_->values.size());
+    plan_->values.push_back(result);
+    plan_->steps.push_back(step);
+    return step.result;
+  }
+
+  int add_step(const StepSpec& s, const std::shared_ptr<const BoundPlan>& bound, const ProgramValue& result,
+                const std::string& why) {
+    const Plan& plan = bound->plan();
+    ProgramStep step;
+    step.op = s.op;
+    step.bound = bound;
+    step.scalars = s.scalars;
+    step.where = s.where;
+    if (!why.empty()) step.reasons.push_back(why);
+    std::vector<std::string> names;
+    for (int id : s.operands) {
+      if (id >= 0) names.push_back(value(id).name);
+    }
+    std::string who;
+    for (size_t i = 0; i < names.size(); ++i) who += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+    for (size_t i = 0; i < s.operands.size(); ++i) {
+      const int id = s.operands[i];
+      step.operands.push_back(id < 0 ? -1 : operand_for(id, plan.call.inputs[i], s.op, s.where, who));
+    }
+    return push(step, result, plan.call.output);
+  }
+
+  // An input nobody read yet (or one returned as it is): staged in the scope's default storage.
+  void place_unread_input(int id) {
+    ProgramValue& v = value(id);
+    if (v.layout) return;
+    v.storage = spec_.scope.kind == ScopeKind::cta ? Storage::shared : Storage::local;
+    v.layout = TileLayout::row_major(v.shape);
+  }
+
+  const ProgramSpec& spec_;
+  std::shared_ptr<ProgramPlan> plan_;
+  std::vector<int> ids_;  // traced value id -> plan value id
+};
+
+}  // namespace
+
+std::shared_ptr<const ProgramPlan> plan_program(const ProgramSpec& spec, const DispatchContext& ctx) {
+  return ProgramPlanner(spec, ctx).run();
+}
+
+}  // namespace tp

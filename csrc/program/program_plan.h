@@ -1,0 +1,111 @@
+// Tile programs: one more stage in front of dispatch, not a second path. A traced program is a
+// list of steps (op, operand values, options); plan_program plans each step through the
+// registry exactly as the standalone call of that step would be planned (the call-shape cache
+// gives the same bound plan), inserts a copy step where an operand's placement differs from
+// what the step's variant takes (with the reason), checks that every tile fits the scope and
+// sizes shared memory for the whole program by live range. Backends run the result.
+#pragma once
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dispatch/context.h"
+#include "dispatch/op_call.h"
+#include "dispatch/plan_cache.h"
+#include "layout/exec_scope.h"
+#include "layout/tile_layout.h"
+
+namespace tp {
+
+// ---- what tracing hands over ---------------------------------------------------------------
+struct ProgramInput {
+  std::string name;
+  DType dtype = DType::float32;
+  std::vector<long long> shape;  // one tile
+  bool batch_broadcast = false;  // one tile shared by every instance of the batch
+};
+
+struct StepSpec {
+  std::string op;
+  std::vector<int> operands;    // value ids (inputs first, then step k's result is inputs + k); -1: a scalar
+  std::vector<double> scalars;  // per operand: a scalar constant's value
+  std::vector<int> axes;        // reductions
+  bool keepdims = false;
+  std::string dtype;            // cast: the result's dtype
+  std::string storage;          // empty: the planner's choice
+  std::optional<TileLayout> layout, out_layout;
+  std::string dispatch;
+  std::map<std::string, ConfigValue> config;
+  std::string where;            // the user's file:line
+  std::string name;             // the result's name in the user's code, or empty
+};
+
+struct ProgramSpec {
+  std::string name;
+  ExecScope scope;
+  std::string storage;  // the program's default storage for its steps; empty: the planner's choice
+  std::vector<ProgramInput> inputs;
+  std::vector<StepSpec> steps;
+  std::vector<int> outputs;  // value ids
+};
+
+// ---- the plan --------------------------------------------------------------------------------
+struct ProgramValue {
+  std::string name;
+  DType dtype = DType::float32;
+  std::vector<long long> shape;
+  Storage storage = Storage::local;
+  std::optional<TileLayout> layout;  // unset until placed: an input is staged where its first reader wants it
+  int input = -1;                    // the program input it is, or -1
+  bool batch_broadcast = false;
+  int written = -1;                  // step index that writes it (-1: staged before step 0)
+  int last_read = -1;                // last step index reading it (outputs: the number of steps)
+  long long shared_offset = -1;      // shared tiles: byte offset in the program's shared memory
+  long long shared_bytes = 0;
+
+  long long elements() const;
+  std::string placement() const;  // "shared S[4096 : 1]"
+};
+
+struct ProgramStep {
+  std::string op;
+  std::shared_ptr<const BoundPlan> bound;  // the standalone call's bound plan
+  std::vector<int> operands;               // value ids, -1 for scalars
+  std::vector<double> scalars;
+  int result = -1;
+  std::string where;
+  bool inserted = false;              // a copy the planner added
+  std::vector<std::string> reasons;   // why this placement, layout or copy
+  std::string sync_before;            // the barrier before it ("" none, "cta_sync", ...)
+};
+
+struct ProgramPlan {
+  std::string name;
+  ExecScope scope;
+  DispatchContext context;
+  std::vector<ProgramValue> values;
+  std::vector<ProgramStep> steps;
+  std::vector<int> outputs;
+  long long shared_bytes = 0;          // the whole program's shared memory, reused by live range
+  long long peak_register_slots = 0;   // per thread, over the tiles live at once
+
+  std::string str() const;  // a table: one row per step
+};
+
+std::shared_ptr<const ProgramPlan> plan_program(const ProgramSpec& spec, const DispatchContext& ctx);
+
+// Stages of plan_program (program_memory.cc): shared tiles get byte offsets by live range (tiles
+// never live at once share bytes; ValueError with the tiles and the fix past 227 KiB), and the
+// peak register slots per thread; then the scope's barrier is marked before each step that reads
+// a shared tile written since the last one, or moves values between threads.
+void size_shared_memory(ProgramPlan& plan);
+void mark_syncs(ProgramPlan& plan);
+
+// The layout a multi-thread scope gives a tile when a step names none: the elements spread over
+// the scope's threads in contiguous runs, as evenly as the shape allows; where the thread count
+// does not divide the tile, gcd(elements, threads) threads own runs and the rest hold replicas.
+std::optional<TileLayout> spread_layout(const std::vector<long long>& shape, const ExecScope& scope);
+
+}  // namespace tp

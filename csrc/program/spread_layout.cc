@@ -1,0 +1,33 @@
+// The planner's register layout for a step that names none.
+#include <numeric>
+
+#include "program/program_plan.h"
+
+namespace tp {
+
+namespace {
+Axis thread_axis(const ExecScope& scope) {
+  switch (scope.kind) {
+    case ScopeKind::warp: return Axis::laneid;
+    case ScopeKind::warpgroup: return Axis::tid_in_wg;
+    default: return Axis::tx;
+  }
+}
+}  // namespace
+
+std::optional<TileLayout> spread_layout(const std::vector<long long>& shape, const ExecScope& scope) {
+  if (scope.threads == 1) return std::nullopt;
+  long long n = 1;
+  for (long long d : shape) n *= d;
+  const long long t = scope.threads;
+  const long long g = std::gcd(n, t);
+  const Axis axis = thread_axis(scope);
+  std::vector<Iter> shard;
+  if (g > 1) shard.push_back(Iter{g, 1, axis});
+  if (n / g > 1 || shard.empty()) shard.push_back(Iter{n / g, 1, Axis::m});
+  std::vector<Iter> replica;
+  if (t / g > 1) replica.push_back(Iter{t / g, g, axis});
+  return TileLayout(shard, replica);
+}
+
+}  // namespace tp

@@ -1,0 +1,253 @@
+"""tp.program: a Python function over tiles, traced once per call signature into steps that the
+C++ planner turns into a ProgramPlan; the CPU backend runs it step by step. A repeated call of a
+signature is a dictionary lookup and a run."""
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import sys
+from typing import Dict, Optional
+
+import numpy as np
+
+from .. import _C
+from .._calls import _host_array
+from .._checks import as_int
+from .._dtypes import numpy_dtype
+from .._interop import adapter_for
+from .._scope import STORAGE_SCOPES, ExecScope
+from .plan import ProgramPlan
+from .tile import Tile
+from .trace import TRACING, Trace, user_location
+
+__all__ = ["Program", "program"]
+
+_SCALARS = (int, float, bool, np.integer, np.floating)
+_MEMO_LIMIT = 256  # signatures per program; more start over
+
+
+def program(fn=None, *, scope: Optional[ExecScope] = None, storage: Optional[str] = None):
+    """Makes ``fn`` a tile program: its arguments are tiles (one instance of the batch each) and
+    Python scalars; its body calls tileprim ops. Bare ``@tp.program`` or ``@tp.program(scope=...,
+    storage=...)`` (the call's defaults).
+
+    Examples
+    --------
+    >>> @tp.program(scope=tp.cta(32))
+    ... def softmax(x):
+    ...     e = tp.exp(x - tp.max(x, axes=-1, keepdims=True))
+    ...     return e / tp.sum(e, axes=-1, keepdims=True)
+    >>> y = softmax(np.zeros((2, 4), np.float32), batch_dims=1)
+    >>> y[0]
+    array([0.25, 0.25, 0.25, 0.25], dtype=float32)
+    """
+    if scope is not None and not isinstance(scope, ExecScope):
+        raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")
+    if storage is not None and storage not in STORAGE_SCOPES:
+        raise ValueError(f"storage: {storage!r} is not one of {', '.join(STORAGE_SCOPES)}")
+    if fn is None:
+        return lambda f: Program(f, scope, storage)
+    return Program(fn, scope, storage)
+
+
+class Program:
+    """A traced tile program; call it like a tileprim op:
+    ``prog(*args, batch_dims=0, scope=None, backend=None, target=None, out=None)``."""
+
+    def __init__(self, fn, scope: Optional[ExecScope], storage: Optional[str]):
+        if not callable(fn):
+            raise TypeError(f"tp.program: expected a function, not {fn!r}")
+        functools.update_wrapper(self, fn)
+        self._fn, self._scope, self._storage = fn, scope, storage
+        self._params = list(inspect.signature(fn).parameters)
+        self._memo: Dict[tuple, "_BoundProgram"] = {}
+
+    def __call__(self, *args, batch_dims=0, scope=None, backend=None, target=None, out=None):
+        key = self._key(args, batch_dims, scope, backend, target)
+        bound = self._memo.get(key) if key is not None else None
+        if bound is None:
+            bound = self._bind(args, batch_dims, scope, backend, target)
+            if key is not None:
+                if len(self._memo) >= _MEMO_LIMIT:
+                    self._memo.clear()
+                self._memo[key] = bound
+        return bound.run(args, out)
+
+    def _tp_planner(self, *args, batch_dims=0, scope=None, backend=None, target=None) -> ProgramPlan:
+        """tp.plan(program, ...): the ProgramPlan of this call; nothing runs."""
+        return self._bind(args, batch_dims, scope, backend, target).plan
+
+    def __repr__(self) -> str:
+        return f"<tp.program {self.__name__}>"
+
+    # ---- signatures ---------------------------------------------------------------------------
+    @staticmethod
+    def _key(args, batch_dims, scope, backend, target):
+        parts = [batch_dims, scope, backend, target]
+        for x in args:
+            if type(x) is np.ndarray:
+                parts.append((x.dtype, x.shape, x.strides))
+            elif isinstance(x, _SCALARS):
+                parts.append((type(x), x))  # scalars are constants of the trace: a new value traces anew
+            else:
+                return None
+        return tuple(parts)
+
+    def _bind(self, args, batch_dims, scope, backend, target) -> "_BoundProgram":
+        where = f"{self.__name__}"
+        if len(args) != len(self._params):
+            raise TypeError(f"{where}() takes {len(self._params)} arguments ({', '.join(self._params)}), "
+                            f"got {len(args)}")
+        scope = scope if scope is not None else self._scope if self._scope is not None else None
+        if scope is None:
+            from .._scope import thread
+            scope = thread
+        if not isinstance(scope, ExecScope):
+            raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")
+        batch_dims = as_int(batch_dims, "batch_dims")
+        backend = _program_backend(backend, args)
+        if target is not None and not isinstance(target, str):
+            raise TypeError(f"target: expected an architecture string such as 'sm_90a', not {target!r}")
+        arrays = {}
+        for name, x in zip(self._params, args):
+            if isinstance(x, Tile):
+                raise TypeError(f"{name}: a tile of another program; pass arrays and Python scalars to a program")
+            if not isinstance(x, _SCALARS):
+                arrays[name] = _host_array(x, name)
+        if not arrays:
+            raise ValueError(f"{where}: at least one argument must be an array (all are scalars)")
+        rank = max(a.ndim for a, _, _ in arrays.values())
+        if not 0 <= batch_dims < rank:
+            raise ValueError(f"batch_dims: {batch_dims} must leave at least one tile dim of the {rank}-dim "
+                             f"arguments")
+        tile_rank = rank - batch_dims
+        splits = {}
+        for name, (arr, dtype, _) in arrays.items():
+            if arr.ndim == 0:
+                raise ValueError(f"{name}: a 0-d array holds one value, not a tile; pass it as a Python scalar "
+                                 f"or reshape it to (1,)")
+            cut = max(0, arr.ndim - tile_rank)
+            splits[name] = (arr.shape[:cut], arr.shape[cut:])
+        try:
+            batch_shape = tuple(np.broadcast_shapes(*(b for b, _ in splits.values())))
+        except ValueError:
+            shown = ", ".join(f"{n} {b}" for n, (b, _) in splits.items())
+            raise ValueError(f"batch_dims: the arguments' batch dims do not broadcast: {shown}") from None
+        if len(batch_shape) < batch_dims:
+            batch_shape = (1,) * (batch_dims - len(batch_shape)) + batch_shape
+        trace = Trace(self.__name__, scope)
+        traced_args, inputs = [], []
+        for name, x in zip(self._params, args):
+            if name not in arrays:
+                traced_args.append(x.item() if isinstance(x, np.generic) else x)
+                continue
+            arr, dtype, convert = arrays[name]
+            b, tile_shape = splits[name]
+            per_tile = tuple(b) == batch_shape
+            # one tile for the whole batch: read once; partly broadcast batch dims are expanded
+            shared = not per_tile and all(d == 1 for d in b)
+            inputs.append(_Input(name, arr, convert, batch_shape, tile_shape, per_tile, shared, dtype))
+            traced_args.append(trace.input(name, dtype, tile_shape, shared))
+        result, names, line = _trace_call(self._fn, trace, traced_args)
+        outputs = result if isinstance(result, tuple) else (result,)
+        for t in outputs:
+            if type(t) is not Tile or t._trace is not trace:
+                got = "another program's tile" if type(t) is Tile else type(t).__name__
+                raise ValueError(f"{line}: {self.__name__} returns {got}; a program returns a tile of its own or a "
+                                 f"tuple of them")
+        trace.name_results(names)
+        core = _C.plan_program(self.__name__, trace.inputs, trace.steps, [t._id for t in outputs], scope.kind,
+                               scope.threads, self._storage or "", target or "", backend)
+        plan = ProgramPlan(core, [batch_shape + t.shape for t in outputs])
+        return _BoundProgram(core, plan, inputs, outputs, batch_shape, isinstance(result, tuple))
+
+
+def _program_backend(backend, args) -> str:
+    device = any(adapter_for(x) is not None for x in args if not isinstance(x, _SCALARS))
+    if backend == "cuda" or device:
+        raise NotImplementedError("backend: tile programs run on the CPU backend for now; one fused CUDA kernel per "
+                                  "program is not yet implemented (issue 31). Pass NumPy arrays and backend='cpu'")
+    if backend not in (None, "cpu"):
+        raise ValueError(f"backend: {backend!r} is not 'cpu' or 'cuda'")
+    return "cpu"
+
+
+def _trace_call(fn, trace: Trace, args):
+    """Runs fn on tiles with TRACING set; returns its result, its locals at return (to name the
+    tiles) and the file:line it returned from."""
+    if TRACING[0] is not None:
+        raise RuntimeError(f"{user_location()}: a tile program cannot be called while another is traced; "
+                           f"call its function directly to inline it")
+    seen = {}
+    code = fn.__code__ if hasattr(fn, "__code__") else None
+
+    def watch(frame, event, arg):
+        if event == "return" and frame.f_code is code:
+            seen["locals"] = dict(frame.f_locals)
+            seen["line"] = f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}"
+
+    previous = sys.getprofile()
+    TRACING[0] = trace
+    sys.setprofile(watch)
+    try:
+        result = fn(*args)
+    finally:
+        sys.setprofile(previous)
+        TRACING[0] = None
+    return result, seen.get("locals", {}), seen.get("line", fn.__name__)
+
+
+class _Input:
+    """One array argument and how a call readies it for the runner."""
+
+    def __init__(self, name, arr, convert, batch_shape, tile_shape, per_tile, shared, dtype):
+        self.name, self.batch_shape, self.tile_shape = name, batch_shape, tuple(tile_shape)
+        self.per_tile, self.shared, self.dtype = per_tile, shared, dtype
+        self.convert = convert
+
+    def prepare(self, x):
+        arr = np.asarray(x) if self.convert is None else self.convert(x)
+        if self.shared:
+            return np.ascontiguousarray(arr.reshape(self.tile_shape))
+        if not self.per_tile:
+            arr = np.broadcast_to(arr, self.batch_shape + self.tile_shape)
+        return np.ascontiguousarray(arr)
+
+
+class _BoundProgram:
+    """A program call signature's plan and what its runs need."""
+
+    def __init__(self, core, plan, inputs, outputs, batch_shape, as_tuple):
+        self.core, self.plan, self.inputs = core, plan, inputs
+        self.batch_shape, self.as_tuple = batch_shape, as_tuple
+        self.tiles = math.prod(batch_shape)
+        self.results = [(batch_shape + t.shape, numpy_dtype(t.dtype)) for t in outputs]
+        self.prepare = [i.prepare for i in inputs]
+
+    def run(self, args, out):
+        if out is not None:
+            self.check_out(out)
+        arrays = [x for x in args if not isinstance(x, _SCALARS)]
+        ready = [p(x) for p, x in zip(self.prepare, arrays)]
+        results = [np.empty(shape, dtype) for shape, dtype in self.results]
+        self.core.run_host(ready, results, self.tiles)
+        if out is None:
+            return tuple(results) if self.as_tuple else results[0]
+        for o, r in zip(out if self.as_tuple else (out,), results):
+            o[...] = r  # only now: a failed run leaves out untouched
+        return out
+
+    def check_out(self, out) -> None:
+        outs = out if self.as_tuple else (out,)
+        if self.as_tuple and not isinstance(out, tuple):
+            raise TypeError(f"out: the program returns a tuple of {len(self.results)} tiles; pass a tuple of arrays")
+        if len(outs) != len(self.results):
+            raise ValueError(f"out: the program returns {len(self.results)} tile(s); out= gives {len(outs)}")
+        for o, (shape, dtype) in zip(outs, self.results):
+            if not isinstance(o, np.ndarray):
+                raise TypeError(f"out: expected a NumPy array, not {type(o).__name__}")
+            if o.shape != shape or o.dtype != dtype:
+                raise ValueError(f"out: expected shape {shape} and dtype {np.dtype(dtype)}, not {o.shape} {o.dtype}")
+            if not o.flags.writeable:
+                raise ValueError("out: the array is read-only")

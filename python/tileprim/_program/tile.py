@@ -1,0 +1,79 @@
+"""tp.Tile: a value of a tile program while it is traced. Arithmetic on tiles records the
+elementwise ops (+ - * / and unary minus are tp.add, tp.sub, tp.mul, tp.fdiv, and tp.mul by -1)."""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+__all__ = ["Tile"]
+
+
+def _op(name: str):
+    from .._ops import OPS
+    return OPS[name]
+
+
+class Tile:
+    """One tile of a tile program (an argument or a step's result), seen while the program is
+    traced; nothing holds values. ``shape`` and ``dtype`` are the tile's (one instance of the
+    batch); ``storage`` and ``layout`` are what the step asked for (None: the planner's choice;
+    ``tp.plan(program, ...)`` shows where each tile was placed).
+
+    Examples
+    --------
+    >>> @tp.program(scope=tp.cta(32))
+    ... def double(x):
+    ...     return x + x
+    >>> double(np.arange(4, dtype=np.float32))
+    array([0., 2., 4., 6.], dtype=float32)
+    """
+
+    __slots__ = ("_trace", "_id", "shape", "dtype", "storage", "layout", "name")
+    __array_ufunc__ = None  # NumPy scalars defer to the tile's reflected operators
+
+    def __init__(self, trace, value_id: int, shape: Tuple[int, ...], dtype: str, storage: Optional[str], layout,
+                 name: str):
+        self._trace, self._id = trace, value_id
+        self.shape, self.dtype, self.storage, self.layout, self.name = shape, dtype, storage, layout, name
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __add__(self, other):
+        return _op("add")(self, other)
+
+    def __radd__(self, other):
+        return _op("add")(other, self)
+
+    def __sub__(self, other):
+        return _op("sub")(self, other)
+
+    def __rsub__(self, other):
+        return _op("sub")(other, self)
+
+    def __mul__(self, other):
+        return _op("mul")(self, other)
+
+    def __rmul__(self, other):
+        return _op("mul")(other, self)
+
+    def __truediv__(self, other):
+        return _op("fdiv")(self, other)
+
+    def __rtruediv__(self, other):
+        return _op("fdiv")(other, self)
+
+    def __neg__(self):
+        return _op("mul")(self, -1.0)  # exact: flips the sign bit of every value, zeros and NaNs included
+
+    def __bool__(self):
+        raise TypeError("a tp.Tile has no truth value while its program is traced: Python control flow runs once, "
+                        "at trace time, on shapes and scalars, not on tile values")
+
+    def __array__(self, *args, **kwargs):
+        raise TypeError(f"{self!r} is a value of a tile program being traced, not an array: tileprim ops take it "
+                        f"only inside that program's function")
+
+    def __repr__(self) -> str:
+        shown = f" {self.name}" if self.name else ""
+        return f"<tp.Tile{shown} {self.dtype}{list(self.shape)}>"

@@ -1,0 +1,155 @@
+"""Tracing a tile program: while its function runs, every op called with tiles records a step
+(op, operand values, options, the user's file:line) instead of running. Nothing is planned here:
+the steps go to C++ (``_C.plan_program``) as they are."""
+from __future__ import annotations
+
+import os
+import sys
+from typing import List, Optional
+
+import numpy as np
+
+__all__ = ["TRACING", "Trace", "record_step", "user_location"]
+
+# The trace being recorded, or None. A one-element list: the generated op functions read it on
+# every call, and a list item is the cheapest lookup that can change.
+TRACING: List[Optional["Trace"]] = [None]
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_SCALARS = (int, float, bool, np.integer, np.floating)
+# What belongs to the program call, not to one of its steps.
+_CALL_ONLY = ("batch_dims", "backend", "target", "out")
+
+
+def user_location(depth: int = 1) -> str:
+    """file:line of the innermost frame outside tileprim (the user's line that made this call)."""
+    frame = sys._getframe(depth)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith(_PACKAGE) or name.startswith("<tileprim.")):
+            return f"{os.path.basename(name)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>:0"
+
+
+class Trace:
+    """One tracing of one program: its input tiles, its steps, and the tiles they made."""
+
+    def __init__(self, name: str, scope):
+        self.name, self.scope = name, scope
+        self.inputs: List[tuple] = []  # (name, dtype, core shape, batch_broadcast)
+        self.steps: List[dict] = []
+        self.tiles: list = []          # value id -> Tile
+
+    def input(self, name: str, dtype: str, shape: tuple, batch_broadcast: bool):
+        from .tile import Tile
+        tile = Tile(self, len(self.tiles), tuple(shape), dtype, None, None, name)
+        self.tiles.append(tile)
+        self.inputs.append((name, dtype, list(shape) or [1], batch_broadcast))
+        return tile
+
+    def add(self, step: dict, shape: tuple, dtype: str, storage, layout):
+        from .tile import Tile
+        step["name"] = ""
+        tile = Tile(self, len(self.tiles), shape, dtype, storage, layout, "")
+        self.tiles.append(tile)
+        self.steps.append(step)
+        return tile
+
+    def name_results(self, local_names: dict) -> None:
+        """Gives each step's result the name the user's code bound it to (e, m, xf, ...)."""
+        from .tile import Tile
+        n_inputs = len(self.inputs)
+        for name, value in local_names.items():
+            if type(value) is Tile and value._trace is self and value._id >= n_inputs and not value.name:
+                value.name = name
+                self.steps[value._id - n_inputs]["name"] = name
+
+
+def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
+                dispatch, extra, config, keepdims):
+    """Records one op call of the program being traced; returns its result tile."""
+    from .._checks import as_bool
+    from .._dtypes import dtype_name
+    from .._layout import as_layout
+    from .._scope import ExecScope, thread
+    from .tile import Tile
+    trace = TRACING[0]
+    where = user_location(2)
+    given = {"batch_dims": batch_dims != 0, "backend": backend is not None, "target": target is not None,
+             "out": out is not None}
+    for name in _CALL_ONLY:
+        if given[name]:
+            raise ValueError(f"{where}: {op}: {name}= belongs to the program call, not to a step "
+                             f"(call the program with {name}=...)")
+    if as_bool(accum, "accum"):
+        raise ValueError(f"{where}: {op}: accum=True folds into out=, which a program's step does not take")
+    if not isinstance(scope, ExecScope):
+        raise TypeError(f"{where}: scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")
+    if scope is not thread and scope is not trace.scope:
+        raise ValueError(f"{where}: {op}: scope={scope!r}, but the program runs at {trace.scope!r}; a program has "
+                         f"one scope (give it to the decorator or the call)")
+    if "axis" in config:
+        raise TypeError(f"{where}: unexpected keyword argument 'axis': tileprim reduces over axes=")
+    ids, scalars, tiles = [], [], []
+    for x in operands:
+        if type(x) is Tile:
+            if x._trace is not trace:
+                raise ValueError(f"{where}: {op}: {x!r} is a tile of another program (or of an earlier tracing); "
+                                 f"pass it to this program as an argument")
+            ids.append(x._id)
+            scalars.append(0.0)
+            tiles.append(x)
+        elif isinstance(x, _SCALARS) and not isinstance(x, np.bool_):
+            ids.append(-1)
+            scalars.append(float(x))
+        else:
+            raise TypeError(f"{where}: {op}: an operand is a {type(x).__name__}, not a tile of this program; inside "
+                            f"a program, ops take its tiles and Python scalars (pass arrays as program arguments)")
+    if not tiles:
+        raise ValueError(f"{where}: {op}: at least one operand must be a tile (all are scalars)")
+    if op == "fill" and ids[1] != -1:
+        raise TypeError(f"{where}: value: fill takes a Python scalar value")
+    family = "reduction" if axes is not None else "elementwise"
+    dtype = tiles[0].dtype
+    if op == "cast":
+        dtype = dtype_name(extra, "dtype")
+    if family == "reduction":
+        shape, axes_list = _reduced(tiles[0].shape, axes, as_bool(keepdims, "keepdims"), where)
+    else:
+        axes_list = []
+        try:
+            shape = tuple(np.broadcast_shapes(*(t.shape for t in tiles)))
+        except ValueError:
+            raise ValueError(f"{where}: {op}: tile shapes {' and '.join(str(t.shape) for t in tiles)} do not "
+                             f"broadcast") from None
+    core_layout = as_layout(layout, "layout")
+    core_out_layout = as_layout(out_layout, "out_layout")
+    step = {"op": op, "operands": ids, "scalars": scalars, "axes": axes_list,
+            "keepdims": bool(keepdims) if family == "reduction" else False,
+            "dtype": dtype if op == "cast" else "", "storage": storage or "",
+            "layout": core_layout._core if core_layout is not None else None,
+            "out_layout": core_out_layout._core if core_out_layout is not None else None,
+            "dispatch": dispatch or "", "config": dict(config), "where": where}
+    if storage is not None and not isinstance(storage, str):
+        raise TypeError(f"{where}: storage: expected one of 'local', 'shared', 'shared.dyn', not {storage!r}")
+    if dispatch is not None and not isinstance(dispatch, str):
+        raise TypeError(f"{where}: dispatch: expected a variant name, not {dispatch!r}")
+    shown_layout = core_out_layout if op != "copy" else core_layout
+    return trace.add(step, shape, dtype, storage, shown_layout)
+
+
+def _reduced(shape: tuple, axes, keepdims: bool, where: str):
+    items = axes if isinstance(axes, (tuple, list)) else (axes,)
+    rank = len(shape)
+    out = []
+    for a in items:
+        if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
+            raise TypeError(f"{where}: axes: expected an int or a tuple of ints, not {axes!r}")
+        if not -max(rank, 1) <= a < max(rank, 1):
+            raise ValueError(f"{where}: axes: axis {a} is out of range for a tile of rank {rank}")
+        out.append(int(a))
+    kept = {a % max(rank, 1) for a in out}
+    if keepdims:
+        return tuple(1 if i in kept else d for i, d in enumerate(shape)), out
+    return tuple(d for i, d in enumerate(shape) if i not in kept), out

@@ -1,0 +1,47 @@
+"""What the test session leaves behind. It runs in a temp directory of its own ($TMPDIR, with the
+kernel cache in it: $TILEPRIM_CACHE_DIR) and puts tileprim's shared memory in a directory of its
+own in /dev/shm ($TILEPRIM_SHM_DIR: the same tmpfs and code, but only this session's segments,
+where /dev/shm itself is shared with every other session of the user). At the end both must hold
+no tileprim file: no segment, no temp file (the kernel cache's entries may stay)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from typing import List, Optional
+
+SESSION = "TILEPRIM_TEST_SESSION"  # set for the session's processes: theirs is the session's check
+# tileprim's temp files: the bootstrap's beside init_file, the kernel cache's in its directory
+TEMP_FILE = re.compile(r".*\.[0-9]+\.[0-9a-f]{32}\.tmp|\.[0-9a-f]{64}\.tmp\..*")
+
+
+class LeakCheck:
+    """Started by the session's process at import (before tileprim reads its environment);
+    finish() names what leaked and removes the session's directories, so the real temp
+    directory and /dev/shm are left as they were. Processes the tests start (which import
+    conftest too) start none: they inherit the session's environment."""
+
+    @classmethod
+    def start(cls) -> Optional["LeakCheck"]:
+        return None if os.environ.get(SESSION) else cls()
+
+    def __init__(self):
+        self.root = tempfile.mkdtemp(prefix="tileprim-tests-")
+        self.cache = os.path.join(self.root, "kernel-cache")
+        self.shm = tempfile.mkdtemp(prefix="tileprim-tests-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        os.environ[SESSION] = self.root
+        os.environ["TMPDIR"] = self.root  # child processes too
+        os.environ["TILEPRIM_CACHE_DIR"] = self.cache
+        os.environ["TILEPRIM_SHM_DIR"] = self.shm
+        tempfile.tempdir = self.root
+
+    def finish(self) -> List[str]:
+        leaks = [os.path.join(self.shm, name) for name in sorted(os.listdir(self.shm))]
+        for folder, _, names in os.walk(self.root):
+            leaks += [os.path.join(folder, name) for name in names if TEMP_FILE.fullmatch(name)]
+        expected = {"kernel-cache"} | {n for n in os.listdir(self.root) if n.startswith("pytest-of-")}
+        leaks += [os.path.join(self.root, name) for name in sorted(set(os.listdir(self.root)) - expected)]
+        shutil.rmtree(self.shm, ignore_errors=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+        return leaks

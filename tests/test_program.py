@@ -1,0 +1,208 @@
+"""Tile programs on the CPU backend: softmax, RMSNorm and logsumexp at every scope against
+float64 NumPy, random shapes (rows not a multiple of the thread count, 1-wide and 1-long tiles),
+and bit-for-bit equality with the chain of standalone calls the plan names."""
+import numpy as np
+import pytest
+
+import tileprim as tp
+from conftest import bits_equal, random_tile
+from program_chain import run_chain
+
+SCOPES = [pytest.param(tp.thread, id="thread"), pytest.param(tp.warp, id="warp"),
+          pytest.param(tp.warpgroup, id="warpgroup"), pytest.param(tp.cta(256), id="cta256"),
+          pytest.param(tp.cta(96), id="cta96")]
+
+
+@tp.program(scope=tp.cta(256))
+def softmax(x):
+    m = tp.max(x, axes=-1, keepdims=True)
+    e = tp.exp(x - m)
+    return e / tp.sum(e, axes=-1, keepdims=True)
+
+
+@tp.program(scope=tp.cta(256))
+def rmsnorm(x, w, eps):
+    xf = tp.cast(x, "float32")
+    ms = tp.sum(xf * xf, axes=-1, keepdims=True) / x.shape[-1]
+    return tp.cast(xf * tp.rsqrt(ms + eps) * tp.cast(w, "float32"), x.dtype)
+
+
+@tp.program
+def logsumexp(x):
+    m = tp.max(x, axes=-1, keepdims=True)
+    return tp.log(tp.sum(tp.exp(x - m), axes=-1)) + tp.max(x, axes=-1)
+
+
+def softmax64(x):
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def shapes(rng, threads):
+    """Row counts and widths: odd, not a multiple of the thread count, 1-wide and 1-long."""
+    width = int(rng.integers(2, 700))
+    if width % max(threads, 2) == 0:
+        width += 1
+    return [(int(rng.integers(2, 9)), width), (1, width), (5, 1), (3, threads * 2 + 3)]
+
+
+def rel_err(got, want):
+    return np.linalg.norm(got.astype(np.float64) - want) / max(np.linalg.norm(want), 1e-300)
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+def test_softmax_matches_numpy_and_the_chain(scope, rng):
+    for m, n in shapes(rng, scope.threads):
+        x = random_tile(rng, (m, n), "float32", special=False)
+        got = softmax(x, batch_dims=1, scope=scope, backend="cpu")
+        assert got.shape == (m, n) and got.dtype == np.float32
+        assert rel_err(got, softmax64(x)) < 1e-5
+        (chain,), _ = run_chain(softmax, (x,), 1, scope)
+        assert bits_equal(got, chain)
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+def test_rmsnorm_bf16_with_w_broadcast(scope, rng):
+    for m, n in shapes(rng, scope.threads):
+        x = random_tile(rng, (m, n), "bfloat16", special=False)
+        w = random_tile(rng, (n,), "bfloat16", special=False)
+        got = rmsnorm(x, w, 1e-6, batch_dims=1, scope=scope, backend="cpu")
+        assert got.shape == (m, n) and got.dtype == x.dtype
+        x64 = x.astype(np.float64)
+        want = x64 / np.sqrt((x64 * x64).mean(axis=-1, keepdims=True) + 1e-6) * w.astype(np.float64)
+        # bfloat16 output: within two bf16 roundings of the float64 result
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=2 ** -7, atol=1e-30)
+        (chain,), plan = run_chain(rmsnorm, (x, w, 1e-6), 1, scope)
+        assert bits_equal(got, chain)
+        assert any(t["batch_broadcast"] for t in plan.tiles if t["name"] == "w")
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+def test_logsumexp(scope, rng):
+    for m, n in shapes(rng, scope.threads):
+        x = random_tile(rng, (m, n), "float32", special=False)
+        got = logsumexp(x, batch_dims=1, scope=scope, backend="cpu")
+        assert got.shape == (m,)
+        x64 = x.astype(np.float64)
+        mx = x64.max(axis=-1)
+        want = np.log(np.exp(x64 - mx[:, None]).sum(axis=-1)) + mx
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        (chain,), _ = run_chain(logsumexp, (x,), 1, scope)
+        assert bits_equal(got, chain)
+
+
+def test_special_values_follow_the_steps(rng):
+    x = random_tile(rng, (6, 37), "float32")  # NaN, inf, subnormals, -0
+    got = softmax(x, batch_dims=1, backend="cpu")
+    (chain,), _ = run_chain(softmax, (x,), 1, tp.cta(256))
+    assert bits_equal(got, chain)
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+def test_every_elementwise_operator_and_scalars(scope, rng):
+    @tp.program
+    def arith(a, b, c):
+        return (a + b) * c - b / 3.0 + 2 * a - (-b) + 1.5 / (c + 10.0)
+
+    n = int(rng.integers(1, 300))
+    a, b = random_tile(rng, (4, n), "float64"), random_tile(rng, (4, n), "float64")
+    c = random_tile(rng, (4, n), "float64", special=False, low=0.5, high=2.0)
+    got = arith(a, b, c, batch_dims=1, scope=scope, backend="cpu")
+    with np.errstate(all="ignore"):
+        want = (a + b) * c - b / 3.0 + 2 * a - (-b) + 1.5 / (c + 10.0)
+    assert bits_equal(got, want)  # float64, each step rounded once, as NumPy does
+
+
+def test_scalar_arguments_are_constants_of_the_trace(rng):
+    @tp.program(scope=tp.warp)
+    def scale(x, k):
+        return x * k
+
+    x = random_tile(rng, (3, 40), "float32")
+    for k in (2.0, -0.5, 3):
+        assert bits_equal(scale(x, k, batch_dims=1), (x * np.float32(k)).astype(np.float32))
+    assert len(scale._memo) == 3
+
+
+def test_repeated_call_is_a_lookup(rng):
+    traced = []
+
+    @tp.program(scope=tp.cta(64))
+    def double(x):
+        traced.append(x.shape)
+        return x + x
+
+    x = random_tile(rng, (5, 70), "float32")
+    first = double(x, batch_dims=1)
+    bound = next(iter(double._memo.values()))
+    y = random_tile(rng, (5, 70), "float32")
+    second = double(y, batch_dims=1)
+    assert len(double._memo) == 1 and next(iter(double._memo.values())) is bound and traced == [(70,)]
+    assert bits_equal(first, x + x) and bits_equal(second, y + y)
+    double(random_tile(rng, (5, 71), "float32"), batch_dims=1)  # a new signature traces anew
+    double(x, batch_dims=1, scope=tp.warp)
+    assert traced == [(70,), (71,), (70,)]
+
+
+def test_keepdims_broadcast_inside_2d_tiles(rng):
+    @tp.program(scope=tp.thread)  # the standalone sum below runs at thread scope too: same order
+    def center(x):
+        return x - tp.sum(x, axes=0, keepdims=True) / x.shape[0]
+
+    x = random_tile(rng, (3, 7, 5), "float64", special=False)
+    got = center(x, batch_dims=1)
+    sums = tp.sum(x, axes=0, keepdims=True, batch_dims=1, backend="cpu")  # tile axis 0
+    assert sums.shape == (3, 1, 5)
+    assert bits_equal(got, x - sums / 7.0)
+
+
+def test_tuple_results_and_out(rng):
+    @tp.program(scope=tp.warp)
+    def both(x):
+        return tp.max(x, axes=-1), tp.min(x, axes=-1)
+
+    x = random_tile(rng, (9, 33), "float32")
+    hi, lo = both(x, batch_dims=1)
+    assert bits_equal(hi, np.fmax.reduce(x, axis=-1)) and bits_equal(lo, np.fmin.reduce(x, axis=-1))
+    out = (np.full(9, np.nan, np.float32), np.full(9, np.nan, np.float32))
+    assert both(x, batch_dims=1, out=out) is out
+    assert bits_equal(out[0], hi) and bits_equal(out[1], lo)
+
+
+def test_input_returned_and_partly_broadcast_batch(rng):
+    @tp.program(scope=tp.cta(32))
+    def add(x, b):
+        return x + b, x
+
+    x = random_tile(rng, (4, 3, 10), "float32")
+    b = random_tile(rng, (3, 10), "float32")  # broadcast over the first batch dim only
+    y, same = add(x, b, batch_dims=2)
+    assert bits_equal(y, x + b) and bits_equal(same, x)
+    b2 = random_tile(rng, (4, 1, 10), "float32")
+    assert bits_equal(add(x, b2, batch_dims=2)[0], x + b2)
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("scope", [tp.warp, tp.cta(256), tp.cta(96)], ids=str)
+def test_max_min_of_long_rows_with_special_values(op, scope, rng):
+    """Whole long rows at lane scopes: NaN loses, -0 < +0, a row of only NaNs gives NaN."""
+    width = int(rng.integers(256, 3000))
+    x = random_tile(rng, (9, width), "float32")
+    x[1] = np.nan
+    x[2] = 0.0
+    x[2, rng.integers(width)] = -0.0
+    x[3] = -0.0
+    x[3, rng.integers(width)] = 0.0
+    got = getattr(tp, op)(x, axes=-1, batch_dims=1, scope=scope, storage="shared")
+    fold = np.fmax if op == "max" else np.fmin
+    want = fold.reduce(x, axis=-1)
+    for r in range(x.shape[0]):
+        if want[r] == 0:  # the sign of a zero: -0 < +0
+            zeros = x[r][x[r] == 0]
+            pos = np.any(~np.signbit(zeros))
+            neg = np.any(np.signbit(zeros))
+            want[r] = np.float32(0.0) if (op == "max" and pos) or (op == "min" and not neg) else np.float32(-0.0)
+    assert bits_equal(got, want)
+    prog = tp.program(lambda t: getattr(tp, op)(t, axes=-1), scope=scope)
+    assert bits_equal(prog(x, batch_dims=1), got)

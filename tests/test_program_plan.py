@@ -1,0 +1,169 @@
+"""tp.plan on a program (steps, variants, inserted copies and their reasons, the planner's
+layouts, shared memory by live range, syncs, str and HTML), tp.copy standalone, keepdims."""
+import numpy as np
+import pytest
+
+import tileprim as tp
+from tileprim import S, tx
+from conftest import bits_equal, random_tile
+
+
+@tp.program(scope=tp.cta(256))
+def softmax(x):
+    m = tp.max(x, axes=-1, keepdims=True)
+    e = tp.exp(x - m)
+    return e / tp.sum(e, axes=-1, keepdims=True)
+
+
+def test_softmax_plan_as_in_the_design():
+    X = np.ones((8, 4096), np.float32)
+    p = tp.plan(softmax, X, batch_dims=1)
+    assert isinstance(p, tp.ProgramPlan)
+    assert all(isinstance(s, tp.Plan) for s in p.steps)
+    assert p.variants == [s.variant for s in p.steps]
+    ops = [s.op for s in p.steps]
+    assert ops.count("max") == 1 and ops.count("exp") == 1 and ops.count("sum") == 1
+    assert "stage" in p.variants and "shared" in p.variants and "reg" in p.variants
+    # the planner spreads 4096 elements over 256 threads, 16 each, and says so
+    exp = next(s for s in p.steps if s.op == "exp")
+    assert "S[(256, 16) : (1@tx, 1)]" in " ".join(exp.reasons) and "16 per thread" in " ".join(exp.reasons)
+    # an inserted copy says why: fdiv needs e and the sum in registers; the sum is one value per row in shared
+    copies = [s for s in p.steps if s.inserted]
+    assert copies and all(s.op == "copy" for s in copies)
+    why = " ".join(r for s in copies for r in s.reasons)
+    assert "fdiv needs e and" in why and "one value per instance in shared memory" in why
+    assert "broadcast from (1,) to (4096,)" in why
+    # every step's trace is the registry's
+    for s in p.steps:
+        assert [e.status for e in s.trace].count("chosen") == 1
+    assert p.shared_bytes > 0 and any(s.sync_before == "cta_sync" for s in p.steps)
+    assert "rounding" in p.numerics and len(p.numerics["steps"]) == len(p.steps)
+    text = str(p)
+    assert "program softmax at scope cta(256)" in text and "cta_sync" in text and "test_program_plan.py:" in text
+    html = p._repr_html_()
+    assert "inserted" in html and "cta_sync" in html and "shared @" in html
+
+
+def test_shared_memory_reused_by_live_range():
+    @tp.program(scope=tp.cta(32))
+    def chain(x):
+        a = tp.copy(x, storage="shared")
+        s1 = tp.sum(a, axes=-1, storage="shared")
+        b = tp.copy(tp.exp(x), storage="shared")
+        s2 = tp.sum(b, axes=-1, storage="shared")
+        return s1 + s2
+
+    x = np.ones((2, 1024), np.float32)
+    p = tp.plan(chain, x, batch_dims=1)
+    tiles = {t["name"]: t for t in p.tiles}
+    shared = [t for t in p.tiles if t["storage"] == "shared"]
+    # a dies when s1 is made; b is written later and reuses bytes of a tile no longer live
+    assert tiles["b"]["written"] > tiles["a"]["last_read"]
+    assert p.shared_bytes < sum(t["shared_bytes"] for t in shared)
+    for t in shared:
+        for o in shared:
+            live_together = t is not o and t["written"] <= o["last_read"] and o["written"] <= t["last_read"]
+            apart = (t["shared_offset"] + t["shared_bytes"] <= o["shared_offset"]
+                     or o["shared_offset"] + o["shared_bytes"] <= t["shared_offset"])
+            assert not live_together or apart
+    got = chain(x, batch_dims=1)
+    np.testing.assert_allclose(got, 1024 * (1 + np.e), rtol=1e-5)
+
+
+def test_seed_programs_copy_sum_copy_and_copy_sqrt_copy(rng):
+    @tp.program(scope=tp.cta(128))
+    def shared_sum(x):
+        xs = tp.copy(x, storage="shared")
+        s = tp.sum(xs, axes=-1, storage="shared")
+        return tp.copy(s, storage="local")
+
+    @tp.program(scope=tp.warp)
+    def copy_sqrt(x):
+        xr = tp.copy(x, storage="local", layout=S[(32, 8):(1 @ tp.laneid, 1)])
+        return tp.copy(tp.sqrt(xr), storage="shared")
+
+    x = random_tile(rng, (3, 16, 50), "float32", special=False)
+    got = shared_sum(x, batch_dims=1)
+    assert got.shape == (3, 16)
+    want = tp.sum(x, axes=-1, batch_dims=1, scope=tp.cta(128), storage="shared", backend="cpu")
+    assert bits_equal(got, want)
+    y = np.abs(random_tile(rng, (5, 256), "float32"))
+    assert bits_equal(copy_sqrt(y, batch_dims=1), np.sqrt(y))
+    p = tp.plan(copy_sqrt, y, batch_dims=1)
+    assert p.variants == ["stage", "reg", "stage"]
+
+
+def test_copy_standalone(rng):
+    x = random_tile(rng, (4, 64), "float16")
+    cpu = dict(backend="cpu")  # copy has no CUDA executor yet
+    assert bits_equal(tp.copy(x, **cpu), x)
+    assert bits_equal(tp.copy(x, batch_dims=1, scope=tp.cta(64), storage="shared", **cpu), x)
+    got = tp.copy(x, batch_dims=1, scope=tp.cta(64), storage="local", layout=S[(64,):(1 @ tx,)], **cpu)
+    assert bits_equal(got, x)
+    p = tp.plan(tp.copy, x, batch_dims=1, scope=tp.warp, storage="local", layout=S[(32, 2):(1 @ tp.laneid, 1)],
+                **cpu)
+    assert p.variant == "stage" and p.numerics["rounding"].startswith("none")
+    assert [v[0] for v in tp.variants("copy")] == ["stage"]
+    with pytest.raises(ValueError, match="no variant named 'reg' is registered for copy"):
+        tp.copy(x, dispatch="reg", backend="cpu")
+
+
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+def test_keepdims_standalone(op, rng):
+    x = random_tile(rng, (3, 5, 7), "float32", special=False)
+    fn = getattr(tp, op)
+    ref = {"sum": np.sum, "max": np.max, "min": np.min}[op]
+    for axes in (-1, 0, (0, 2), (0, 1, 2)):
+        got = fn(x, axes=axes, keepdims=True)
+        assert got.shape == ref(x, axis=axes, keepdims=True).shape
+        assert bits_equal(got.reshape(-1), fn(x, axes=axes).reshape(-1))
+    got = fn(x, axes=-1, keepdims=True, batch_dims=1, scope=tp.warp)
+    assert got.shape == (3, 5, 1)
+    assert tp.plan(fn, x, axes=-1, keepdims=True).out_shape == (3, 5, 1)
+    out = np.full((3, 5, 1), np.nan, np.float32)
+    assert fn(x, axes=-1, keepdims=True, out=out) is out and bits_equal(out[..., 0], fn(x, axes=-1))
+
+
+def test_tile_attributes_at_trace_time():
+    seen = {}
+
+    @tp.program(scope=tp.cta(32))
+    def look(x, w):
+        seen["x"] = (x.shape, x.dtype, x.storage, x.layout)
+        seen["w"] = w.shape
+        t = tp.copy(x, storage="shared")
+        seen["t"] = t.storage
+        seen["r"] = repr(x * 2.0)
+        return t
+
+    look(np.ones((4, 6), np.float64), np.ones(6, np.float64), batch_dims=1)
+    assert seen["x"] == ((6,), "float64", None, None) and seen["w"] == (6,) and seen["t"] == "shared"
+    assert "float64[6]" in seen["r"]
+
+
+def test_step_options_dispatch_config_layouts_and_scope_methods(rng):
+    rows = S[(32, 8):(1 @ tp.laneid, 1)]
+
+    @tp.program(scope=tp.warp)
+    def prog(x):
+        m = tp.max(x, axes=-1, propagate_nan=True, dispatch="shared")
+        y = tp.warp.exp(x, layout=rows)
+        return m, y
+
+    x = random_tile(rng, (3, 32, 8), "float32")  # NaNs included
+    m, y = prog(x, batch_dims=1)
+    assert bits_equal(m, tp.max(x, axes=-1, propagate_nan=True, batch_dims=1, scope=tp.warp, storage="shared",
+                                backend="cpu"))
+    assert bits_equal(y, tp.exp(x, batch_dims=1, scope=tp.warp, layout=rows, backend="cpu"))
+    p = tp.plan(prog, x, batch_dims=1)
+    assert p.steps[0].op == "max" and p.steps[0].variant == "shared" and "propagate_nan=True" in p.steps[0].call
+    exp = next(s for s in p.steps if s.op == "exp")
+    assert exp.reasons[0] == "storage local"
+    assert str(exp._core.call.inputs[0].layout) == str(tp.TileLayout(rows)._core)
+
+    @tp.program(scope=tp.warp)
+    def bad(x):
+        return tp.exp(x, thread_reduce=True)
+
+    with pytest.raises(TypeError, match="test_program_plan.py:.*exp: unexpected keyword argument 'thread_reduce'"):
+        bad(x, batch_dims=1)
