@@ -41,7 +41,10 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_runtest_setup(item):
-    """multi_gpu(n): skip, not fail, where fewer than n CUDA GPUs are usable."""
+    """gpu: skip, not fail, where no CUDA GPU is usable (torch installed without one included);
+    multi_gpu(n): where fewer than n are."""
+    if item.get_closest_marker("gpu") is not None and not cuda_usable():
+        pytest.skip("needs a usable CUDA GPU")
     marker = item.get_closest_marker("multi_gpu")
     if marker is not None and gpu_count() < marker.args[0]:
         pytest.skip(f"needs {marker.args[0]} CUDA GPUs; {gpu_count()} usable")

@@ -37,7 +37,8 @@ def run_page(path: pathlib.Path) -> dict:
     namespace = {}
     for block in python_blocks(path):
         if runnable(block):
-            exec(compile(block, str(path.relative_to(ROOT)), "exec"), namespace)
+            # not the file's name: torch.compile reads the source of the code it traces by its file name
+            exec(compile(block, f"<{path.relative_to(ROOT)} block>", "exec"), namespace)
     return namespace
 
 

@@ -27,6 +27,10 @@ from . import comm  # noqa: E402
 
 globals().update(_OPS)  # tp.sum, tp.max, ..., tp.cast: one function per op table entry
 
+from ._torch_ops import register_when_torch_loads as _register_torch_ops  # noqa: E402
+
+_register_torch_ops()  # torch.ops.tileprim.*, once torch is loaded
+
 __all__ = [
     "S", "R", "TileLayout", "Swizzle", "Iter", "Position", "DimInfo", "Axis",
     "m", "laneid", "warpid", "tx", "wgid", "tid_in_wg", "wid_in_wg",

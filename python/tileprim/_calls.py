@@ -17,10 +17,14 @@ from . import _C
 from ._backends import default_target, resolve_backend
 from ._checks import OPTIONAL_STR, as_bool, as_int, expect, plain_ndarray, short_repr
 from ._dtypes import dtype_name, numpy_dtype
-from ._interop import Adapter, Unkeyable, adapter_for, placed_key, remember_device_type
+from ._interop import (PLACED_KEYS, Adapter, Unkeyable, adapter_for, adapter_named, placed_key,
+                       remember_device_type)
+from ._jax import JaxCallback, traced
 from ._layout import LayoutExpr, TileLayout, as_layout
 from ._plan import Plan
 from ._scope import ExecScope
+from ._torch_host import TorchHostBound, is_host_tensor, to_numpy
+from ._torch_ops import Routed, routing
 
 __all__ = ["bound_call", "forget"]
 
@@ -51,8 +55,21 @@ def bound_call(op: str, operands: tuple, axes, out, accum, scope, storage, layou
         except (Unkeyable, KeyError, TypeError):  # TypeError: an unhashable argument
             key = None
     if bound is None:
-        bound = _bind(op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target,
-                      backend, dispatch, extra, config, keepdims)
+        args = (op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
+                dispatch, extra, config, keepdims)
+        always = routing(operands, out)  # torch tensors that need autograd, or fake/functional ones
+        if always is not None or traced(operands):
+            options = dict(scope=scope, storage=storage, layout=layout, out_layout=out_layout, batch_dims=batch_dims,
+                           target=target, backend=backend, dispatch=dispatch, extra=extra, config=config)
+            if always is None:  # JAX tracers: the eager call takes keepdims as a keyword, as config is passed
+                if keepdims:
+                    options["config"] = {**config, "keepdims": True}
+                return JaxCallback(op, axes, accum, options)
+            bound = Routed(always, op, axes, accum, options, lambda: _bind(*args), keepdims)
+            if always:  # a subclass's key would meet the plain tensor's
+                return bound
+        else:
+            bound = _bind(*args)
         if key is not None:
             if len(_MEMO) >= _MEMO_LIMIT:
                 _MEMO.clear()
@@ -133,6 +150,14 @@ def _operands(op: str, names, values, extra_scalar_ok) -> List[_Operand]:
 
 def _bind(op, values, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
           dispatch, extra, config, keepdims=False) -> "_Bound":
+    if any(map(is_host_tensor, values)) or is_host_tensor(out):  # torch CPU tensors: through NumPy views
+        for x in (*values, out):
+            if is_host_tensor(x):
+                torch_keys = adapter_named("torch")
+                _OPERAND_KEYS[type(x)], PLACED_KEYS[type(x)] = torch_keys.dense_key, torch_keys.placed_key
+        return TorchHostBound(_bind(op, [to_numpy(x) for x in values], axes, to_numpy(out, contiguous=False), accum,
+                                    scope, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
+                                    config, keepdims), values)
     spec = _C_OPS[op]
     if not isinstance(scope, ExecScope):
         raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")

@@ -16,8 +16,8 @@ import numpy as np
 from . import _C
 from ._dtypes import dtype_name, numpy_dtype
 
-__all__ = ["adapter_for", "Adapter", "OwnedArray", "c_strides", "Unkeyable", "remember_device_type", "placed_key",
-           "PLACED_KEYS", "array_pointer"]
+__all__ = ["adapter_for", "adapter_named", "Adapter", "OwnedArray", "c_strides", "Unkeyable", "remember_device_type",
+           "placed_key", "PLACED_KEYS", "array_pointer"]
 
 
 class Adapter:
@@ -113,7 +113,8 @@ class _Torch(Adapter):
     # every key holds the negative bit: a repeated call must not take a lazy view for the array it
     # replaced (check_stored refuses it where the call is checked)
     def dense_key(self, x):  # a torch.dtype first: no other library's key starts with one
-        return (x.dtype, x.shape, x.device, x.is_neg())
+        # requires_grad: such a tensor's calls take the custom op under grad mode (_torch_ops)
+        return (x.dtype, x.shape, x.device, x.is_neg(), x.requires_grad)
 
     def key(self, x):
         return (x.dtype, x.shape, x.stride(), x.get_device(), x.is_neg())
@@ -295,7 +296,7 @@ def c_strides(shape) -> tuple:
 _ADAPTERS = {}
 
 
-def _adapter(name: str) -> Adapter:
+def adapter_named(name: str) -> Adapter:
     if name not in _ADAPTERS:
         _ADAPTERS[name] = {"torch": _Torch, "cupy": _Cupy, "jax": _Jax, "cuda_array_interface": _Interface}[name]()
     return _ADAPTERS[name]
@@ -305,13 +306,13 @@ def adapter_for(x) -> Optional[Adapter]:
     """The adapter of a device array, or None for anything else (NumPy arrays, host tensors)."""
     mod = type(x).__module__.split(".")[0]
     if mod == "torch":
-        return _adapter("torch") if getattr(x, "is_cuda", False) else None
+        return adapter_named("torch") if getattr(x, "is_cuda", False) else None
     if mod == "cupy":
-        return _adapter("cupy")
+        return adapter_named("cupy")
     if mod in ("jax", "jaxlib"):
-        return _adapter("jax") if any(d.platform == "gpu" for d in x.devices()) else None
+        return adapter_named("jax") if any(d.platform == "gpu" for d in x.devices()) else None
     if not isinstance(x, np.ndarray) and hasattr(x, "__cuda_array_interface__"):
-        return _adapter("cuda_array_interface")
+        return adapter_named("cuda_array_interface")
     return None
 
 

@@ -11,7 +11,7 @@ from ._program.trace import TRACING, record_step
 from ._docs import op_docstring
 from ._scope import ExecScope, thread
 
-__all__ = ["OPS", "plan", "variants", "DispatchError", "op_name"]
+__all__ = ["OPS", "plan", "variants", "DispatchError", "op_name", "twin"]
 
 DispatchError = _C.DispatchError
 
@@ -54,8 +54,8 @@ def _source(spec: dict, runs: bool) -> str:
             f"    return bound_call({args}){tail}\n")
 
 
-def _make(spec: dict, runs: bool):
-    namespace = {"bound_call": bound_call, "thread": thread, "TRACING": TRACING, "record_step": record_step}
+def _make(spec: dict, runs: bool, bind=bound_call, default_scope=thread):
+    namespace = {"bound_call": bind, "thread": default_scope, "TRACING": TRACING, "record_step": record_step}
     exec(compile(_source(spec, runs), f"<tileprim.{spec['name']}>", "exec"), namespace)
     fn = namespace["op"]
     fn.__name__ = fn.__qualname__ = spec["name"]
@@ -67,9 +67,16 @@ def _make(spec: dict, runs: bool):
 
 
 _SPECS = [s for s in _C.ops() if s["family"] != "collective"]
+_C_OPS_BY_NAME = {s["name"]: s for s in _SPECS}
 OPS = {s["name"]: _make(s, runs=True) for s in _SPECS}
 _PLANNERS = {s["name"]: _make(s, runs=False) for s in _SPECS}
 ExecScope._ops = OPS
+
+
+def twin(name: str, bind):
+    """An op function whose body hands its arguments to ``bind`` instead of the call memo (the same
+    signature but for scope=None, which ``bind`` reads as tp.thread: torch.compile's stand-in)."""
+    return _make(_C_OPS_BY_NAME[name], runs=True, bind=bind, default_scope=None)
 
 
 def op_name(op) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import sys
 
 __all__ = ["ExecScope", "thread", "warp", "warpgroup", "wg", "cta", "STORAGE_SCOPES"]
 
@@ -61,6 +62,8 @@ class ExecScope:
         if fn is None:
             raise AttributeError(f"{self!r} has no op {name!r}; the ops are {', '.join(sorted(ExecScope._ops))}")
         bound = functools.partial(fn, scope=self)
+        if _compiling():  # torch.compile cannot set a partial's attributes (and its graph needs none)
+            return bound
         functools.update_wrapper(bound, fn)
         bound._tp_op = fn._tp_op
         return bound
@@ -89,6 +92,11 @@ def _check_scope(kind, threads) -> None:
         size = _THREADS[kind]
         raise ValueError(f"threads: a {kind} is {size} thread{'s' if size > 1 else ''}, not {threads} "
                          f"(use tp.{kind}, or tp.cta(n) for another count)")
+
+
+def _compiling() -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
 
 
 thread = ExecScope("thread", 1)
@@ -124,3 +132,9 @@ def cta(threads: int = 128) -> ExecScope:
     if not 1 <= threads <= 1024:
         raise ValueError(f"threads: cta(threads={threads}) needs 1 <= threads <= 1024")
     return ExecScope("cta", threads)
+
+
+# Every CTA scope exists from the start (1024 small objects): a compiled function (torch.compile)
+# that calls tp.cta(n) finds its scope instead of making one, which Dynamo would guard against.
+for _threads in range(1, 1025):
+    ExecScope("cta", _threads)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .._plan import Plan
+from .._torch_ops import refuse_autograd
 from ._communicator import check_call_timeout
 from ._distributed import distributed_plan, distributed_treduce
 from ._group import DistributedGroup, ParallelGroup
@@ -72,6 +73,7 @@ def treduce(group: ParallelGroup, dst=None, op: str = "sum", *, tile=(64, 256), 
     array([[6., 6., 6.],
            [6., 6., 6.]], dtype=float32)
     """
+    refuse_autograd("treduce", [*getattr(group, "tensors", ()), getattr(group, "tensor", None), dst])
     if isinstance(group, DistributedGroup):
         return distributed_treduce(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch,
                                    check_call_timeout(timeout, group.comm))

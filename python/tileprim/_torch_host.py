@@ -1,0 +1,66 @@
+"""PyTorch CPU tensors: read through NumPy views of their memory (no copy when C-contiguous),
+run on the host like NumPy arrays, and returned as torch tensors sharing the result's memory.
+``out=`` is written in place through its NumPy view."""
+from __future__ import annotations
+
+import sys
+
+import ml_dtypes
+import numpy as np
+
+__all__ = ["is_host_tensor", "to_numpy", "TorchHostBound"]
+
+
+def is_host_tensor(x) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor) and x.device.type == "cpu"
+
+
+def to_numpy(x, contiguous: bool = True):
+    """A NumPy view of a CPU tensor (bfloat16 through ml_dtypes); NumPy arrays and scalars as they are."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(x, torch.Tensor):
+        return x
+    if x.is_neg():
+        raise TypeError("operands: a torch tensor's negative bit is set (a lazy view such as z.conj().imag); "
+                        "pass x.resolve_neg()")
+    x = x.detach()
+    if contiguous:
+        x = x.contiguous()
+    if x.dtype == torch.bfloat16:
+        return x.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return x.numpy()
+
+
+def _to_torch(result: np.ndarray):
+    import torch
+    if result.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(result.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(result)
+
+
+def _same(x):
+    return x
+
+
+class TorchHostBound:
+    """A host call signature bound on NumPy views (``inner``), taking and returning torch CPU tensors.
+    Which operands are tensors, their dtypes and negative bits are in the call's key: a run only
+    takes the views."""
+
+    def __init__(self, inner, values):
+        import torch
+        self.inner, self.plan = inner, inner.plan
+        bf16 = torch.bfloat16
+
+        def view(x):
+            x = (x.detach() if x.requires_grad else x).contiguous()
+            return x.view(torch.int16).numpy().view(ml_dtypes.bfloat16) if x.dtype is bf16 else x.numpy()
+        self.views = [view if isinstance(x, torch.Tensor) else _same for x in values]
+
+    def run(self, values, out):
+        inputs = [v(x) for v, x in zip(self.views, values)]
+        if out is not None:
+            self.inner.run(inputs, to_numpy(out, contiguous=False))
+            return out
+        return _to_torch(self.inner.run(inputs, None))

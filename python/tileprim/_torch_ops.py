@@ -1,0 +1,326 @@
+"""Every tileprim op as a ``torch.library`` custom op (``torch.ops.tileprim.<op>``), registered
+once per op when torch loads (or at import, where it has), with a fake implementation (the result's shape,
+dtype and device, nothing run) and a backward (``_torch_grad``).
+
+Which calls take the custom op: those ``torch.compile`` traces (Dynamo inlines each op
+function's twin, which calls the custom op), tensors that need autograd (an input with
+``requires_grad`` under grad mode) and tensor subclasses (fake and functional tensors of
+tracing). Every other call on torch tensors keeps the direct path: a custom op's own dispatch
+costs more than a small call does.
+
+The schema of each op is fixed; what is not a tensor or the axes travels as ``options``, the
+name of an entry in a table of call options (scope, storage, layouts, batch_dims, target,
+backend, dispatch, dtype, config), interned once per distinct set of options: the same options
+give the same string, so a compiled graph holds a constant and never recompiles per call. A
+tile program registers through ``define`` too: one custom op per program signature (a name made
+from its traced steps' key), its options interned here, its backward optional (none: a gradient
+is refused, not dropped)."""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import sys
+import warnings
+from typing import Dict, Optional
+
+__all__ = ["routing", "Routed", "register", "define", "register_when_torch_loads", "options_of", "refuse_autograd",
+           "TORCH_OPS"]
+
+_OPTION_NAMES = ("scope", "storage", "layout", "out_layout", "batch_dims", "target", "backend", "dispatch", "extra")
+_OPTIONS_BY_KEY: Dict[tuple, str] = {}
+_OPTIONS: Dict[str, dict] = {}
+TORCH_OPS: Dict[str, object] = {}  # op name -> torch.ops.tileprim.<op>.default, once registered
+_LIBRARY = []  # the torch.library.Library that owns the registrations (kept alive)
+
+
+def _intern(kind, threads, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra, config) -> str:
+    """The options' name in the table: readable, and the same for the same options. The scope comes
+    as its kind and threads (constants to torch.compile, where the scope object may be one it made)."""
+    from ._scope import ExecScope
+    key = (ExecScope(kind, threads), storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
+           tuple(sorted(config.items())))
+    name = _OPTIONS_BY_KEY.get(key)
+    if name is None:
+        values = dict(zip(_OPTION_NAMES, key[:-1]), config=dict(key[-1]))
+        name = ";".join(f"{k}={v!r}" for k, v in values.items() if v is not None and v != {})
+        if name in _OPTIONS:  # two option sets printing alike: numbered apart
+            name = f"{name}#{len(_OPTIONS)}"
+        _OPTIONS_BY_KEY[key], _OPTIONS[name] = name, values
+    return name
+
+
+def options_of(name: str) -> dict:
+    try:
+        return _OPTIONS[name]
+    except KeyError:
+        raise ValueError(f"options: {name!r} is not a set of call options of this process; tileprim's custom ops "
+                         f"take the options tileprim's op functions intern (call tp.<op>, not torch.ops.tileprim)"
+                         ) from None
+
+
+def routing(values, out) -> Optional[bool]:
+    """None when no torch tensor needs the custom op; True when one always does (a subclass: fake or
+    functional tensors); False when it does under grad mode (an input that requires grad)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    tensors = [x for x in values if isinstance(x, torch.Tensor)]
+    if not tensors:
+        return None
+    register()
+    if any(type(x) not in (torch.Tensor, torch.nn.Parameter) for x in tensors):
+        return True
+    if any(x.requires_grad for x in tensors):
+        return False
+    return None
+
+
+def refuse_autograd(what: str, values) -> None:
+    """TypeError where a torch tensor needs a gradient that ``what`` has no backward for."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.is_grad_enabled() and any(
+            isinstance(x, torch.Tensor) and x.requires_grad for x in values):
+        raise _no_backward(what)
+
+
+def _no_backward(what: str) -> TypeError:
+    return TypeError(f"{what}: has no backward, and an input requires grad (its gradient would be dropped); "
+                     f"pass x.detach() or call it under torch.no_grad()")
+
+
+class Routed:
+    """A call taken by the custom op; ``bind`` makes the direct path's bound plan, used for
+    ``.plan`` and, where routed only for autograd, for runs with grad mode off."""
+
+    def __init__(self, always: bool, op: str, axes, accum, options: dict, bind, keepdims=False):
+        self.always, self.op, self.axes, self.accum, self.options = always, op, axes, accum, options
+        self.keepdims = keepdims
+        self._bind, self._bound, self.name = bind, None, None
+
+    @property
+    def plan(self):
+        return self.bound().plan
+
+    def bound(self):
+        if self._bound is None:
+            self._bound = self._bind()
+        return self._bound
+
+    def run(self, values, out):
+        import torch
+        if not self.always and not torch.is_grad_enabled():
+            return self.bound().run(values, out)
+        if self.name is None:  # once per call signature (the custom op's options argument)
+            self.name = _interned(self.options)
+        return call(self.op, values, out, self.axes, self.accum, self.name, self.options["batch_dims"], self.keepdims)
+
+
+def _torch_call(op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
+                dispatch, extra, config, keepdims=False) -> Routed:
+    """The compiled twin's ``bound_call``: always the custom op."""
+    if scope is None:
+        from ._scope import thread as scope
+    options = dict(zip(_OPTION_NAMES, (scope, storage, layout, out_layout, batch_dims, target, backend, dispatch,
+                                       extra)), config=config)
+    return Routed(True, op, axes, accum, options, None, keepdims)
+
+
+def call(op: str, values, out, axes, accum: bool, name: str, batch_dims=0, keepdims=False):
+    """Runs ``op`` through its custom op; ``out=`` is written from the result (so autograd sees it).
+    A keepdims reduction runs the custom op without keepdims and reshapes its result, so the op's
+    schema, fake and backward stay one."""
+    import torch
+    from ._calls import _C_OPS
+    spec = _C_OPS[op]
+    fn = TORCH_OPS[op]
+    tensors = [x if isinstance(x, torch.Tensor) else None for x in values]
+    if any(t is None and not isinstance(x, (int, float)) for t, x in zip(tensors, values)):
+        raise TypeError(f"{op}: under autograd or torch.compile, operands are torch tensors or Python scalars "
+                        f"(not {', '.join(type(x).__name__ for x in values)})")
+    if spec["family"] == "reduction":
+        if accum and out is None:
+            raise ValueError("accum: accum=True folds the result into out=, so out= must be given")
+        axes_list = list(axes) if isinstance(axes, (tuple, list)) else [axes]
+        # acc: a copy, as out= is then written from the result (autograd keeps the old values)
+        acc = out.clone() if accum else None
+        if acc is not None and keepdims:
+            acc = acc.reshape(reduced_shape(tuple(values[0].shape), axes_list, batch_dims))
+        result = fn(values[0], acc, axes_list, name)
+        if keepdims:
+            result = result.reshape(kept_shape(tuple(values[0].shape), axes_list, batch_dims))
+    elif op == "fill":
+        result = fn(values[0], float(values[1]), name)
+    elif len(spec["operands"]) == 1:
+        result = fn(values[0], name)
+    else:
+        result = fn(*tensors, [float(x) for t, x in zip(tensors, values) if t is None], name)
+    if out is None:
+        return result
+    if not isinstance(out, torch.Tensor) or out.dtype != result.dtype or out.device != result.device:
+        raise TypeError(f"out: expected a torch tensor of dtype {result.dtype} on {result.device}")
+    if tuple(out.shape) not in (tuple(result.shape), tuple(result.shape) + (1,)):
+        raise ValueError(f"out: shape {tuple(out.shape)} differs from the result's {tuple(result.shape)}")
+    return out.copy_(result.reshape(out.shape))
+
+
+def _interned(options: dict) -> str:
+    scope = options["scope"]
+    return _intern(scope.kind, scope.threads, *(options[k] for k in _OPTION_NAMES[1:]), options["config"])
+
+
+# ---- registration, once -----------------------------------------------------------------------
+def _schema(spec: dict) -> str:
+    if spec["family"] == "reduction":
+        return "(Tensor src, Tensor? acc, int[] axes, str options) -> Tensor"
+    if spec["name"] == "fill":
+        return "(Tensor src, float value, str options) -> Tensor"
+    if len(spec["operands"]) == 1:
+        return "(Tensor src, str options) -> Tensor"
+    # a Python scalar operand is None here, its value in `scalars` (in operand order)
+    return "(" + "".join(f"Tensor? {o}, " for o in spec["operands"]) + "float[] scalars, str options) -> Tensor"
+
+
+def _direct(spec: dict):
+    """The op's implementation: the op function on plain tensors. Under autograd it runs inside the
+    autograd function's forward, grad mode off, so the call takes the direct path."""
+    from ._ops import OPS
+    fn, name, reduction = OPS[spec["name"]], spec["name"], spec["family"] == "reduction"
+    arity = len(spec["operands"])
+
+    def impl(*args):
+        o = options_of(args[-1])
+        kw = {k: o[k] for k in _OPTION_NAMES if k != "extra"}
+        extra = () if o["extra"] is None else (o["extra"],)
+        if reduction:
+            src, acc, axes = args[0], args[1], args[2]
+            out = None if acc is None else acc.clone()
+            return fn(src, *extra, axes=tuple(axes), out=out, accum=acc is not None, **kw, **o["config"])
+        if name == "fill" or arity == 1:
+            return fn(*args[:-1], *extra, **kw, **o["config"])
+        scalars = iter(args[arity])
+        operands = [next(scalars) if t is None else t for t in args[:arity]]
+        return fn(*operands, **kw, **o["config"])
+    return impl
+
+
+def _fake(spec: dict):
+    """The result without running: shape from the broadcast and the reduced axes, dtype from the
+    first tensor (or cast's dtype), device from the first tensor."""
+    import torch
+    reduction, name, arity = spec["family"] == "reduction", spec["name"], len(spec["operands"])
+
+    def fake(*args):
+        o = options_of(args[-1])
+        tensors = [a for a in (args[:1] if reduction or name == "fill" else args[:arity]) if a is not None]
+        shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+        if reduction:  # into acc= the result takes acc's shape (the result's, or with a trailing 1)
+            shape = reduced_shape(tuple(shape), args[2], o["batch_dims"]) if args[1] is None else args[1].shape
+        dtype = getattr(torch, o["extra"]) if name == "cast" else tensors[0].dtype
+        return tensors[0].new_empty(shape, dtype=dtype)
+    return fake
+
+
+def kept_shape(shape: tuple, axes, batch_dims: int) -> tuple:
+    """A keepdims reduction's result shape: each reduced tile dim kept as 1."""
+    tile = shape[batch_dims:]
+    reduced = {a % len(tile) for a in axes}
+    return shape[:batch_dims] + tuple(1 if i in reduced else d for i, d in enumerate(tile))
+
+
+def reduced_shape(shape: tuple, axes, batch_dims: int) -> tuple:
+    """A reduction's result shape: the batch, then the tile dims not reduced (none when all are)."""
+    tile = shape[batch_dims:]
+    reduced = {a % len(tile) for a in axes}
+    return shape[:batch_dims] + tuple(d for i, d in enumerate(tile) if i not in reduced)
+
+
+def register() -> None:
+    """Defines torch.ops.tileprim.<op> for every op (once); their compiled twins follow torch._dynamo."""
+    if _LIBRARY:
+        return
+    import torch
+    from . import _torch_grad
+    from ._calls import _C_OPS
+    from ._ops import OPS
+    _LIBRARY.append(torch.library.Library("tileprim", "DEF"))
+    for name in OPS:
+        spec = _C_OPS[name]
+        TORCH_OPS[name] = define(name, _schema(spec), _direct(spec), _fake(spec), *_torch_grad.backward_of(spec))
+    _after_load("torch._dynamo", _register_compiled_twins)  # torch.compile's first use loads it
+
+
+def define(name: str, schema: str, impl, fake, backward=None, setup_context=None):
+    """torch.ops.tileprim.<name>, once: ``impl`` runs it (CPU and CUDA tensors), ``fake`` gives the
+    result without running, ``backward``/``setup_context`` as torch.library.register_autograd takes
+    them (none: autograd raises rather than drop a gradient). Each op registers here; a tile program
+    registers one op per program signature, its options interned by the same table."""
+    import torch
+    register()
+    lib, qualname = _LIBRARY[0], f"tileprim::{name}"
+    torch.library.define(qualname, schema, lib=lib)
+    torch.library.impl(qualname, ("cpu", "cuda"), impl, lib=lib)
+    torch.library.register_fake(qualname, fake, lib=lib)
+    if backward is None:  # autograd calls setup_context only where an input needs a gradient
+        def backward(ctx, *grads):
+            raise AssertionError("unreachable: setup_context refused")
+
+        def setup_context(ctx, inputs, output):  # (grad mode is off in here)
+            raise _no_backward(qualname)
+    torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=lib)
+    return getattr(torch.ops.tileprim, name).default
+
+
+def _register_compiled_twins() -> None:
+    """Dynamo inlines these in place of the op functions: the graph holds the custom op."""
+    import torch
+    from ._ops import OPS, twin
+    torch._dynamo.assume_constant_result(_intern)
+    substitute = getattr(torch.compiler, "substitute_in_graph", None)
+    if substitute is not None:
+        for name, fn in OPS.items():
+            substitute(fn, skip_signature_check=True)(twin(name, _torch_call))
+
+
+class _AfterLoad(importlib.abc.MetaPathFinder):
+    """Finds ``name`` through the other finders and calls ``then`` once it has loaded: tileprim's
+    ops are registered when torch loads, their compiled twins when torch._dynamo does, so a first
+    call inside torch.compile meets them (Dynamo cannot trace a registration)."""
+
+    def __init__(self, name: str, then):
+        self.name, self.then, self.finding = name, then, False
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self.name or self.finding:
+            return None
+        self.finding = True  # the other finders' answer (a find_spec that imports nothing asks too)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.finding = False
+        if spec is not None and spec.loader is not None:
+            exec_module, then = spec.loader.exec_module, self.then
+
+            def exec_then_register(module):
+                exec_module(module)
+                if self in sys.meta_path:
+                    sys.meta_path.remove(self)
+                try:
+                    then()
+                except Exception as e:  # the module itself loaded: say so, and let the import stand
+                    warnings.warn(f"tileprim: registering its ops with {name} failed ({e!r}); torch.compile and "
+                                  f"autograd will not see them", RuntimeWarning, stacklevel=2)
+            spec.loader.exec_module = exec_then_register
+        return spec
+
+
+def _after_load(name: str, then) -> None:
+    """then() now where module ``name`` is loaded, else right after it loads."""
+    if name in sys.modules:
+        then()
+    elif not any(isinstance(f, _AfterLoad) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterLoad(name, then))
+
+
+def register_when_torch_loads() -> None:
+    """register() now where torch is loaded, else right after it loads."""
+    _after_load("torch", register)

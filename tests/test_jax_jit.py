@@ -1,0 +1,46 @@
+"""tileprim ops inside jax.jit / jax.vmap: a host callback (jax.pure_callback) with the eager
+call's options, so the same bits as the eager NumPy call; clear errors where jit cannot follow."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tileprim as tp
+from conftest import random_tile
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+
+
+def test_jit_gives_the_eager_bits(rng):
+    x = random_tile(rng, (5, 12), "float32")
+    y = random_tile(rng, (12,), "float32")
+
+    def f(x, y):
+        m = tp.max(x, batch_dims=1, backend="cpu")
+        e = tp.exp(tp.sub(x, m[:, None], backend="cpu"), backend="cpu")
+        return tp.fma(e, y, 0.5, batch_dims=1, backend="cpu"), tp.cta(32).sum(e, batch_dims=1, backend="cpu"), \
+            tp.cast(tp.mul(-2.0, x, backend="cpu"), "bfloat16", backend="cpu")
+    got = jax.jit(f)(jnp.asarray(x), jnp.asarray(y))
+    expected = f(x, y)
+    for g, e in zip(got, expected):
+        assert isinstance(g, jax.Array) and g.dtype == e.dtype and g.shape == e.shape
+        np.testing.assert_array_equal(np.asarray(g).view(np.uint8), e.view(np.uint8))  # bits: NaNs included
+
+
+def test_vmap_maps_the_call_over_the_rows(rng):
+    x = random_tile(rng, (7, 9), "float32")
+    sums = jax.vmap(lambda row: tp.sum(row, backend="cpu"))(jnp.asarray(x))
+    np.testing.assert_array_equal(np.asarray(sums), tp.sum(x, batch_dims=1, backend="cpu"))
+    rows = jax.vmap(lambda row: tp.silu(row, backend="cpu"))(jnp.asarray(x))
+    np.testing.assert_array_equal(np.asarray(rows), tp.silu(x, backend="cpu"))
+
+
+def test_what_jit_cannot_follow_is_a_clear_error(rng):
+    x = jnp.asarray(random_tile(rng, (4, 8), "float32"))
+    with pytest.raises(TypeError, match="JAX arrays are immutable"):
+        jax.jit(lambda x: tp.sum(x, batch_dims=1, out=x[:, 0], backend="cpu"))(x)
+    with pytest.raises(TypeError, match="outside jax.jit"):
+        jax.jit(lambda x: tp.plan(tp.exp, x, backend="cpu").variant and x)(x)
+    with pytest.raises(ValueError, match="do not support JVP"):  # no derivative: JAX says so, nothing dropped
+        jax.grad(lambda x: tp.sum(x, axes=(0, 1), backend="cpu"))(x)
