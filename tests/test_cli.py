@@ -33,10 +33,39 @@ def test_help_and_no_command_print_usage_and_exit_zero():
         assert all(command in proc.stdout for command in ("demo", "info", "show", "bench"))
 
 
-def test_info_prints_json():
+def test_info_prints_a_summary_and_json_on_request():
     proc = run_cli("info")
     assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"tileprim {tp.__version__}"
+    assert lines[1].startswith(f"default backend: {tp.info()['default_backend']}")
+    for start in ("driver: ", "NVRTC: ", "NCCL: ", "kernel cache: ", "ops:", "variants:"):
+        assert any(line.startswith(start) for line in lines), start
+    assert any("sum, max, min" in line for line in lines) and "{" not in proc.stdout
+    proc = run_cli("info", "--json")
+    assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["backends"]["cpu"] == "available"
+
+
+@pytest.mark.parametrize("command", ["demo", "info", "show", "bench"])
+def test_every_command_describes_itself(command):
+    proc = run_cli(command, "--help")
+    assert proc.returncode == 0, proc.stderr
+    usage, description = proc.stdout.split("\n\n")[:2]
+    assert usage.startswith("usage:") and len(description.split()) >= 12, proc.stdout
+
+
+def test_show_keeps_labels_on_a_large_layout_when_asked(tmp_path):
+    layout = "S[(32, 64) : (1@laneid, 1)]"   # 2048 cells: colour only unless asked
+    def texts(name):
+        return [t.text for t in ET.parse(tmp_path / name).getroot().iter("{http://www.w3.org/2000/svg}text")]
+    for labels, name in (("auto", "auto.svg"), ("on", "on.svg"), ("off", "off.svg")):
+        proc = run_cli("show", layout, "--labels", labels, "-o", name, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    assert texts("on.svg").count("r63") == 32 and "lane 31" in texts("on.svg")
+    assert "r63" not in texts("auto.svg") and "r63" not in texts("off.svg")
+    proc = run_cli("show", "S[8, 8]", "--labels", "maybe", cwd=tmp_path)
+    assert proc.returncode == 2 and "--labels" in proc.stderr
 
 
 def test_show_writes_a_parseable_svg_and_prints_its_path(tmp_path):
@@ -45,7 +74,7 @@ def test_show_writes_a_parseable_svg_and_prints_its_path(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str(out)
     root = ET.parse(out).getroot()
-    cells = [g for g in root.iter("{http://www.w3.org/2000/svg}g") if g.get("class") == "cell"]
+    cells = [g for g in root.iter("{http://www.w3.org/2000/svg}g") if g.get("class", "").startswith("cell")]
     assert len(cells) == 256
 
 

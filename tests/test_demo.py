@@ -30,6 +30,7 @@ def test_demo_prints_choices_reasons_and_checks():
     assert "group_size = 8" in text
     assert text.count("the variant this program demonstrates") == 4 and "NOT" not in text
     assert "seed" not in text.lower(), "user-facing words are the specification's, not the file names"
+    assert "specification" not in text, "a newcomer's first output speaks of algorithms, not of documents"
 
 
 def test_demo_says_once_whether_a_gpu_runs_it():

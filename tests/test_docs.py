@@ -1,6 +1,7 @@
-"""The documentation runs: every Python block of the README (in order, one namespace; a block
-whose first line is '# needs a GPU' only where one is usable, '# needs torch' only where torch is
-installed), the docstrings' examples as doctests, and examples/tour.ipynb executed top to bottom on
+"""The documentation runs: every Python block of the README and of the docs pages (in order, one
+namespace per page; a block whose first line is '# needs a GPU' only where one is usable,
+'# needs tp.program' only where tile programs exist, '# needs torch' only where torch is
+installed), the docstrings' examples as doctests, and docs/tour.ipynb executed top to bottom on
 the default backend."""
 import doctest
 import importlib.util
@@ -14,28 +15,50 @@ import tileprim as tp
 from conftest import cuda_usable
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+PAGES = sorted((ROOT / "docs").rglob("*.md"))
 
 
-def readme_blocks():
-    text = (ROOT / "README.md").read_text()
-    return re.findall(r"```python\n(.*?)```", text, re.S)
+def python_blocks(path: pathlib.Path):
+    return re.findall(r"```python\n(.*?)```", path.read_text(), re.S)
+
+
+def runnable(block: str) -> bool:
+    if block.startswith("# needs a GPU"):
+        return cuda_usable()
+    if block.startswith("# needs tp.program"):
+        return hasattr(tp, "program")
+    if block.startswith("# needs torch"):
+        return importlib.util.find_spec("torch") is not None
+    return True
+
+
+def run_page(path: pathlib.Path) -> dict:
+    """Runs the page's blocks in order in one namespace; returns it."""
+    namespace = {}
+    for block in python_blocks(path):
+        if runnable(block):
+            # not the file's name: torch.compile reads the source of the code it traces by its file name
+            exec(compile(block, f"<{path.relative_to(ROOT)} block>", "exec"), namespace)
+    return namespace
 
 
 def test_the_readme_runs_as_pasted():
-    blocks = readme_blocks()
-    assert len(blocks) >= 3
-    namespace = {}
-    ran = 0
-    for block in blocks:
-        if block.startswith("# needs a GPU") and not cuda_usable():
-            continue
-        if block.startswith("# needs torch") and importlib.util.find_spec("torch") is None:
-            continue
-        # not the file's name: torch.compile reads the source of the code it traces by its file name
-        exec(compile(block, "<README.md block>", "exec"), namespace)
-        ran += 1
-    assert ran >= 2
-    assert np.array_equal(namespace["out"], np.full((64, 300), 10, np.float32))
+    assert any(runnable(b) for b in python_blocks(ROOT / "README.md"))
+    run_page(ROOT / "README.md")
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if python_blocks(p)],
+                         ids=lambda p: str(p.relative_to(ROOT / "docs")))
+def test_every_docs_page_runs_as_pasted(page):
+    run_page(page)
+
+
+def test_the_docs_pictures_are_the_ones_the_script_draws():
+    images = ROOT / "docs" / "images"
+    linked = set()
+    for page in PAGES + [ROOT / "README.md"]:
+        linked |= {pathlib.Path(m).name for m in re.findall(r"\]\((?:\.\./)*(?:docs/)?images/([^)]+)\)", page.read_text())}
+    assert linked and linked <= {p.name for p in images.iterdir()}, linked
 
 
 def documented():
@@ -76,11 +99,15 @@ def test_every_public_function_and_class_documents_itself_with_an_example():
 def test_the_tour_notebook_runs():
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    notebook = nbformat.read(ROOT / "examples" / "tour.ipynb", as_version=4)
-    assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"), \
-        "commit the notebook without outputs"
+    notebook = nbformat.read(ROOT / "docs" / "tour.ipynb", as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    committed = [o for cell in code for o in cell.get("outputs", [])]
+    assert any("image/svg+xml" in o.get("data", {}) for o in committed), \
+        "commit the notebook with its outputs (jupyter execute --inplace docs/tour.ipynb)"
+    for cell in code:
+        cell.outputs = []
     nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(ROOT / "examples")}}).execute()
+                            resources={"metadata": {"path": str(ROOT / "docs")}}).execute()
     images = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs
               if "image/svg+xml" in o.get("data", {}) or "text/html" in o.get("data", {})]
     assert images, "the tour shows no picture"

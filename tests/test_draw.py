@@ -12,6 +12,7 @@ import pytest
 import tileprim as tp
 from tileprim import R, S, Swizzle, TileLayout, laneid, warpid
 from tileprim._draw import dispatch_error_html, kernel_origin_words, layout_svg, plan_diagram_svg, plan_html
+from tileprim._draw_layout import bank_conflicts, thread_colour
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -26,7 +27,7 @@ def cells(svg: str):
     """(tooltip, [label lines], fill) for every grid cell, in row-major order."""
     out = []
     for g in parse(svg).iter(SVG + "g"):
-        if g.get("class") == "cell":
+        if g.get("class", "").startswith("cell"):
             out.append((g.find(SVG + "title").text, [t.text for t in g.findall(SVG + "text")],
                         g.find(SVG + "rect").get("fill")))
     return out
@@ -94,8 +95,8 @@ def test_shared_layouts_show_offset_and_bank_and_the_swizzle_changes_them():
     plain = TileLayout(S[8, 8])
     swizzled = TileLayout(S[8, 8], swizzle=Swizzle(0, 3, 3))
     tooltip, lines, fill = shared_cell(plain, 1, 0)
-    assert lines == ["8", "b8"] and tooltip == "element (1, 0): offset 8, bank 8"
-    assert fill == cells(layout_svg(plain))[0][2], "no thread axes: one neutral colour"
+    assert lines == ["8", "b8"] and tooltip == "element (1, 0): offset 8, bank 8; 2-way bank conflict when a warp reads this column"
+    assert fill == thread_colour(8), "no thread axes: coloured by bank"
     tooltip, lines, _ = shared_cell(swizzled, 1, 0)
     assert lines == ["9", "b9"] and tooltip == "element (1, 0) (swizzled): offset 9, bank 9"
     def column(layout):
@@ -121,7 +122,62 @@ def test_medium_tiles_keep_colour_and_drop_cell_text():
     drawn = cells(layout_svg(TileLayout(S[40, 40])))
     assert len(drawn) == 1600
     assert all(lines == [] for _, lines, _ in drawn)
-    assert drawn[-1][0] == "element (39, 39): offset 1599, bank 31"
+    assert drawn[-1][0].startswith("element (39, 39): offset 1599, bank 31")
+
+
+HEX = re.compile(r"#[0-9a-f]{3}|#[0-9a-f]{6}")
+
+
+def fills(svg: str):
+    return [e.get("fill") for e in parse(svg).iter() if e.get("fill") is not None]
+
+
+def test_every_colour_is_hex_so_any_renderer_draws_it():
+    pictures = [layout_svg(TileLayout(S[(32, 8):(1 @ laneid, 1)] + R[4:1 @ warpid])),
+                layout_svg(TileLayout(S[8, 32], swizzle=Swizzle.for_bytes(128, "float32"))),
+                *(plan_diagram_svg(v, p) for v, p in TYPICAL_PARAMS.items())]
+    for svg in pictures:
+        assert "hsl(" not in svg and "rgb(" not in svg
+        assert all(HEX.fullmatch(f) or f in ("white", "none") for f in fills(svg)), set(fills(svg))
+    assert len({thread_colour(i) for i in range(128)}) == 128
+
+
+def conflicted(svg: str):
+    return [g.get("class") == "cell conflict" for g in parse(svg).iter(SVG + "g")
+            if g.get("class", "").startswith("cell")]
+
+
+def test_shared_layouts_are_coloured_by_bank_and_mark_bank_conflicts():
+    plain = layout_svg(TileLayout(S[8, 32]))
+    drawn = cells(plain)
+    assert [fill for _, _, fill in drawn[:32]] == [thread_colour(b) for b in range(32)], "one hue per bank"
+    assert all(drawn[i * 32 + 5][2] == thread_colour(5) for i in range(8)), "a column lies in one bank"
+    assert all(conflicted(plain)), "a warp reading a column hits one bank 8 times"
+    assert "reading a column: 8-way bank conflict" in caption(plain) and "reading a row: 1-way (none)" in caption(plain)
+    assert "8-way bank conflict when a warp reads this column" in drawn[0][0]
+    swizzled = layout_svg(TileLayout(S[8, 32], swizzle=Swizzle.for_bytes(128, "float32")))
+    assert not any(conflicted(swizzled)) and "reading a column: 1-way bank conflict (none)" in caption(swizzled)
+    half = layout_svg(TileLayout(S[8, 64]), dtype="float16")       # two elements to a 4-byte word
+    assert "reading a column: 8-way" in caption(half) and "reading a row: 1-way" in caption(half)
+    assert not any(conflicted(layout_svg(TileLayout(S[(32, 8):(1 @ laneid, 1)]))))
+
+
+def test_bank_conflicts_count_distinct_words_per_bank():
+    assert bank_conflicts([[0], [32], [64], [1]]) == [[3], [3], [3], [1]]
+    assert bank_conflicts([[0], [0], [32]]) == [[2], [2], [2]], "the same word twice is one access (a broadcast)"
+    tall = [[32 * i] for i in range(40)]                      # a warp reads 32 rows at a time
+    assert bank_conflicts(tall)[0] == [32] and bank_conflicts(tall)[39] == [8]
+
+
+def test_labels_keep_or_drop_the_text():
+    big = TileLayout(S[(32, 64):(1 @ laneid, 1)])
+    assert all(lines == [] for _, lines, _ in cells(layout_svg(big)))
+    kept = cells(layout_svg(big, labels=True))
+    assert len(kept) == 2048 and kept[5 * 64 + 63][1] == ["lane 5", "r63"]
+    assert "labels=True" in caption(layout_svg(big))
+    assert all(lines == [] for _, lines, _ in cells(layout_svg(TileLayout(S[4, 4]), labels=False)))
+    with pytest.raises(TypeError, match="labels: expected True, False or None"):
+        layout_svg(big, labels="yes")
 
 
 def test_large_tiles_are_summarised():

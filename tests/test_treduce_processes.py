@@ -300,7 +300,7 @@ def test_ranks_that_disagree_or_fail_locally_raise_the_same_error_everywhere_and
         assert records[r][0].startswith("error ValueError: the ranks called differently"), records[r][0]
         assert "rank 2: treduce(op='sum', float32 (9, 36)" in records[r][0]
         # rank 0's own TypeError: every rank raises one error that is a ValueError and a TypeError
-        assert records[r][1].startswith("error CallTypeError: rank 0: x: dtype: dtype float64"), records[r][1]
+        assert records[r][1].startswith("error CallTypeError: rank 0: x: dtype float64"), records[r][1]
         assert records[r][:2] == records[0][:2], "the same errors on every rank"
     assert issubclass(tp.comm.CallTypeError, ValueError) and issubclass(tp.comm.CallTypeError, TypeError)
     assert [records[r][2] for r in range(3)] == ["dst", "none", "none"]

@@ -21,8 +21,12 @@ Storage storage_from_name(const std::string& name) {
   for (Storage s : {Storage::local, Storage::shared, Storage::shared_dyn, Storage::global}) {
     if (name == storage_name(s)) return s;
   }
-  throw ValueError("storage: unknown storage scope '" + name +
-                   "'; use 'local', 'shared', 'shared.dyn' or 'global'");
+  // Suggest only the storages a tile variant stages into ('global' parses, but no tile variant takes it).
+  std::string hint;
+  if (name == "smem" || name == "shmem" || name == "shared_memory") hint = " (did you mean 'shared'?)";
+  if (name == "reg" || name == "regs" || name == "registers" || name == "rmem") hint = " (did you mean 'local'?)";
+  throw ValueError("storage: unknown storage scope '" + name + "'" + hint +
+                   "; use 'local' (registers), 'shared' or 'shared.dyn' (shared memory)");
 }
 
 long long TileRef::elements() const {
@@ -76,7 +80,11 @@ std::string OpCall::str() const {
     if (accum) os << ", accum=True";
   }
   if (def->family != OpFamily::collective) os << ", scope=" << scope.str();
-  for (const auto& [key, value] : config) os << ", " << key << "=" << config_str(value);
+  for (const auto& [key, value] : config) {
+    // An option left at its empty default (treduce's accumulate='', processes='') says nothing.
+    const auto* text = std::get_if<std::string>(&value);
+    if (!text || !text->empty()) os << ", " << key << "=" << config_str(value);
+  }
   if (!dispatch.empty()) os << ", dispatch='" << dispatch << "'";
   os << ") -> " << output.arg << "=" << output.str();
   return os.str();
@@ -85,6 +93,7 @@ std::string OpCall::str() const {
 std::string OpCall::key() const {
   std::ostringstream os;
   os << str();
+  for (const auto& [key, value] : config) os << "|" << key << "=" << config_str(value);
   auto strides = [&](const TileRef& t) {
     os << "|" << t.arg << ":";
     for (long long s : t.strides) os << s << ",";

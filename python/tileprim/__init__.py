@@ -9,7 +9,6 @@ backend that runs every variant step for step.
 The ops (tp.sum, tp.sqrt, tp.fma, ...) are generated from the C++ op table; tp.op_table() lists
 them with their dtypes, NaN rule and numerics.
 """
-from __future__ import annotations
 
 __version__ = "0.1.0"
 

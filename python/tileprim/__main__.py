@@ -1,4 +1,4 @@
-"""``python -m tileprim``: run the specification's demonstration programs (``demo``), say what this
+"""``python -m tileprim``: run four small programs, one per tile variant (``demo``), say what this
 installation can do (``info``), draw a layout as an SVG picture (``show``), or time tileprim
 against PyTorch/CuPy on a GPU or NumPy on the CPU (``bench``)."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ SHOW_EXAMPLES = """examples:
   python -m tileprim show "S[(32, 8) : (1@laneid, 1)]" -o warp_rows.svg
   python -m tileprim show "S[8:1] + R[32:1@laneid]"
   python -m tileprim show "S[8, 8]" --swizzle 0,3,3
-  python -m tileprim show "S[(32, 8) : (1@laneid, 1)] + R[4:1@warpid]" --shape 256"""
+  python -m tileprim show "S[(32, 8) : (1@laneid, 1)] + R[4:1@warpid]" --shape 8,32 --labels on"""
 
 
 def _integers(text: str, what: str) -> tuple:
@@ -42,15 +42,27 @@ def build_parser() -> argparse.ArgumentParser:
         description="tileprim: GPU tile primitives with a dispatch registry, NVRTC-compiled CUDA kernels "
                     "and a CPU backend that runs the same algorithms step for step.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.add_parser("demo", help="run the specification's four demonstration programs and check them "
-                                     "against NumPy").set_defaults(run=_demo)
-    commands.add_parser("info", help="print what this installation can do, as JSON").set_defaults(run=_info)
+    commands.add_parser(
+        "demo", help="run four small programs, one per tile variant, and check them against NumPy",
+        description="Run four small programs, one for each tile variant (a thread's register sum, a CTA's "
+                    "shared-memory row sums, Blackwell's packed sum modelled on sm_100a, a warp's sqrt), on "
+                    "the GPU when one is usable, else on the CPU backend. For each: the call, the variant "
+                    "dispatch chose and why the others declined, and the result checked against NumPy "
+                    "(float64). Exit status 0 when every result matches.").set_defaults(run=_demo)
+    info = commands.add_parser(
+        "info", help="say what this installation can do: backends, GPUs, NVRTC, NCCL, kernel cache",
+        description="Say what this installation can do: the backends (and why CUDA is unavailable, where "
+                    "each library was looked for), the GPUs, NVRTC, NCCL, the kernel cache, the ops and "
+                    "their variants. --json prints tp.info() as JSON.")
+    info.add_argument("--json", action="store_true", help="print tp.info() as JSON")
+    info.set_defaults(run=_info)
     show = commands.add_parser(
         "show", help="draw a layout as an SVG picture", epilog=SHOW_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Draw LAYOUT, written in the layout syntax, as an SVG grid: each cell coloured by the "
                     "thread that holds it and labelled with thread and register, or, for a layout without "
-                    "thread axes (shared memory), with its offset and bank.")
+                    "thread axes (shared memory), coloured by 4-byte bank, labelled with its offset and "
+                    "bank, bank conflicts marked.")
     show.add_argument("layout", metavar="LAYOUT", help='e.g. "S[(32, 8) : (1@laneid, 1)] + R[4:1@warpid]"')
     show.add_argument("--shape", type=_shape, metavar="R,C",
                       help="the logical shape to draw (default: the layout's own); same number of elements")
@@ -58,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="a shared-memory swizzle: per_element, swizzle_len, atom_len (default 3)")
     show.add_argument("--dtype", metavar="DTYPE",
                       help="element type for shared-memory banks (default float32)")
+    show.add_argument("--labels", choices=("auto", "on", "off"), default="auto",
+                      help="text in every cell: auto (up to 1024 cells), on (any size), off (colour only)")
     show.add_argument("-o", "--output", default="layout.svg", metavar="FILE.svg",
                       help="where to write the picture (default layout.svg)")
     show.set_defaults(run=lambda args: _show(args, show.error))
@@ -82,8 +96,8 @@ def _demo(args) -> int:
 
 
 def _info(args) -> int:
-    from . import info
-    print(json.dumps(info(), indent=2))
+    from ._info import info, info_text
+    print(json.dumps(info(), indent=2) if args.json else info_text(info()))
     return 0
 
 
@@ -102,7 +116,8 @@ def _show(args, fail: Callable[[str], None]) -> int:
     if args.swizzle is not None:
         layout = TileLayout(layout, swizzle=args.swizzle)
     try:
-        layout.draw(args.shape, args.output, dtype=args.dtype)
+        layout.draw(args.shape, args.output, dtype=args.dtype,
+                    labels={"auto": None, "on": True, "off": False}[args.labels])
     except (TypeError, ValueError) as e:
         fail(str(e))
     except OSError as e:

@@ -191,7 +191,7 @@ def _bind(op, values, axes, out, accum, scope, storage, layout, out_layout, batc
     out_layout = as_layout(out_layout, "out_layout")
     if storage is None:
         storage = "local" if layout is not None and layout.thread_axes else scope.default_storage
-    expect(storage, str, "storage", "one of 'local', 'shared', 'shared.dyn', 'global'")
+    expect(storage, str, "storage", "one of 'local', 'shared', 'shared.dyn'")
     expect(dispatch, OPTIONAL_STR, "dispatch", "a variant name")
     expect(target, OPTIONAL_STR, "target", "an architecture string such as 'sm_90a'")
     in_dtype = arrays[0].dtype

@@ -1,22 +1,26 @@
 """A TileLayout as a picture: the logical tile as a grid, each cell coloured by the thread that
 holds it and labelled with thread and register. A layout without thread axes is drawn as shared
-memory: each cell shows its physical offset (swizzle included) and its 4-byte bank."""
+memory: each cell coloured by its 4-byte bank and labelled with its physical offset (swizzle
+included) and bank; cells whose bank another cell of the same warp-wide read also uses (a bank
+conflict) are marked. Colours are hex, so renderers without CSS3 colours (cairosvg, PDF and slide
+tools) draw them."""
 from __future__ import annotations
 
+import colorsys
 import math
 import operator
 from typing import Dict, List, Sequence, Tuple
 
 from ._svg import Canvas, text_width
 
-__all__ = ["layout_svg", "layout_html", "thread_index", "thread_colour"]
+__all__ = ["layout_svg", "layout_html", "thread_index", "thread_colour", "bank_conflicts"]
 
 # Thread index = laneid + 32*warpid + tx + 128*wgid + tid_in_wg + 32*wid_in_wg.
 THREAD_WEIGHTS = {"laneid": 1, "warpid": 32, "tx": 1, "wgid": 128, "tid_in_wg": 1, "wid_in_wg": 32}
 AXIS_ORDER = ("laneid", "warpid", "tx", "wgid", "tid_in_wg", "wid_in_wg", "m")
-TEXT_LIMIT = 32    # per-cell text up to 32 x 32 cells; beyond, colour only
+TEXT_CELLS = 1024  # labels=None: per-cell text up to 1024 cells drawn; beyond, colour only
 DRAW_LIMIT = 128   # beyond 128 x 128 cells, draw the top-left 128 x 128 and say so
-NEUTRAL = "#e4e4e4"
+CONFLICT = "#d62728"
 TEXT_CELL = (52, 32)
 BANK_BYTES = 4
 BANKS = 32
@@ -27,8 +31,38 @@ def thread_index(position: Dict[str, int]) -> int:
 
 
 def thread_colour(index: int) -> str:
-    """A distinct hue per thread; the golden angle keeps neighbouring threads far apart in hue."""
-    return f"hsl({index * 137.508 % 360:.1f}, 70%, 80%)"
+    """A distinct light hue per thread (or bank) as #rrggbb; the golden angle keeps neighbours
+    far apart in hue."""
+    r, g, b = colorsys.hls_to_rgb(index * 137.508 % 360 / 360, 0.8, 0.7)
+    return "#" + "".join(f"{round(c * 255):02x}" for c in (r, g, b))
+
+
+def bank_conflicts(words: List[List[int]], banks: int = BANKS) -> List[List[int]]:
+    """For a grid of 4-byte word addresses (one per cell), how many ways each cell's bank is
+    contended when a warp reads one column at once (32 consecutive rows of it): the number of
+    distinct words that read asks of that cell's bank; 1 means no conflict. Two cells in the
+    same word (two float16 values, say) are one access."""
+    ways = [[1] * len(row) for row in words]
+    for j in range(len(words[0]) if words else 0):
+        for start in range(0, len(words), 32):
+            per_bank: Dict[int, set] = {}
+            for i in range(start, min(start + 32, len(words))):
+                per_bank.setdefault(words[i][j] % banks, set()).add(words[i][j])
+            for i in range(start, min(start + 32, len(words))):
+                ways[i][j] = len(per_bank[words[i][j] % banks])
+    return ways
+
+
+def _row_ways(words: List[List[int]], banks: int = BANKS) -> int:
+    """The worst bank contention of a warp reading 32 consecutive elements of a row."""
+    worst = 1
+    for row in words:
+        for start in range(0, len(row), 32):
+            per_bank: Dict[int, set] = {}
+            for w in row[start:start + 32]:
+                per_bank.setdefault(w % banks, set()).add(w)
+            worst = max(worst, max(len(v) for v in per_bank.values()))
+    return worst
 
 
 def _axis_key(axis: str) -> Tuple[int, str]:
@@ -114,11 +148,16 @@ class _Labels:
         prefix = {("laneid",): "lane ", ("tx",): "tx "}.get(self.axes, "T")
         return prefix + number
 
+    def word(self, offset: int) -> int:
+        return offset * self.element_bytes // BANK_BYTES
+
     def bank(self, offset: int) -> int:
-        return offset * self.element_bytes // BANK_BYTES % BANKS
+        return self.word(offset) % BANKS
 
     def colour(self, holders: List[Dict[str, int]]) -> str:
-        return NEUTRAL if self.shared else thread_colour(thread_index(holders[0]))
+        if self.shared:
+            return thread_colour(self.bank(holders[0].get("m", 0)))
+        return thread_colour(thread_index(holders[0]))
 
     def lines(self, holders: List[Dict[str, int]]) -> Tuple[str, str]:
         first = holders[0]
@@ -142,18 +181,26 @@ class _Labels:
         return f"{where}: {count if len(holders) > 1 else ''}{places}"
 
 
-def _with_text(rows: int, cols: int) -> bool:
-    return rows <= TEXT_LIMIT and cols <= TEXT_LIMIT
+def _with_text(labels, shown: Tuple[int, int]) -> bool:
+    if labels is None:
+        return shown[0] * shown[1] <= TEXT_CELLS
+    if not isinstance(labels, bool):
+        raise TypeError(f"labels: expected True, False or None (automatic), not {labels!r}")
+    return labels
 
 
-def _caption(layout, shape, rows, cols, shown, labels: _Labels, dtype, counts) -> List[str]:
+def _caption(layout, shape, rows, cols, shown, labels: _Labels, dtype, counts, with_text,
+             conflicts: Tuple[int, int]) -> List[str]:
     lines = [f"TileLayout {layout}"]
-    with_text = _with_text(rows, cols)
     if labels.shared:
         swizzle = "swizzle applied" if layout.swizzle else "no swizzle"
-        shows = "each cell shows" if with_text else "each cell's tooltip gives"
-        lines.append(f"shape {shape} · no thread axes: {shows} its offset and 4-byte bank "
+        shows = "labels: offset / bank" if with_text else "hover a cell for its offset and bank"
+        lines.append(f"shape {shape} · no thread axes: colour = 4-byte bank, {shows} "
                      f"(b = offset·{labels.element_bytes} B / 4 mod 32: {_dtype_name(dtype)}; {swizzle})")
+        column, row = conflicts
+        marked = "; red corner: a cell in conflict" if column > 1 else ""
+        lines.append(f"a warp reading a column: {column}-way bank conflict{'' if column > 1 else ' (none)'}"
+                     f"{marked}; reading a row: {row}-way{'' if row > 1 else ' (none)'}")
         lines.append("(for one thread's register tile the offset is the register index)")
     else:
         terms = " + ".join(f"{THREAD_WEIGHTS[a]}·{a}" if THREAD_WEIGHTS[a] > 1 else a for a in labels.axes)
@@ -172,7 +219,8 @@ def _caption(layout, shape, rows, cols, shown, labels: _Labels, dtype, counts) -
     if shown != (rows, cols):
         lines.append(f"showing {shown[0]}×{shown[1]} of {rows}×{cols} (the top-left corner)")
     if not with_text:
-        lines.append(f"more than {TEXT_LIMIT}×{TEXT_LIMIT} cells: colour only; hover a cell for its place")
+        lines.append(f"{shown[0] * shown[1]} cells: colour only (labels=True, or show --labels, keeps the "
+                     "text); hover a cell for its place")
     return lines
 
 
@@ -181,18 +229,25 @@ def _fit(label: str, width: float) -> float:
     return min(10.0, round((width - 8) / (0.6 * max(len(label), 1)), 1))
 
 
-def layout_svg(layout, shape=None, dtype=None) -> str:
+def layout_svg(layout, shape=None, dtype=None, labels=None) -> str:
     """The layout's logical tile (``shape``, default ``layout.shape``) as an SVG grid. ``dtype``
-    sets the element size for shared-memory banks (default float32)."""
+    sets the element size for shared-memory banks (default float32); ``labels`` True or False
+    keeps or drops the text in each cell (default: text up to 1024 cells drawn)."""
     shape = _check_shape(layout, shape)
     rows, cols = _grid_shape(shape)
-    shown_rows, shown_cols = min(rows, DRAW_LIMIT), min(cols, DRAW_LIMIT)
-    with_text = _with_text(rows, cols)
-    cells = [[_holders(layout, i * cols + j) for j in range(shown_cols)] for i in range(shown_rows)]
+    shown = (min(rows, DRAW_LIMIT), min(cols, DRAW_LIMIT))
+    with_text = _with_text(labels, shown)
+    cells = [[_holders(layout, i * cols + j) for j in range(shown[1])] for i in range(shown[0])]
     axes = {a for row in cells for holders in row for p in holders for a in p if a in THREAD_WEIGHTS}
-    labels = _Labels(axes, _element_bytes(dtype), layout.swizzle is not None)
+    names = _Labels(axes, _element_bytes(dtype), layout.swizzle is not None)
     counts = [len(h) for row in cells for h in row]
-    caption = _caption(layout, shape, rows, cols, (shown_rows, shown_cols), labels, dtype, counts)
+    ways: List[List[int]] = []
+    conflicts = (1, 1)
+    if names.shared:
+        words = [[names.word(h[0].get("m", 0)) for h in row] for row in cells]
+        ways = bank_conflicts(words)
+        conflicts = (max(max(r) for r in ways), _row_ways(words))
+    caption = _caption(layout, shape, rows, cols, shown, names, dtype, counts, with_text, conflicts)
 
     canvas = Canvas()
     for k, line in enumerate(caption):
@@ -201,28 +256,34 @@ def layout_svg(layout, shape=None, dtype=None) -> str:
         w, h = TEXT_CELL
         tick_every = 1
     else:
-        w = h = max(4, min(14, 1024 // max(shown_rows, shown_cols)))
-        tick_every = 8 if max(shown_rows, shown_cols) <= 64 else 16
-    left = 12 + text_width(str(shown_rows - 1), 10)
+        w = h = max(4, min(14, 1024 // max(shown)))
+        tick_every = 8 if max(shown) <= 64 else 16
+    left = 12 + text_width(str(shown[0] - 1), 10)
     top = 18 + 16 * len(caption) + 16
-    for j in range(0, shown_cols, tick_every):
+    for j in range(0, shown[1], tick_every):
         canvas.text(left + j * w + w / 2, top - 5, str(j), size=9, fill="#666")
-    for i in range(0, shown_rows, tick_every):
+    for i in range(0, shown[0], tick_every):
         canvas.text(left - 4, top + i * h + h / 2 + 3, str(i), size=9, anchor="end", fill="#666")
     with canvas.group(css_class="grid", stroke="#999" if with_text else "#fff"):
         for i, row in enumerate(cells):
             for j, holders in enumerate(row):
                 x, y = left + j * w, top + i * h
-                with canvas.group(labels.tooltip(_unravel(i * cols + j, shape), holders), "cell"):
-                    canvas.rect(x, y, w, h, labels.colour(holders), stroke=None)
+                tooltip = names.tooltip(_unravel(i * cols + j, shape), holders)
+                conflict = bool(ways) and ways[i][j] > 1
+                if conflict:
+                    tooltip += f"; {ways[i][j]}-way bank conflict when a warp reads this column"
+                with canvas.group(tooltip, "cell conflict" if conflict else "cell"):
+                    canvas.rect(x, y, w, h, names.colour(holders), stroke=None)
+                    if conflict:
+                        corner = max(3.0, w / 4)
+                        canvas.polygon([(x + w - corner, y), (x + w, y), (x + w, y + corner)], CONFLICT)
                     if with_text:
-                        first, second = labels.lines(holders)
+                        first, second = names.lines(holders)
                         canvas.text(x + w / 2, y + 13, first, size=_fit(first, w), mono=True)
                         canvas.text(x + w / 2, y + 26, second, size=_fit(second, w), mono=True, fill="#444")
     return canvas.document(f"TileLayout {layout} over shape {shape}")
 
 
-def layout_html(layout, shape=None, dtype=None) -> str:
+def layout_html(layout, shape=None, dtype=None, labels=None) -> str:
     """The SVG in a scrolling box, so a large tile does not push the notebook apart."""
-    return f'<div style="overflow:auto; max-height:720px">{layout_svg(layout, shape, dtype)}</div>'
-
+    return f'<div style="overflow:auto; max-height:720px">{layout_svg(layout, shape, dtype, labels)}</div>'

@@ -498,10 +498,23 @@ class TileLayout:
         return tuple(d.local_extent for d in self.dims(shape))
 
     # ---- pictures (tileprim._draw) ----------------------------------------------------------
-    def draw(self, shape=None, path=None, *, dtype=None) -> str:
+    def draw(self, shape=None, path=None, *, dtype=None, labels=None) -> str:
         """The tile as an SVG grid: each cell coloured by the thread holding it and labelled with
-        thread and register (shared layouts: offset and bank, swizzle included); written to
-        ``path`` when given. In Jupyter a TileLayout shows this picture.
+        thread and register (shared layouts: coloured by 4-byte bank, labelled with offset and
+        bank, swizzle included, bank conflicts marked); written to ``path`` when given. In
+        Jupyter a TileLayout shows this picture.
+
+        Parameters
+        ----------
+        shape : tuple of int, optional
+            The logical shape to draw (default: the layout's own); same number of elements.
+        path : str, optional
+            Where to write the SVG.
+        dtype : str or dtype, optional
+            The element type that sets shared-memory banks (default float32).
+        labels : bool, optional
+            True keeps the text in every cell of a large tile, False draws colour only;
+            default: text up to 1024 cells.
 
         Returns
         -------
@@ -515,7 +528,7 @@ class TileLayout:
         True
         """
         from ._draw import layout_svg
-        svg = layout_svg(self, shape, dtype)
+        svg = layout_svg(self, shape, dtype, labels)
         if path is not None:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(svg)

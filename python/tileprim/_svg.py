@@ -76,8 +76,13 @@ class Canvas:
         for side in (-1, 1):
             a = angle + math.pi - side * 0.4
             points.append((x2 + size * math.cos(a), y2 + size * math.sin(a)))
+        self.polygon(points, fill)
+
+    def polygon(self, points, fill: str) -> None:
+        for px, py in points:
+            self._reach(px, py)
         coords = " ".join(f"{px:.1f},{py:.1f}" for px, py in points)
-        self.parts.append(f'<polygon points="{coords}" fill="{fill}"/>')
+        self.parts.append(f'<polygon points="{coords}" fill="{fill}" stroke="none"/>')
 
     def circle(self, cx: float, cy: float, r: float, fill: str, stroke: str = "#555") -> None:
         self._reach(cx + r, cy + r)

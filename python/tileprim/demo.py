@@ -1,5 +1,5 @@
-"""``python -m tileprim demo``: the specification's four demonstration programs, one per tile
-variant, run on the default backend.
+"""``python -m tileprim demo``: four small programs (the specification's demonstration programs),
+one per tile variant, run on the default backend.
 
 For each: the call, the variant chosen (and whether it is the one the program demonstrates) with
 its parameters, every declined variant with its reasons, and the result checked against NumPy
@@ -76,8 +76,9 @@ def programs(rng: np.random.Generator) -> List[Tuple]:
 
 
 def _introduction(info: dict, out) -> None:
-    print(f"tileprim {info['version']}: the specification's four demonstration programs, one for each tile "
-          "variant, each planned by dispatch, run, and checked against NumPy (float64).", file=out)
+    print(f"tileprim {info['version']}: four small programs, one for each algorithm (variant) of the tile "
+          "primitives; for each, dispatch's choice and why the others declined, then the result checked "
+          "against NumPy (float64).", file=out)
     cuda = info["backends"]["cuda"]
     if cuda == "available":
         print("They run on the CUDA backend, on this machine's GPU.", file=out)

@@ -9,10 +9,12 @@ from .cases import Case, Measured
 RATIO = "tileprim_ms / baseline_ms: below 1, tileprim is faster"
 SECTIONS = {
     "throughput": "throughput: ms per call, GB/s = bytes read + written / time; (r) = " + RATIO,
-    "latency": "small calls: median time of one call; (r) = " + RATIO,
-    "kernel": "getting a kernel (a warp sum for sm_90a): the build or load alone; "
+    "latency": "small calls: µs, the median time of one call; (r) = " + RATIO,
+    "kernel": "getting a kernel (a warp sum for sm_90a): ms, the build or load alone; "
               "lower_ms: the whole tp.lower",
 }
+# One unit per section, so a column reads down without converting: small calls in µs.
+UNIT_SCALE = {"throughput": ("ms", 1.0), "latency": ("µs", 1e3), "kernel": ("ms", 1.0)}
 
 
 def row(case: Case, measured: Optional[Measured], note: Optional[str] = None) -> dict:
@@ -44,12 +46,13 @@ def row(case: Case, measured: Optional[Measured], note: Optional[str] = None) ->
             "detail": measured.detail if measured else {}, "note": note}
 
 
-def _time(ms: float) -> str:
-    return f"{ms * 1e3:7.2f} us" if ms < 0.1 else f"{ms:7.3f} ms"
+def _time(ms: float, kind: str) -> str:
+    unit, scale = UNIT_SCALE.get(kind, ("ms", 1.0))
+    return f"{ms * scale:8.3f} {unit}"
 
 
-def _cell(ms: Optional[float], gbps: Optional[float]) -> str:
-    return _time(ms) + (f" {gbps:7.1f} GB/s" if gbps is not None else "")
+def _cell(ms: Optional[float], gbps: Optional[float], kind: str) -> str:
+    return _time(ms, kind) + (f" {gbps:7.1f} GB/s" if gbps is not None else "")
 
 
 def line(r: dict, width: int = 0) -> str:
@@ -59,10 +62,10 @@ def line(r: dict, width: int = 0) -> str:
     text = f"{r['case']:<{width}}  tileprim "
     if r["tileprim_ms"] is None:
         return text + f"n/a: {r['note']}"
-    text += _cell(r["tileprim_ms"], r["tileprim_GBps"])
+    text += _cell(r["tileprim_ms"], r["tileprim_GBps"], r["kind"])
     for name, ms in r["baselines"].items():
         ratio = r["ratios"].get(name)
-        text += f"   {name} {_cell(ms, r['baselines_GBps'].get(name))}" + (f" ({ratio:.2f})" if ratio else "")
+        text += f"   {name} {_cell(ms, r['baselines_GBps'].get(name), r['kind'])}" + (f" ({ratio:.2f})" if ratio else "")
     for key, value in r["detail"].items():
         text += f"   {key} {value:.3f}" if isinstance(value, float) else f"   {key} {value}"
     return text

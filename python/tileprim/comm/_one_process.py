@@ -42,7 +42,7 @@ class RankTensor:
             if not x.dtype.isnative:
                 raise TypeError(f"{arg}: dtype {x.dtype} is not in native byte order; convert it with "
                                 f"{arg}.astype({x.dtype.newbyteorder('=').name!r})")
-            self.dtype = dtype_name(x.dtype, f"{arg}: dtype", allowed=DTYPES)
+            self.dtype = dtype_name(x.dtype, arg, allowed=DTYPES)
             self.itemsize = x.itemsize
             if any(s % x.itemsize for s in x.strides):
                 raise ValueError(f"{arg}: strides {x.strides} are not whole elements")
