@@ -40,7 +40,9 @@ class LeakCheck:
         leaks = [os.path.join(self.shm, name) for name in sorted(os.listdir(self.shm))]
         for folder, _, names in os.walk(self.root):
             leaks += [os.path.join(folder, name) for name in names if TEMP_FILE.fullmatch(name)]
-        expected = {"kernel-cache"} | {n for n in os.listdir(self.root) if n.startswith("pytest-of-")}
+        # pytest's own temp dirs, and the compile cache torch.compile's tests make under $TMPDIR
+        expected = {"kernel-cache"} | {n for n in os.listdir(self.root)
+                                       if n.startswith(("pytest-of-", "torchinductor_"))}
         leaks += [os.path.join(self.root, name) for name in sorted(set(os.listdir(self.root)) - expected)]
         shutil.rmtree(self.shm, ignore_errors=True)
         shutil.rmtree(self.root, ignore_errors=True)

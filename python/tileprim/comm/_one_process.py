@@ -147,6 +147,8 @@ class _Call:
                 raise ValueError(f"dst: overlaps {rank.arg}, a non-root rank's source that the reduction reads")
         if _overlaps(self.dst, root) and (self.dst.pointer, self.dst.strides) != (root.pointer, root.strides):
             raise ValueError("dst: overlaps the root's tensor without being it; reduce in place with dst=tensors[root]")
+        if backend is None and not on_device:  # NumPy ranks meet in host memory: the CPU backend's transport
+            backend = "cpu"
         self.backend = resolve_backend(backend, device_operands=on_device)
         if on_device:
             remember_device_type(group.tensors[0], root.adapter)
