@@ -9,27 +9,10 @@ from . import _C
 from ._calls import bound_call
 from ._program.trace import TRACING, record_step
 from ._docs import op_docstring
+from ._errors import DispatchError
 from ._scope import ExecScope, thread
 
 __all__ = ["OPS", "plan", "variants", "DispatchError", "op_name", "twin"]
-
-DispatchError = _C.DispatchError
-
-
-def _dispatch_error_repr(self) -> str:
-    return f"DispatchError:\n{self}"
-
-
-def _dispatch_error_html(self) -> str:
-    from ._draw import dispatch_error_html
-    return dispatch_error_html(str(self))
-
-
-# The message is the whole trace table: shown as it prints, not as one escaped line.
-DispatchError.__repr__ = _dispatch_error_repr
-DispatchError._repr_html_ = _dispatch_error_html
-DispatchError.__doc__ = ("No variant accepts the call (a ValueError). The message is the whole trace table: the call, "
-                         "then every variant with its priority, status and reasons.")
 
 _COMMON = ("scope=thread, storage=None, layout=None, out_layout=None, batch_dims=0, target=None, backend=None, "
            "dispatch=None, **config")

@@ -17,7 +17,7 @@ from typing import List, Optional
 import numpy as np
 
 from .._interop import PLACED_KEYS, Unkeyable, adapter_for, array_pointer, placed_key, remember_device_type
-from .._ops import DispatchError
+from .._errors import DispatchError
 from ._errors import CallTypeError, CommError, CommTimeout
 from ._group import DistributedGroup, ParallelGroup
 from ._ipc import IpcSources
