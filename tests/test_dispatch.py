@@ -16,8 +16,8 @@ def entry(plan, name):
 
 
 def test_variants_in_choice_order():
-    assert [v[0] for v in tp.variants("sum")] == ["sm100_packed", "local", "shared"]
-    assert [v[1] for v in tp.variants(tp.max)] == [20, 10, 10]
+    assert [v[0] for v in tp.variants("sum")] == ["sm100_packed", "local", "shared", "cross_warp"]
+    assert [v[1] for v in tp.variants(tp.max)] == [20, 10, 10, 5]
     assert tp.variants(tp.warp.sqrt) == [("reg", 10, ["operand_scope", "anchor_layout", "scope_anchor",
                                                      "operand_layouts"])]
     assert tp.variants("min")[0][2] == ["op", "exec_scope", "local_scope", "dst_len", "src_ndim", "dtype",

@@ -37,7 +37,7 @@ def run(bound, x, tiles, out_shape):
 
 
 def test_listed_with_the_generic_variants(prod_test):
-    assert [v[0] for v in tp.variants(prod_test)] == ["sm100_packed", "local", "shared"]
+    assert [v[0] for v in tp.variants(prod_test)] == ["sm100_packed", "local", "shared", "cross_warp"]
 
 
 @pytest.mark.parametrize("dtype,rtol", [("float32", 1e-5), ("float64", 1e-13)])

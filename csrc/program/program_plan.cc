@@ -279,13 +279,10 @@ class ProgramPlanner {
     }
     Placement shared;
     shared.storage = Storage::shared;
-    shared.why = "shared memory, row-major: the " + scope.str() + " folds it there";
-    if (scope.kind == ScopeKind::cta) {
-      shared.why += " (a register reduction stays within one warp; a CTA reduces in shared memory)";
-    } else {
-      out.push_back(spread(in_shape, "; folded in registers"));
-      shared.why += " (in registers it is declined, see the local variant's reasons)";
-    }
+    shared.why = "shared memory, row-major: the " + scope.str() + " folds it there (in registers it is declined, "
+                 "see the local variants' reasons)";
+    out.push_back(spread(in_shape, scope.threads > 32 ? "; folded in registers, across warps through shared memory"
+                                                      : "; folded in registers"));
     out.push_back(shared);
     return out;
   }

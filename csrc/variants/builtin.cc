@@ -4,6 +4,7 @@
 namespace tp {
 
 void register_reduction_local(Registry& r);
+void register_reduction_cross_warp(Registry& r);
 void register_reduction_shared(Registry& r);
 void register_reduction_sm100_packed(Registry& r);
 void register_elementwise_reg(Registry& r);
@@ -13,6 +14,7 @@ void register_treduce_scatter_gather(Registry& r);
 
 void register_builtin_variants(Registry& r) {
   register_reduction_local(r);
+  register_reduction_cross_warp(r);
   register_reduction_shared(r);
   register_reduction_sm100_packed(r);
   register_elementwise_reg(r);

@@ -118,7 +118,7 @@ def variants(op) -> List[Tuple[str, int, List[str]]]:
     Examples
     --------
     >>> [v[0] for v in tp.variants("sum")]
-    ['sm100_packed', 'local', 'shared']
+    ['sm100_packed', 'local', 'shared', 'cross_warp']
     """
     name = op if isinstance(op, str) else getattr(op, "_tp_op", None) or getattr(op, "_tp_collective", None)
     if name is None:

@@ -32,7 +32,7 @@ class Plan:
     >>> p.variant, p.params["group_size"], p.params["n_shuffles"]
     ('shared', 8, 3)
     >>> [e.status for e in p.trace]
-    ['declined', 'declined', 'chosen']
+    ['declined', 'declined', 'chosen', 'not tried']
     """
 
     def __init__(self, core, out_shape=None, bound=None, tiles=None):

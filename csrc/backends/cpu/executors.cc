@@ -198,6 +198,7 @@ template <class Detail> class LaneReductionExecutor : public Executor {
 
 void register_cpu_executors(ExecutorTable& table) {
   table.add("local", "cpu", std::make_unique<LaneReductionExecutor<LocalPlan>>(local_body));
+  table.add("cross_warp", "cpu", std::make_unique<LaneReductionExecutor<LocalPlan>>(local_body));
   table.add("shared", "cpu", std::make_unique<LaneReductionExecutor<SharedPlan>>(shared_body));
   table.add("sm100_packed", "cpu", std::make_unique<HostTileExecutor>(packed_body));
   table.add("reg", "cpu", std::make_unique<FlatMapExecutor>());

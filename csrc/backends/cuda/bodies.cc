@@ -24,7 +24,7 @@ std::string view_decl(const FoldView& v, const char* unroll) {
 std::string masks_decl(const ShuffleMasks& sh) {
   std::ostringstream os;
   os << "constexpr tp::ShuffleMasks kMasks = {" << sh.count << ", {";
-  for (int i = 0; i < 5; ++i) os << (i ? ", " : "") << sh.mask[i];
+  for (int i = 0; i < kMaxShuffleMasks; ++i) os << (i ? ", " : "") << sh.mask[i];
   os << "}, " << sh.width << "};\n";
   return os.str();
 }
@@ -34,11 +34,11 @@ const char* accum_of(const Plan& plan) { return plan.call.accum ? "true" : "fals
 // local and shared: a thread-wise plan folds each thread's own registers; the others call the
 // variant's lane fold, `lane_fn<op>(lanes, lane_args..., accum)`.
 KernelBody lane_body(const Plan& plan, bool thread_wise, std::string decls, const std::string& lane_fn,
-                     const std::string& lane_args) {
+                     const std::string& lane_args, const std::string& lanes = "tp::DeviceLanes{lane}") {
   const std::string op = reduce_functor(plan.call);
   return {std::move(decls),
           thread_wise ? "tp::thread_reduce<" + op + ">(out, in0, kView, " + accum_of(plan) + ");"
-                      : lane_fn + "<" + op + ">(tp::DeviceLanes{lane}, " + lane_args + accum_of(plan) + ");",
+                      : lane_fn + "<" + op + ">(" + lanes + ", " + lane_args + accum_of(plan) + ");",
           true};
 }
 
@@ -46,6 +46,17 @@ KernelBody local_body(const Plan& plan) {
   const auto& d = plan.detail_as<LocalPlan>();
   return lane_body(plan, d.thread_wise, view_decl(d.view, "tp::kUnrollRegisters") + masks_decl(d.masks),
                    "tp::lane_reduce", "out, 0, in0, 0, kView, kMasks, ");
+}
+
+// Every thread of the instance takes part in each cross-warp exchange (its barriers), so the
+// frame must not split the call by per-thread conditions (runs read in place are not offered).
+KernelBody cross_warp_body(const Plan& plan) {
+  const auto& d = plan.detail_as<LocalPlan>();
+  KernelBody body = lane_body(plan, false, view_decl(d.view, "tp::kUnrollRegisters") + masks_decl(d.masks),
+                              "tp::lane_reduce", "out, 0, in0, 0, kView, kMasks, ",
+                              "tp::CtaLanes<kThreads, kInstances>{{lane}, instance}");
+  body.indexes_sources = false;
+  return body;
 }
 
 KernelBody shared_body(const Plan& plan) {
@@ -96,6 +107,7 @@ class ProgramStepOnly : public Executor {
 void register_cuda_executors(ExecutorTable& table) {
   table.add("stage", "cuda", std::make_unique<ProgramStepOnly>());
   table.add("local", "cuda", std::make_unique<CudaTileExecutor>(local_body));
+  table.add("cross_warp", "cuda", std::make_unique<CudaTileExecutor>(cross_warp_body));
   table.add("shared", "cuda", std::make_unique<CudaTileExecutor>(shared_body));
   table.add("sm100_packed", "cuda", std::make_unique<CudaTileExecutor>(packed_body));
   table.add("reg", "cuda", std::make_unique<CudaTileExecutor>(map_body));

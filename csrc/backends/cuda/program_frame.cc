@@ -24,6 +24,20 @@ long long elements_of(const ProgramValue& v) { return v.elements(); }
 
 bool in_registers(const ProgramValue& v) { return v.layout && v.storage == Storage::local; }
 
+// Every lane holds every element of the tile, element k in slot k (a reduction's result
+// replicated over the scope's threads): a copy reads it from the lane's own registers.
+bool held_by_every_lane(const ProgramValue& v, const ExecScope& scope) {
+  if (!v.layout || v.storage != Storage::local) return false;
+  const RegisterPlacement p = place_in_registers(*v.layout, scope, v.name);
+  if (p.slots != v.elements()) return false;
+  for (int s = 0; s < p.slots; ++s) {
+    for (int t = 0; t < p.threads; ++t) {
+      if (p.element_at(t, s) != s) return false;
+    }
+  }
+  return true;
+}
+
 // The copy reads its source from a scratch area: a register source is spilled there whenever
 // the result is not a shared tile of the same shape (another thread may hold what this one
 // needs).
@@ -31,7 +45,7 @@ bool spills(const ProgramPlan& plan, const ProgramStep& step) {
   if (step.op != "copy") return false;
   const ProgramValue& src = plan.values.at(step.operands[0]);
   const ProgramValue& dst = plan.values.at(step.result);
-  return in_registers(src) && (in_registers(dst) || src.shape != dst.shape);
+  return in_registers(src) && !held_by_every_lane(src, plan.scope) && (in_registers(dst) || src.shape != dst.shape);
 }
 
 // A placement in closed form (tp::RunPlace): lane l holds in slot s element
@@ -245,7 +259,9 @@ class ProgramFrame {
     const ProgramStep& s = plan_.steps[k];
     os << "  // step " << k << ": " << value(s.result).name << " = " << s.op << " [" << s.bound->plan().variant << "]"
        << (s.where.empty() ? "" : " at " + s.where) << "\n";
-    if (!s.sync_before.empty() || touches_shared(s)) sync(os);
+    const bool own_registers = s.op == "copy" && held_by_every_lane(value(s.operands[0]), plan_.scope) &&
+                               in_registers(value(s.result));
+    if ((!s.sync_before.empty() && !own_registers) || touches_shared(s)) sync(os);
     if (s.op == "copy") {
       copy(os, decls, s, k);
     } else {
@@ -297,12 +313,13 @@ class ProgramFrame {
             << ";\n";
     }
     std::string source;
-    if (in_registers(src) && !in_registers(dst) && !broadcast) {
+    if (held_by_every_lane(src, plan_.scope)) {
+      source = named("v", a) + "[" + index + "]";
+    } else if (in_registers(src) && !in_registers(dst) && !broadcast) {
       os << "  tp::scatter<" << named("P", a) << ">(" << named("v", a) << ", lane, [&](long long e, " << T
          << " x) { " << named("v", r) << "[tp::memory_offset(" << named("kMem", r) << ", e)] = x; });\n";
       return;
-    }
- if (in_registers(src)) {
+    } else if (in_registers(src)) {
       sync(os);  // the scratch area's last readers are done
       os << "  {\n    " << T << "* const spill = reinterpret_cast<" << T << "*>(scratch);\n"
          << "    tp::scatter<" << named("P", a) << ">(" << named("v", a) << ", lane, [&](long long e, " << T

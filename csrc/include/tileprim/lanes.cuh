@@ -36,6 +36,31 @@ struct DeviceLanes {
     return __shfl_xor_sync(members, v, lane_mask, width);
   }
 };
+
+// The lanes of a scope instance of several warps (warpgroup, CTA): within a warp they shuffle;
+// across warps (lane masks of 32 and more) each value goes through shared memory between two of
+// the instance's barriers (bar.sync 1 + instance, or __syncthreads for a lone CTA instance, as
+// the frames sync). Every lane of the instance must make every exchange.
+template <int kThreads, int kInstances> struct CtaLanes : DeviceLanes {
+  int instance;
+
+  __device__ __forceinline__ void sync() const {
+    if constexpr (kInstances == 1) {
+      __syncthreads();
+    } else {
+      asm volatile("bar.sync %0, %1;" ::"r"(1 + instance), "n"(kThreads) : "memory");
+    }
+  }
+  template <class T> __device__ T shfl_xor(const T& v, int lane_mask, int width) const {
+    if (lane_mask < 32) return DeviceLanes::shfl_xor(v, lane_mask, width < 32 ? width : 32);
+    __shared__ __align__(16) unsigned char exchange[kThreads * kInstances * sizeof(T)];
+    T* mine = reinterpret_cast<T*>(exchange) + instance * kThreads;
+    sync();  // the last exchange's readers are done
+    mine[lane] = v;
+    sync();
+    return mine[lane ^ lane_mask];
+  }
+};
 #endif
 
 }  // namespace tp

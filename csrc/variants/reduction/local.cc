@@ -6,6 +6,12 @@
 //                          with thread_reduce=True when the output keeps them as a dim ("view").
 // Unlike the reference, the shuffle path honours axes and accum (old value folded in once),
 // and warpgroup may shuffle too as long as the reduced lanes stay within one warp.
+//
+// reduction -> cross_warp (priority 5): the same algorithm where the butterfly crosses
+// warps (warpgroup and CTA scope, reduced lanes spanning up to 1024 threads): lane masks past 31
+// exchange through shared memory between the instance's barriers. The fold order is local's, so
+// the CPU backend runs it with the same lane group. Not in the reference, which has no register
+// reduction at CTA scope; tile programs use it to keep a row in registers.
 #include <algorithm>
 #include <memory>
 
@@ -24,7 +30,7 @@ struct LocalAnalysis {
   TileLayout dst_layout = TileLayout::row_major({1});
   std::vector<long long> dst_shape;
   FoldView view{};
-  ShuffleMasks masks{0, {0, 0, 0, 0, 0}, 32};
+  ShuffleMasks masks{0, {}, 32};
 };
 
 bool lane_level(Axis a) { return a == Axis::laneid || a == Axis::tid_in_wg || a == Axis::tx; }
@@ -95,8 +101,8 @@ bool same_partition(const TileLayout& a, const TileLayout& b, const std::vector<
 // The lane-xor masks that fold the reduced dims' thread iters; Decline when a shuffle
 // cannot reach them.
 ShuffleMasks shuffle_masks(const TileLayout& src, const std::vector<DimIters>& dims,
-                           const std::vector<bool>& reduced) {
-  ShuffleMasks sh{0, {0, 0, 0, 0, 0}, 32};
+                           const std::vector<bool>& reduced, int cross_warp_threads) {
+  ShuffleMasks sh{0, {}, 32};
   std::vector<int> masks;  // distinct bits of 32 lanes: at most 5
   long long reduced_bits = 0, spatial_bits = 0;
   for (size_t d = 0; d < dims.size(); ++d) {
@@ -115,10 +121,11 @@ ShuffleMasks shuffle_masks(const TileLayout& src, const std::vector<DimIters>& d
       }
       const long long bits = ((1ll << log2_exact(it.extent)) - 1) * it.stride;
       if (reduced[d]) {
-        if (it.stride * it.extent > 32) {
+        if (it.stride * it.extent > std::max(32, cross_warp_threads)) {
           throw Decline(std::string("reduced dim ") + std::to_string(d) + " spans " +
                         std::to_string(it.stride * it.extent) + " threads on " + axis_name(it.axis) +
-                        "; a shuffle reduces within one warp");
+                        (cross_warp_threads ? "; the scope has " + std::to_string(cross_warp_threads)
+                                            : std::string("; a shuffle reduces within one warp")));
         }
         if (reduced_bits & bits) throw Decline("reduced thread iters share lane bits");
         reduced_bits |= bits;
@@ -132,6 +139,7 @@ ShuffleMasks shuffle_masks(const TileLayout& src, const std::vector<DimIters>& d
   std::sort(masks.begin(), masks.end());
   std::copy(masks.begin(), masks.end(), sh.mask);
   sh.count = static_cast<int>(masks.size());
+  if (sh.count && sh.mask[sh.count - 1] >= 32) sh.width = cross_warp_threads;
   if (sh.count) {
     long long lane_offset = 0;
     for (const auto& [axis, value] : src.offset()) {
@@ -146,7 +154,8 @@ ShuffleMasks shuffle_masks(const TileLayout& src, const std::vector<DimIters>& d
   return sh;
 }
 
-LocalAnalysis analyze(const OpCall& call) {
+// cross_warp: the butterfly may cross warps (cross_warp); else it stays within one.
+LocalAnalysis analyze(const OpCall& call, bool cross_warp) {
   const TileRef& src = call.inputs.at(0);
   const TileRef& dst = call.output;
   if (src.dtype != dst.dtype) {
@@ -156,7 +165,13 @@ LocalAnalysis analyze(const OpCall& call) {
   LocalAnalysis a;
   a.src_layout = src.layout.value_or(TileLayout::row_major(src.shape));
   const ScopeKind kind = call.scope.kind;
-  if (kind == ScopeKind::cta) throw Decline("unsupported exec_scope cta for local reduction");
+  if (!cross_warp && kind == ScopeKind::cta) throw Decline("unsupported exec_scope cta for local reduction");
+  if (cross_warp && kind != ScopeKind::cta && kind != ScopeKind::warpgroup) {
+    throw Decline("exec_scope " + call.scope.str() + ": the butterfly crosses warps only at warpgroup or cta scope");
+  }
+  if (cross_warp && call.scope.threads % 32 != 0) {
+    throw Decline("a cta of " + std::to_string(call.scope.threads) + " threads is not whole warps");
+  }
 
   const auto src_dims = a.src_layout.group(src.shape);
   if (kind == ScopeKind::thread) {
@@ -170,7 +185,10 @@ LocalAnalysis analyze(const OpCall& call) {
     if (!a.src_layout.replica().empty()) {
       throw Decline("src layout " + a.src_layout.str() + " has replicas; a reduction source holds each element once");
     }
-    a.masks = shuffle_masks(a.src_layout, src_dims, ax.reduced);
+    a.masks = shuffle_masks(a.src_layout, src_dims, ax.reduced, cross_warp ? call.scope.threads : 0);
+    if (cross_warp && (a.masks.count == 0 || a.masks.mask[a.masks.count - 1] < 32)) {
+      throw Decline("the reduced lanes stay within one warp: local folds them");
+    }
 
     // the two destinations a lane-distributed source can reduce into
     std::vector<Iter> spatial, replica, kept;
@@ -224,17 +242,25 @@ LocalAnalysis analyze(const OpCall& call) {
 
 Analysis local_valid(const OpCall& call, const DispatchContext&) {
   if (call.inputs.at(0).storage != Storage::local) return nullptr;  // storage_scope already says why
-  return std::make_shared<const LocalAnalysis>(analyze(call));
+  return std::make_shared<const LocalAnalysis>(analyze(call, false));
+}
+
+Analysis cross_warp_valid(const OpCall& call, const DispatchContext&) {
+  if (call.inputs.at(0).storage != Storage::local) return nullptr;
+  return std::make_shared<const LocalAnalysis>(analyze(call, true));
 }
 
 class LocalReduction : public Variant {
  public:
-  LocalReduction()
-      : Variant("local", 10, OpFamily::reduction, {storage_predicate(false), analysing("local_valid", local_valid)}) {}
+  explicit LocalReduction(bool cross_warp)
+      : Variant(cross_warp ? "cross_warp" : "local", cross_warp ? 5 : 10, OpFamily::reduction,
+                {storage_predicate(false), cross_warp ? analysing("cross_warp_valid", cross_warp_valid)
+                                                      : analysing("local_valid", local_valid)}),
+        cross_warp_(cross_warp) {}
 
   void plan(Plan& plan) const override {
     const LocalAnalysis* found = plan.analysis_as<LocalAnalysis>();
-    const LocalAnalysis a = found ? *found : analyze(plan.call);  // a caller that skipped the predicates
+    const LocalAnalysis a = found ? *found : analyze(plan.call, cross_warp_);  // a caller that skipped the predicates
     const ReductionAxes ax = reduction_axes(plan.call);
     plan.call.output.layout = a.dst_layout;
     plan.call.output.shape = a.dst_shape;
@@ -248,7 +274,9 @@ class LocalReduction : public Variant {
     note_reduction_numerics(plan);
     plan.note("order", a.masks.count
                            ? "each lane folds its registers in order from the identity, then XOR butterfly over "
-                             "lane masks in the order listed; accum: op(old, result)"
+                             "lane masks in the order listed" +
+                             std::string(cross_warp_ ? " (masks past 31 through shared memory)" : "") +
+                             "; accum: op(old, result)"
                            : "each thread folds its registers in order, starting from the identity (accum: from "
                              "the old value)");
     plan.note("ftz", "no: subnormals kept");
@@ -259,10 +287,14 @@ class LocalReduction : public Variant {
     detail->masks = a.masks;
     plan.detail = detail;
   }
+
+ private:
+  bool cross_warp_;
 };
 
 }  // namespace
 
-void register_reduction_local(Registry& r) { r.add(std::make_unique<LocalReduction>()); }
+void register_reduction_local(Registry& r) { r.add(std::make_unique<LocalReduction>(false)); }
+void register_reduction_cross_warp(Registry& r) { r.add(std::make_unique<LocalReduction>(true)); }
 
 }  // namespace tp

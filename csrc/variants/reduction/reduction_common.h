@@ -43,13 +43,13 @@ FoldView fold_view(const TileLayout& src, const std::vector<DimIters>& src_dims,
 struct LocalPlan : VariantPlan {
   bool thread_wise = true;  // one thread folds its own registers; else lanes fold, then shuffle
   FoldView view{};
-  ShuffleMasks masks{0, {0, 0, 0, 0, 0}, 32};
+  ShuffleMasks masks{0, {}, 32};
 };
 
 struct SharedPlan : VariantPlan {
   bool thread_wise = false;  // thread scope: the thread-wise loop on shared memory
   FoldView view{};
-  GroupShape groups{1, 1, {0, {0, 0, 0, 0, 0}, 1}};
+  GroupShape groups{1, 1, {0, {}, 1}};
 };
 
 struct PackedPlan : VariantPlan {

@@ -73,7 +73,7 @@ class SharedReduction : public Variant {
       GroupShape& g = p->groups;
       g.group_size = static_cast<int>(G);
       g.groups = static_cast<int>(threads / G);
-      g.masks = {0, {0, 0, 0, 0, 0}, g.group_size};
+      g.masks = {0, {}, g.group_size};
       for (int m = 1; m < G; m *= 2) g.masks.mask[g.masks.count++] = m;
       plan.set("group_size", G);
       plan.set("n_shuffles", static_cast<long long>(g.masks.count));

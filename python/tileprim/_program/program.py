@@ -95,7 +95,10 @@ class Program:
                 try:
                     parts.append(placed_key(x))  # a device array of a type seen before
                 except Unkeyable:
-                    return None
+                    adapter = adapter_for(x)
+                    if adapter is None:
+                        return None
+                    parts.append(adapter.placed_key(x))
         return tuple(parts)
 
     def _bind(self, args, batch_dims, scope, backend, target) -> "_BoundProgram":

@@ -5,10 +5,12 @@
 
 namespace tp {
 
-// Lane-xor masks of one reduction, applied in order, within aligned groups of `width`.
+// Lane-xor masks of one reduction, applied in order, within aligned groups of `width` (up to
+// 1024 lanes: masks past 31 cross warps, which CtaLanes exchanges through shared memory).
+constexpr int kMaxShuffleMasks = 10;
 struct ShuffleMasks {
   int count;
-  int mask[5];
+  int mask[kMaxShuffleMasks];
   int width;
 };
 
