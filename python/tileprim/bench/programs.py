@@ -90,8 +90,8 @@ class _GpuSide:
 
     repeats, inner, small_inner = 15, 5, 200
 
-    def __init__(self, lib: GpuLibrary):
-        self.lib, self.torch = lib, lib.torch
+    def __init__(self, lib: GpuLibrary, device: str = "cuda"):
+        self.lib, self.torch, self.device_name = lib, lib.torch, device  # "cpu": the tests' dry run
         self._generator = None
         self._liger = None
         self.timer = CudaEventTimer(self.torch, self.repeats, self.inner, budget_s=None)
@@ -104,11 +104,11 @@ class _GpuSide:
     def inputs(self, shape: tuple, dtype: str):
         torch = self.torch
         if self._generator is None:
-            self._generator = torch.Generator(device="cuda").manual_seed(0)
-        g, dt = self._generator, getattr(torch, dtype)
-        x = torch.randn(shape, device="cuda", generator=g).mul_(2).to(dt)
-        r = torch.randn(shape, device="cuda", generator=g).to(dt)
-        return x, r, torch.rand(shape[-1], device="cuda", generator=g).add_(0.5).to(dt)
+            self._generator = torch.Generator(device=self.device_name).manual_seed(0)
+        g, dt, on = self._generator, getattr(torch, dtype), self.device_name
+        x = torch.randn(shape, device=on, generator=g).mul_(2).to(dt)
+        r = torch.randn(shape, device=on, generator=g).to(dt)
+        return x, r, torch.rand(shape[-1], device=on, generator=g).add_(0.5).to(dt)
 
     def _liger_functional(self):
         """liger_kernel.transformers.functional, or the reason it cannot be had."""
@@ -236,7 +236,8 @@ def _measure(side, inputs: Inputs, workload: Workload, shape: tuple, dtype: str,
 
 def _case(side, inputs: Inputs, workload: Workload, shape: tuple, dtype: str, per_call: bool = False) -> Case:
     m, n = shape
-    name = f"program {workload.name} {dtype} {m}x{n}" + (" host wall time" if per_call else "")
+    # the dtype last: "exp float32" picks the exp map, not logsumexp
+    name = f"program {workload.name} {m}x{n} {dtype}" + (" host wall time" if per_call else "")
     return Case(name, "program", lambda: _measure(side, inputs, workload, shape, dtype, per_call),
                 op=workload.name, dtype=dtype, scope=scope_name(scope_for(n, dtype)), K=n, shape=shape,
                 bytes=workload.bytes(m, n, numpy_dtype(dtype).itemsize))
