@@ -25,20 +25,22 @@ def test_the_smoke_run_checks_every_workload_and_dtype_against_the_oracle_and_th
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(pathlib.Path(tp.__file__).resolve().parent.parent),
                                          env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "programs.py"), "--smoke", "--only", SHAPE,
-                           "--json", str(path)], capture_output=True, text=True, timeout=600, env=env)
+    command = [sys.executable, str(ROOT / "benchmarks" / "programs.py"), "--smoke", "--only", SHAPE, "--json",
+               str(path)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(path.read_text())
-    assert result["header"]["backend"] == "cpu" and result["header"]["program_bits_rows"] == programs.CHECK_ROWS
+    header = result["header"]
+    assert header["backend"] == "cpu" and header["program_bits_rows"] == programs.CHECK_ROWS
     rows = result["rows"]
-    assert [row["case"] for row in rows] == [f"program {w.name} {SHAPE} {dtype}"
-                                            for dtype in programs.DTYPES for w in WORKLOADS]
+    names = [f"program {w.name} {SHAPE} {dtype}" for dtype in programs.DTYPES for w in WORKLOADS]
+    assert [row["case"] for row in rows] == names
     printed = [line for line in proc.stdout.splitlines() if line.startswith("program ")]
     assert len(printed) == len(rows)
     for row, line in zip(rows, printed):
         d = row["detail"]
         assert row["note"] is None, row["note"]
-        assert d["oracle_ok"] is True and 0 < d["oracle"] <= programs.TOLERANCE[row["dtype"]], (row["case"], d)
+        assert d["oracle_ok"] is True and 0 < d["oracle"] <= programs.TOLERANCE[row["dtype"]], row["case"]
         assert d["bits"] == "equal" and d["bits_rows"] == 64
         assert d["peers_ok"] == {"numpy": True}
         assert row["tileprim_ms"] > 0 and row["baselines"]["numpy"] > 0

@@ -136,7 +136,8 @@ def _header(s: Suite, only: List[str]) -> dict:
             "timing": s.timer.describe(),
             "small_call_timing": f"time.perf_counter around one call, median of {s.sizes.calls} calls; "
                                  "tileprim and its baseline called in turn",
-            "ratio": report.RATIO, "started": datetime.datetime.now().isoformat(timespec="seconds"), **s.header}
+            "ratio": report.RATIO, "started": datetime.datetime.now().isoformat(timespec="seconds"),
+            **s.header}
 
 
 def run(s: Suite, only: Iterable[str] = (), json_path: Optional[str] = None) -> dict:

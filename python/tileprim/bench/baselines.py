@@ -104,7 +104,8 @@ class GpuLibrary:
         return f"{name} (driver {driver})" if driver else name
 
     def versions(self) -> Dict[str, str]:
-        found = {"numpy": np.__version__, "torch": self.torch.__version__, "cuda (torch's)": self.torch.version.cuda}
+        found = {"numpy": np.__version__, "torch": self.torch.__version__,
+                 "cuda (torch's)": self.torch.version.cuda}
         if self.cupy is not None:
             found["cupy"] = self.cupy.__version__
         for name in ("triton", "liger_kernel"):  # the tile-program peers

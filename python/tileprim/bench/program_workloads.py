@@ -159,6 +159,20 @@ def logsumexp_oracle(inputs, results):
     return (_xp(x).log(_row_sum(_xp(x).exp(x - m))) + m,)
 
 
+def _liger_softmax(F, x):
+    return F.liger_softmax(x)
+
+
+# Liger's RMSNorms with offset 0 and "gemma" casting: everything in float32, then one cast, as
+# the programs do (its default "llama" casting multiplies by w in the input's dtype)
+def _liger_rms_norm(F, x, w, eps):
+    return F.liger_rms_norm(x, w, eps, 0.0, "gemma", False)
+
+
+def _liger_fused_add(F, x, r, w, eps):
+    return F.liger_fused_add_rms_norm(x, r, w, eps, 0.0, "gemma", False)
+
+
 @dataclass(frozen=True)
 class Workload:
     """One benchmarked computation: the program, its peers, its oracle, and its arguments and
@@ -174,7 +188,7 @@ class Workload:
     oracle: Callable
     torch_peer: Callable
     numpy_peer: Callable
-    # liger_kernel.transformers.functional -> its op with the program's arguments; None: Liger has none
+    # Liger's op: (liger_kernel.transformers.functional, *the program's arguments); None: it has none
     liger: Optional[Callable] = None
     torch_rms_norm: Optional[Callable] = None  # the same through torch.nn.functional.rms_norm
 
@@ -184,19 +198,19 @@ class Workload:
 
     def bytes(self, m: int, n: int, itemsize: int) -> int:
         """Bytes one call must move at least: each operand read once, each result written once."""
-        return itemsize * ((self.rows_in + self.rows_out) * m * n + self.values_out * m + (n if self.weighted else 0))
+        rows = (self.rows_in + self.rows_out) * m * n
+        return itemsize * (rows + self.values_out * m + (n if self.weighted else 0))
 
 
 WORKLOADS = (
     Workload("softmax", softmax, 1, False, 1, 0, softmax_oracle, torch_softmax, numpy_softmax,
-             liger=lambda F: F.liger_softmax),
+             liger=_liger_softmax),
     Workload("rmsnorm", rmsnorm, 1, True, 1, 0, rmsnorm_oracle, torch_rmsnorm, numpy_rmsnorm,
-             # "gemma" casting: everything in float32, then one cast, as the program does
-             liger=lambda F: lambda x, w, eps: F.liger_rms_norm(x, w, eps, 0.0, "gemma", False),
+             liger=_liger_rms_norm,
              torch_rms_norm=torch_fused_rmsnorm),
     Workload("add_rmsnorm", add_rmsnorm, 2, True, 2, 0, add_rmsnorm_oracle, torch_add_rmsnorm,
              numpy_add_rmsnorm,
-             liger=lambda F: lambda x, r, w, eps: F.liger_fused_add_rms_norm(x, r, w, eps, 0.0, "gemma", False),
+             liger=_liger_fused_add,
              torch_rms_norm=torch_fused_add_rmsnorm),
     Workload("logsumexp", logsumexp, 1, False, 0, 1, logsumexp_oracle, torch_logsumexp, numpy_logsumexp),
 )

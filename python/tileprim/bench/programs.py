@@ -134,7 +134,7 @@ class _GpuSide:
         elif isinstance(liger, str):
             missing["liger"] = liger
         else:
-            fns["liger"] = functools.partial(workload.liger(liger), *args)
+            fns["liger"] = functools.partial(workload.liger, liger, *args)
         return fns, missing
 
     def device(self, result):
@@ -169,7 +169,8 @@ def _worst_error(side, workload: Workload, args: tuple, results: tuple, dtype: s
     wanted = [(m, n)] * workload.rows_out + [(m, 1)] * workload.values_out
     for res, shape in zip(results, wanted):
         if tuple(res.shape) != shape or _dtype_name(res) != dtype:
-            raise ValueError(f"a result of shape {tuple(res.shape)} {_dtype_name(res)}; expected {shape} {dtype}")
+            raise ValueError(f"a result of shape {tuple(res.shape)} {_dtype_name(res)}; "
+                             f"expected {shape} {dtype}")
     if len(results) != len(wanted):
         raise ValueError(f"{len(results)} results; expected {len(wanted)}")
     worst, step = 0.0, max(1, CHECK_CHUNK // n)
@@ -220,7 +221,9 @@ def _measure(side, inputs: Inputs, workload: Workload, shape: tuple, dtype: str,
         del results
         ours_ms = timer(ours)
     except Exception as e:  # not yet on this backend, a refused tile: the peers are still measured
-        note, detail["tileprim_error"] = reason(e), str(e)
+        # a DispatchError says what was refused on its first line and why on its second
+        lines = [text.strip() for text in str(e).splitlines() if text.strip()]
+        note, detail["tileprim_error"] = f"{type(e).__name__}: {' '.join(lines[:2])}", str(e)
     baselines, peers_ok = {}, {}
     for name, fn in peers.items():
         try:
@@ -318,19 +321,22 @@ def main(argv: Optional[List[str]] = None) -> int:
     from . import _cuda_usable, _selected, run
     parser = argparse.ArgumentParser(prog="benchmarks/programs.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true",
-                        help="no GPU needed: the CPU backend against NumPy on tiny shapes, every code path and "
-                             "check; the times are no claim")
+                        help="no GPU needed: the CPU backend against NumPy on tiny shapes, every code path "
+                             "and check; the times are no claim")
     parser.add_argument("--quick", action="store_true", help="a quarter of the rows")
     parser.add_argument("--only", action="append", default=[], metavar="TEXT",
-                        help="only the cases whose name contains TEXT (repeatable), e.g. 'softmax', 'bfloat16', "
-                             "'x16384', 'host wall'")
+                        help="only the cases whose name contains TEXT (repeatable), e.g. 'softmax', "
+                             "'bfloat16', 'x16384', 'host wall'")
     parser.add_argument("--list", action="store_true", help="print the case names and exit")
     parser.add_argument("--json", metavar="PATH",
                         help="also write the header (GPU, driver, versions) and one row per case as JSON")
     args = parser.parse_args(argv)
     if not args.smoke and not _cuda_usable():
         parser.error(f"the CUDA backend is {tp.info()['backends']['cuda']}; --smoke runs the CPU backend")
-    s = suite("cpu" if args.smoke else "cuda", args.quick)
+    try:
+        s = suite("cpu" if args.smoke else "cuda", args.quick)
+    except ImportError as e:
+        parser.error(f"the GPU run makes its inputs with PyTorch: {e}; --smoke runs the CPU backend")
     cases = _selected(s.cases, args.only)
     if not cases:
         parser.error(f"--only {' '.join(map(repr, args.only))}: no case matches (--list names them)")

@@ -12,10 +12,10 @@ SECTIONS = {
     "latency": "small calls: µs, the median time of one call; (r) = " + RATIO,
     "kernel": "getting a kernel (a warp sum for sm_90a): ms, the build or load alone; "
               "lower_ms: the whole tp.lower",
-    "program": "tile programs: TB/s = (bytes read + written) / time (140x4096: µs of host wall time per call); "
-               "Nx best peer = tileprim's TB/s / the fastest peer's (above 1: tileprim is faster); oracle: "
-               "worst |got - want| / |want| against float64; bits: tileprim's result against the CPU backend's "
-               "(on the CPU: against the first rows run alone)",
+    "program": "tile programs: TB/s = (bytes read + written) / time (140x4096: µs of host wall time per "
+               "call); Nx best peer = tileprim's TB/s / the fastest peer's (above 1: tileprim is faster); "
+               "oracle: worst |got - want| / |want| against float64; bits: tileprim's result against the CPU "
+               "backend's (on the CPU: against the first rows run alone)",
 }
 # One unit per section, so a column reads down without converting: small calls in µs.
 UNIT_SCALE = {"throughput": ("ms", 1.0), "latency": ("µs", 1e3), "kernel": ("ms", 1.0)}
@@ -104,7 +104,7 @@ def program_line(r: dict, width: int = 0) -> str:
     text += f"tileprim {_figure(r['tileprim_ms'], r['tileprim_GBps'], per_call)}"
     for name, ms in r["baselines"].items():
         text += f"  {name} {_figure(ms, r['baselines_GBps'].get(name), per_call)}"
-    text += "".join(f"  {name} n/a" for name in d.get("n/a", {}))
+    text += "".join(f"  {name} n/a ({why[:60]})" for name, why in d.get("n/a", {}).items())
     if d.get("vs_best_peer") is not None:
         text += f"  | {d['vs_best_peer']:.2f}x best peer ({r['best_baseline']})"
     if "oracle_ok" in d:

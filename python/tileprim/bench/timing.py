@@ -71,7 +71,8 @@ class CudaEventTimer:
         Stop after this long (with at least MIN_SAMPLES batches); None: always ``repeats``.
     """
 
-    def __init__(self, torch, repeats: int, inner: int, warmup: int = 3, budget_s: Optional[float] = BUDGET_S):
+    def __init__(self, torch, repeats: int, inner: int, warmup: int = 3,
+                 budget_s: Optional[float] = BUDGET_S):
         self.torch, self.repeats, self.inner, self.warmup = torch, repeats, inner, warmup
         self.budget_s = budget_s
 
@@ -125,8 +126,8 @@ class HostWallTimer:
         return _median_ms(batch, self.repeats, None)
 
     def describe(self) -> str:
-        return (f"time.perf_counter around {self.inner} back-to-back calls and one synchronize, {self.warmup} "
-                f"warm-up calls, median of {self.repeats} batches")
+        return (f"time.perf_counter around {self.inner} back-to-back calls and one synchronize, "
+                f"{self.warmup} warm-up calls, median of {self.repeats} batches")
 
 
 def per_call_ms(fn: Callable[[], object], calls: int, sync: Optional[Callable[[], None]] = None,
