@@ -1,6 +1,7 @@
 """Tile program errors: each names the user's file:line of the step, and the rule."""
 import numpy as np
 import pytest
+from conftest import cuda_usable
 
 import tileprim as tp
 
@@ -125,8 +126,9 @@ def test_bad_calls():
         prog(X, batch_dims=2)
     with pytest.raises(ValueError, match="all are scalars"):
         prog(1.0)
-    with pytest.raises(NotImplementedError, match="issue 31"):
-        prog(X, backend="cuda")
+    if not cuda_usable():
+        with pytest.raises(ValueError, match="backend: 'cuda' is not usable here"):
+            prog(X, backend="cuda")
     with pytest.raises(TypeError, match="scope"):
         tp.program(scope="cta")
     with pytest.raises(ValueError, match="out: expected shape"):
@@ -146,7 +148,9 @@ def test_failed_call_leaves_out_untouched():
     assert np.all(out == 7.0)
 
 
-def test_lower_names_the_missing_capability():
-    prog = tp.program(lambda x: x * 2.0)
-    with pytest.raises(NotImplementedError, match="one fused CUDA kernel per program: not yet implemented"):
-        tp.lower(prog, X, batch_dims=1)
+def test_lower_gives_one_kernel_per_program():
+    prog = tp.program(lambda x: x * 2.0, scope=tp.cta(64))
+    for target in ("sm_90a", "sm_100a"):
+        k = tp.lower(prog, X, batch_dims=1, target=target)
+        assert k.source.count("__global__") == 1 and k.arch == target
+        assert ".entry tp_kernel" in k.ptx

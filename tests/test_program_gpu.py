@@ -1,6 +1,8 @@
-"""A program's CPU run gives the GPU's bits: the chain of standalone calls of its steps on the
-GPU (the same variants, storage and layouts; copies move values unchanged) equals the program
-run on the CPU backend bit for bit. Skips without a GPU."""
+"""A program's CPU run gives the GPU's bits: its one fused CUDA kernel (NumPy through the staging
+buffer, torch and CuPy arrays in place), and the chain of standalone calls of its steps on the
+GPU (the same variants, storage and layouts; copies move values unchanged), each equal the
+program run on the CPU backend bit for bit. Skips without a GPU."""
+import numpy as np
 import pytest
 
 import tileprim as tp
@@ -34,7 +36,130 @@ def test_cpu_program_equals_the_gpu_chain(prog, scope, rng):
         assert bits_equal(got, gpu)
 
 
-def test_programs_on_device_arrays_are_not_yet_fused():
-    cupy = pytest.importorskip("cupy")
-    with pytest.raises(NotImplementedError, match="issue 31"):
-        softmax(cupy.ones((2, 64), cupy.float32), batch_dims=1)
+@tp.program
+def logsumexp(x):
+    m = tp.max(x, axes=-1, keepdims=True)
+    return tp.log(tp.sum(tp.exp(x - m), axes=-1, keepdims=True)) + m
+
+
+@tp.program
+def rmsnorm(x, w, eps):  # 16-bit in and out, float32 inside, w shared by every row
+    xf = tp.cast(x, "float32")
+    ms = tp.sum(xf * xf, axes=-1, keepdims=True) / x.shape[-1]
+    return tp.cast(xf * tp.rsqrt(ms + eps) * tp.cast(w, "float32"), x.dtype)
+
+
+@tp.program
+def add_rmsnorm(x, r, w, eps):  # residual add + RMSNorm: two results
+    h = x + r
+    hf = tp.cast(h, "float32")
+    ms = tp.sum(hf * hf, axes=-1, keepdims=True) / x.shape[-1]
+    return tp.cast(hf * tp.rsqrt(ms + eps) * tp.cast(w, "float32"), x.dtype), h
+
+
+@tp.program
+def warp_rows(x):  # a register reduction (reduction -> local) and a layout the user names
+    xr = tp.copy(x, layout=tp.S[(32, 8):(1 @ tp.laneid, 1)])
+    return tp.sqrt(xr) + tp.sum(xr, axes=-1, keepdims=True)
+
+
+SHAPES = [(7, 333), (3, 4096), (5, 1), (64, 1024), (2, 96)]
+
+
+def _args(prog, shape, dtype, rng):
+    x = random_tile(rng, shape, dtype)
+    if prog is rmsnorm:
+        return (x, random_tile(rng, shape[-1:], dtype, special=False), 1e-6)
+    if prog is add_rmsnorm:
+        return (x, random_tile(rng, shape, dtype), random_tile(rng, shape[-1:], dtype, special=False), 1e-5)
+    return (x,)
+
+
+def _poisoned_like(results):
+    return tuple(np.full(r.shape, np.nan, r.dtype) for r in results)
+
+
+PROGRAMS = {"softmax": softmax, "logsumexp": logsumexp, "rms_scale": rms_scale, "rmsnorm": rmsnorm,
+            "add_rmsnorm": add_rmsnorm}
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("scope", SCOPES, ids=str)
+def test_the_fused_kernel_gives_the_cpu_bits(name, dtype, scope, rng):
+    prog = PROGRAMS[name]
+    for shape in SHAPES:
+        args = _args(prog, shape, dtype, rng)
+        want = prog(*args, batch_dims=1, scope=scope, backend="cpu")
+        got = prog(*args, batch_dims=1, scope=scope, backend="cuda")
+        wants = want if isinstance(want, tuple) else (want,)
+        gots = got if isinstance(got, tuple) else (got,)
+        for w, g in zip(wants, gots):
+            assert g.shape == w.shape and g.dtype == w.dtype
+            assert bits_equal(g, w), (name, dtype, scope, shape)
+        # into out=, poisoned first: every element written
+        out = _poisoned_like(wants)
+        prog(*args, batch_dims=1, scope=scope, backend="cuda", out=out if isinstance(want, tuple) else out[0])
+        for w, o in zip(wants, out):
+            assert bits_equal(o, w)
+
+
+def test_one_kernel_per_program_and_its_launch(rng):
+    x = random_tile(rng, (4, 4096), "float32")
+    k = tp.lower(softmax, x, batch_dims=1, scope=tp.cta(256))
+    assert k.source.count("__global__") == 1
+    assert k.block_threads == 256 and k.shared_bytes >= 4096 * 4
+
+
+def test_user_layouts_and_register_reductions(rng):
+    x = random_tile(rng, (9, 32, 8), "float32", special=False)
+    x = np.abs(x)
+    want = warp_rows(x, batch_dims=1, scope=tp.warp, backend="cpu")
+    assert bits_equal(warp_rows(x, batch_dims=1, scope=tp.warp, backend="cuda"), want)
+    assert "local" in tp.plan(warp_rows, x, batch_dims=1, scope=tp.warp).variants
+
+
+@pytest.mark.parametrize("library", ["torch", "cupy"])
+def test_device_arrays_in_place(library, rng):
+    lib = pytest.importorskip(library)
+    x = random_tile(rng, (37, 1000), "float32")
+    w = random_tile(rng, (1000,), "float32", special=False)
+    want = rmsnorm(x, w, 1e-6, batch_dims=1, scope=tp.cta(128), backend="cpu")
+    if library == "torch":
+        xd, wd = lib.from_numpy(x).cuda(), lib.from_numpy(w).cuda()
+        got = rmsnorm(xd, wd, 1e-6, batch_dims=1, scope=tp.cta(128))
+        assert isinstance(got, lib.Tensor) and got.is_cuda
+        host = got.cpu().numpy()
+        again = rmsnorm(xd[::2], wd, 1e-6, batch_dims=1, scope=tp.cta(128))  # a strided view: made dense
+        assert bits_equal(again.cpu().numpy(), want[::2])
+        out = lib.full_like(xd, float("nan"))
+        assert rmsnorm(xd, wd, 1e-6, batch_dims=1, scope=tp.cta(128), out=out) is out
+        assert bits_equal(out.cpu().numpy(), want)
+    else:
+        xd, wd = lib.asarray(x), lib.asarray(w)
+        got = rmsnorm(xd, wd, 1e-6, batch_dims=1, scope=tp.cta(128))
+        assert isinstance(got, lib.ndarray)
+        host = lib.asnumpy(got)
+    assert bits_equal(host, want)
+
+
+def test_device_arrays_mixed_with_host_arrays_are_refused(rng):
+    torch = pytest.importorskip("torch")
+    x = torch.ones((2, 64), device="cuda")
+    with pytest.raises(TypeError, match="a host array beside torch device arrays"):
+        rmsnorm(x, np.ones(64, np.float32), 1e-6, batch_dims=1)
+    with pytest.raises(ValueError, match="backend: 'cpu' runs on host arrays"):
+        softmax(x, batch_dims=1, backend="cpu")
+
+
+def test_cuda_graph_capture(rng):
+    torch = pytest.importorskip("torch")
+    x = torch.from_numpy(random_tile(rng, (64, 512), "float32")).cuda()
+    want = softmax(x, batch_dims=1, scope=tp.cta(128))  # compiled and planned before capture
+    out = torch.full_like(x, float("nan"))
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        softmax(x, batch_dims=1, scope=tp.cta(128), out=out)
+    g.replay()
+    torch.cuda.synchronize()
+    assert bits_equal(out.cpu().numpy(), want.cpu().numpy())

@@ -10,8 +10,10 @@
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/dlpack.h"
 #include "backends/cuda/driver.h"
+#include "backends/cuda/program_executor.h"
 #include "backends/cuda/tile_executor.h"
 #include "bindings/bindings.h"
+#include "errors.h"
 #include "dispatch/plan.h"
 
 namespace py = pybind11;
@@ -56,6 +58,25 @@ py::capsule dlpack_capsule(std::shared_ptr<cuda::DeviceBuffer> buffer, std::vect
   });
 }
 
+py::dict launch_dict(const ProgramLaunch& l) {
+  py::dict d;
+  d["block_threads"] = l.block_threads();
+  d["instances"] = l.instances;
+  d["tiles_per_block"] = l.instances;
+  d["instances_why"] = l.why;
+  d["shared_bytes"] = l.shared_bytes();
+  d["tile_bytes"] = l.tile_bytes;
+  d["scratch_bytes"] = l.scratch_bytes;
+  return d;
+}
+
+std::uintptr_t host_pointer(const py::handle& a, const char* what) {
+  if (!py::isinstance<py::array>(a)) throw TypeError(std::string(what) + ": expected NumPy arrays");
+  auto arr = py::reinterpret_borrow<py::array>(a);
+  if (!(arr.flags() & py::array::c_style)) throw ValueError(std::string(what) + ": expected C-contiguous arrays");
+  return reinterpret_cast<std::uintptr_t>(arr.data());
+}
+
 }  // namespace
 
 void bind_cuda_backend(py::module_& m) {
@@ -89,6 +110,54 @@ void bind_cuda_backend(py::module_& m) {
         return d;
       },
       py::arg("plan"), py::arg("arch"), "The plan's kernel for arch: source, PTX, CUBIN and its launch shape.");
+  c.def(
+      "build_program",
+      [](const std::shared_ptr<ProgramPlan>& plan, const std::string& arch) {
+        cuda::BuiltProgram k;
+        {
+          py::gil_scoped_release release;
+          k = cuda::build_program(*plan, arch);
+        }
+        py::dict d = launch_dict(k.source.launch);
+        d["source"] = k.source.text;
+        d["arch"] = k.arch;
+        d["options"] = k.options;
+        d["ptx"] = k.binary->ptx;
+        d["cubin"] = py::bytes(k.binary->cubin);
+        d["origin"] = k.binary->origin;
+        d["compile_ms"] = k.binary->compile_ms;
+        return d;
+      },
+      py::arg("plan"), py::arg("arch"), "The program's one kernel for arch: source, PTX, CUBIN and its launch shape.");
+  c.def("program_launch", [](const std::shared_ptr<ProgramPlan>& plan, const std::string& arch) {
+    return launch_dict(program_launch(*plan, arch));
+  }, py::arg("plan"), py::arg("arch"), "The program kernel's launch shape for arch; nothing is compiled.");
+  py::class_<cuda::ProgramKernel, std::shared_ptr<cuda::ProgramKernel>>(c, "ProgramKernel")
+      .def(py::init([](const std::shared_ptr<ProgramPlan>& plan) {
+             py::gil_scoped_release release;
+             return std::make_shared<cuda::ProgramKernel>(plan);
+           }),
+           py::arg("plan"))
+      .def_property_readonly("device", &cuda::ProgramKernel::device)
+      .def_property_readonly("origin", [](const cuda::ProgramKernel& k) { return k.built().binary->origin; })
+      .def(
+          "run_device",
+          [](const cuda::ProgramKernel& k, const std::vector<std::uintptr_t>& inputs,
+             const std::vector<std::uintptr_t>& outputs, long long tiles, std::uintptr_t stream) {
+            std::vector<cuda::CUdeviceptr> in(inputs.begin(), inputs.end()), out(outputs.begin(), outputs.end());
+            k.run_device(in, out, tiles, as_stream(stream));
+          },
+          py::arg("inputs"), py::arg("outputs"), py::arg("tiles"), py::arg("stream"))
+      .def(
+          "run_host",
+          [](const cuda::ProgramKernel& k, const py::list& inputs, const py::list& outputs, long long tiles) {
+            std::vector<std::uintptr_t> in, out;
+            for (const py::handle& a : inputs) in.push_back(host_pointer(a, "inputs"));
+            for (const py::handle& a : outputs) out.push_back(host_pointer(a, "outputs"));
+            py::gil_scoped_release release;
+            k.run_host(in, out, tiles);
+          },
+          py::arg("inputs"), py::arg("outputs"), py::arg("tiles"));
   c.def("pointer_device", [](std::uintptr_t pointer) {
     cuda::Driver& d = cuda::Driver::get();
     int ordinal = 0;

@@ -132,7 +132,7 @@ void bind_program(py::module_& m) {
       "plan_program",
       [](const std::string& name, const py::list& inputs, const py::list& steps, const std::vector<int>& outputs,
          const std::string& scope, int threads, const std::string& storage, const std::string& target,
-         const std::string& backend) {
+         const std::string& backend, const std::vector<int>& devices) {
         ProgramSpec spec;
         spec.name = name;
         spec.scope = ExecScope::named(scope, threads);
@@ -148,10 +148,10 @@ void bind_program(py::module_& m) {
         }
         for (const py::handle& h : steps) spec.steps.push_back(step_of(py::reinterpret_borrow<py::dict>(h)));
         spec.outputs = outputs;
-        return std::const_pointer_cast<ProgramPlan>(plan_program(spec, make_context(target, backend, {})));
+        return std::const_pointer_cast<ProgramPlan>(plan_program(spec, make_context(target, backend, devices)));
       },
       py::arg("name"), py::arg("inputs"), py::arg("steps"), py::arg("outputs"), py::arg("scope"), py::arg("threads"),
-      py::arg("storage"), py::arg("target"), py::arg("backend"),
+      py::arg("storage"), py::arg("target"), py::arg("backend"), py::arg("devices") = std::vector<int>{},
       "Plans a traced program: each step through the registry, copies where placements differ, shared memory "
       "by live range.");
 }

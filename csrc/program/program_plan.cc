@@ -121,6 +121,7 @@ class ProgramPlanner {
 
  private:
   ProgramValue& value(int id) { return plan_->values.at(static_cast<size_t>(id)); }
+  const ProgramValue& value(int id) const { return plan_->values.at(static_cast<size_t>(id)); }
 
   int plan_step(const StepSpec& s) {
     const OpDef& def = op_def(s.op);
@@ -261,6 +262,18 @@ class ProgramPlanner {
       return p;
     };
     if (!reduction) {
+      // where an operand of the result's shape already lies in registers: there, with no copy
+      for (int id : s.operands) {
+        if (id < 0) continue;
+        const ProgramValue& v = value(id);
+        if (!v.layout || v.storage != Storage::local || v.shape != out_shape) continue;
+        Placement p;
+        p.storage = Storage::local;
+        p.layout = v.layout;
+        p.why = "registers, layout " + v.layout->str() + ": " + v.name + "'s, so that it needs no copy; maps run in registers";
+        out.push_back(p);
+        break;
+      }
       out.push_back(spread(out_shape, "; maps run in registers"));
       return out;
     }

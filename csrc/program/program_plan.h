@@ -104,8 +104,10 @@ void size_shared_memory(ProgramPlan& plan);
 void mark_syncs(ProgramPlan& plan);
 
 // The layout a multi-thread scope gives a tile when a step names none: the elements spread over
-// the scope's threads in contiguous runs, as evenly as the shape allows; where the thread count
-// does not divide the tile, gcd(elements, threads) threads own runs and the rest hold replicas.
+// the scope's threads as evenly as the shape allows, in runs of 4 interleaved over the threads
+// where every thread gets more than one run (so that a warp's accesses are contiguous), else one
+// run each; where the thread count does not divide the tile, gcd(elements, threads) threads own
+// runs and the rest hold replicas.
 std::optional<TileLayout> spread_layout(const std::vector<long long>& shape, const ExecScope& scope);
 
 }  // namespace tp

@@ -13,6 +13,9 @@ Axis thread_axis(const ExecScope& scope) {
     default: return Axis::tx;
   }
 }
+// Elements a thread holds side by side in each run of a spread layout: a warp's threads then
+// move one contiguous span per access (16 bytes each in float32).
+constexpr long long kRunElements = 4;
 }  // namespace
 
 std::optional<TileLayout> spread_layout(const std::vector<long long>& shape, const ExecScope& scope) {
@@ -23,6 +26,12 @@ std::optional<TileLayout> spread_layout(const std::vector<long long>& shape, con
   const long long g = std::gcd(n, t);
   const Axis axis = thread_axis(scope);
   std::vector<Iter> shard;
+  if (g == t && n % (t * kRunElements) == 0 && n > t * kRunElements) {
+    // runs of kRunElements interleaved over the threads: thread i's k-th run starts at
+    // (k * threads + i) * kRunElements
+    shard = {Iter{n / (t * kRunElements), kRunElements, Axis::m}, Iter{t, 1, axis}, Iter{kRunElements, 1, Axis::m}};
+    return TileLayout(shard, {});
+  }
   if (g > 1) shard.push_back(Iter{g, 1, axis});
   if (n / g > 1 || shard.empty()) shard.push_back(Iter{n / g, 1, Axis::m});
   std::vector<Iter> replica;

@@ -39,7 +39,8 @@ class Kernel:
         return kernel_origin_words(self.origin, self.compile_ms)
 
     def __repr__(self) -> str:
-        return (f"<tileprim.Kernel {self.plan.variant} for {self.arch}: {self.block_threads} threads/block, "
+        what = getattr(self.plan, "variant", None) or f"program {self.plan._core.name}"
+        return (f"<tileprim.Kernel {what} for {self.arch}: {self.block_threads} threads/block, "
                 f"{self.instances_per_block} instance(s) x {self.tiles_per_block // self.instances_per_block} "
                 f"tile(s)/block, {self.shared_bytes} B shared, "
                 f"{'PTX only' if not self.cubin else f'{len(self.cubin)} B cubin'}; {self.origin_words}>")
@@ -53,7 +54,8 @@ class Kernel:
 def lower(op, /, *args, target=None, **kwargs) -> Kernel:
     """Plan ``op`` on these arguments and compile its kernel for ``target`` (default: this GPU's
     architecture, or sm_90a without one). Nothing runs; needs NVRTC, not a GPU. A tile op is
-    planned for ``target`` too; a collective (tp.comm.treduce) shows the kernel each worker runs.
+    planned for ``target`` too; a tile program gives its one fused kernel (``source`` holds one
+    ``__global__`` function); a collective (tp.comm.treduce) shows the kernel each worker runs.
 
     Examples
     --------
@@ -63,14 +65,13 @@ def lower(op, /, *args, target=None, **kwargs) -> Kernel:
     """
     from ._ops import plan
     from ._program import Program
-    if isinstance(op, Program):
-        raise NotImplementedError(f"tp.lower({op.__name__}): one fused CUDA kernel per program: not yet implemented "
-                                  f"(issue 31); tp.plan({op.__name__}, ...) shows the steps and the CPU backend runs "
-                                  f"them")
     details = cuda_details()
     if not details["nvrtc"]["ok"]:
         raise RuntimeError(f"tp.lower needs NVRTC: {details['nvrtc']['error']}")
     target = target or (device_arch(0) if cuda_status()[0] else "sm_90a")
+    if isinstance(op, Program):  # planned as the CPU backend would for target: its steps are the GPU's
+        p = op._tp_planner(*args, target=target, backend="cpu", **kwargs)
+        return Kernel(p, _C.cuda.build_program(p._core, _C.cuda.compile_arch(target)))
     collective = getattr(op, "_tp_planner", None) is not None
     p = plan(op, *args, **kwargs) if collective else plan(op, *args, target=target, **kwargs)
     return Kernel(p, _C.cuda.build(p._core, _C.cuda.compile_arch(target)))

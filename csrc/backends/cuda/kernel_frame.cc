@@ -40,23 +40,6 @@ constexpr int kMapChunkSlots = 32;
 
 long long align16(long long bytes) { return (bytes + 15) / 16 * 16; }
 
-// Instances per block before shared memory limits them, and why. Thread and warp instances
-// need no barrier of their own; warpgroup and CTA instances each sync on a named barrier
-// (1 + instance), so a CTA instance must be whole warps and a block holds at most 15.
-std::pair<int, std::string> default_instances(const ExecScope& scope) {
-  const int threads = scope.threads;
-  switch (scope.kind) {
-    case ScopeKind::thread: return {128, "128 threads of one tile each"};
-    case ScopeKind::warp: return {kBlockThreadsTarget / 32, std::to_string(kBlockThreadsTarget / 32) + " warps of one tile each"};
-    default: break;
-  }
-  if (threads % 32 != 0) return {1, "a CTA of " + std::to_string(threads) + " threads is not whole warps: one per block"};
-  const int n = std::max(1, std::min(kNamedBarriers, kBlockThreadsTarget / threads));
-  if (n == 1) return {1, "one " + std::to_string(threads) + "-thread instance fills a block"};
-  return {n, std::to_string(n) + " instances of " + std::to_string(threads) +
-                 " threads, each synced by its own named barrier"};
-}
-
 // Every line of `text` after `pad` (the instance's statements sit one loop deeper than they
 // are written).
 std::string indented(const std::string& text, const std::string& pad) {
@@ -87,7 +70,7 @@ class Frame {
  public:
   Frame(const Plan& plan, const KernelBody& body, const std::string& arch)
       : plan_(plan), body_(body), threads_(plan.call.scope.threads), async_(sm_version(arch) >= 80) {
-    std::tie(instances_, why_) = default_instances(plan.call.scope);
+    std::tie(instances_, why_) = scope_instances(plan.call.scope);
     for (const OperandStaging& s : plan.staging) {
       if (s.kind == Staging::registers) {
         if (!lane_runs(s)) {
@@ -576,6 +559,23 @@ class Frame {
 };
 
 }  // namespace
+
+// Instances per block before shared memory limits them, and why. Thread and warp instances
+// need no barrier of their own; warpgroup and CTA instances each sync on a named barrier
+// (1 + instance), so a CTA instance must be whole warps and a block holds at most 15.
+std::pair<int, std::string> scope_instances(const ExecScope& scope) {
+  const int threads = scope.threads;
+  switch (scope.kind) {
+    case ScopeKind::thread: return {128, "128 threads of one tile each"};
+    case ScopeKind::warp: return {kBlockThreadsTarget / 32, std::to_string(kBlockThreadsTarget / 32) + " warps of one tile each"};
+    default: break;
+  }
+  if (threads % 32 != 0) return {1, "a CTA of " + std::to_string(threads) + " threads is not whole warps: one per block"};
+  const int n = std::max(1, std::min(kNamedBarriers, kBlockThreadsTarget / threads));
+  if (n == 1) return {1, "one " + std::to_string(threads) + "-thread instance fills a block"};
+  return {n, std::to_string(n) + " instances of " + std::to_string(threads) +
+                 " threads, each synced by its own named barrier"};
+}
 
 KernelSource render_kernel(const Plan& plan, const KernelBody& body, const std::string& arch) {
   Frame frame(plan, body, arch);

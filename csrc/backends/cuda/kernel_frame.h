@@ -12,6 +12,7 @@
 // operands `in<i>` and `out`.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dispatch/plan.h"
@@ -44,6 +45,10 @@ struct KernelSource {
 // Fills the frame for `arch` (its shared-memory limit bounds the instances per block);
 // ValueError when one instance needs more shared memory than the arch has.
 KernelSource render_kernel(const Plan& plan, const KernelBody& body, const std::string& arch);
+
+// Scope instances per block before shared memory limits them, and why (one per block for a
+// CTA that is not whole warps; warpgroup and CTA instances each sync on a named barrier).
+std::pair<int, std::string> scope_instances(const ExecScope& scope);
 
 // Declarations of the device descriptors, as the bodies print them.
 std::string cuda_mem_layout(const MemLayout& L);

@@ -149,6 +149,12 @@ BuiltKernel build_kernel(const Plan& plan, const std::string& arch) {
   return executor->build(plan, arch);
 }
 
+KernelBody kernel_body(const Plan& plan) {
+  const auto* executor = dynamic_cast<const CudaTileExecutor*>(ExecutorTable::instance().find(plan.variant, "cuda"));
+  if (!executor) throw ValueError("backend: no cuda kernel body for variant " + plan.variant);
+  return executor->body(plan);
+}
+
 BuiltKernel CudaTileExecutor::build(const Plan& plan, const std::string& arch) const {
   BuiltKernel k;
   k.source = render_kernel(plan, make_(plan), arch);

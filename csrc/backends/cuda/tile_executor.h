@@ -32,10 +32,15 @@ class CudaTileExecutor : public CudaExecutor {
   explicit CudaTileExecutor(MakeBody make) : make_(make) {}
   BuiltKernel build(const Plan& plan, const std::string& arch) const override;
   std::shared_ptr<const Runner> bind(const Plan& plan) const override;
+  KernelBody body(const Plan& plan) const { return make_(plan); }
 
  private:
   MakeBody make_;
 };
+
+// The variant's body for a plan (its declarations and one call of its device template), as a
+// program's kernel calls it; ValueError when the variant has no CUDA tile executor.
+KernelBody kernel_body(const Plan& plan);
 
 // The plan's kernel for `arch`, from the kernel cache or compiled now (tp.lower).
 // ValueError when the variant has no CUDA executor.

@@ -1,6 +1,6 @@
 """tp.program: a Python function over tiles, traced once per call signature into steps that the
-C++ planner turns into a ProgramPlan; the CPU backend runs it step by step. A repeated call of a
-signature is a dictionary lookup and a run."""
+C++ planner turns into a ProgramPlan; the CPU backend runs it step by step, the CUDA backend as one
+kernel. A repeated call of a signature is a dictionary lookup and a run."""
 from __future__ import annotations
 
 import functools
@@ -12,10 +12,11 @@ from typing import Dict, Optional
 import numpy as np
 
 from .. import _C
+from .._backends import cuda_status, device_arch
 from .._calls import _host_array
 from .._checks import as_int
 from .._dtypes import numpy_dtype
-from .._interop import adapter_for
+from .._interop import Unkeyable, adapter_for, placed_key
 from .._scope import STORAGE_SCOPES, ExecScope
 from .plan import ProgramPlan
 from .tile import Tile
@@ -91,7 +92,10 @@ class Program:
             elif isinstance(x, _SCALARS):
                 parts.append((type(x), x))  # scalars are constants of the trace: a new value traces anew
             else:
-                return None
+                try:
+                    parts.append(placed_key(x))  # a device array of a type seen before
+                except Unkeyable:
+                    return None
         return tuple(parts)
 
     def _bind(self, args, batch_dims, scope, backend, target) -> "_BoundProgram":
@@ -106,15 +110,17 @@ class Program:
         if not isinstance(scope, ExecScope):
             raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")
         batch_dims = as_int(batch_dims, "batch_dims")
-        backend = _program_backend(backend, args)
         if target is not None and not isinstance(target, str):
             raise TypeError(f"target: expected an architecture string such as 'sm_90a', not {target!r}")
-        arrays = {}
         for name, x in zip(self._params, args):
             if isinstance(x, Tile):
                 raise TypeError(f"{name}: a tile of another program; pass arrays and Python scalars to a program")
+        backend, adapter, device = _program_backend(backend, [(n, x) for n, x in zip(self._params, args)
+                                                               if not isinstance(x, _SCALARS)])
+        arrays = {}
+        for name, x in zip(self._params, args):
             if not isinstance(x, _SCALARS):
-                arrays[name] = _host_array(x, name)
+                arrays[name] = _host_array(x, name) if adapter is None else _DeviceArray(adapter, x, name)
         if not arrays:
             raise ValueError(f"{where}: at least one argument must be an array (all are scalars)")
         rank = max(a.ndim for a, _, _ in arrays.values())
@@ -157,20 +163,60 @@ class Program:
                 raise ValueError(f"{line}: {self.__name__} returns {got}; a program returns a tile of its own or a "
                                  f"tuple of them")
         trace.name_results(names)
+        if backend == "cuda" and not target:
+            target = device_arch(device)
         core = _C.plan_program(self.__name__, trace.inputs, trace.steps, [t._id for t in outputs], scope.kind,
-                               scope.threads, self._storage or "", target or "", backend)
+                               scope.threads, self._storage or "", target or "", backend,
+                               [device] if backend == "cuda" else [])
         plan = ProgramPlan(core, [batch_shape + t.shape for t in outputs])
-        return _BoundProgram(core, plan, inputs, outputs, batch_shape, isinstance(result, tuple))
+        kernel = _C.cuda.ProgramKernel(core) if backend == "cuda" else None
+        return _BoundProgram(core, plan, inputs, outputs, batch_shape, isinstance(result, tuple), kernel, adapter,
+                             device)
 
 
-def _program_backend(backend, args) -> str:
-    device = any(adapter_for(x) is not None for x in args if not isinstance(x, _SCALARS))
-    if backend == "cuda" or device:
-        raise NotImplementedError("backend: tile programs run on the CPU backend for now; one fused CUDA kernel per "
-                                  "program is not yet implemented (issue 31). Pass NumPy arrays and backend='cpu'")
-    if backend not in (None, "cpu"):
+def _program_backend(backend, arrays):
+    """(backend, adapter, device): device arrays run where they lie (all on one device of one
+    library); NumPy arrays on the CPU unless backend='cuda'."""
+    if backend not in (None, "cpu", "cuda"):
         raise ValueError(f"backend: {backend!r} is not 'cpu' or 'cuda'")
-    return "cpu"
+    placed = [(name, adapter_for(x), x) for name, x in arrays]
+    placed = [(name, a, x) for name, a, x in placed if a is not None]
+    if not placed:
+        if backend == "cuda":
+            ok, why = cuda_status()
+            if not ok:
+                raise ValueError(f"backend: 'cuda' is not usable here: {why}")
+            return "cuda", None, 0
+        return "cpu", None, -1
+    if backend == "cpu":
+        raise ValueError(f"backend: 'cpu' runs on host arrays; {placed[0][0]} is a {placed[0][1].library} device "
+                         f"array (pass NumPy arrays, or leave backend= unset)")
+    if len(placed) != len(arrays):
+        host = next(name for name, _ in arrays if name not in {p[0] for p in placed})
+        raise TypeError(f"{host}: a host array beside {placed[0][1].library} device arrays; pass every array on the "
+                        f"same device")
+    name0, adapter, x0 = placed[0]
+    device = adapter.device(x0)
+    for name, a, x in placed[1:]:
+        if a is not adapter:
+            raise TypeError(f"{name}: a {a.library} array beside {adapter.library} arrays; pass one library's arrays")
+        if a.device(x) != device:
+            raise ValueError(f"{name}: is on device {a.device(x)}, {name0} on device {device}")
+    for name, a, x in placed:
+        a.check_stored(x, name)
+    return "cuda", adapter, device
+
+
+class _DeviceArray:
+    """What tracing needs of a device array (its shape and dtype), unpacked like _host_array's."""
+
+    def __init__(self, adapter, x, name):
+        self.shape = tuple(adapter.shape(x))
+        self.ndim = len(self.shape)
+        self.dtype_name = adapter.dtype(x, name)
+
+    def __iter__(self):
+        return iter((self, self.dtype_name, None))
 
 
 def _trace_call(fn, trace: Trace, args):
@@ -206,6 +252,13 @@ class _Input:
         self.per_tile, self.shared, self.dtype = per_tile, shared, dtype
         self.convert = convert
 
+    def prepare_device(self, adapter, x):
+        """A C-contiguous device array holding this input's tiles (one where the batch shares it),
+        kept alive by the caller until the launch."""
+        if not self.shared and not self.per_tile:
+            x = adapter.broadcast(x, self.batch_shape + self.tile_shape)
+        return adapter.contiguous(x)
+
     def prepare(self, x):
         arr = np.asarray(x) if self.convert is None else self.convert(x)
         if self.shared:
@@ -216,14 +269,55 @@ class _Input:
 
 
 class _BoundProgram:
-    """A program call signature's plan and what its runs need."""
+    """A program call signature's plan and what its runs need: on the CUDA backend its one
+    kernel, and for device arrays their library's adapter and device."""
 
-    def __init__(self, core, plan, inputs, outputs, batch_shape, as_tuple):
+    def __init__(self, core, plan, inputs, outputs, batch_shape, as_tuple, kernel, adapter, device):
         self.core, self.plan, self.inputs = core, plan, inputs
         self.batch_shape, self.as_tuple = batch_shape, as_tuple
         self.tiles = math.prod(batch_shape)
         self.results = [(batch_shape + t.shape, numpy_dtype(t.dtype)) for t in outputs]
+        self.result_dtypes = [t.dtype for t in outputs]
         self.prepare = [i.prepare for i in inputs]
+        self.kernel, self.adapter, self.device = kernel, adapter, device
+        if adapter is not None:
+            self.run = self._run_device
+
+    def _run_device(self, args, out):
+        """Device arrays in place: the result in their library, ordered on its current stream."""
+        a = self.adapter
+        if out is not None:
+            self.check_device_out(out)
+        held = [i.prepare_device(a, x) for i, x in zip(self.inputs, (x for x in args if not isinstance(x, _SCALARS)))]
+        stream = a.stream(self.device)
+        if out is not None:
+            outs = out if self.as_tuple else (out,)
+            self.kernel.run_device([a.pointer(h) for h in held], [a.pointer(o) for o in outs], self.tiles, stream)
+            return out
+        results = [a.allocator(shape, dtype, self.device)() for (shape, _), dtype in zip(self.results, self.result_dtypes)]
+        self.kernel.run_device([a.pointer(h) for h in held], [a.result_pointer(r) for r in results], self.tiles, stream)
+        results = [a.finish(r, self.device, stream) for r in results]
+        return tuple(results) if self.as_tuple else results[0]
+
+    def check_device_out(self, out) -> None:
+        outs = out if self.as_tuple else (out,)
+        if self.as_tuple and not isinstance(out, tuple):
+            raise TypeError(f"out: the program returns a tuple of {len(self.results)} tiles; pass a tuple of arrays")
+        if len(outs) != len(self.results):
+            raise ValueError(f"out: the program returns {len(self.results)} tile(s); out= gives {len(outs)}")
+        a = self.adapter
+        if a.library == "jax":
+            raise TypeError("out: JAX arrays are immutable; use the returned array")
+        for o, (shape, _), dtype in zip(outs, self.results, self.result_dtypes):
+            if adapter_for(o) is not a:
+                raise TypeError(f"out: expected a {a.library} device array like the inputs, not {type(o).__name__}")
+            if tuple(a.shape(o)) != shape or a.dtype(o, "out") != dtype:
+                raise ValueError(f"out: expected shape {shape} and dtype {dtype}, not {tuple(a.shape(o))} "
+                                 f"{a.dtype(o, 'out')}")
+            if a.device(o) != self.device:
+                raise ValueError(f"out: is on device {a.device(o)}, the inputs on device {self.device}")
+            if a.contiguous(o) is not o:
+                raise ValueError("out: must be C-contiguous; the kernel writes into it")
 
     def run(self, args, out):
         if out is not None:
@@ -231,7 +325,10 @@ class _BoundProgram:
         arrays = [x for x in args if not isinstance(x, _SCALARS)]
         ready = [p(x) for p, x in zip(self.prepare, arrays)]
         results = [np.empty(shape, dtype) for shape, dtype in self.results]
-        self.core.run_host(ready, results, self.tiles)
+        if self.kernel is None:
+            self.core.run_host(ready, results, self.tiles)
+        else:
+            self.kernel.run_host(ready, results, self.tiles)
         if out is None:
             return tuple(results) if self.as_tuple else results[0]
         for o, r in zip(out if self.as_tuple else (out,), results):

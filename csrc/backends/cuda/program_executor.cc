@@ -1,0 +1,115 @@
+#include "backends/cuda/program_executor.h"
+
+#include <cstring>
+
+#include "backends/cuda/compiler.h"
+#include "backends/cuda/device_memory.h"
+#include "errors.h"
+#include "ops/dtype.h"
+
+namespace tp::cuda {
+
+namespace {
+constexpr size_t kArenaAlign = 256;
+size_t aligned(size_t bytes) { return (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign; }
+}  // namespace
+
+BuiltProgram build_program(const ProgramPlan& plan, const std::string& arch) {
+  BuiltProgram b;
+  b.source = render_program(plan, arch);
+  b.arch = arch;
+  b.options = kernel_options(b.source.text);
+  b.binary = compile_cached(b.source.text, arch, b.options);
+  return b;
+}
+
+ProgramKernel::ProgramKernel(std::shared_ptr<const ProgramPlan> plan)
+    : plan_(std::move(plan)), device_(plan_->context.devices.empty() ? 0 : plan_->context.devices[0]) {
+  if (plan_->context.backend != "cuda") throw ValueError("backend: this program was planned for the " + plan_->context.backend);
+  built_ = build_program(*plan_, compile_arch(plan_->context.device_target()));
+  std::vector<const ProgramValue*> inputs;
+  for (const ProgramValue& v : plan_->values) {
+    if (v.input < 0) continue;
+    if (static_cast<size_t>(v.input) >= input_bytes_.size()) {
+      input_bytes_.resize(v.input + 1);
+      input_shared_.resize(v.input + 1);
+    }
+    input_bytes_[v.input] = static_cast<size_t>(v.elements() * dtype_size(v.dtype));
+    input_shared_[v.input] = v.batch_broadcast;
+  }
+  for (int id : plan_->outputs) {
+    const ProgramValue& v = plan_->values.at(id);
+    output_bytes_.push_back(static_cast<size_t>(v.elements() * dtype_size(v.dtype)));
+  }
+  Driver& d = Driver::get();
+  context_ = d.context(device_);
+  DeviceScope scope;
+  scope.use(context_);
+  const std::string& image = built_.binary->cubin.empty() ? built_.binary->ptx : built_.binary->cubin;
+  d.check(d.cuModuleLoadData(&module_, image.c_str()), "cuModuleLoadData");
+  d.check(d.cuModuleGetFunction(&function_, module_, "tp_kernel"), "cuModuleGetFunction");
+  const long long shared = built_.source.launch.shared_bytes();
+  if (shared > 48 * 1024) {
+    d.check(d.cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(shared)),
+            "cuFuncSetAttribute(max dynamic shared memory)");
+  }
+}
+
+void ProgramKernel::run_device(const std::vector<CUdeviceptr>& inputs, const std::vector<CUdeviceptr>& outputs,
+                               long long tiles, CUstream stream) const {
+  if (inputs.size() != input_bytes_.size() || outputs.size() != output_bytes_.size()) {
+    throw ValueError(plan_->name + ": expected " + std::to_string(input_bytes_.size()) + " inputs and " +
+                     std::to_string(output_bytes_.size()) + " outputs");
+  }
+  if (tiles <= 0) return;
+  const ProgramLaunch& l = built_.source.launch;
+  const long long blocks = (tiles + l.instances - 1) / l.instances;
+  if (blocks > 0x7fffffffLL) throw ValueError("batch: " + std::to_string(tiles) + " tiles need more blocks than a grid has");
+  std::vector<CUdeviceptr> pointers(inputs);
+  pointers.insert(pointers.end(), outputs.begin(), outputs.end());
+  std::vector<void*> params;
+  for (CUdeviceptr& p : pointers) params.push_back(&p);
+  params.push_back(&tiles);
+  DeviceScope scope;
+  scope.use(context_);
+  Driver& d = Driver::get();
+  d.check(d.cuLaunchKernel(function_, static_cast<unsigned>(blocks), 1, 1, static_cast<unsigned>(l.block_threads()), 1,
+                           1, static_cast<unsigned>(l.shared_bytes()), stream, params.data(), nullptr),
+          "cuLaunchKernel");
+}
+
+void ProgramKernel::run_host(const std::vector<std::uintptr_t>& inputs, const std::vector<std::uintptr_t>& outputs,
+                             long long tiles) const {
+  if (tiles <= 0) return;
+  std::vector<size_t> in_at, in_size, out_at, out_size;
+  size_t total = 0;
+  for (size_t i = 0; i < input_bytes_.size(); ++i) {
+    in_at.push_back(total);
+    in_size.push_back(input_bytes_[i] * (input_shared_[i] ? 1 : static_cast<size_t>(tiles)));
+    total += aligned(in_size.back());
+  }
+  const size_t in_total = total;
+  for (size_t j = 0; j < output_bytes_.size(); ++j) {
+    out_at.push_back(total);
+    out_size.push_back(output_bytes_[j] * static_cast<size_t>(tiles));
+    total += aligned(out_size.back());
+  }
+  StagingArena::of(device_).with(total, [&](unsigned char* pinned, CUdeviceptr buffer, CUstream stream) {
+    Driver& d = Driver::get();
+    std::vector<CUdeviceptr> in, out;
+    for (size_t i = 0; i < inputs.size() && i < in_at.size(); ++i) {
+      std::memcpy(pinned + in_at[i], reinterpret_cast<const void*>(inputs[i]), in_size[i]);
+      in.push_back(buffer + in_at[i]);
+    }
+    for (size_t j = 0; j < out_at.size(); ++j) out.push_back(buffer + out_at[j]);
+    d.check(d.cuMemcpyHtoDAsync(buffer, pinned, in_total, stream), "cuMemcpyHtoDAsync");
+    run_device(in, out, tiles, stream);
+    d.check(d.cuMemcpyDtoHAsync(pinned + in_total, buffer + in_total, total - in_total, stream), "cuMemcpyDtoHAsync");
+    d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
+    for (size_t j = 0; j < outputs.size() && j < out_at.size(); ++j) {
+      std::memcpy(reinterpret_cast<void*>(outputs[j]), pinned + out_at[j], out_size[j]);
+    }
+  });
+}
+
+}  // namespace tp::cuda

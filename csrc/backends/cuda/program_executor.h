@@ -1,0 +1,56 @@
+// A tile program on the GPU: its one kernel (program_frame.h) compiled through the kernel
+// cache, loaded once per program call signature, and launched on the caller's stream over
+// device arrays in place, or over NumPy arrays through the device's staging arena.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/driver.h"
+#include "backends/cuda/kernel_cache.h"
+#include "backends/cuda/program_frame.h"
+
+namespace tp::cuda {
+
+struct BuiltProgram {
+  ProgramSource source;
+  std::string arch;
+  std::vector<std::string> options;
+  std::shared_ptr<const CompiledKernel> binary;
+};
+
+// The program's kernel for `arch`, from the kernel cache or compiled now (tp.lower).
+BuiltProgram build_program(const ProgramPlan& plan, const std::string& arch);
+
+class ProgramKernel {
+ public:
+  // Built for the architecture of the plan's device (its context's first device, or 0).
+  explicit ProgramKernel(std::shared_ptr<const ProgramPlan> plan);
+  ProgramKernel(const ProgramKernel&) = delete;
+  ProgramKernel& operator=(const ProgramKernel&) = delete;
+
+  // Device pointers, one per program input (in argument order) and per output.
+  void run_device(const std::vector<CUdeviceptr>& inputs, const std::vector<CUdeviceptr>& outputs, long long tiles,
+                  CUstream stream) const;
+  // Host arrays, C-contiguous: inputs [tiles][tile] (one tile where the batch shares it),
+  // outputs [tiles][tile], written once the kernel is done.
+  void run_host(const std::vector<std::uintptr_t>& inputs, const std::vector<std::uintptr_t>& outputs,
+                long long tiles) const;
+
+  int device() const { return device_; }
+  const BuiltProgram& built() const { return built_; }
+
+ private:
+  std::shared_ptr<const ProgramPlan> plan_;
+  int device_;
+  BuiltProgram built_;
+  std::vector<size_t> input_bytes_;   // per tile of each input
+  std::vector<bool> input_shared_;    // one tile for the whole batch
+  std::vector<size_t> output_bytes_;  // per tile of each output
+  CUcontext context_ = nullptr;
+  CUmodule module_ = nullptr;  // lives as long as the process: kernels are few per signature
+  CUfunction function_ = nullptr;
+};
+
+}  // namespace tp::cuda

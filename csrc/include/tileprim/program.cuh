@@ -1,0 +1,133 @@
+// Tile programs on the GPU: a program's tiles moved between global memory, shared memory and the
+// threads' registers. The generated kernel holds each register tile as an array and each shared
+// tile as a pointer into its instance's shared memory, and calls these around each step's device
+// template (the same template the CPU backend runs). Data movement only: values move unchanged.
+#pragma once
+#include "config.cuh"
+#include "layout.cuh"
+#include "numeric.cuh"
+#include "staging.cuh"
+
+namespace tp {
+
+#if TP_ON_DEVICE
+// A register tile's placement in closed form (the planner's spread layouts): lane l holds in
+// slot s element ((s / kVec) * kOwners + l % kOwners) * kVec + s % kVec; lanes past kOwners
+// hold replicas, and the first kOwners lanes write the tile back.
+template <int kOwners, int kVec> struct RunPlace {
+  static __device__ __forceinline__ int load_element(int lane, int s) {
+    return ((s / kVec) * kOwners + lane % kOwners) * kVec + s % kVec;
+  }
+  static __device__ __forceinline__ int store_element(int lane, int s) {
+    return lane < kOwners ? load_element(lane, s) : -1;
+  }
+  static constexpr int kVector = kVec;
+};
+
+// Any other placement: the planner's tables, [slot * kThreads + lane] -> element or -1 (the
+// store table lists each element at the one position that writes it back).
+template <int kThreads, const int* kLoad, const int* kStore> struct TablePlace {
+  static __device__ __forceinline__ int load_element(int lane, int s) { return kLoad[s * kThreads + lane]; }
+  static __device__ __forceinline__ int store_element(int lane, int s) { return kStore[s * kThreads + lane]; }
+  static constexpr int kVector = 1;
+};
+
+// Every slot of this lane from `source(element)`; a slot holding no element gets NaN.
+template <class Place, class T, int N, class Source>
+__device__ __forceinline__ void gather(T (&regs)[N], int lane, Source source) {
+#pragma unroll
+  for (int s = 0; s < N; ++s) {
+    const int e = Place::load_element(lane, s);
+    regs[s] = e >= 0 ? source(e) : limits<T>::quiet_nan();
+  }
+}
+
+// Every element this lane writes back, to `sink(element, value)`.
+template <class Place, class T, int N, class Sink>
+__device__ __forceinline__ void scatter(const T (&regs)[N], int lane, Sink sink) {
+#pragma unroll
+  for (int s = 0; s < N; ++s) {
+    const int e = Place::store_element(lane, s);
+    if (e >= 0) sink(e, regs[s]);
+  }
+}
+
+// The widest access (16, 8 or 4 bytes) that a run of kVector elements is made of.
+template <class T, int kVector> struct RunWord {
+  static constexpr int kRunBytes = kVector * static_cast<int>(sizeof(T));
+  static constexpr int kBytes = kRunBytes % 16 == 0 ? 16 : kRunBytes % 8 == 0 ? 8 : kRunBytes % 4 == 0 ? 4 : 0;
+  static constexpr int kElements = kBytes / static_cast<int>(sizeof(T));
+};
+template <int kBytes> struct WordOf;
+template <> struct WordOf<16> { using type = uint4; };
+template <> struct WordOf<8> { using type = uint2; };
+template <> struct WordOf<4> { using type = unsigned; };
+
+// A register tile from or to a row-major tile in global memory: a lane's runs move in 16-, 8-
+// or 4-byte accesses where the tile is aligned for them (a warp's accesses then cover one
+// contiguous span for the planner's interleaved runs), element by element otherwise.
+template <class Place, class T, int N>
+__device__ __forceinline__ void load_tile(T (&regs)[N], const T* tile, int lane) {
+  using R = RunWord<T, Place::kVector>;
+  if constexpr (Place::kVector > 1 && N % Place::kVector == 0 && R::kBytes > 0 && R::kElements > 1) {
+    using W = typename WordOf<R::kBytes>::type;
+    if (reinterpret_cast<unsigned long long>(tile) % R::kBytes == 0) {
+#pragma unroll
+      for (int s = 0; s < N; s += R::kElements) {
+        union {
+          W word;
+          T values[R::kElements];
+        } u;
+        u.word = __ldg(reinterpret_cast<const W*>(tile + Place::load_element(lane, s)));
+#pragma unroll
+        for (int j = 0; j < R::kElements; ++j) regs[s + j] = u.values[j];
+      }
+      return;
+    }
+  }
+  gather<Place>(regs, lane, [&](int e) { return tile[e]; });
+}
+
+template <class Place, class T, int N>
+__device__ __forceinline__ void store_tile(T* tile, const T (&regs)[N], int lane) {
+  using R = RunWord<T, Place::kVector>;
+  if constexpr (Place::kVector > 1 && N % Place::kVector == 0 && R::kBytes > 0 && R::kElements > 1) {
+    using W = typename WordOf<R::kBytes>::type;
+    if (reinterpret_cast<unsigned long long>(tile) % R::kBytes == 0) {
+#pragma unroll
+      for (int s = 0; s < N; s += R::kElements) {
+        const int e = Place::store_element(lane, s);
+        if (e < 0) continue;
+        union {
+          W word;
+          T values[R::kElements];
+        } u;
+#pragma unroll
+        for (int j = 0; j < R::kElements; ++j) u.values[j] = regs[s + j];
+        *reinterpret_cast<W*>(tile + e) = u.word;
+      }
+      return;
+    }
+  }
+  scatter<Place>(regs, lane, [&](int e, T v) { tile[e] = v; });
+}
+
+// A shared tile from or to a row-major tile in global memory, the instance's threads taking
+// every kThreads-th element.
+template <int kThreads, class T>
+__device__ __forceinline__ void load_shared_tile(T* smem, const MemLayout& L, const T* tile, long long n, int lane) {
+  for (long long e = lane; e < n; e += kThreads) smem[memory_offset(L, e)] = tile[e];
+}
+template <int kThreads, class T>
+__device__ __forceinline__ void store_shared_tile(T* tile, const T* smem, const MemLayout& L, long long n, int lane) {
+  for (long long e = lane; e < n; e += kThreads) tile[e] = smem[memory_offset(L, e)];
+}
+
+// A copy into a shared tile: element e of the result reads the source at source(e).
+template <int kThreads, class T, class Source>
+__device__ __forceinline__ void fill_shared(T* smem, const MemLayout& L, long long n, int lane, Source source) {
+  for (long long e = lane; e < n; e += kThreads) smem[memory_offset(L, e)] = source(e);
+}
+#endif
+
+}  // namespace tp
