@@ -2,9 +2,10 @@
 # Everything one GPU lease does, in one call: build, the GPU tests, compute-sanitizer over the
 # GPU suite, the benchmarks (python -m tileprim bench; its JSON in $OUT/bench.json). Logs go to
 # $OUT/<step>.log; a summary line per step is printed.
-#   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench] [profile] [treduce] [processes] [nccl]
+#   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench] [programs] [profile] [treduce] [processes] [nccl]
 #   (default: the first four; processes: the multi-process treduce tests and benchmark, 2+ GPUs;
-#   nccl: the NCCL transport's benchmark, on NVLink and on NCCL's network transport)
+#   nccl: the NCCL transport's benchmark, on NVLink and on NCCL's network transport; programs: the
+#   tile-program benchmark, $OUT/programs.json, Liger installed from .whl/ where carried)
 set -u
 OUT=${OUT:-/tmp/tileprim-gpu}
 mkdir -p "$OUT"
@@ -21,6 +22,14 @@ step() {
   tail -n "${TAIL:-4}" "$OUT/$name.log" | sed 's/^/   /'
 }
 
+# wheels carried in .whl/ (Liger, the tile-program benchmark's peer: the machine has no network)
+carried_wheels() {
+  if ls .whl/*.whl >/dev/null 2>&1 && [[ ":${PYTHONPATH:-}:" != *":/tmp/site:"* ]]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+      && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+}
+
 # what the sanitizers run: memcheck the single-GPU suite in float32 (every variant and path,
 # PyTorch/CuPy/JAX, graphs, many tiles per block, unaligned views, paired float16 maps, long
 # runs read in place, lane runs, pipelined shared staging, chunked maps); racecheck and
@@ -33,6 +42,7 @@ if want install; then
   step env bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvidia-smi topo -m;
                     python3 --version; python3 -c "import torch, numpy; print(torch.__version__, numpy.__version__)"'
   step install python3 -m pip install --no-build-isolation --no-deps -q .
+  carried_wheels
   step info python3 -m tileprim info
   TAIL=12 step demo python3 -m tileprim demo
 fi
@@ -71,6 +81,10 @@ if want sanitize; then
 fi
 if want bench; then
   TAIL=12 step bench python3 -m tileprim bench --json "$OUT/bench.json"
+fi
+if want programs; then  # the tile-program benchmark alone (also inside bench), beside torch, torch.compile, Liger
+  carried_wheels
+  TAIL=40 step programs python3 benchmarks/programs.py --json "$OUT/programs.json"
 fi
 if want profile; then  # the cases whose targets are hardest, through Nsight Compute
   for case in "sum K=128 thread" "sum K=32 cta(32)" "exp float16"; do

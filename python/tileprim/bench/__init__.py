@@ -5,8 +5,10 @@ On a GPU (PyTorch needed for the inputs; CuPy timed too where installed): row su
 float32 ``(N, K)`` tensors for K in 4 ... 8192 at thread, warp and cta(32/128/256) scope;
 sqrt/exp/add/fma in float32/float16/bfloat16; 2^28 elements per input (1 GiB of float32, far more
 than L2), CUDA events around batches of back-to-back calls after a warm-up that also compiles,
-medians. Then the small-call latencies and what getting a kernel costs. Without a GPU the same
-against NumPy on the CPU backend, wall-clock timed.
+medians. Then the small-call latencies, what getting a kernel costs, and the tile programs
+(softmax, RMSNorm, add + RMSNorm, logsumexp beside torch, torch.compile and Liger: ``--only
+program``; see ``programs.py``). Without a GPU the same against NumPy on the CPU backend,
+wall-clock timed.
 
 Each case prints one line (stdout) and becomes one JSON row; a case tileprim refuses (a tile too
 big for a thread's registers, say) is recorded as n/a with the reason, and the run goes on.
@@ -18,7 +20,7 @@ import datetime
 import platform
 import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, List, Optional
 
 import tileprim as tp
@@ -27,6 +29,7 @@ from . import report
 from .baselines import GpuLibrary, NumpyLibrary
 from .cases import CPU_KS, CPU_SCOPES, GPU_KS, GPU_SCOPES, Case, Inputs, map_cases, reduction_cases
 from .latency import gpu_small_calls, host_small_calls, kernel_cases
+from .programs import program_cases, side_for
 from .progress import open_progress
 from .timing import CudaEventTimer, WallTimer
 
@@ -51,7 +54,7 @@ SIZES = {("cuda", False): Sizes(1 << 28, 15, 5, 2000), ("cuda", True): Sizes(1 <
 @dataclass
 class Suite:
     """The cases of one backend, with what they share: the baseline library, the timer, the
-    sizes, and the inputs alive at the moment."""
+    sizes, the inputs alive at the moment, and what the run's header adds about the cases."""
 
     backend: str
     quick: bool
@@ -60,6 +63,7 @@ class Suite:
     sizes: Sizes
     inputs: Inputs
     cases: List[Case]
+    header: dict = field(default_factory=dict)
 
 
 def _cuda_usable() -> bool:
@@ -115,18 +119,13 @@ def suite(backend: str = "cpu", quick: bool = False) -> Suite:
     if backend == "cuda":
         cases += gpu_small_calls(lib.torch, inputs, sizes.calls)
     cases += kernel_cases(sizes.calls)
-    return Suite(backend, quick, lib, timer, sizes, inputs, cases)
+    programs, header = program_cases(side_for(lib), inputs, quick)
+    return Suite(backend, quick, lib, timer, sizes, inputs, cases + programs, header)
 
 
 def _selected(cases: List[Case], only: Iterable[str]) -> List[Case]:
     only = list(only)
     return [case for case in cases if not only or any(text in case.name for text in only)]
-
-
-def _reason(error: Exception) -> str:
-    """The error's type and the first line of its message (a DispatchError's is its whole trace)."""
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
 def _header(s: Suite, only: List[str]) -> dict:
@@ -137,7 +136,8 @@ def _header(s: Suite, only: List[str]) -> dict:
             "timing": s.timer.describe(),
             "small_call_timing": f"time.perf_counter around one call, median of {s.sizes.calls} calls; "
                                  "tileprim and its baseline called in turn",
-            "ratio": report.RATIO, "started": datetime.datetime.now().isoformat(timespec="seconds")}
+            "ratio": report.RATIO, "started": datetime.datetime.now().isoformat(timespec="seconds"),
+            **s.header}
 
 
 def run(s: Suite, only: Iterable[str] = (), json_path: Optional[str] = None) -> dict:
@@ -185,7 +185,7 @@ def run(s: Suite, only: Iterable[str] = (), json_path: Optional[str] = None) -> 
             try:
                 row = report.row(case, case.measure())
             except Exception as e:  # a refused tile, a missing library: the row says why, the run goes on
-                row = report.row(case, None, note=_reason(e))
+                row = report.row(case, None, note=report.reason(e))
             s.lib.free()
             rows.append(row)
             shown.write(report.line(row, widths[kind]))

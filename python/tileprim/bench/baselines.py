@@ -3,9 +3,11 @@ CPU backend; PyTorch CUDA tensors with PyTorch's ops and, where CuPy is installe
 the same memory (zero-copy through ``__cuda_array_interface__``)."""
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import platform
-from typing import Callable, Dict
+import subprocess
+from typing import Callable, Dict, Optional
 
 import numpy as np
 
@@ -25,6 +27,17 @@ _TORCH_MAPS = {"sqrt": lambda a: a.sqrt(), "exp": lambda a: a.exp(), "log2": lam
 def _torch_functional():
     import torch.nn.functional as functional
     return functional
+
+
+def _display_driver() -> Optional[str]:
+    """The NVIDIA driver's version as nvidia-smi gives it (e.g. 580.159.04), or None without it."""
+    try:
+        proc = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = proc.stdout.split()
+    return lines[0] if proc.returncode == 0 and lines else None
 
 
 def _cpu_model() -> str:
@@ -86,12 +99,20 @@ class GpuLibrary:
         self.torch, self.cupy = torch, cupy
 
     def device(self) -> str:
-        return self.torch.cuda.get_device_name()
+        driver = _display_driver()
+        name = self.torch.cuda.get_device_name()
+        return f"{name} (driver {driver})" if driver else name
 
     def versions(self) -> Dict[str, str]:
-        found = {"numpy": np.__version__, "torch": self.torch.__version__}
+        found = {"numpy": np.__version__, "torch": self.torch.__version__,
+                 "cuda (torch's)": self.torch.version.cuda}
         if self.cupy is not None:
             found["cupy"] = self.cupy.__version__
+        for name in ("triton", "liger_kernel"):  # the tile-program peers
+            try:
+                found[name] = importlib.metadata.version(name)
+            except importlib.metadata.PackageNotFoundError:
+                pass
         return found
 
     def normal(self, shape: tuple):

@@ -24,11 +24,13 @@ MAP_DTYPES = ("float32", "float16", "bfloat16")
 @dataclass
 class Measured:
     """What measuring a case gave: tileprim's milliseconds per call, each baseline's, and any
-    figures particular to the case (``detail``)."""
+    figures particular to the case (``detail``). A case whose baselines ran but tileprim could
+    not has ``tileprim_ms`` None and the reason in ``note``."""
 
-    tileprim_ms: float
+    tileprim_ms: Optional[float]
     baselines: Dict[str, float] = field(default_factory=dict)
     detail: Dict[str, object] = field(default_factory=dict)
+    note: Optional[str] = None
 
 
 @dataclass

@@ -12,12 +12,13 @@ BUDGET_S = 2.0
 MIN_SAMPLES = 3
 
 
-def _median_ms(sample: Callable[[], float], repeats: int) -> float:
-    deadline = time.perf_counter() + BUDGET_S
+def _median_ms(sample: Callable[[], float], repeats: int, budget_s: Optional[float] = BUDGET_S) -> float:
+    """The median of ``repeats`` samples, or of those taken within ``budget_s`` (None: all of them)."""
+    deadline = time.perf_counter() + budget_s if budget_s is not None else None
     samples = []
     for _ in range(repeats):
         samples.append(sample())
-        if len(samples) >= MIN_SAMPLES and time.perf_counter() > deadline:
+        if deadline is not None and len(samples) >= MIN_SAMPLES and time.perf_counter() > deadline:
             break
     return statistics.median(samples)
 
@@ -66,10 +67,14 @@ class CudaEventTimer:
         Calls per batch.
     warmup : int, default 3
         Untimed calls first.
+    budget_s : float or None, default BUDGET_S
+        Stop after this long (with at least MIN_SAMPLES batches); None: always ``repeats``.
     """
 
-    def __init__(self, torch, repeats: int, inner: int, warmup: int = 3):
+    def __init__(self, torch, repeats: int, inner: int, warmup: int = 3,
+                 budget_s: Optional[float] = BUDGET_S):
         self.torch, self.repeats, self.inner, self.warmup = torch, repeats, inner, warmup
+        self.budget_s = budget_s
 
     def __call__(self, fn: Callable[[], object]) -> float:
         cuda = self.torch.cuda
@@ -85,11 +90,44 @@ class CudaEventTimer:
             end.record()
             end.synchronize()
             return start.elapsed_time(end) / self.inner
-        return _median_ms(batch, self.repeats)
+        return _median_ms(batch, self.repeats, self.budget_s)
 
     def describe(self) -> str:
         return (f"CUDA events around {self.inner} back-to-back calls, {self.warmup} warm-up calls, "
                 f"median of {self.repeats} batches")
+
+
+class HostWallTimer:
+    """Milliseconds per call of host wall time: ``time.perf_counter`` around ``inner`` back-to-back
+    calls and one ``sync()`` after them, ``warmup`` calls first, the median over ``repeats``
+    batches. For small calls, where what the host spends per call is the cost.
+
+    Parameters
+    ----------
+    sync : callable
+        Waits for the device (``torch.cuda.synchronize``; a no-op on the CPU).
+    repeats, inner, warmup : int
+    """
+
+    def __init__(self, sync: Callable[[], None], repeats: int, inner: int, warmup: int = 20):
+        self.sync, self.repeats, self.inner, self.warmup = sync, repeats, inner, warmup
+
+    def __call__(self, fn: Callable[[], object]) -> float:
+        for _ in range(self.warmup):
+            fn()
+        self.sync()
+
+        def batch() -> float:
+            start = time.perf_counter()
+            for _ in range(self.inner):
+                fn()
+            self.sync()
+            return (time.perf_counter() - start) * 1e3 / self.inner
+        return _median_ms(batch, self.repeats, None)
+
+    def describe(self) -> str:
+        return (f"time.perf_counter around {self.inner} back-to-back calls and one synchronize, "
+                f"{self.warmup} warm-up calls, median of {self.repeats} batches")
 
 
 def per_call_ms(fn: Callable[[], object], calls: int, sync: Optional[Callable[[], None]] = None,
