@@ -37,7 +37,7 @@ def test_issue_example_short_vector_stays_on_local():
 
 
 def test_packed_reports_every_failing_predicate():
-    plan = tp.plan(tp.sum, f32(4, 3).astype(np.float16), scope=tp.cta(32), storage="shared")
+    plan = tp.plan(tp.sum, f32(4, 3).astype(np.float16), scope=tp.cta(32), storage="shared", backend="cpu")
     assert entry(plan, "sm100_packed").reasons == [
         "exec_scope: unsupported exec_scope cta",
         "local_scope: src/dst must be local scope with matching dtype on CUDA",

@@ -108,7 +108,7 @@ def test_one_kernel_per_program_and_its_launch(rng):
     x = random_tile(rng, (4, 4096), "float32")
     k = tp.lower(softmax, x, batch_dims=1, scope=tp.cta(256))
     assert k.source.count("__global__") == 1
-    assert k.block_threads == 256 and k.shared_bytes >= 4096 * 4
+    assert k.block_threads == 256 and "cross_warp" in tp.plan(softmax, x, batch_dims=1, scope=tp.cta(256)).variants
 
 
 def test_user_layouts_and_register_reductions(rng):
