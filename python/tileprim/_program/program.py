@@ -16,7 +16,7 @@ from .._backends import cuda_status, device_arch
 from .._calls import _host_array
 from .._checks import as_int
 from .._dtypes import numpy_dtype
-from .._interop import Unkeyable, adapter_for, placed_key
+from .._interop import Adapter, Unkeyable, adapter_for, placed_key, remember_device_type
 from .._scope import STORAGE_SCOPES, ExecScope
 from .plan import ProgramPlan
 from .tile import Tile
@@ -98,6 +98,7 @@ class Program:
                     adapter = adapter_for(x)
                     if adapter is None:
                         return None
+                    remember_device_type(x, adapter)  # the next call keys it directly
                     parts.append(adapter.placed_key(x))
         return tuple(parts)
 
@@ -284,22 +285,30 @@ class _BoundProgram:
         self.prepare = [i.prepare for i in inputs]
         self.kernel, self.adapter, self.device = kernel, adapter, device
         if adapter is not None:
+            # what a repeated call does, fixed here (as for standalone calls): the library's own makers
             self.run = self._run_device
+            self.stream = adapter.stream_of(device)
+            self.allocators = [adapter.allocator(shape, dtype, device)
+                               for (shape, _), dtype in zip(self.results, self.result_dtypes)]
+            self.finish = None if type(adapter).finish is Adapter.finish else adapter.finish
+            self.pointer, self.result_pointer = adapter.pointer, adapter.result_pointer
+            self.readies = [functools.partial(i.prepare_device, adapter) for i in inputs]
 
     def _run_device(self, args, out):
         """Device arrays in place: the result in their library, ordered on its current stream."""
-        a = self.adapter
         if out is not None:
             self.check_device_out(out)
-        held = [i.prepare_device(a, x) for i, x in zip(self.inputs, (x for x in args if not isinstance(x, _SCALARS)))]
-        stream = a.stream(self.device)
+        held = [ready(x) for ready, x in zip(self.readies, (x for x in args if not isinstance(x, _SCALARS)))]
+        pointers = [self.pointer(h) for h in held]  # held until the launch: a copy must outlive it
+        stream = self.stream()
         if out is not None:
             outs = out if self.as_tuple else (out,)
-            self.kernel.run_device([a.pointer(h) for h in held], [a.pointer(o) for o in outs], self.tiles, stream)
+            self.kernel.run_device(pointers, [self.pointer(o) for o in outs], self.tiles, stream)
             return out
-        results = [a.allocator(shape, dtype, self.device)() for (shape, _), dtype in zip(self.results, self.result_dtypes)]
-        self.kernel.run_device([a.pointer(h) for h in held], [a.result_pointer(r) for r in results], self.tiles, stream)
-        results = [a.finish(r, self.device, stream) for r in results]
+        results = [allocate() for allocate in self.allocators]
+        self.kernel.run_device(pointers, [self.result_pointer(r) for r in results], self.tiles, stream)
+        if self.finish is not None:
+            results = [self.finish(r, self.device, stream) for r in results]
         return tuple(results) if self.as_tuple else results[0]
 
     def check_device_out(self, out) -> None:
