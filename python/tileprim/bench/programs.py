@@ -205,7 +205,7 @@ def _bits(side, workload: Workload, args: tuple, results: tuple, scope) -> str:
 def _measure(side, inputs: Inputs, workload: Workload, shape: tuple, dtype: str, per_call: bool) -> Measured:
     x, r, w = inputs.get(("program", shape, dtype), lambda: side.inputs(shape, dtype))
     args = workload.arguments(x, r, w)
-    scope = scope_for(shape[-1], dtype)
+    scope = scope_for(shape[-1], dtype, workload.name)
     timer = side.small_timer if per_call else side.timer
     tolerance = TOLERANCE[dtype]
     peers, missing = side.peers(workload, args)
@@ -242,7 +242,7 @@ def _case(side, inputs: Inputs, workload: Workload, shape: tuple, dtype: str, pe
     # the dtype last: "exp float32" picks the exp map, not logsumexp
     name = f"program {workload.name} {m}x{n} {dtype}" + (" host wall time" if per_call else "")
     return Case(name, "program", lambda: _measure(side, inputs, workload, shape, dtype, per_call),
-                op=workload.name, dtype=dtype, scope=scope_name(scope_for(n, dtype)), K=n, shape=shape,
+                op=workload.name, dtype=dtype, scope=scope_name(scope_for(n, dtype, workload.name)), K=n, shape=shape,
                 bytes=workload.bytes(m, n, numpy_dtype(dtype).itemsize))
 
 
