@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tileprim as tp
-from tileprim import R, S, Swizzle, TileLayout, laneid, tid_in_wg, wid_in_wg
+from tileprim import R, S, Swizzle, TileLayout, laneid, tid_in_wg, tx, wid_in_wg
 from conftest import DTYPES, NP, assert_reduced, random_tile
 
 
@@ -86,6 +86,13 @@ CASES = [
     Case("shared", tp.thread, (4, 8), 0, storage="shared", path="thread_wise"),
     Case("shared", tp.cta(64), (8, 64), 1, storage="shared",
          layout=TileLayout(S[(8, 64):(64, 1)], swizzle=Swizzle(2, 3, 3)), out_layout=S[8:3]),
+    # reduction -> cross_warp: local's butterfly across the warps of a warpgroup or CTA
+    Case("cross_warp", tp.cta(64), (64,), 0, layout=S[64:1 @ tx], path="warp_shuffle"),
+    Case("cross_warp", tp.cta(256), (4096,), 0, layout=S[(4, 256, 4):(4, 1 @ tx, 1)], path="warp_shuffle"),
+    Case("cross_warp", tp.cta(128), (8, 128), 1, layout=S[(8, 128):(1, 1 @ tx)], path="warp_shuffle"),
+    Case("cross_warp", tp.cta(1024), (1024, 3), 0, layout=S[(1024, 3):(1 @ tx, 1)], path="warp_shuffle"),
+    Case("cross_warp", tp.warpgroup, (128, 5), 0, layout=S[(128, 5):(1 @ tid_in_wg, 1)], path="warp_shuffle"),
+    Case("cross_warp", tp.cta(96), (3, 32), 1, layout=S[(3, 32):(32 @ tx, 1 @ tx)], path="warp_shuffle"),
     # reduction -> sm100_packed (seed 002), modelled sm_100a
     *[Case("sm100_packed", tp.thread, (n,), 0, target="sm_100a") for n in (8, 9, 16, 17, 32, 63, 64, 65, 100, 256)],
 ]

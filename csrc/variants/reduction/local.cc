@@ -7,9 +7,9 @@
 // Unlike the reference, the shuffle path honours axes and accum (old value folded in once),
 // and warpgroup may shuffle too as long as the reduced lanes stay within one warp.
 //
-// reduction -> cross_warp (priority 5): the same algorithm where the butterfly crosses
-// warps (warpgroup and CTA scope, reduced lanes spanning up to 1024 threads): lane masks past 31
-// exchange through shared memory between the instance's barriers. The fold order is local's, so
+// reduction -> cross_warp (priority 5): the same algorithm at CTA scope (where local declines)
+// and at warpgroup scope where the butterfly crosses warps (reduced lanes spanning up to 1024
+// threads): lane masks past 31 exchange through shared memory between the instance's barriers. The fold order is local's, so
 // the CPU backend runs it with the same lane group. Not in the reference, which has no register
 // reduction at CTA scope; tile programs use it to keep a row in registers.
 #include <algorithm>
@@ -186,7 +186,7 @@ LocalAnalysis analyze(const OpCall& call, bool cross_warp) {
       throw Decline("src layout " + a.src_layout.str() + " has replicas; a reduction source holds each element once");
     }
     a.masks = shuffle_masks(a.src_layout, src_dims, ax.reduced, cross_warp ? call.scope.threads : 0);
-    if (cross_warp && (a.masks.count == 0 || a.masks.mask[a.masks.count - 1] < 32)) {
+    if (cross_warp && kind == ScopeKind::warpgroup && (a.masks.count == 0 || a.masks.mask[a.masks.count - 1] < 32)) {
       throw Decline("the reduced lanes stay within one warp: local folds them");
     }
 
