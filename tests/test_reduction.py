@@ -40,6 +40,7 @@ class Case:
 
 
 LANE_ROWS = S[(32, 8):(1 @ laneid, 1)]
+NAMED = dict(dispatch="cross_warp")  # a standalone call takes cross_warp by name
 CASES = [
     # reduction -> local, thread-wise (seed 000 and the reference's thread-wise cases)
     Case("local", tp.thread, (1,), 0, path="thread_wise"),
@@ -87,12 +88,14 @@ CASES = [
     Case("shared", tp.cta(64), (8, 64), 1, storage="shared",
          layout=TileLayout(S[(8, 64):(64, 1)], swizzle=Swizzle(2, 3, 3)), out_layout=S[8:3]),
     # reduction -> cross_warp: local's butterfly across the warps of a warpgroup or CTA
-    Case("cross_warp", tp.cta(64), (64,), 0, layout=S[64:1 @ tx], path="warp_shuffle"),
-    Case("cross_warp", tp.cta(256), (4096,), 0, layout=S[(4, 256, 4):(4, 1 @ tx, 1)], path="warp_shuffle"),
-    Case("cross_warp", tp.cta(128), (8, 128), 1, layout=S[(8, 128):(1, 1 @ tx)], path="warp_shuffle"),
-    Case("cross_warp", tp.cta(1024), (1024, 3), 0, layout=S[(1024, 3):(1 @ tx, 1)], path="warp_shuffle"),
-    Case("cross_warp", tp.warpgroup, (128, 5), 0, layout=S[(128, 5):(1 @ tid_in_wg, 1)], path="warp_shuffle"),
-    Case("cross_warp", tp.cta(96), (3, 32), 1, layout=S[(3, 32):(32 @ tx, 1 @ tx)], path="warp_shuffle"),
+    Case("cross_warp", tp.cta(64), (64,), 0, layout=S[64:1 @ tx], config=NAMED, path="warp_shuffle"),
+    Case("cross_warp", tp.cta(256), (4096,), 0, layout=S[(4, 256, 4):(4, 1 @ tx, 1)], config=NAMED,
+         path="warp_shuffle"),
+    Case("cross_warp", tp.cta(128), (8, 128), 1, layout=S[(8, 128):(1, 1 @ tx)], config=NAMED, path="warp_shuffle"),
+    Case("cross_warp", tp.cta(1024), (1024, 3), 0, layout=S[(1024, 3):(1 @ tx, 1)], config=NAMED, path="warp_shuffle"),
+    Case("cross_warp", tp.warpgroup, (128, 5), 0, layout=S[(128, 5):(1 @ tid_in_wg, 1)], config=NAMED,
+         path="warp_shuffle"),
+    Case("cross_warp", tp.cta(96), (3, 32), 1, layout=S[(3, 32):(32 @ tx, 1 @ tx)], config=NAMED, path="warp_shuffle"),
     # reduction -> sm100_packed (seed 002), modelled sm_100a
     *[Case("sm100_packed", tp.thread, (n,), 0, target="sm_100a") for n in (8, 9, 16, 17, 32, 63, 64, 65, 100, 256)],
 ]

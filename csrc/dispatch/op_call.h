@@ -46,6 +46,7 @@ struct OpCall {
   bool accum = false;
   std::map<std::string, ConfigValue> config;
   std::string dispatch;  // a forced variant name, or empty
+  bool program_step = false;  // planned as a step of a tile program (variants may serve only those)
 
   const std::string& op() const { return def->name; }
   bool flag(const std::string& key) const;  // a bool option of **config, default false

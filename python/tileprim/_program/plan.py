@@ -62,7 +62,7 @@ class ProgramPlan:
     ...     return x / tp.sum(x, axes=-1, keepdims=True)
     >>> p = tp.plan(norm1, np.ones((4, 64), np.float32), batch_dims=1)
     >>> p.variants
-    ['shared', 'stage', 'stage', 'reg']
+    ['cross_warp', 'stage', 'reg']
     """
 
     def __init__(self, core, out_shapes):
