@@ -1,5 +1,5 @@
-"""Tile programs on the CPU backend: softmax, RMSNorm and logsumexp at every scope against
-float64 NumPy, random shapes (rows not a multiple of the thread count, 1-wide and 1-long tiles),
+"""Tile programs on the CPU backend (and on a GPU, the same cases as one CUDA kernel): softmax,
+RMSNorm and logsumexp at every scope against float64 NumPy, random shapes (rows not a multiple of the thread count, 1-wide and 1-long tiles),
 and bit-for-bit equality with the chain of standalone calls the plan names."""
 import numpy as np
 import pytest
@@ -52,10 +52,10 @@ def rel_err(got, want):
 
 
 @pytest.mark.parametrize("scope", SCOPES)
-def test_softmax_matches_numpy_and_the_chain(scope, rng):
+def test_softmax_matches_numpy_and_the_chain(scope, backend, rng):
     for m, n in shapes(rng, scope.threads):
         x = random_tile(rng, (m, n), "float32", special=False)
-        got = softmax(x, batch_dims=1, scope=scope, backend="cpu")
+        got = softmax(x, batch_dims=1, scope=scope, backend=backend)
         assert got.shape == (m, n) and got.dtype == np.float32
         assert rel_err(got, softmax64(x)) < 1e-5
         (chain,), _ = run_chain(softmax, (x,), 1, scope)
@@ -63,11 +63,11 @@ def test_softmax_matches_numpy_and_the_chain(scope, rng):
 
 
 @pytest.mark.parametrize("scope", SCOPES)
-def test_rmsnorm_bf16_with_w_broadcast(scope, rng):
+def test_rmsnorm_bf16_with_w_broadcast(scope, backend, rng):
     for m, n in shapes(rng, scope.threads):
         x = random_tile(rng, (m, n), "bfloat16", special=False)
         w = random_tile(rng, (n,), "bfloat16", special=False)
-        got = rmsnorm(x, w, 1e-6, batch_dims=1, scope=scope, backend="cpu")
+        got = rmsnorm(x, w, 1e-6, batch_dims=1, scope=scope, backend=backend)
         assert got.shape == (m, n) and got.dtype == x.dtype
         x64 = x.astype(np.float64)
         want = x64 / np.sqrt((x64 * x64).mean(axis=-1, keepdims=True) + 1e-6) * w.astype(np.float64)
@@ -79,10 +79,10 @@ def test_rmsnorm_bf16_with_w_broadcast(scope, rng):
 
 
 @pytest.mark.parametrize("scope", SCOPES)
-def test_logsumexp(scope, rng):
+def test_logsumexp(scope, backend, rng):
     for m, n in shapes(rng, scope.threads):
         x = random_tile(rng, (m, n), "float32", special=False)
-        got = logsumexp(x, batch_dims=1, scope=scope, backend="cpu")
+        got = logsumexp(x, batch_dims=1, scope=scope, backend=backend)
         assert got.shape == (m,)
         x64 = x.astype(np.float64)
         mx = x64.max(axis=-1)
@@ -92,15 +92,15 @@ def test_logsumexp(scope, rng):
         assert bits_equal(got, chain)
 
 
-def test_special_values_follow_the_steps(rng):
+def test_special_values_follow_the_steps(backend, rng):
     x = random_tile(rng, (6, 37), "float32")  # NaN, inf, subnormals, -0
-    got = softmax(x, batch_dims=1, backend="cpu")
+    got = softmax(x, batch_dims=1, backend=backend)
     (chain,), _ = run_chain(softmax, (x,), 1, tp.cta(256))
     assert bits_equal(got, chain)
 
 
 @pytest.mark.parametrize("scope", SCOPES)
-def test_every_elementwise_operator_and_scalars(scope, rng):
+def test_every_elementwise_operator_and_scalars(scope, backend, rng):
     @tp.program
     def arith(a, b, c):
         return (a + b) * c - b / 3.0 + 2 * a - (-b) + 1.5 / (c + 10.0)
@@ -108,20 +108,20 @@ def test_every_elementwise_operator_and_scalars(scope, rng):
     n = int(rng.integers(1, 300))
     a, b = random_tile(rng, (4, n), "float64"), random_tile(rng, (4, n), "float64")
     c = random_tile(rng, (4, n), "float64", special=False, low=0.5, high=2.0)
-    got = arith(a, b, c, batch_dims=1, scope=scope, backend="cpu")
+    got = arith(a, b, c, batch_dims=1, scope=scope, backend=backend)
     with np.errstate(all="ignore"):
         want = (a + b) * c - b / 3.0 + 2 * a - (-b) + 1.5 / (c + 10.0)
     assert bits_equal(got, want)  # float64, each step rounded once, as NumPy does
 
 
-def test_scalar_arguments_are_constants_of_the_trace(rng):
+def test_scalar_arguments_are_constants_of_the_trace(backend, rng):
     @tp.program(scope=tp.warp)
     def scale(x, k):
         return x * k
 
     x = random_tile(rng, (3, 40), "float32")
     for k in (2.0, -0.5, 3):
-        assert bits_equal(scale(x, k, batch_dims=1), (x * np.float32(k)).astype(np.float32))
+        assert bits_equal(scale(x, k, batch_dims=1, backend=backend), (x * np.float32(k)).astype(np.float32))
     assert len(scale._memo) == 3
 
 
@@ -145,42 +145,42 @@ def test_repeated_call_is_a_lookup(rng):
     assert traced == [(70,), (71,), (70,)]
 
 
-def test_keepdims_broadcast_inside_2d_tiles(rng):
+def test_keepdims_broadcast_inside_2d_tiles(backend, rng):
     @tp.program(scope=tp.thread)  # the standalone sum below runs at thread scope too: same order
     def center(x):
         return x - tp.sum(x, axes=0, keepdims=True) / x.shape[0]
 
     x = random_tile(rng, (3, 7, 5), "float64", special=False)
-    got = center(x, batch_dims=1)
+    got = center(x, batch_dims=1, backend=backend)
     sums = tp.sum(x, axes=0, keepdims=True, batch_dims=1, backend="cpu")  # tile axis 0
     assert sums.shape == (3, 1, 5)
     assert bits_equal(got, x - sums / 7.0)
 
 
-def test_tuple_results_and_out(rng):
+def test_tuple_results_and_out(backend, rng):
     @tp.program(scope=tp.warp)
     def both(x):
         return tp.max(x, axes=-1), tp.min(x, axes=-1)
 
     x = random_tile(rng, (9, 33), "float32")
-    hi, lo = both(x, batch_dims=1)
+    hi, lo = both(x, batch_dims=1, backend=backend)
     assert bits_equal(hi, np.fmax.reduce(x, axis=-1)) and bits_equal(lo, np.fmin.reduce(x, axis=-1))
     out = (np.full(9, np.nan, np.float32), np.full(9, np.nan, np.float32))
-    assert both(x, batch_dims=1, out=out) is out
+    assert both(x, batch_dims=1, backend=backend, out=out) is out
     assert bits_equal(out[0], hi) and bits_equal(out[1], lo)
 
 
-def test_input_returned_and_partly_broadcast_batch(rng):
+def test_input_returned_and_partly_broadcast_batch(backend, rng):
     @tp.program(scope=tp.cta(32))
     def add(x, b):
         return x + b, x
 
     x = random_tile(rng, (4, 3, 10), "float32")
     b = random_tile(rng, (3, 10), "float32")  # broadcast over the first batch dim only
-    y, same = add(x, b, batch_dims=2)
+    y, same = add(x, b, batch_dims=2, backend=backend)
     assert bits_equal(y, x + b) and bits_equal(same, x)
     b2 = random_tile(rng, (4, 1, 10), "float32")
-    assert bits_equal(add(x, b2, batch_dims=2)[0], x + b2)
+    assert bits_equal(add(x, b2, batch_dims=2, backend=backend)[0], x + b2)
 
 
 @pytest.mark.parametrize("op", ["max", "min"])
