@@ -1,6 +1,7 @@
 """Tile programs on the CPU backend (and on a GPU, the same cases as one CUDA kernel): softmax,
-RMSNorm and logsumexp at every scope against float64 NumPy, random shapes (rows not a multiple of the thread count, 1-wide and 1-long tiles),
-and bit-for-bit equality with the chain of standalone calls the plan names."""
+RMSNorm and logsumexp at every scope against float64 NumPy, random shapes (rows not a multiple of
+the thread count, 1-wide and 1-long tiles), and bit-for-bit equality with the chain of standalone
+calls the plan names."""
 import numpy as np
 import pytest
 

@@ -119,7 +119,7 @@ def test_user_layouts_and_register_reductions(rng):
     assert "local" in tp.plan(warp_rows, x, batch_dims=1, scope=tp.warp).variants
 
 
-@pytest.mark.parametrize("library", ["torch", "cupy"])
+@pytest.mark.parametrize("library", ["torch", "cupy", "jax"])
 def test_device_arrays_in_place(library, rng):
     lib = pytest.importorskip(library)
     x = random_tile(rng, (37, 1000), "float32")
@@ -135,11 +135,19 @@ def test_device_arrays_in_place(library, rng):
         out = lib.full_like(xd, float("nan"))
         assert rmsnorm(xd, wd, 1e-6, batch_dims=1, scope=tp.cta(128), out=out) is out
         assert bits_equal(out.cpu().numpy(), want)
-    else:
+    elif library == "cupy":
         xd, wd = lib.asarray(x), lib.asarray(w)
         got = rmsnorm(xd, wd, 1e-6, batch_dims=1, scope=tp.cta(128))
         assert isinstance(got, lib.ndarray)
         host = lib.asnumpy(got)
+    else:
+        if not any(d.platform == "gpu" for d in lib.devices()):
+            pytest.skip("JAX sees no GPU")
+        import jax.numpy as jnp
+        xd, wd = jnp.asarray(x), jnp.asarray(w)
+        got = rmsnorm(xd, wd, 1e-6, batch_dims=1, scope=tp.cta(128))
+        assert isinstance(got, lib.Array) and got.shape == x.shape
+        host = np.asarray(got)
     assert bits_equal(host, want)
 
 
