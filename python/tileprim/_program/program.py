@@ -12,7 +12,7 @@ from typing import Dict, Optional
 import numpy as np
 
 from .. import _C
-from .._backends import cuda_status, device_arch
+from .._backends import device_arch, resolve_backend
 from .._calls import _host_array
 from .._checks import as_int
 from .._dtypes import numpy_dtype
@@ -180,18 +180,14 @@ class Program:
 
 def _program_backend(backend, arrays):
     """(backend, adapter, device): device arrays run where they lie (all on one device of one
-    library); NumPy arrays on the CPU unless backend='cuda'."""
+    library); NumPy arrays as standalone calls run them (the GPU where one is usable)."""
     if backend not in (None, "cpu", "cuda"):
         raise ValueError(f"backend: {backend!r} is not 'cpu' or 'cuda'")
     placed = [(name, adapter_for(x), x) for name, x in arrays]
     placed = [(name, a, x) for name, a, x in placed if a is not None]
-    if not placed:
-        if backend == "cuda":
-            ok, why = cuda_status()
-            if not ok:
-                raise ValueError(f"backend: 'cuda' is not usable here: {why}")
-            return "cuda", None, 0
-        return "cpu", None, -1
+    if not placed:  # NumPy arrays: where a standalone call would run them
+        backend = resolve_backend(backend)
+        return backend, None, 0 if backend == "cuda" else -1
     if backend == "cpu":
         raise ValueError(f"backend: 'cpu' runs on host arrays; {placed[0][0]} is a {placed[0][1].library} device "
                          f"array (pass NumPy arrays, or leave backend= unset)")
