@@ -207,3 +207,20 @@ def test_max_min_of_long_rows_with_special_values(op, scope, rng):
     assert bits_equal(got, want)
     prog = tp.program(lambda t: getattr(tp, op)(t, axes=-1), scope=scope)
     assert bits_equal(prog(x, batch_dims=1), got)
+
+
+def test_torch_cpu_tensors_in_and_out(rng):
+    torch = pytest.importorskip("torch")
+    for dtype in ("float32", "bfloat16"):
+        x = random_tile(rng, (5, 96), dtype)
+        w = random_tile(rng, (96,), dtype, special=False)
+        want = rmsnorm(x, w, 1e-6, batch_dims=1, scope=tp.warp, backend="cpu")
+        xt, wt = (tp._torch_host.to_torch(a) for a in (x, w))
+        got = rmsnorm(xt, wt, 1e-6, batch_dims=1, scope=tp.warp, backend="cpu")
+        assert isinstance(got, torch.Tensor) and got.dtype == xt.dtype and tuple(got.shape) == x.shape
+        host = got.view(torch.int16).numpy().view(want.dtype) if dtype == "bfloat16" else got.numpy()
+        assert bits_equal(host, want)
+        out = torch.full_like(xt, float("nan"))
+        assert rmsnorm(xt, wt, 1e-6, batch_dims=1, scope=tp.warp, backend="cpu", out=out) is out
+        host = out.view(torch.int16).numpy().view(want.dtype) if dtype == "bfloat16" else out.numpy()
+        assert bits_equal(host, want)

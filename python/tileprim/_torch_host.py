@@ -8,7 +8,7 @@ import sys
 import ml_dtypes
 import numpy as np
 
-__all__ = ["is_host_tensor", "to_numpy", "TorchHostBound"]
+__all__ = ["is_host_tensor", "to_numpy", "to_torch", "TorchHostBound"]
 
 
 def is_host_tensor(x) -> bool:
@@ -32,7 +32,8 @@ def to_numpy(x, contiguous: bool = True):
     return x.numpy()
 
 
-def _to_torch(result: np.ndarray):
+def to_torch(result: np.ndarray):
+    """A CPU tensor sharing the NumPy result's memory (bfloat16 through its int16 bits)."""
     import torch
     if result.dtype == ml_dtypes.bfloat16:
         return torch.from_numpy(result.view(np.int16)).view(torch.bfloat16)
@@ -63,4 +64,4 @@ class TorchHostBound:
         if out is not None:
             self.inner.run(inputs, to_numpy(out, contiguous=False))
             return out
-        return _to_torch(self.inner.run(inputs, None))
+        return to_torch(self.inner.run(inputs, None))

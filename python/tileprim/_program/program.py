@@ -17,6 +17,7 @@ from .._calls import _host_array
 from .._checks import as_int
 from .._dtypes import numpy_dtype
 from .._interop import Adapter, Unkeyable, adapter_for, placed_key, remember_device_type
+from .._torch_host import is_host_tensor, to_numpy, to_torch
 from .._scope import STORAGE_SCOPES, ExecScope
 from .plan import ProgramPlan
 from .tile import Tile
@@ -65,6 +66,8 @@ class Program:
         self._memo: Dict[tuple, "_BoundProgram"] = {}
 
     def __call__(self, *args, batch_dims=0, scope=None, backend=None, target=None, out=None):
+        if any(map(is_host_tensor, args)):
+            return self._call_on_host_tensors(args, batch_dims, scope, backend, target, out)
         key = self._key(args, batch_dims, scope, backend, target)
         bound = self._memo.get(key) if key is not None else None
         if bound is None:
@@ -74,6 +77,17 @@ class Program:
                     self._memo.clear()
                 self._memo[key] = bound
         return bound.run(args, out)
+
+    def _call_on_host_tensors(self, args, batch_dims, scope, backend, target, out):
+        """PyTorch CPU tensors: run on NumPy views of them, the results returned as tensors."""
+        views = tuple(to_numpy(x) for x in args)
+        if out is not None:
+            outs = tuple(to_numpy(o, contiguous=False) for o in out) if isinstance(out, tuple) else \
+                to_numpy(out, contiguous=False)
+            self(*views, batch_dims=batch_dims, scope=scope, backend=backend, target=target, out=outs)
+            return out
+        result = self(*views, batch_dims=batch_dims, scope=scope, backend=backend, target=target)
+        return tuple(map(to_torch, result)) if isinstance(result, tuple) else to_torch(result)
 
     def _tp_planner(self, *args, batch_dims=0, scope=None, backend=None, target=None) -> ProgramPlan:
         """tp.plan(program, ...): the ProgramPlan of this call; nothing runs."""
