@@ -5,6 +5,7 @@ where /dev/shm itself is shared with every other session of the user). At the en
 no tileprim file: no segment, no temp file (the kernel cache's entries may stay)."""
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
@@ -35,6 +36,9 @@ class LeakCheck:
         os.environ["TILEPRIM_CACHE_DIR"] = self.cache
         os.environ["TILEPRIM_SHM_DIR"] = self.shm
         tempfile.tempdir = self.root
+        # a session that never reaches its end (a usage error, conftest imported by a script)
+        # still leaves /dev/shm and the temp directory as they were
+        atexit.register(self.remove)
 
     def finish(self) -> List[str]:
         leaks = [os.path.join(self.shm, name) for name in sorted(os.listdir(self.shm))]
@@ -44,6 +48,9 @@ class LeakCheck:
         expected = {"kernel-cache"} | {n for n in os.listdir(self.root)
                                        if n.startswith(("pytest-of-", "torchinductor_"))}
         leaks += [os.path.join(self.root, name) for name in sorted(set(os.listdir(self.root)) - expected)]
+        self.remove()
+        return leaks
+
+    def remove(self) -> None:
         shutil.rmtree(self.shm, ignore_errors=True)
         shutil.rmtree(self.root, ignore_errors=True)
-        return leaks
