@@ -58,6 +58,20 @@ py::capsule dlpack_capsule(std::shared_ptr<cuda::DeviceBuffer> buffer, std::vect
   });
 }
 
+// What tp.lower shows of a compiled kernel, program or not.
+py::dict binary_dict(const std::string& source, const std::string& arch, const std::vector<std::string>& options,
+                     const cuda::CompiledKernel& binary) {
+  py::dict d;
+  d["source"] = source;
+  d["arch"] = arch;
+  d["options"] = options;
+  d["ptx"] = binary.ptx;
+  d["cubin"] = py::bytes(binary.cubin);
+  d["origin"] = binary.origin;
+  d["compile_ms"] = binary.compile_ms;
+  return d;
+}
+
 py::dict launch_dict(const ProgramLaunch& l) {
   py::dict d;
   d["block_threads"] = l.block_threads();
@@ -68,13 +82,6 @@ py::dict launch_dict(const ProgramLaunch& l) {
   d["tile_bytes"] = l.tile_bytes;
   d["scratch_bytes"] = l.scratch_bytes;
   return d;
-}
-
-std::uintptr_t host_pointer(const py::handle& a, const char* what) {
-  if (!py::isinstance<py::array>(a)) throw TypeError(std::string(what) + ": expected NumPy arrays");
-  auto arr = py::reinterpret_borrow<py::array>(a);
-  if (!(arr.flags() & py::array::c_style)) throw ValueError(std::string(what) + ": expected C-contiguous arrays");
-  return reinterpret_cast<std::uintptr_t>(arr.data());
 }
 
 }  // namespace
@@ -94,14 +101,7 @@ void bind_cuda_backend(py::module_& m) {
           py::gil_scoped_release release;
           k = cuda::build_kernel(*plan, arch);
         }
-        py::dict d;
-        d["source"] = k.source.text;
-        d["arch"] = k.arch;
-        d["options"] = k.options;
-        d["ptx"] = k.binary->ptx;
-        d["cubin"] = py::bytes(k.binary->cubin);
-        d["origin"] = k.binary->origin;
-        d["compile_ms"] = k.binary->compile_ms;
+        py::dict d = binary_dict(k.source.text, k.arch, k.options, *k.binary);
         d["block_threads"] = k.source.block_threads();
         d["instances"] = k.source.instances;
         d["tiles_per_block"] = k.source.tiles_per_block();
@@ -118,14 +118,8 @@ void bind_cuda_backend(py::module_& m) {
           py::gil_scoped_release release;
           k = cuda::build_program(*plan, arch);
         }
-        py::dict d = launch_dict(k.source.launch);
-        d["source"] = k.source.text;
-        d["arch"] = k.arch;
-        d["options"] = k.options;
-        d["ptx"] = k.binary->ptx;
-        d["cubin"] = py::bytes(k.binary->cubin);
-        d["origin"] = k.binary->origin;
-        d["compile_ms"] = k.binary->compile_ms;
+        py::dict d = binary_dict(k.source.text, k.arch, k.options, *k.binary);
+        d.attr("update")(launch_dict(k.source.launch));
         return d;
       },
       py::arg("plan"), py::arg("arch"), "The program's one kernel for arch: source, PTX, CUBIN and its launch shape.");
@@ -151,9 +145,8 @@ void bind_cuda_backend(py::module_& m) {
       .def(
           "run_host",
           [](const cuda::ProgramKernel& k, const py::list& inputs, const py::list& outputs, long long tiles) {
-            std::vector<std::uintptr_t> in, out;
-            for (const py::handle& a : inputs) in.push_back(host_pointer(a, "inputs"));
-            for (const py::handle& a : outputs) out.push_back(host_pointer(a, "outputs"));
+            const std::vector<std::uintptr_t> in = host_addresses(inputs, "inputs");
+            const std::vector<std::uintptr_t> out = host_addresses(outputs, "outputs");
             py::gil_scoped_release release;
             k.run_host(in, out, tiles);
           },

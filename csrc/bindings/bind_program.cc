@@ -72,14 +72,19 @@ py::dict step_dict(const ProgramStep& s) {
   return d;
 }
 
-std::uintptr_t host_address(const py::handle& a, const char* what) {
-  if (!py::isinstance<py::array>(a)) throw TypeError(std::string(what) + ": expected NumPy arrays");
-  auto arr = py::reinterpret_borrow<py::array>(a);
-  if (!(arr.flags() & py::array::c_style)) throw ValueError(std::string(what) + ": expected C-contiguous arrays");
-  return reinterpret_cast<std::uintptr_t>(arr.data());
-}
 
 }  // namespace
+
+std::vector<std::uintptr_t> host_addresses(const py::list& arrays, const char* what) {
+  std::vector<std::uintptr_t> out;
+  for (const py::handle& a : arrays) {
+    if (!py::isinstance<py::array>(a)) throw TypeError(std::string(what) + ": expected NumPy arrays");
+    auto arr = py::reinterpret_borrow<py::array>(a);
+    if (!(arr.flags() & py::array::c_style)) throw ValueError(std::string(what) + ": expected C-contiguous arrays");
+    out.push_back(reinterpret_cast<std::uintptr_t>(arr.data()));
+  }
+  return out;
+}
 
 void bind_program(py::module_& m) {
   py::class_<ProgramPlan, std::shared_ptr<ProgramPlan>>(m, "ProgramPlanCore")
@@ -109,9 +114,8 @@ void bind_program(py::module_& m) {
           "run_host",
           [](const ProgramPlan& p, const py::list& inputs, const py::list& outputs, long long tiles) {
             if (p.context.backend != "cpu") throw ValueError("backend: run_host runs programs planned for the cpu");
-            std::vector<std::uintptr_t> in, out;
-            for (const py::handle& a : inputs) in.push_back(host_address(a, "inputs"));
-            for (const py::handle& a : outputs) out.push_back(host_address(a, "outputs"));
+            const std::vector<std::uintptr_t> in = host_addresses(inputs, "inputs");
+            const std::vector<std::uintptr_t> out = host_addresses(outputs, "outputs");
             auto interrupted = [] {
               py::gil_scoped_acquire gil;
               return PyErr_CheckSignals() != 0;

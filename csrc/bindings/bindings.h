@@ -2,6 +2,7 @@
 #pragma once
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@ void bind_comm(pybind11::module_& m);
 void bind_nccl(pybind11::module_& m);
 void bind_testing(pybind11::module_& m);
 void bind_program(pybind11::module_& m);
+// The addresses of C-contiguous NumPy arrays (a program's host inputs or outputs); TypeError or
+// ValueError naming `what` for anything else.
+std::vector<std::uintptr_t> host_addresses(const pybind11::list& arrays, const char* what);
 // The context dispatch sees: the target, the backend and, on CUDA, which devices reach which.
 DispatchContext make_context(const std::string& target, const std::string& backend, const std::vector<int>& devices);
 }  // namespace tp

@@ -4,6 +4,7 @@
 
 #include "backends/cuda/compiler.h"
 #include "backends/cuda/device_memory.h"
+#include "backends/cuda/tile_executor.h"
 #include "errors.h"
 #include "ops/dtype.h"
 
@@ -41,18 +42,10 @@ ProgramKernel::ProgramKernel(std::shared_ptr<const ProgramPlan> plan)
     const ProgramValue& v = plan_->values.at(id);
     output_bytes_.push_back(static_cast<size_t>(v.elements() * dtype_size(v.dtype)));
   }
-  Driver& d = Driver::get();
-  context_ = d.context(device_);
+  context_ = Driver::get().context(device_);
   DeviceScope scope;
   scope.use(context_);
-  const std::string& image = built_.binary->cubin.empty() ? built_.binary->ptx : built_.binary->cubin;
-  d.check(d.cuModuleLoadData(&module_, image.c_str()), "cuModuleLoadData");
-  d.check(d.cuModuleGetFunction(&function_, module_, "tp_kernel"), "cuModuleGetFunction");
-  const long long shared = built_.source.launch.shared_bytes();
-  if (shared > 48 * 1024) {
-    d.check(d.cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(shared)),
-            "cuFuncSetAttribute(max dynamic shared memory)");
-  }
+  function_ = load_kernel(*built_.binary, built_.source.launch.shared_bytes());
 }
 
 void ProgramKernel::run_device(const std::vector<CUdeviceptr>& inputs, const std::vector<CUdeviceptr>& outputs,

@@ -49,7 +49,6 @@ class ProgramKernel {
   std::vector<bool> input_shared_;    // one tile for the whole batch
   std::vector<size_t> output_bytes_;  // per tile of each output
   CUcontext context_ = nullptr;
-  CUmodule module_ = nullptr;  // lives as long as the process: kernels are few per signature
   CUfunction function_ = nullptr;
 };
 

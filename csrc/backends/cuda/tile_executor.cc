@@ -27,18 +27,10 @@ class CudaTileRunner : public Runner {
       if (s.operand >= 0 && s.kind != Staging::scalar) input_bytes_[s.operand] = s.elements * dtype_size(s.dtype);
     }
     output_bytes_ = static_cast<size_t>(plan.call.output.elements() * dtype_size(plan.call.output.dtype));
-    Driver& d = Driver::get();
-    context_ = d.context(device_);
+    context_ = Driver::get().context(device_);
     DeviceScope scope;
     scope.use(context_);
-    const std::string& image = kernel_.binary->cubin.empty() ? kernel_.binary->ptx : kernel_.binary->cubin;
-    d.check(d.cuModuleLoadData(&module_, image.c_str()), "cuModuleLoadData");
-    d.check(d.cuModuleGetFunction(&function_, module_, "tp_kernel"), "cuModuleGetFunction");
-    if (kernel_.source.shared_bytes > 48 * 1024) {
-      d.check(d.cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                   static_cast<int>(kernel_.source.shared_bytes)),
-              "cuFuncSetAttribute(max dynamic shared memory)");
-    }
+    function_ = load_kernel(*kernel_.binary, kernel_.source.shared_bytes);
   }
 
   void run(const RunArgs& args) const override {
@@ -135,13 +127,27 @@ class CudaTileRunner : public Runner {
   std::vector<size_t> input_bytes_;  // per tile
   size_t output_bytes_ = 0;          // per tile
   CUcontext context_ = nullptr;  // device_'s primary context, looked up once
-  CUmodule module_ = nullptr;  // lives as long as the process: runners are cached
   CUfunction function_ = nullptr;
 };
 
 int device_of(const Plan& plan) { return plan.context.devices.empty() ? 0 : plan.context.devices[0]; }
 
 }  // namespace
+
+CUfunction load_kernel(const CompiledKernel& binary, long long shared_bytes) {
+  Driver& d = Driver::get();
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+  const std::string& image = binary.cubin.empty() ? binary.ptx : binary.cubin;
+  d.check(d.cuModuleLoadData(&module, image.c_str()), "cuModuleLoadData");
+  d.check(d.cuModuleGetFunction(&function, module, "tp_kernel"), "cuModuleGetFunction");
+  if (shared_bytes > 48 * 1024) {  // past the default, a kernel opts in
+    d.check(d.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                 static_cast<int>(shared_bytes)),
+            "cuFuncSetAttribute(max dynamic shared memory)");
+  }
+  return function;
+}
 
 BuiltKernel build_kernel(const Plan& plan, const std::string& arch) {
   const auto* executor = dynamic_cast<const CudaExecutor*>(ExecutorTable::instance().find(plan.variant, "cuda"));

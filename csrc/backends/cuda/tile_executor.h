@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/driver.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernel_frame.h"
 #include "dispatch/executor.h"
@@ -41,6 +42,10 @@ class CudaTileExecutor : public CudaExecutor {
 // The variant's body for a plan (its declarations and one call of its device template), as a
 // program's kernel calls it; ValueError when the variant has no CUDA tile executor.
 KernelBody kernel_body(const Plan& plan);
+
+// tp_kernel of a compiled binary, loaded into the current context (the module stays loaded for the
+// process: runners are cached), allowed `shared_bytes` of dynamic shared memory per block.
+CUfunction load_kernel(const CompiledKernel& binary, long long shared_bytes);
 
 // The plan's kernel for `arch`, from the kernel cache or compiled now (tp.lower).
 // ValueError when the variant has no CUDA executor.
