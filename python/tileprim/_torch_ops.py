@@ -24,7 +24,7 @@ import warnings
 from typing import Dict, Optional
 
 __all__ = ["routing", "Routed", "register", "define", "register_when_torch_loads", "options_of", "refuse_autograd",
-           "TORCH_OPS"]
+           "after_load", "TORCH_OPS"]
 
 _OPTION_NAMES = ("scope", "storage", "layout", "out_layout", "batch_dims", "target", "backend", "dispatch", "extra")
 _OPTIONS_BY_KEY: Dict[tuple, str] = {}
@@ -246,7 +246,7 @@ def register() -> None:
     for name in OPS:
         spec = _C_OPS[name]
         TORCH_OPS[name] = define(name, _schema(spec), _direct(spec), _fake(spec), *_torch_grad.backward_of(spec))
-    _after_load("torch._dynamo", _register_compiled_twins)  # torch.compile's first use loads it
+    after_load("torch._dynamo", _register_compiled_twins)  # torch.compile's first use loads it
 
 
 def define(name: str, schema: str, impl, fake, backward=None, setup_context=None):
@@ -291,12 +291,12 @@ def _register_compiled_twins() -> None:
 
 
 class _AfterLoad(importlib.abc.MetaPathFinder):
-    """Finds ``name`` through the other finders and calls ``then`` once it has loaded: tileprim's
-    ops are registered when torch loads, their compiled twins when torch._dynamo does, so a first
-    call inside torch.compile meets them (Dynamo cannot trace a registration)."""
+    """Finds ``name`` through the other finders and calls each of ``thens`` once it has loaded:
+    tileprim's ops are registered when torch loads, their compiled twins when torch._dynamo does,
+    so a first call inside torch.compile meets them (Dynamo cannot trace a registration)."""
 
     def __init__(self, name: str, then):
-        self.name, self.then, self.finding = name, then, False
+        self.name, self.thens, self.finding = name, [then], False
 
     def find_spec(self, name, path=None, target=None):
         if name != self.name or self.finding:
@@ -307,29 +307,34 @@ class _AfterLoad(importlib.abc.MetaPathFinder):
         finally:
             self.finding = False
         if spec is not None and spec.loader is not None:
-            exec_module, then = spec.loader.exec_module, self.then
+            exec_module, thens = spec.loader.exec_module, self.thens
 
             def exec_then_register(module):
                 exec_module(module)
                 if self in sys.meta_path:
                     sys.meta_path.remove(self)
-                try:
-                    then()
-                except Exception as e:  # the module itself loaded: say so, and let the import stand
-                    warnings.warn(f"tileprim: registering its ops with {name} failed ({e!r}); torch.compile and "
-                                  f"autograd will not see them", RuntimeWarning, stacklevel=2)
+                for then in thens:
+                    try:
+                        then()
+                    except Exception as e:  # the module itself loaded: say so, and let the import stand
+                        warnings.warn(f"tileprim: registering its ops with {name} failed ({e!r}); torch.compile "
+                                      f"and autograd will not see them", RuntimeWarning, stacklevel=2)
             spec.loader.exec_module = exec_then_register
         return spec
 
 
-def _after_load(name: str, then) -> None:
+def after_load(name: str, then) -> None:
     """then() now where module ``name`` is loaded, else right after it loads."""
     if name in sys.modules:
         then()
-    elif not any(isinstance(f, _AfterLoad) and f.name == name for f in sys.meta_path):
+        return
+    waiting = next((f for f in sys.meta_path if isinstance(f, _AfterLoad) and f.name == name), None)
+    if waiting is None:
         sys.meta_path.insert(0, _AfterLoad(name, then))
+    elif then not in waiting.thens:
+        waiting.thens.append(then)
 
 
 def register_when_torch_loads() -> None:
     """register() now where torch is loaded, else right after it loads."""
-    _after_load("torch", register)
+    after_load("torch", register)

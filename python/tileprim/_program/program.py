@@ -18,7 +18,9 @@ from .._checks import as_int
 from .._dtypes import numpy_dtype
 from .._interop import Adapter, Unkeyable, adapter_for, placed_key, remember_device_type
 from .._torch_host import is_host_tensor, to_numpy, to_torch
+from .._torch_ops import routing
 from .._scope import STORAGE_SCOPES, ExecScope
+from .torch_op import call_program_op, number_program, torch_compiling
 from .plan import ProgramPlan
 from .tile import Tile
 from .trace import TRACING, Trace, user_location
@@ -64,8 +66,14 @@ class Program:
         self._fn, self._scope, self._storage = fn, scope, storage
         self._params = list(inspect.signature(fn).parameters)
         self._memo: Dict[tuple, "_BoundProgram"] = {}
+        self._number = number_program(self)  # its name in a compiled graph's custom op
 
     def __call__(self, *args, batch_dims=0, scope=None, backend=None, target=None, out=None):
+        if torch_compiling():
+            return call_program_op(self, args, batch_dims, scope, backend, target, out)
+        always = routing(args, out)  # torch tensors that need a gradient, or fake/functional ones
+        if always or (always is False and _grad_enabled()):
+            return call_program_op(self, args, batch_dims, scope, backend, target, out)
         if any(map(is_host_tensor, args)):
             return self._call_on_host_tensors(args, batch_dims, scope, backend, target, out)
         key = self._key(args, batch_dims, scope, backend, target)
@@ -189,7 +197,11 @@ class Program:
         plan = ProgramPlan(core, [batch_shape + t.shape for t in outputs])
         kernel = _C.cuda.ProgramKernel(core) if backend == "cuda" else None
         return _BoundProgram(core, plan, inputs, outputs, batch_shape, isinstance(result, tuple), kernel, adapter,
-                             device)
+                             device, trace)
+
+
+def _grad_enabled() -> bool:
+    return sys.modules["torch"].is_grad_enabled()
 
 
 def _program_backend(backend, arrays):
@@ -286,8 +298,9 @@ class _BoundProgram:
     """A program call signature's plan and what its runs need: on the CUDA backend its one
     kernel, and for device arrays their library's adapter and device."""
 
-    def __init__(self, core, plan, inputs, outputs, batch_shape, as_tuple, kernel, adapter, device):
+    def __init__(self, core, plan, inputs, outputs, batch_shape, as_tuple, kernel, adapter, device, trace):
         self.core, self.plan, self.inputs = core, plan, inputs
+        self.trace, self.output_ids = trace, [t._id for t in outputs]  # what a derived backward reads
         self.batch_shape, self.as_tuple = batch_shape, as_tuple
         self.tiles = math.prod(batch_shape)
         self.results = [(batch_shape + t.shape, numpy_dtype(t.dtype)) for t in outputs]

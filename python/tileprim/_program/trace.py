@@ -40,6 +40,7 @@ class Trace:
         self.inputs: List[tuple] = []  # (name, dtype, core shape, batch_broadcast)
         self.steps: List[dict] = []
         self.tiles: list = []          # value id -> Tile
+        self.location: Optional[str] = None  # the steps' file:line while a derivation records them
 
     def input(self, name: str, dtype: str, shape: tuple, batch_broadcast: bool):
         from .tile import Tile
@@ -75,7 +76,7 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
     from .._scope import ExecScope, thread
     from .tile import Tile
     trace = TRACING[0]
-    where = user_location(2)
+    where = trace.location or user_location(2)
     given = {"batch_dims": batch_dims != 0, "backend": backend is not None, "target": target is not None,
              "out": out is not None}
     for name in _CALL_ONLY:
