@@ -78,6 +78,13 @@ def test_gradcheck_two_results_every_map_and_broadcasts_inside_the_tile():
     gradcheck(lambda x, col, row: broadcast(x, col, row, batch_dims=1, backend="cpu"), x, col, row)
 
 
+def test_second_derivatives_through_the_backward_programs_own_backward():
+    softmax, rmsnorm = tp.program(softmax_fn, scope=tp.warp), tp.program(rmsnorm_fn, scope=tp.cta(64))
+    x, w = leaf((3, 9), seed=24), leaf((9,), 0.5, 1.5, seed=25)
+    assert torch.autograd.gradgradcheck(lambda x: softmax(x, batch_dims=1, backend="cpu"), (x,))
+    assert torch.autograd.gradgradcheck(lambda x, w: rmsnorm(x, w, 1e-6, batch_dims=1, backend="cpu"), (x, w))
+
+
 def test_float32_gradients_match_float64_numpy():
     rng = np.random.default_rng(12)
     x64 = rng.standard_normal((33, 300)) * 3
