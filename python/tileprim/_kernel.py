@@ -8,7 +8,7 @@ from . import _C
 from ._backends import cuda_details, cuda_status, device_arch
 from ._plan import Plan
 
-__all__ = ["Kernel", "lower"]
+__all__ = ["Kernel", "lower", "kernel_origin_words"]
 
 
 class Kernel:
@@ -35,7 +35,6 @@ class Kernel:
     def origin_words(self) -> str:
         """Where the binary came from, in words: 'compiled now in 31 ms', 'loaded from the disk
         cache in 0.8 ms' or 'cached in this process'."""
-        from ._draw import kernel_origin_words
         return kernel_origin_words(self.origin, self.compile_ms)
 
     def __repr__(self) -> str:
@@ -49,6 +48,21 @@ class Kernel:
         return (f"<div>{html.escape(repr(self))}{self.plan._repr_html_()}"
                 f"<details><summary>CUDA source</summary><pre>{html.escape(self.source)}</pre></details>"
                 f"<details><summary>PTX</summary><pre>{html.escape(self.ptx)}</pre></details></div>")
+
+
+def _ms(ms: float) -> str:
+    return f"{ms:.0f}" if ms >= 10 else f"{ms:.1f}"
+
+
+def kernel_origin_words(origin: str, compile_ms: float) -> str:
+    """How a kernel was obtained, in words: origin is the kernel cache's 'compiled', 'disk' or 'memory'."""
+    if origin == "compiled":
+        return f"compiled now in {_ms(compile_ms)} ms"
+    if origin == "disk":
+        return f"loaded from the disk cache in {_ms(compile_ms)} ms"
+    if origin == "memory":
+        return "cached in this process"
+    return f"{origin} in {_ms(compile_ms)} ms"
 
 
 def lower(op, /, *args, target=None, **kwargs) -> Kernel:

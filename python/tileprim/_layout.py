@@ -497,7 +497,7 @@ class TileLayout:
         """
         return tuple(d.local_extent for d in self.dims(shape))
 
-    # ---- pictures (tileprim._draw) ----------------------------------------------------------
+    # ---- pictures (tileprim._viz) -----------------------------------------------------------
     def draw(self, shape=None, path=None, *, dtype=None, labels=None) -> str:
         """The tile as an SVG grid: each cell coloured by the thread holding it and labelled with
         thread and register (shared layouts: coloured by 4-byte bank, labelled with offset and
@@ -527,7 +527,7 @@ class TileLayout:
         >>> svg.startswith("<svg")
         True
         """
-        from ._draw import layout_svg
+        from ._viz.layout_grid import layout_svg
         svg = layout_svg(self, shape, dtype, labels)
         if path is not None:
             with open(path, "w", encoding="utf-8") as f:
@@ -535,11 +535,11 @@ class TileLayout:
         return svg
 
     def _repr_svg_(self) -> str:
-        from ._draw import layout_svg
+        from ._viz.layout_grid import layout_svg
         return layout_svg(self)
 
     def _repr_html_(self) -> str:
-        from ._draw import layout_html
+        from ._viz.layout_grid import layout_html
         return layout_html(self)
 
     # ---- value semantics ------------------------------------------------------------------
