@@ -11,7 +11,7 @@ import pytest
 
 import tileprim as tp
 from tileprim import R, S, TileLayout, laneid, warpid
-from tileprim._layout_text import LayoutTextError, parse_layout
+from tileprim._layout.text import LayoutTextError, parse_layout
 
 
 def run_cli(*args, cwd=None):

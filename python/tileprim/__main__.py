@@ -28,7 +28,7 @@ def _shape(text: str) -> tuple:
 
 
 def _swizzle(text: str):
-    from ._layout import Swizzle
+    from ._layout.value import Swizzle
     numbers = _integers(text, "swizzle")
     if len(numbers) not in (2, 3):
         raise argparse.ArgumentTypeError(f"swizzle {text!r}: expected per_element,swizzle_len[,atom_len], "
@@ -107,8 +107,8 @@ def _bench(args, fail: Callable[[str], None]) -> int:
 
 
 def _show(args, fail: Callable[[str], None]) -> int:
-    from ._layout import TileLayout
-    from ._layout_text import LayoutTextError, parse_layout
+    from ._layout.text import LayoutTextError, parse_layout
+    from ._layout.value import TileLayout
     try:
         layout = parse_layout(args.layout)
     except LayoutTextError as e:

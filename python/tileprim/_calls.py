@@ -20,7 +20,8 @@ from ._dtypes import dtype_name, numpy_dtype
 from ._interop import (PLACED_KEYS, Adapter, Unkeyable, adapter_for, adapter_named, placed_key,
                        remember_device_type)
 from ._jax import JaxCallback, traced
-from ._layout import LayoutExpr, TileLayout, as_layout
+from ._layout.syntax import LayoutExpr
+from ._layout.value import TileLayout, as_layout, spelled_layout
 from ._plan import Plan
 from ._scope import ExecScope
 from ._torch_host import TorchHostBound, is_host_tensor, to_numpy
@@ -43,9 +44,9 @@ def bound_call(op: str, operands: tuple, axes, out, accum, scope, storage, layou
     """The bound plan of this call, from the memo or made now."""
     key = bound = None
     if type(layout) is LayoutExpr and layout.shard is not None:  # S[...] syntax: keyed by its value
-        layout = layout.tile_layout()
+        layout = spelled_layout(layout)
     if type(out_layout) is LayoutExpr and out_layout.shard is not None:
-        out_layout = out_layout.tile_layout()
+        out_layout = spelled_layout(out_layout)
     if (layout is None or type(layout) is TileLayout) and (out_layout is None or type(out_layout) is TileLayout):
         try:
             key = (op, scope, axes, accum, keepdims, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,

@@ -279,7 +279,7 @@ def _register_compiled_twins() -> None:
     # releases whose Dynamo reads it as a user object otherwise refuse layout= inside a compile)
     register_constant = getattr(torch.utils._pytree, "register_constant", None)
     if register_constant is not None:
-        from ._layout import TileLayout
+        from ._layout.value import TileLayout
         try:
             register_constant(TileLayout)
         except ValueError:  # registered already (a second registration of the twins)

@@ -71,7 +71,7 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
     """Records one op call of the program being traced; returns its result tile."""
     from .._checks import as_bool
     from .._dtypes import dtype_name
-    from .._layout import as_layout
+    from .._layout.value import as_layout
     from .._scope import ExecScope, thread
     from .tile import Tile
     trace = TRACING[0]

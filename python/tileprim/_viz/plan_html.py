@@ -58,4 +58,3 @@ def dispatch_error_html(message: str) -> str:
     return ('<div class="tileprim-dispatch-error" style="text-align:left"><b>DispatchError</b>'
             '<pre style="font-family:monospace; white-space:pre; text-align:left; overflow-x:auto">'
             f"{escape(message)}</pre></div>")
-
