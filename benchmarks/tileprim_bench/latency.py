@@ -13,6 +13,8 @@ from typing import List
 import numpy as np
 
 import tileprim as tp
+from tileprim._backends import cuda_details
+from tileprim._calls import bound_call
 
 from .cases import Case, Inputs, Measured
 from .timing import per_call_ms, side_by_side_ms
@@ -119,7 +121,6 @@ def gpu_small_calls(torch, inputs: Inputs, calls: int) -> List[Case]:
 def _host_parts(torch, x) -> dict:
     """Each step of a repeated ``tp.sum(x, axes=-1)`` on a 4x8 torch tensor, as a call to time:
     the arguments are the generated ``tp.sum``'s own (see ``_ops._source``)."""
-    from .._calls import bound_call
     args = ("sum", (x,), -1, None, False, tp.thread, None, None, None, 0, None, None, None, None, {})
     bound = bound_call(*args)
     out = bound.allocate()
@@ -183,7 +184,6 @@ def kernel_cases(calls: int) -> List[Case]:
     """
     def memory_hit() -> Measured:
         _needs_nvrtc()
-        from .._backends import cuda_details
         cuda_details()  # loads NVRTC and configures the cache
         cuda = tp._C.cuda
         args = (tp.__version__, cuda.header_digest(), "sm_90a", ["-std=c++17"],
