@@ -14,7 +14,7 @@ import numpy as np
 
 import tileprim as tp
 from tileprim._backends import cuda_details
-from tileprim._calls import bound_call
+from tileprim._calls import prepared_call
 
 from .cases import Case, Inputs, Measured
 from .timing import per_call_ms, side_by_side_ms
@@ -31,7 +31,7 @@ print(json.dumps({"origin": k.origin, "build_ms": k.compile_ms, "lower_ms": lowe
 """
 
 # the steps of a repeated call on a torch tensor, timed alone
-HOST_PARTS = ("signature lookup (bound_call)", "result allocation (torch.empty_like)", "pointers and stream",
+HOST_PARTS = ("signature lookup (prepared_call)", "result allocation (torch.empty_like)", "pointers and stream",
               "launch through _C (run_device_one)", "a call with out= (no allocation)")
 
 
@@ -122,14 +122,14 @@ def _host_parts(torch, x) -> dict:
     """Each step of a repeated ``tp.sum(x, axes=-1)`` on a 4x8 torch tensor, as a call to time:
     the arguments are the generated ``tp.sum``'s own (see ``_ops._source``)."""
     args = ("sum", (x,), -1, None, False, tp.thread, None, None, None, 0, None, None, None, None, {})
-    bound = bound_call(*args)
-    out = bound.allocate()
-    stream = bound.stream()
+    prepared = prepared_call(*args)
+    out = prepared.allocate()
+    stream = prepared.stream()
     return dict(zip(HOST_PARTS, (
-        lambda: bound_call(*args),
-        bound.allocate,
-        lambda: (x.data_ptr(), out.data_ptr(), bound.stream()),
-        lambda: bound.core.run_device_one(x.data_ptr(), out.data_ptr(), 1, 0, stream),
+        lambda: prepared_call(*args),
+        prepared.allocate,
+        lambda: (x.data_ptr(), out.data_ptr(), prepared.stream()),
+        lambda: prepared.core.run_device_one(x.data_ptr(), out.data_ptr(), 1, 0, stream),
         lambda: tp.sum(x, axes=-1, out=out))))
 
 

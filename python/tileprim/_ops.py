@@ -1,12 +1,12 @@
 """The primitives as Python functions, generated from the C++ op table (``_C.ops()``): each
 op's signature follows its family and operand names; its body hands the arguments to the
-call memo (``_calls``) and runs the bound plan. Every op is also a method of each scope."""
+call memo (``_calls``) and runs the prepared call. Every op is also a method of each scope."""
 from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
 from . import _C
-from ._calls import bound_call
+from ._calls import prepared_call
 from ._program.trace import TRACING, record_step
 from ._docs import op_docstring
 from ._errors import DispatchError
@@ -20,7 +20,7 @@ _COMMON = ("scope=thread, storage=None, layout=None, out_layout=None, batch_dims
 
 def _source(spec: dict, runs: bool) -> str:
     """The op function's source: its signature, then one call of the memo; the plan() twin
-    of an op returns the bound plan's Plan instead of running it."""
+    of an op returns the prepared call's Plan instead of running it."""
     operands = spec["operands"]
     reduction = spec["family"] == "reduction"
     params = list(operands) + ([spec["extra_arg"]] if spec["extra_arg"] else [])
@@ -34,11 +34,11 @@ def _source(spec: dict, runs: bool) -> str:
     # inside a tile program being traced, a call records a step instead of running
     record = f"    if TRACING[0] is not None:\n        return record_step({args})\n" if runs else ""
     return (f"def op({signature}, *, {keywords}{_COMMON}):\n{record}"
-            f"    return bound_call({args}){tail}\n")
+            f"    return prepared_call({args}){tail}\n")
 
 
-def _make(spec: dict, runs: bool, bind=bound_call, default_scope=thread):
-    namespace = {"bound_call": bind, "thread": default_scope, "TRACING": TRACING, "record_step": record_step}
+def _make(spec: dict, runs: bool, prepare=prepared_call, default_scope=thread):
+    namespace = {"prepared_call": prepare, "thread": default_scope, "TRACING": TRACING, "record_step": record_step}
     exec(compile(_source(spec, runs), f"<tileprim.{spec['name']}>", "exec"), namespace)
     fn = namespace["op"]
     fn.__name__ = fn.__qualname__ = spec["name"]
@@ -56,10 +56,10 @@ _PLANNERS = {s["name"]: _make(s, runs=False) for s in _SPECS}
 ExecScope._ops = OPS
 
 
-def twin(name: str, bind):
-    """An op function whose body hands its arguments to ``bind`` instead of the call memo (the same
-    signature but for scope=None, which ``bind`` reads as tp.thread: torch.compile's stand-in)."""
-    return _make(_C_OPS_BY_NAME[name], runs=True, bind=bind, default_scope=None)
+def twin(name: str, prepare):
+    """An op function whose body hands its arguments to ``prepare`` instead of the call memo (the same
+    signature but for scope=None, which ``prepare`` reads as tp.thread: torch.compile's stand-in)."""
+    return _make(_C_OPS_BY_NAME[name], runs=True, prepare=prepare, default_scope=None)
 
 
 def op_name(op) -> str:

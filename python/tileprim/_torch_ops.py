@@ -89,27 +89,27 @@ def _no_backward(what: str) -> TypeError:
 
 
 class Routed:
-    """A call taken by the custom op; ``bind`` makes the direct path's bound plan, used for
+    """A call taken by the custom op; ``prepare`` makes the direct path's prepared call, used for
     ``.plan`` and, where routed only for autograd, for runs with grad mode off."""
 
-    def __init__(self, always: bool, op: str, axes, accum, options: dict, bind, keepdims=False):
+    def __init__(self, always: bool, op: str, axes, accum, options: dict, prepare, keepdims=False):
         self.always, self.op, self.axes, self.accum, self.options = always, op, axes, accum, options
         self.keepdims = keepdims
-        self._bind, self._bound, self.name = bind, None, None
+        self._prepare, self._prepared, self.name = prepare, None, None
 
     @property
     def plan(self):
-        return self.bound().plan
+        return self.prepared().plan
 
-    def bound(self):
-        if self._bound is None:
-            self._bound = self._bind()
-        return self._bound
+    def prepared(self):
+        if self._prepared is None:
+            self._prepared = self._prepare()
+        return self._prepared
 
     def run(self, values, out):
         import torch
         if not self.always and not torch.is_grad_enabled():
-            return self.bound().run(values, out)
+            return self.prepared().run(values, out)
         if self.name is None:  # once per call signature (the custom op's options argument)
             self.name = _interned(self.options)
         return call(self.op, values, out, self.axes, self.accum, self.name, self.options["batch_dims"], self.keepdims)
@@ -117,7 +117,7 @@ class Routed:
 
 def _torch_call(op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
                 dispatch, extra, config, keepdims=False) -> Routed:
-    """The compiled twin's ``bound_call``: always the custom op."""
+    """The compiled twin's ``prepared_call``: always the custom op."""
     if scope is None:
         from ._scope import thread as scope
     options = dict(zip(_OPTION_NAMES, (scope, storage, layout, out_layout, batch_dims, target, backend, dispatch,
