@@ -22,6 +22,7 @@ from ._interop import (PLACED_KEYS, Adapter, Unkeyable, adapter_for, adapter_nam
 from ._jax import JaxCallback, traced
 from ._layout.syntax import LayoutExpr
 from ._layout.value import TileLayout, as_layout, spelled_layout
+from ._op_table import SPECS
 from ._plan import Plan
 from ._scope import ExecScope
 from ._torch_host import TorchHostCall, is_host_tensor, to_numpy
@@ -160,7 +161,7 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
         return TorchHostCall(_prepare(op, [to_numpy(x) for x in values], axes, to_numpy(out, contiguous=False),
                                       accum, scope, storage, layout, out_layout, batch_dims, target, backend,
                                       dispatch, extra, config, keepdims), values)
-    spec = _C_OPS[op]
+    spec = SPECS[op]
     if not isinstance(scope, ExecScope):
         raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")
     accum = as_bool(accum, "accum")
@@ -386,6 +387,3 @@ class _DeviceCall(_PreparedCall):
         stream = self.stream()
         self.core.run_device(pointers, scalars, self.result_pointer(result), self.tiles, self.device, stream)
         return result if self.finish is None else self.finish(result, self.device, stream)
-
-
-_C_OPS = {spec["name"]: spec for spec in _C.ops()}

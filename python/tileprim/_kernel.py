@@ -6,7 +6,9 @@ import html
 
 from . import _C
 from ._backends import cuda_details, cuda_status, device_arch
+from ._ops import plan
 from ._plan import Plan
+from ._program.program import Program
 
 __all__ = ["Kernel", "lower", "kernel_origin_words"]
 
@@ -77,8 +79,6 @@ def lower(op, /, *args, target=None, **kwargs) -> Kernel:
     >>> k.plan.variant, "add.rn.ftz.f32x2" in k.ptx
     ('sm100_packed', True)
     """
-    from ._ops import plan
-    from ._program import Program
     details = cuda_details()
     if not details["nvrtc"]["ok"]:
         raise RuntimeError(f"tp.lower needs NVRTC: {details['nvrtc']['error']}")

@@ -18,7 +18,7 @@ from .._checks import as_int
 from .._dtypes import numpy_dtype
 from .._interop import Adapter, Unkeyable, adapter_for, placed_key, remember_device_type
 from .._torch_host import is_host_tensor, to_numpy, to_torch
-from .._scope import STORAGE_SCOPES, ExecScope
+from .._scope import STORAGE_SCOPES, ExecScope, thread
 from .plan import ProgramPlan
 from .tile import Tile
 from .trace import TRACING, Trace, user_location
@@ -123,7 +123,6 @@ class Program:
                             f"got {len(args)}")
         scope = scope if scope is not None else self._scope if self._scope is not None else None
         if scope is None:
-            from .._scope import thread
             scope = thread
         if not isinstance(scope, ExecScope):
             raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")
