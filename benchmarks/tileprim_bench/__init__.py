@@ -17,7 +17,6 @@ big for a thread's registers, say) is recorded as n/a with the reason, and the r
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Callable, List, Optional
 
 import tileprim as tp
@@ -26,7 +25,7 @@ from .baselines import GpuLibrary, NumpyLibrary
 from .cases import CPU_KS, CPU_SCOPES, GPU_KS, GPU_SCOPES, Inputs, map_cases, reduction_cases
 from .latency import gpu_small_calls, host_small_calls, kernel_cases
 from .programs import program_cases, side_for
-from .runner import Sizes, Suite, cuda_usable, run, selected
+from .runner import Sizes, Suite, cuda_usable, run, run_as_asked
 from .timing import CudaEventTimer, WallTimer
 
 __all__ = ["Sizes", "Suite", "suite", "run", "add_arguments", "run_from_args", "main"]
@@ -122,15 +121,7 @@ def run_from_args(args: argparse.Namespace, fail: Callable[[str], None]) -> int:
         s = suite(backend, args.quick)
     except RuntimeError as e:
         fail(str(e))
-    cases = selected(s.cases, args.only)
-    if not cases:
-        fail(f"--only {' '.join(map(repr, args.only))}: no case matches (--list names them)")
-    if args.list:
-        print("\n".join(case.name for case in cases))
-        return 0
-    run(s, args.only, args.json)
-    if args.json:
-        print(f"wrote {args.json}", file=sys.stderr)
+    run_as_asked(s, args, fail)
     return 0
 
 

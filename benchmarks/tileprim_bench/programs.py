@@ -31,7 +31,7 @@ from .baselines import GpuLibrary, NumpyLibrary
 from .cases import Case, Inputs, Measured, scope_name
 from .program_workloads import WORKLOADS, Workload, scope_for
 from .report import reason
-from .runner import Sizes, Suite, cuda_usable, run, selected
+from .runner import Sizes, Suite, cuda_usable, run_as_asked
 from .timing import CudaEventTimer, HostWallTimer, WallTimer
 
 __all__ = ["side_for", "program_cases", "suite", "main", "TOLERANCE", "CHECK_ROWS"]
@@ -336,15 +336,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         s = suite("cpu" if args.smoke else "cuda", args.quick)
     except ImportError as e:
         parser.error(f"the GPU run makes its inputs with PyTorch: {e}; --smoke runs the CPU backend")
-    cases = selected(s.cases, args.only)
-    if not cases:
-        parser.error(f"--only {' '.join(map(repr, args.only))}: no case matches (--list names them)")
-    if args.list:
-        print("\n".join(case.name for case in cases))
+    result = run_as_asked(s, args, parser.error)
+    if result is None:
         return 0
-    result = run(s, args.only, args.json)
-    if args.json:
-        print(f"wrote {args.json}", file=sys.stderr)
     off = [row["case"] for row in result["rows"] if row["detail"].get("oracle_ok") is False]
     if off:
         print(f"tileprim off the float64 oracle: {', '.join(off)}", file=sys.stderr)

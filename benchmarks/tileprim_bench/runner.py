@@ -8,7 +8,7 @@ import platform
 import shlex
 import sys
 from dataclasses import dataclass, field
-from typing import Iterable, List, Optional
+from typing import Callable, Iterable, List, Optional
 
 import tileprim as tp
 
@@ -16,7 +16,7 @@ from . import report
 from .cases import Case, Inputs
 from .progress import open_progress
 
-__all__ = ["Sizes", "Suite", "cuda_usable", "selected", "run"]
+__all__ = ["Sizes", "Suite", "cuda_usable", "selected", "run", "run_as_asked"]
 
 
 @dataclass(frozen=True)
@@ -122,4 +122,20 @@ def run(s: Suite, only: Iterable[str] = (), json_path: Optional[str] = None) -> 
     result = {"header": header, "rows": rows}
     if json_path:
         report.write_json(json_path, header, rows)
+    return result
+
+
+def run_as_asked(s: Suite, args, fail: Callable[[str], None]) -> Optional[dict]:
+    """What a command line asks of the suite: ``args.only`` selects cases, ``args.list`` only names
+    them, ``args.json`` is where the JSON goes; ``fail`` (``parser.error``) reports that no case
+    matches. The run's result, or None where the cases were only listed."""
+    cases = selected(s.cases, args.only)
+    if not cases:
+        fail(f"--only {' '.join(map(repr, args.only))}: no case matches (--list names them)")
+    if args.list:
+        print("\n".join(case.name for case in cases))
+        return None
+    result = run(s, args.only, args.json)
+    if args.json:
+        print(f"wrote {args.json}", file=sys.stderr)
     return result
