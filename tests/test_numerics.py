@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tileprim as tp
-from tileprim.bench import accuracy
+from tileprim_bench import accuracy
 from conftest import DTYPES, NP, bits_equal
 
 TABLE = tp.op_table()

@@ -126,12 +126,13 @@ def test_ties_split_as_amax_and_nan_passes_no_gradient():
 
 
 def test_backward_is_one_program_and_one_kernel():
-    from tileprim._program.backward import backward_program
+    from tileprim._program.backward import derive_backward
     softmax = tp.program(softmax_fn, scope=tp.cta(256))
     x = np.random.default_rng(13).standard_normal((8, 512)).astype(np.float32)
-    bound = softmax._bind((x,), 1, None, "cpu", None)
-    program, wanted = backward_program(bound.trace, bound.output_ids, [True], bound.trace.scope, None)
-    assert wanted == [0]
+    prepared = softmax._prepare((x,), 1, None, "cpu", None)
+    fn, wanted = derive_backward(prepared.trace, prepared.output_ids, [True])
+    assert wanted == [0] and fn.__name__ == "softmax_fn_backward"
+    program = tp.program(fn, scope=tp.cta(256))
     plan = tp.plan(program, x, x, batch_dims=1, backend="cpu")
     # the forward values the products read are recomputed in it; the ties' mask is tp.eq
     assert {"max", "exp", "sum", "eq", "fdiv"} <= {s.op for s in plan.steps}

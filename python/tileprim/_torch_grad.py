@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from ._derivatives import NARY, UNARY, VALUELESS
 
+from ._op_table import OPS
+from ._scope import thread
+from ._torch_options import options_of
+
 __all__ = ["backward_of"]
 
 
@@ -18,9 +22,6 @@ class _Ops:
     """tileprim's op functions with the backward's options bound."""
 
     def __init__(self, options_name: str):
-        from ._ops import OPS
-        from ._scope import thread
-        from ._torch_ops import options_of
         o = options_of(options_name)
         self._ops, self.options = OPS, o
         self._reduce = {k: o[k] for k in ("scope", "storage", "layout", "out_layout", "batch_dims", "target",

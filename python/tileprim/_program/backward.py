@@ -12,20 +12,21 @@ program has no reshape to broadcast it back): such a step raises, naming its lin
 from __future__ import annotations
 
 import inspect
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Sequence
 
 from .._derivatives import NARY, UNARY, VALUELESS
+from .._op_table import OPS
 from .tile import Tile
 from .trace import TRACING
 
-__all__ = ["backward_program"]
+__all__ = ["derive_backward"]
 
 
-def backward_program(forward, output_ids: Sequence[int], needs_grad: Sequence[bool], scope, storage):
-    """The tp.program computing the gradients of the forward arguments flagged in ``needs_grad``
-    (one flag per array argument, in order), or None when none of them gets one. ``forward`` is
-    the forward's Trace. Its arguments: the forward's arrays, then one gradient per result."""
-    from .program import Program
+def derive_backward(forward, output_ids: Sequence[int], needs_grad: Sequence[bool]):
+    """(function, wanted): the function of the tile program computing the gradients of the
+    forward arguments flagged in ``needs_grad`` (one flag per array argument, in order; ``wanted``
+    lists those that get one), or None when none does. ``forward`` is the forward's Trace. Its
+    arguments: the forward's arrays, then one gradient per result."""
     names = [name for name, _, _, _ in forward.inputs]
     grad_names = [f"grad_{forward.tiles[i].name or f'result{k}'}" for k, i in enumerate(output_ids)]
     reaches = _depends_on(forward, output_ids)
@@ -41,7 +42,7 @@ def backward_program(forward, output_ids: Sequence[int], needs_grad: Sequence[bo
     body.__name__ = body.__qualname__ = f"{forward.name}_backward"
     body.__signature__ = inspect.Signature(
         [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names + grad_names])
-    return Program(body, scope, storage), wanted
+    return body, wanted
 
 
 def _arguments_of(forward) -> List[set]:
@@ -72,7 +73,6 @@ class _Ops:
     product compute it once)."""
 
     def __init__(self, derivation: "_Derivation"):
-        from .._ops import OPS
         self._ops, self._derivation, self._made = OPS, derivation, {}
 
     def __getattr__(self, name):

@@ -23,7 +23,7 @@ import numpy as np
 from .._dtypes import numpy_dtype
 from .._scope import ExecScope
 from .._torch_ops import after_load, define
-from .backward import backward_program
+from .backward import derive_backward
 
 __all__ = ["ProgramOp", "call_program_op", "number_program", "torch_compiling"]
 
@@ -93,7 +93,7 @@ class ProgramOp:
         # planned for the CPU: only the steps and the results' shapes are read here
         stand_ins = [np.broadcast_to(np.zeros((), numpy_dtype(d[0])), d[1]) if type(d) is tuple else d
                      for d in described]
-        bound = program._bind(stand_ins, options["batch_dims"], options["scope"], "cpu", None)
+        bound = program._prepare(stand_ins, options["batch_dims"], options["scope"], "cpu", None)
         self.trace, self.output_ids, self.as_tuple = bound.trace, bound.output_ids, bound.as_tuple
         # a result tile of shape () is one value per batch entry: its gradient goes in as (..., 1)
         self.scalar_results = [bound.trace.tiles[i].shape == () for i in bound.output_ids]
@@ -138,9 +138,12 @@ class ProgramOp:
         return tuple(out)
 
     def _derived(self, needs: Tuple[bool, ...]):
+        """(the backward program, the arguments it gives gradients) for these needs, or None."""
         if needs not in self.backwards:
-            self.backwards[needs] = backward_program(self.trace, self.output_ids, needs, self.trace.scope,
-                                                     self.program._storage)
+            derived = derive_backward(self.trace, self.output_ids, needs)
+            if derived is not None:  # a program of the forward's kind, scope and storage
+                derived = (type(self.program)(derived[0], self.trace.scope, self.program._storage), derived[1])
+            self.backwards[needs] = derived
         return self.backwards[needs]
 
 
