@@ -7,9 +7,10 @@ float32 ``(N, K)`` tensors for K in 4 ... 8192 at thread, warp and cta(32/128/25
 sqrt/exp/add/fma in float32/float16/bfloat16; 2^28 elements per input (1 GiB of float32, far more
 than L2), CUDA events around batches of back-to-back calls after a warm-up that also compiles,
 medians. Then the small-call latencies, what getting a kernel costs, and the tile programs
-(softmax, RMSNorm, add + RMSNorm, logsumexp beside torch, torch.compile and Liger: ``--only
-program``; see ``programs.py``). Without a GPU the same against NumPy on the CPU backend,
-wall-clock timed.
+(softmax, RMSNorm, add + RMSNorm, logsumexp beside torch, torch.compile and Liger, then softmax
+and RMSNorm forward + backward: ``--only program``, ``--only fwd+bwd``; see ``programs.py``).
+Without a GPU the same against NumPy on the CPU backend (the forward + backward cases on torch
+CPU tensors beside torch eager), wall-clock timed.
 
 Each case prints one line (stdout) and becomes one JSON row; a case tileprim refuses (a tile too
 big for a thread's registers, say) is recorded as n/a with the reason, and the run goes on.

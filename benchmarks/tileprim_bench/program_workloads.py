@@ -1,7 +1,9 @@
 """The tile-program benchmark's workloads over rows of length N: softmax, RMSNorm, residual-add +
 RMSNorm and logsumexp, each as a tile program, as the plain PyTorch and NumPy code a user would
 otherwise write (the peers; Liger's Triton kernels where it has one), and as a float64 oracle
-written once for NumPy arrays and torch tensors.
+written once for NumPy arrays and torch tensors; softmax and RMSNorm also with the float64 oracle
+of their gradients (the forward + backward cases, where torch autograd derives the peers' backward
+and tileprim derives the program's).
 
 Every workload reads bfloat16 or float32 rows, computes in float32 and writes the input's dtype,
 as PyTorch and Liger do. The programs are examples/programs/{softmax,rmsnorm,logsumexp}.py's with
@@ -15,7 +17,8 @@ import numpy as np
 
 import tileprim as tp
 
-__all__ = ["EPS", "scope_for", "softmax", "rmsnorm", "add_rmsnorm", "logsumexp", "Workload", "WORKLOADS"]
+__all__ = ["EPS", "scope_for", "softmax", "rmsnorm", "add_rmsnorm", "logsumexp", "Workload", "WORKLOADS",
+           "GRADIENT_WORKLOADS"]
 
 EPS = 1e-6
 
@@ -170,6 +173,25 @@ def logsumexp_oracle(inputs, results):
     return (_xp(x).log(_row_sum(_xp(x).exp(x - m))) + m,)
 
 
+# ---- the gradients' float64 oracle (the forward + backward cases), given the rows' gradient g -----
+# one gradient per array argument: those of the rows for these rows, w's summed over these rows
+# (the caller adds up its chunks of rows)
+def softmax_gradients(inputs, g):
+    """dx = y (g - sum(g y)), y = softmax(x)."""
+    (y,) = softmax_oracle(inputs, None)
+    return (y * (g - _row_sum(g * y)),)
+
+
+def rmsnorm_gradients(inputs, g):
+    """dx = rstd (g w - x rstd^2 mean(g w x)) and dw = sum over the rows of g x rstd, where
+    rstd = 1 / sqrt(mean(x^2) + eps)."""
+    x, w = inputs
+    n = x.shape[-1]
+    rstd = 1 / _xp(x).sqrt(_row_sum(x * x) / n + EPS)
+    gw = g * w
+    return rstd * (gw - x * rstd ** 2 * (_row_sum(gw * x) / n)), (g * x * rstd).sum(0)
+
+
 def _liger_softmax(F, x):
     return F.liger_softmax(x)
 
@@ -202,6 +224,9 @@ class Workload:
     # Liger's op: (liger_kernel.transformers.functional, *the program's arguments); None: it has none
     liger: Optional[Callable] = None
     torch_rms_norm: Optional[Callable] = None  # the same through torch.nn.functional.rms_norm
+    # the float64 oracle of the gradients ((the arrays, the results' gradient) -> one per array);
+    # None: no forward + backward case
+    gradients: Optional[Callable] = None
 
     def arguments(self, x, r, w) -> tuple:
         """The program's (and every peer's) arguments, from the shared inputs."""
@@ -212,16 +237,25 @@ class Workload:
         rows = (self.rows_in + self.rows_out) * m * n
         return itemsize * (rows + self.values_out * m + (n if self.weighted else 0))
 
+    def gradient_bytes(self, m: int, n: int, itemsize: int) -> int:
+        """Bytes one forward + backward must move at least (a workload of row results alone): the
+        forward reads the operands (and w) and writes the results; the backward reads the operands
+        (and w) again and the results' gradients, and writes the operands' gradients (and w's, N
+        values). The results are not read back: the backward can recompute what it needs."""
+        rows = (3 * self.rows_in + 2 * self.rows_out) * m * n
+        return itemsize * (rows + (3 * n if self.weighted else 0))
+
 
 WORKLOADS = (
     Workload("softmax", softmax, 1, False, 1, 0, softmax_oracle, torch_softmax, numpy_softmax,
-             liger=_liger_softmax),
+             liger=_liger_softmax, gradients=softmax_gradients),
     Workload("rmsnorm", rmsnorm, 1, True, 1, 0, rmsnorm_oracle, torch_rmsnorm, numpy_rmsnorm,
              liger=_liger_rms_norm,
-             torch_rms_norm=torch_fused_rmsnorm),
+             torch_rms_norm=torch_fused_rmsnorm, gradients=rmsnorm_gradients),
     Workload("add_rmsnorm", add_rmsnorm, 2, True, 2, 0, add_rmsnorm_oracle, torch_add_rmsnorm,
              numpy_add_rmsnorm,
              liger=_liger_fused_add,
              torch_rms_norm=torch_fused_add_rmsnorm),
     Workload("logsumexp", logsumexp, 1, False, 0, 1, logsumexp_oracle, torch_logsumexp, numpy_logsumexp),
 )
+GRADIENT_WORKLOADS = tuple(w for w in WORKLOADS if w.gradients is not None)  # timed forward + backward too

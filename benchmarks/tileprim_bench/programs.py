@@ -1,6 +1,7 @@
 """The tile-program benchmark (issue 31): softmax, RMSNorm, residual-add + RMSNorm and logsumexp
 as tile programs, one fused kernel each, beside PyTorch eager, torch.compile of the same PyTorch
-code, torch's own rms_norm and Liger's Triton kernels, on the same inputs, checked in the same run.
+code, torch's own rms_norm and Liger's Triton kernels, on the same inputs, checked in the same run;
+then softmax and RMSNorm forward + backward (issue 33), the program's backward derived from it.
 
     python benchmarks/programs.py [--quick] [--only TEXT] [--json PATH] [--list]
     python benchmarks/programs.py --smoke        # no GPU: CPU backend against NumPy, tiny shapes
@@ -13,6 +14,17 @@ read + written / time. RMSNorm at 140x4096 is timed as host wall time per call (
 calls, one synchronize). Every case checks tileprim's result against a float64 oracle and its
 first 64 rows against the CPU backend's bits; every peer's result against the oracle too. A peer
 that cannot be imported or run is n/a with the reason, as is tileprim where it cannot run.
+
+Forward + backward ("program softmax fwd+bwd 32768x4096 float32"): the same shapes and dtypes,
+each call ``y = f(x[, w, eps])`` on x (and w) that need a gradient, then
+``torch.autograd.grad(y, (x[, w]), g)`` with a fixed random g: tileprim's program (its backward a
+second program derived from its steps; w's per-row gradients summed over the batch by torch)
+beside the same peers, whose backward is torch's. TB/s counts the fewest bytes: the forward reads
+x (and w) and writes y, the backward reads x (and w) and g and writes dx (and dw, N values): 5 M N
+elements, RMSNorm's 3 N more. Each gradient is checked against the float64 oracle by
+||got - want|| / ||want|| (per element, g - sum(g y) cancels), tileprim's dx of the first 64 rows
+against the CPU backend's forward + backward of those rows alone. On the CPU (--smoke) these
+cases run the CPU backend on torch CPU tensors beside torch eager; without torch they are n/a.
 """
 from __future__ import annotations
 
@@ -29,128 +41,26 @@ from tileprim._dtypes import numpy_dtype
 
 from .baselines import GpuLibrary, NumpyLibrary
 from .cases import Case, Inputs, Measured, scope_name
-from .program_workloads import WORKLOADS, Workload, scope_for
+from .program_sides import side_for
+from .program_workloads import GRADIENT_WORKLOADS, WORKLOADS, Workload, scope_for
 from .report import reason
 from .runner import Sizes, Suite, cuda_usable, run_as_asked
-from .timing import CudaEventTimer, HostWallTimer, WallTimer
 
-__all__ = ["side_for", "program_cases", "suite", "main", "TOLERANCE", "CHECK_ROWS"]
+__all__ = ["side_for", "program_cases", "suite", "main", "TOLERANCE", "GRADIENT_TOLERANCE", "CHECK_ROWS"]
 
 DTYPES = ("float32", "bfloat16")
-GPU_SHAPES = ((262144, 1024), (32768, 4096), (32768, 16384), (4096, 65536))
-CPU_SHAPES = ((100, 1024), (24, 4096), (6, 16384), (3, 65536))
 SMALL_SHAPE = (140, 4096)  # a decode step's RMSNorm: what the host spends per call decides
 # worst |got - want| / |want| against float64: float32 keeps ~1e-6 through long rows' sums; a
 # bfloat16 result is one rounding (2^-8) of a float32 one
 TOLERANCE = {"float32": 1e-5, "bfloat16": 2.0 ** -8 + 2.0 ** -14}
 TINY = np.finfo(np.float32).tiny  # |want| below this counts as this (both dtypes' smallest normal)
+# ||got - want|| / ||want|| of each gradient against float64 (per element, g - sum(g y) and its like
+# cancel, so a relative error per element says nothing): float32 keeps ~2e-7; a bfloat16 gradient
+# is one rounding of a float32 one (~1.7e-3 on these inputs), w's a sum of per-row roundings rounded
+# once more (~2.3e-3, the same at 100 and 4096 rows)
+GRADIENT_TOLERANCE = {"float32": 1e-5, "bfloat16": 2.0 ** -8}
 CHECK_ROWS = 64          # rows whose bits are compared with the CPU backend's
 CHECK_CHUNK = 1 << 25    # elements per float64 oracle chunk
-
-
-class _CpuSide:
-    """The CPU backend beside NumPy on NumPy arrays: tiny shapes, every code path, no GPU."""
-
-    repeats, inner, small_inner = 7, 1, 20
-
-    def __init__(self, lib: NumpyLibrary):
-        self.lib = lib
-        self._rng = np.random.default_rng(0)
-        self.timer = WallTimer(self.repeats)
-        self.small_timer = HostWallTimer(lambda: None, self.repeats, self.small_inner)
-
-    @staticmethod
-    def shapes(quick: bool):
-        return tuple((max(1, m // 4) if quick else m, n) for m, n in CPU_SHAPES)
-
-    def inputs(self, shape: tuple, dtype: str):
-        dt = numpy_dtype(dtype)
-        x = (self._rng.standard_normal(shape) * 2).astype(dt)
-        r = self._rng.standard_normal(shape).astype(dt)
-        return x, r, self._rng.uniform(0.5, 1.5, shape[-1]).astype(dt)
-
-    def peers(self, workload: Workload, args: tuple):
-        return {"numpy": functools.partial(workload.numpy_peer, *args)}, {}
-
-    @staticmethod
-    def device(result):
-        return np.asarray(result)
-
-    @staticmethod
-    def float64(a):
-        return a.astype(np.float64)
-
-    @staticmethod
-    def host(a) -> np.ndarray:
-        return np.asarray(a)
-
-
-class _GpuSide:
-    """tileprim on PyTorch CUDA tensors beside PyTorch eager, torch.compile of the same code,
-    torch's rms_norm and Liger (imported on first use; n/a with the reason without it)."""
-
-    repeats, inner, small_inner = 15, 5, 200
-
-    def __init__(self, lib: GpuLibrary, device: str = "cuda"):
-        self.lib, self.torch, self.device_name = lib, lib.torch, device  # "cpu": the tests' dry run
-        self._generator = None
-        self._liger = None
-        self.timer = CudaEventTimer(self.torch, self.repeats, self.inner, budget_s=None)
-        self.small_timer = HostWallTimer(self.torch.cuda.synchronize, self.repeats, self.small_inner)
-
-    @staticmethod
-    def shapes(quick: bool):
-        return tuple((m // 4 if quick else m, n) for m, n in GPU_SHAPES)
-
-    def inputs(self, shape: tuple, dtype: str):
-        torch = self.torch
-        if self._generator is None:
-            self._generator = torch.Generator(device=self.device_name).manual_seed(0)
-        g, dt, on = self._generator, getattr(torch, dtype), self.device_name
-        x = torch.randn(shape, device=on, generator=g).mul_(2).to(dt)
-        r = torch.randn(shape, device=on, generator=g).to(dt)
-        return x, r, torch.rand(shape[-1], device=on, generator=g).add_(0.5).to(dt)
-
-    def _liger_functional(self):
-        """liger_kernel.transformers.functional, or the reason it cannot be had."""
-        if self._liger is None:
-            try:
-                import liger_kernel.transformers.functional as functional
-                self._liger = functional
-            except Exception as e:  # not installed, or its Triton does not load
-                self._liger = f"liger_kernel not importable: {reason(e)}"
-        return self._liger
-
-    def peers(self, workload: Workload, args: tuple):
-        torch = self.torch
-        fns = {"torch": functools.partial(workload.torch_peer, *args)}
-        if workload.torch_rms_norm is not None:
-            fns["torch rms_norm"] = functools.partial(workload.torch_rms_norm, *args)
-        torch.compiler.reset()  # each case compiles afresh: no recompile limit, no other shape's code
-        fns["torch.compile"] = functools.partial(torch.compile(workload.torch_peer, dynamic=False), *args)
-        missing = {}
-        liger = self._liger_functional()
-        if workload.liger is None:
-            missing["liger"] = f"Liger has no {workload.name} op"
-        elif isinstance(liger, str):
-            missing["liger"] = liger
-        else:
-            fns["liger"] = functools.partial(workload.liger, liger, *args)
-        return fns, missing
-
-    def device(self, result):
-        """The result as a torch tensor (from DLPack where the call gave another library's array)."""
-        return result if self.torch.is_tensor(result) else self.torch.from_dlpack(result)
-
-    @staticmethod
-    def float64(a):
-        return a.double()
-
-    def host(self, a) -> np.ndarray:
-        a = a.detach().contiguous().cpu()
-        if a.dtype == self.torch.bfloat16:  # NumPy has no bfloat16 of its own: the same bits as ml_dtypes'
-            return a.view(self.torch.int16).numpy().view(numpy_dtype("bfloat16"))
-        return a.numpy()
 
 
 def _as_tuple(result) -> tuple:
@@ -194,31 +104,114 @@ def _bits(side, workload: Workload, args: tuple, results: tuple, scope) -> str:
     host_args = tuple(a if isinstance(a, float) else side.host(a[:k] if i < workload.rows_in else a)
                       for i, a in enumerate(args))
     cpu = _as_tuple(workload.program(*host_args, batch_dims=1, scope=scope, backend="cpu"))
+    return _differing((side.host(side.device(res)[:k]), ref) for res, ref in zip(results, cpu))
+
+
+def _differing(pairs) -> str:
+    """"equal" where each (got, want) pair of NumPy arrays holds the same bits, else how many
+    elements differ."""
     differ = total = 0
-    for res, ref in zip(results, cpu):
-        got = side.host(side.device(res)[:k])
+    for got, ref in pairs:
         unsigned = f"u{got.dtype.itemsize}"
         differ += int(np.count_nonzero(got.view(unsigned) != ref.view(unsigned)))
         total += got.size
     return "equal" if differ == 0 else f"{differ} of {total} differ"
 
 
+def _gradient_error(side, workload: Workload, arrays: tuple, g, grads: tuple, dtype: str) -> float:
+    """The worst ||got - want|| / ||want|| over ``grads`` (one per array of ``arrays``: those of
+    the rows, then w's summed over the rows) against the float64 oracle, taken in chunks of rows;
+    NaN where a gradient holds a NaN."""
+    if len(grads) != len(arrays):
+        raise ValueError(f"{len(grads)} gradients; expected {len(arrays)}")
+    for got, a in zip(grads, arrays):
+        if tuple(got.shape) != tuple(a.shape) or _dtype_name(got) != dtype:
+            raise ValueError(f"a gradient of shape {tuple(got.shape)} {_dtype_name(got)}; "
+                             f"expected {tuple(a.shape)} {dtype}")
+    m, n = g.shape
+    rows_in = workload.rows_in
+    off, norm = [0.0] * len(grads), [0.0] * len(grads)
+    summed = [0.0] * len(grads)  # the oracle's gradients of w, summed over the chunks so far
+    step = max(1, CHECK_CHUNK // n)
+    for start in range(0, m, step):
+        rows = slice(start, start + step)
+        ins = [side.float64(a[rows]) for a in arrays[:rows_in]] + [side.float64(a) for a in arrays[rows_in:]]
+        wanted = workload.gradients(ins, side.float64(g[rows]))
+        for i, (got, want) in enumerate(zip(grads[:rows_in], wanted)):
+            off[i] += float(((side.float64(got[rows]) - want) ** 2).sum())
+            norm[i] += float((want ** 2).sum())
+        for i in range(rows_in, len(grads)):
+            summed[i] = summed[i] + wanted[i]
+    for i in range(rows_in, len(grads)):
+        off[i] = float(((side.float64(grads[i]) - summed[i]) ** 2).sum())
+        norm[i] = float((summed[i] ** 2).sum())
+    errors = [math.sqrt(o / max(w, TINY)) for o, w in zip(off, norm)]
+    return math.nan if any(map(math.isnan, errors)) else max(errors)
+
+
+def _gradient_bits(side, workload: Workload, args: tuple, g, grads: tuple, scope) -> str:
+    """tileprim's gradients of the rows (dx) on the first CHECK_ROWS rows against the CPU
+    backend's forward + backward of those rows alone, on CPU copies (w's gradient is torch's sum
+    over the batch: the oracle checks it)."""
+    torch, rows_in = side.torch, workload.rows_in
+    k = min(CHECK_ROWS, g.shape[0])
+    host = tuple(a if isinstance(a, float) else (a[:k] if i < rows_in else a).detach().cpu().requires_grad_()
+                 for i, a in enumerate(args))
+    y = workload.program(*host, batch_dims=1, scope=scope, backend="cpu")
+    cpu = torch.autograd.grad(y, [a for a in host if torch.is_tensor(a)], g[:k].cpu())
+    return _differing((side.host(got[:k]), side.host(ref)) for got, ref in zip(grads[:rows_in], cpu))
+
+
 def _measure(side, inputs: Inputs, workload: Workload, shape: tuple, dtype: str, per_call: bool) -> Measured:
     x, r, w = inputs.get(("program", shape, dtype), lambda: side.inputs(shape, dtype))
     args = workload.arguments(x, r, w)
     scope = scope_for(shape[-1], dtype, workload.name)
-    timer = side.small_timer if per_call else side.timer
-    tolerance = TOLERANCE[dtype]
     peers, missing = side.peers(workload, args)
-    detail = {"scope": scope_name(scope), "unit": "µs" if per_call else "TB/s", "tolerance": tolerance,
+    detail = {"scope": scope_name(scope), "unit": "µs" if per_call else "TB/s", "tolerance": TOLERANCE[dtype],
               "n/a": missing}
-    ours = functools.partial(workload.program, *args, batch_dims=1, scope=scope, **side.lib.tileprim_options)
+    ours = functools.partial(workload.program, *args, batch_dims=1, scope=scope, **side.options)
+    return _checked_and_timed(side.small_timer if per_call else side.timer, ours, peers, detail,
+                              lambda results: _worst_error(side, workload, args, _as_tuple(results), dtype),
+                              lambda results: _bits(side, workload, args, _as_tuple(results), scope),
+                              min(CHECK_ROWS, shape[0]))
+
+
+def _forward_backward(torch, wrt: tuple, g, forward):
+    """``forward()``'s gradients with respect to ``wrt`` given its result's gradient ``g``."""
+    return torch.autograd.grad(forward(), wrt, g)
+
+
+def _measure_gradients(side, inputs: Inputs, workload: Workload, shape: tuple, dtype: str) -> Measured:
+    side = side.autograd()  # on the CPU: torch CPU tensors (raises where torch is missing)
+    x, w, g = inputs.get(("program fwd+bwd", shape, dtype), lambda: side.gradient_inputs(shape, dtype))
+    args = workload.arguments(x, None, w)
+    wrt = tuple(a for a in args if not isinstance(a, float))
+    scope = scope_for(shape[-1], dtype, workload.name)
+    with_backward = functools.partial(_forward_backward, side.torch, wrt, g)
+    forwards, missing = side.peers(workload, args)
+    peers = {name: functools.partial(with_backward, fn) for name, fn in forwards.items()}
+    detail = {"scope": scope_name(scope), "unit": "TB/s", "tolerance": GRADIENT_TOLERANCE[dtype],
+              "n/a": missing}
+    forward = functools.partial(workload.program, *args, batch_dims=1, scope=scope, **side.options)
+    ours = functools.partial(with_backward, forward)
+    return _checked_and_timed(side.timer, ours, peers, detail,
+                              lambda grads: _gradient_error(side, workload, wrt, g, grads, dtype),
+                              lambda grads: _gradient_bits(side, workload, args, g, grads, scope),
+                              min(CHECK_ROWS, shape[0]))
+
+
+def _checked_and_timed(timer, ours, peers: dict, detail: dict, error_of, bits_of, bits_rows: int) -> Measured:
+    """tileprim's call checked on its first results (``error_of``: the error against the oracle,
+    ``bits_of``: against the CPU backend's bits), then timed; each peer checked by ``error_of`` and
+    timed. A peer that fails is n/a with the reason (in ``detail["n/a"]``); where tileprim fails,
+    the peers are still measured and the reason is the note."""
+    tolerance, missing = detail["tolerance"], detail["n/a"]
     ours_ms, note = None, None
     try:
-        results = _as_tuple(ours())  # compiles; the check runs on this first result
-        error = _worst_error(side, workload, args, results, dtype)
+        results = ours()  # compiles; the check runs on this first result
+        error = error_of(results)
         detail.update(oracle=None if math.isnan(error) else error, oracle_ok=error <= tolerance,
-                      bits=_bits(side, workload, args, results, scope), bits_rows=min(CHECK_ROWS, shape[0]))
+                      bits=bits_of(results), bits_rows=bits_rows)
         del results
         ours_ms = timer(ours)
     except Exception as e:  # not yet on this backend, a refused tile: the peers are still measured
@@ -228,7 +221,7 @@ def _measure(side, inputs: Inputs, workload: Workload, shape: tuple, dtype: str,
     baselines, peers_ok = {}, {}
     for name, fn in peers.items():
         try:
-            peers_ok[name] = _worst_error(side, workload, args, _as_tuple(fn()), dtype) <= tolerance
+            peers_ok[name] = error_of(fn()) <= tolerance
             baselines[name] = timer(fn)
         except Exception as e:
             missing[name] = reason(e)
@@ -247,10 +240,12 @@ def _case(side, inputs: Inputs, workload: Workload, shape: tuple, dtype: str, pe
                 bytes=workload.bytes(m, n, numpy_dtype(dtype).itemsize))
 
 
-def side_for(lib):
-    """What the tile-program cases run on beside ``lib`` (a GpuLibrary or NumpyLibrary): its
-    inputs, peers, timers and shapes."""
-    return _GpuSide(lib) if lib.backend == "cuda" else _CpuSide(lib)
+def _gradient_case(side, inputs: Inputs, workload: Workload, shape: tuple, dtype: str) -> Case:
+    m, n = shape
+    return Case(f"program {workload.name} fwd+bwd {m}x{n} {dtype}", "program_backward",
+                lambda: _measure_gradients(side, inputs, workload, shape, dtype), op=workload.name,
+                dtype=dtype, scope=scope_name(scope_for(n, dtype, workload.name)), K=n, shape=shape,
+                bytes=workload.gradient_bytes(m, n, numpy_dtype(dtype).itemsize))
 
 
 def program_cases(side, inputs: Inputs, quick: bool = False) -> Tuple[List[Case], dict]:
@@ -259,10 +254,13 @@ def program_cases(side, inputs: Inputs, quick: bool = False) -> Tuple[List[Case]
     Parameters
     ----------
     side : from :func:`side_for`
-        GPU: the shapes above against PyTorch, torch.compile and Liger. CPU: tiny shapes against
-        NumPy, to run the code paths and checks (the times are no claim).
+        GPU: the shapes of ``program_sides.GPU_SHAPES`` against PyTorch, torch.compile and Liger.
+        CPU: tiny shapes against NumPy, to run the code paths and checks (the times are no
+        claim); the forward + backward cases there run the CPU backend on torch CPU tensors
+        beside torch eager (n/a without torch).
     inputs : Inputs
-        Holds the inputs of one (shape, dtype) at a time; the workloads of that pair share them.
+        Holds the inputs of one (shape, dtype) at a time; the workloads of that pair share them
+        (the forward + backward cases come after all others, with inputs of their own).
     quick : bool
         A quarter of the rows.
 
@@ -274,8 +272,11 @@ def program_cases(side, inputs: Inputs, quick: bool = False) -> Tuple[List[Case]
              for shape in side.shapes(quick) for dtype in DTYPES for workload in WORKLOADS]
     rmsnorm = next(w for w in WORKLOADS if w.name == "rmsnorm")
     cases += [_case(side, inputs, rmsnorm, SMALL_SHAPE, dtype, per_call=True) for dtype in DTYPES]
+    cases += [_gradient_case(side, inputs, workload, shape, dtype)
+              for shape in side.shapes(quick) for dtype in DTYPES for workload in GRADIENT_WORKLOADS]
     header = {"program_timing": side.timer.describe(), "program_small_timing": side.small_timer.describe(),
-              "program_tolerance": TOLERANCE, "program_bits_rows": CHECK_ROWS}
+              "program_tolerance": TOLERANCE, "program_bits_rows": CHECK_ROWS,
+              "program_backward_tolerance": GRADIENT_TOLERANCE}
     return cases, header
 
 
@@ -325,7 +326,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a quarter of the rows")
     parser.add_argument("--only", action="append", default=[], metavar="TEXT",
                         help="only the cases whose name contains TEXT (repeatable), e.g. 'softmax', "
-                             "'bfloat16', 'x16384', 'host wall'")
+                             "'bfloat16', 'x16384', 'host wall', 'fwd+bwd'")
     parser.add_argument("--list", action="store_true", help="print the case names and exit")
     parser.add_argument("--json", metavar="PATH",
                         help="also write the header (GPU, driver, versions) and one row per case as JSON")

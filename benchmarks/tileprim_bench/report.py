@@ -16,6 +16,12 @@ SECTIONS = {
                "call); Nx best peer = tileprim's TB/s / the fastest peer's (above 1: tileprim is faster); "
                "oracle: worst |got - want| / |want| against float64; bits: tileprim's result against the CPU "
                "backend's (on the CPU: against the first rows run alone)",
+    "program_backward":
+        "tile programs, forward + backward: y = f(x[, w]) on inputs that need a gradient, then "
+        "torch.autograd.grad(y, inputs, g); TB/s = the fewest bytes (forward: x, w read, y written; "
+        "backward: x, w, g read, dx, dw written) / time; Nx best peer as above; oracle: worst "
+        "||got - want|| / ||want|| of a gradient against float64; bits: tileprim's dx on the first rows "
+        "against the CPU backend's forward + backward of those rows alone",
 }
 # One unit per section, so a column reads down without converting: small calls in µs.
 UNIT_SCALE = {"throughput": ("ms", 1.0), "latency": ("µs", 1e3), "kernel": ("ms", 1.0)}
@@ -70,7 +76,7 @@ def line(r: dict, width: int = 0) -> str:
     """One printed line: the case (padded to ``width``), tileprim's time (and GB/s), each
     baseline's with tileprim's ratio to it in parentheses, then the case's own figures, or n/a
     with the reason. A tile program's row has its own line (``program_line``)."""
-    if r["kind"] == "program":
+    if r["kind"] in ("program", "program_backward"):
         return program_line(r, width)
     text = f"{r['case']:<{width}}  tileprim "
     if r["tileprim_ms"] is None:
