@@ -2,10 +2,12 @@
 # Everything one GPU lease does, in one call: build, the GPU tests, compute-sanitizer over the
 # GPU suite, the benchmarks (python -m tileprim bench; its JSON in $OUT/bench.json). Logs go to
 # $OUT/<step>.log; a summary line per step is printed.
-#   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench] [programs] [profile] [treduce] [processes] [nccl]
+#   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench] [programs] [programs_backward] [profile] [treduce]
+#        [processes] [nccl]
 #   (default: the first four; processes: the multi-process treduce tests and benchmark, 2+ GPUs;
 #   nccl: the NCCL transport's benchmark, on NVLink and on NCCL's network transport; programs: the
-#   tile-program benchmark, $OUT/programs.json, Liger installed from .whl/ where carried)
+#   tile-program benchmark, $OUT/programs.json, Liger installed from .whl/ where carried;
+#   programs_backward: its forward + backward cases alone, $OUT/programs_backward.json)
 set -u
 OUT=${OUT:-/tmp/tileprim-gpu}
 mkdir -p "$OUT"
@@ -85,6 +87,10 @@ fi
 if want programs; then  # the tile-program benchmark alone (also inside bench), beside torch, torch.compile, Liger
   carried_wheels
   TAIL=40 step programs python3 benchmarks/programs.py --json "$OUT/programs.json"
+fi
+if want programs_backward; then  # softmax and RMSNorm forward + backward, the program's backward derived
+  carried_wheels
+  TAIL=20 step programs_backward python3 benchmarks/programs.py --only fwd+bwd --json "$OUT/programs_backward.json"
 fi
 if want profile; then  # the cases whose targets are hardest, through Nsight Compute
   for case in "sum K=128 thread" "sum K=32 cta(32)" "exp float16"; do
