@@ -289,16 +289,18 @@ TP_WIDE_TRANSCENDENTAL(rsqrt, TP_UNSCALED)
 // subnormals, where float's rounding is not fine enough), both then correctly rounded since
 // their precision is at least 2p + 2; the transcendentals from the float Value, rounded to odd
 // and then to nearest (correct over every input, checked). H needs widen(H) and convert_to<H>.
-#define TP_SIXTEEN_BIT_THROUGH_FLOAT(H, Wide)                                                  \
+#define TP_SIXTEEN_BIT_THROUGH_FLOAT(H, Wide, Format16)                                        \
   TP_HD H sqrt(H x) { return convert_to<H>::from(sqrt(widen(x))); }                             \
   TP_HD H fdiv(H a, H b) { return convert_to<H>::from(Wide(widen(a)) / Wide(widen(b))); }      \
   TP_HD H reciprocal(H x) { return convert_to<H>::from(Wide(1) / Wide(widen(x))); }             \
-  TP_HD H exp(H x) { return convert_to<H>::from(TP_TO_ODD(exp, x)); }                           \
-  TP_HD H exp2(H x) { return convert_to<H>::from(TP_TO_ODD(exp2, x)); }                         \
-  TP_HD H log(H x) { return convert_to<H>::from(ieee_math::odd(ieee_math::log_value(widen(x)))); }     \
-  TP_HD H log2(H x) { return convert_to<H>::from(ieee_math::odd(ieee_math::log2_value(widen(x)))); }   \
-  TP_HD H rsqrt(H x) { return convert_to<H>::from(ieee_math::odd(ieee_math::rsqrt_value(widen(x)))); } \
+  TP_HD H exp(H x) { return convert_to<H>::from(ieee_math16::exp<Format16>(widen(x))); }        \
+  TP_HD H exp2(H x) { return convert_to<H>::from(ieee_math16::exp2<Format16>(widen(x))); }      \
+  TP_HD H log(H x) { return convert_to<H>::from(ieee_math16::log<Format16>(widen(x))); }        \
+  TP_HD H log2(H x) { return convert_to<H>::from(ieee_math16::log2<Format16>(widen(x))); }      \
+  TP_HD H rsqrt(H x) { return convert_to<H>::from(ieee_math16::rsqrt<Format16>(widen(x))); }    \
   TP_HD H silu(H x) { return convert_to<H>::from(TP_TO_ODD(silu, x)); }
 #define TP_TO_ODD(op, x) ieee_math::round_to_odd(ieee_math::op##_value(widen(x)))
 
 }  // namespace tp
+
+#include "transcendental16.cuh"
