@@ -2,16 +2,15 @@
 // short polynomial, rounded once to the 16-bit format, in IEEE-rounded operations only (the CPU
 // backend instantiates these same functions, so both backends give the same bits).
 //
-// Each result is correctly rounded for every one of the 65,536 inputs (tests/test_numerics.py
-// checks all of them). Why float suffices: a 16-bit input has only 11 (8) significant bits, so the
-// reductions below are exact where they must be, and where a polynomial's error matters is known
-// input by input. The exact result of every input lies at least 2^-26.8 (float16; 2^-25.1
-// bfloat16) of itself from a 16-bit rounding midpoint, silu's tiny inputs excepted, for whom the
-// lo term below is exact; so hi + lo with a float hi and an error below that is enough, where hi
-// is nudged one float ulp toward hi + lo before the final rounding (see `nudged`). rsqrt needs
-// no lo: its results lie at least 2^-21.4 from a midpoint, and float Newton steps err by 2^-23.
+// Why float suffices: a 16-bit input has only 11 (8) significant bits, so the reductions below are
+// exact where they must be, and every inexact result lies at least 2^-26.8 of itself (float16;
+// bfloat16 2^-25.1) from a 16-bit rounding midpoint, silu's tiny inputs aside (there the lo terms
+// are exact). So hi + lo, hi a float, errs by less than that (the polynomials are as short as that
+// allows), and hi nudged toward hi + lo (`nudged`) rounds as the exact result does. rsqrt needs no
+// lo: its results lie at least 2^-21.4 from a midpoint, its float Newton steps err by 2^-23.
+// Correctly rounded at every one of the 65,536 inputs of each format: tests/test_numerics.py.
 //
-// Included by transcendental.cuh, which it shares Value and the bit moves with.
+// Included by transcendental.cuh, whose Value and bit moves it uses.
 #pragma once
 
 namespace tp {
@@ -30,13 +29,13 @@ constexpr unsigned kOne = 0x3f800000u;  // 1.0f's bits
 struct Half {
   static constexpr float kExpZero = -17.5f, kExpInf = 11.125f;  // e^-17.5 < 2^-25, e^11.125 > 65520
   static constexpr float kExp2Zero = -25.0f, kExp2Inf = 16.0f;  // 2^-25 is a tie, rounded to 0
-  static constexpr float kSiluInf = 65536.0f;
+  static constexpr float kSiluZero = -21.5f, kSiluInf = 65536.0f;  // 21.5 e^-21.5 < 2^-25
   static constexpr bool kFloatSubnormals = false;
 };
 struct BFloat16 {
   static constexpr float kExpZero = -93.0f, kExpInf = 89.0f;    // e^-93 < 2^-134, e^89 > 2^128
   static constexpr float kExp2Zero = -134.0f, kExp2Inf = 128.0f;
-  static constexpr float kSiluInf = 0x1.fffffep127f;            // float's max: bfloat16's infinity
+  static constexpr float kSiluZero = -98.0f, kSiluInf = 0x1.fffffep127f;  // float's max: bfloat16's inf
   static constexpr bool kFloatSubnormals = true;
 };
 
@@ -45,6 +44,13 @@ struct BFloat16 {
 TP_HD float clamp(float x, float zero, float inf) {
   const float below = x > inf ? inf : x;
   return below <= zero ? zero - 1.0f : below;
+}
+
+// A + B + small as hi + lo, A and B exact, |A| >= |B| or A = 0, |small| < |B|: A + B is summed
+// exactly (Fast2Sum), then small joins its error
+TP_HD Value sum3(float a, float b, float small) {
+  const float s = a + b, t = (b - (s - a)) + small, hi = s + t;
+  return {hi, t - (hi - s), 0.0f};
 }
 
 // 1 + w as hi + lo, hi = RN(1 + w) and lo its error, exactly (Fast2Sum: |w| < 1)
@@ -63,61 +69,83 @@ TP_HD float nudged(const Value& v) {
   return from_bits((b + toward_zero) | 1u);
 }
 
+// 2^k for an integer k in [-126, 127], from its bits
+TP_HD int exponent_of(float k) { return static_cast<int>(to_bits(k + kShifter) - to_bits(kShifter)); }
+TP_HD float pow2(int k) { return from_bits((static_cast<unsigned>(k) << 23) + kOne); }
+
 // v * 2^k for the integer k: one exact product for float16 (k in [-38, 23]); for bfloat16 two
-// (2^floor(k/2), 2^ceil(k/2): k reaches -135 and 128), the second rounding where the product
+// (2^floor(k/2), 2^ceil(k/2): k reaches -141 and 128), the second rounding where the product
 // is a float subnormal
 template <class F> TP_HD float times_pow2(float v, float k) {
-  const int ki = static_cast<int>(to_bits(k + kShifter) - to_bits(kShifter));
+  const int ki = exponent_of(k);
   if constexpr (F::kFloatSubnormals) {
-    const int half = ki >> 1;
-    return (v * from_bits((static_cast<unsigned>(half) << 23) + kOne)) *
-           from_bits((static_cast<unsigned>(ki - half) << 23) + kOne);
+    return (v * pow2(ki >> 1)) * pow2(ki - (ki >> 1));
   } else {
-    return v * from_bits((static_cast<unsigned>(ki) << 23) + kOne);
+    return v * pow2(ki);
   }
 }
 
-// (e^r - 1 - r) / r^2 on |r| <= ln2/2, error 2^-23.9 (the inputs need 2^-18.6)
+// (e^r - 1 - r) / r^2 on |r| <= ln2/2, error 2^-18.6; (2^t - 1 - t ln2) / t^2 on |t| <= 1/2,
+// error 2^-19.7: a degree less misses float16 inputs
 TP_HD float exp_q(float r) {
   return fma(fma(fma(0x1.123e00p-7f, r, 0x1.56b3b4p-5f), r, 0x1.555494p-3f), r, 0x1.ffff58p-2f);
 }
-// (2^t - 1 - t ln2) / t^2 on |t| <= 1/2, error 2^-25.0 (the inputs need 2^-22.1)
 TP_HD float exp2_q(float t) {
-return fma(fma(fma(0x1.5f091ep-10f, t, 0x1.3c6e68p-7f), t, 0x1.c6af8cp-5f), t, 0x1.ebfb3ep-3f);
+  return fma(fma(fma(0x1.5f091ep-10f, t, 0x1.3c6e68p-7f), t, 0x1.c6af8cp-5f), t, 0x1.ebfb3ep-3f);
 }
 
-// e^x = (1 + a + rho + r^2 q(r)) 2^k: k = RN(x / ln2), a = x - k ln2_f exactly (|a| <= ln2/2 is a
-// multiple of 2^-24, as x and k ln2_f are), rho = k (ln2 - ln2_f), r = RN(a + rho)
-template <class F> TP_HD Value exp_value(float x) {
-  const float xc = clamp(x, F::kExpZero, F::kExpInf);
-  const float k = fma(xc, 0x1.715476p+0f, kShifter) - kShifter;
-  const float a = fma(k, -0x1.62e430p-1f, xc), rho = k * 0x1.05c610p-29f;
-  Value v = one_plus(a + a * a * exp_q(a));
-  v.k = k;
-  return v;
-}
-
-// 2^x = (1 + t ln2) 2^k with k = RN(x), t = x - k exactly (11 bits at most); t ln2 = t L1 + t L2
-// where L1, ln2 to 12 bits, makes t L1 exact
-template <class F> TP_HD Value exp2_value(float x) {
-  const float xc = clamp(x, F::kExp2Zero, F::kExp2Inf);
-  const float k = (xc + kShifter) - kShifter, t = xc - k;
-  Value v = one_plus(t * 0x1.62ep-1f + fma(t * t, exp2_q(t), t * 0x1.0bfbe8p-15f));
-  v.k = k;
-  return v;
+// e^x = (1 + a + small) 2^k for x in the clamp's range: k = RN(x / ln2), a = x - k ln2_f exactly
+// (|a| <= ln2/2 is a multiple of 2^-24, as x and k ln2_f are), small = a^2 q(a). ln2_f's own
+// error, k (ln2 - ln2_f), at most 2^-21.9 relative (bfloat16's k; float16's 2^-24.3), is left
+// out: checked harmless
+struct ExpParts {
+  float k, a, small;
+};
+TP_HD ExpParts exp_parts(float x) {
+  const float k = fma(x, 0x1.715476p+0f, kShifter) - kShifter;
+  const float a = fma(k, -0x1.62e430p-1f, x);
+  return {k, a, a * a * exp_q(a)};
 }
 
 template <class F> TP_HD float exp(float x) {
-  const Value v = exp_value<F>(x);
-  return times_pow2<F>(nudged(v), v.k);
+  const ExpParts e = exp_parts(clamp(x, F::kExpZero, F::kExpInf));
+  return times_pow2<F>(nudged(one_plus(e.a + e.small)), e.k);
 }
+// 2^x = (1 + t ln2 + t^2 q(t)) 2^k with k = RN(x), t = x - k exactly (11 bits at most); t ln2 =
+// t L1 + t L2, L1 = ln2 to 12 bits, so t L1 is exact
 template <class F> TP_HD float exp2(float x) {
-  const Value v = exp2_value<F>(x);
-  return times_pow2<F>(nudged(v), v.k);
+  const float xc = clamp(x, F::kExp2Zero, F::kExp2Inf);
+  const float k = (xc + kShifter) - kShifter, t = xc - k;
+  const float w = t * 0x1.62ep-1f + fma(t * t, exp2_q(t), t * 0x1.0bfbe8p-15f);
+  return times_pow2<F>(nudged(one_plus(w)), k);
+}
+
+// silu x = x / (1 + e) (x >= 0) or x e / (1 + e) (x < 0), e = e^-|x| = (hi + lo) 2^k: numerator n
+// and denominator d carried as pairs, the quotient n (1/d) corrected by its remainder; for x < 0
+// the 2^k joins at the end, so a result that is a float subnormal rounds once more only there
+template <class F> TP_HD float silu(float x) {
+  const float xc = x > F::kSiluInf ? F::kSiluInf : x;  // +inf: a finite x that rounds to infinity
+  const bool negative = xc < 0.0f;
+  const float minus_abs = negative ? xc : -xc;
+  const float a = minus_abs < F::kSiluZero ? F::kSiluZero : minus_abs;  // -inf: a rounds to -0
+  const ExpParts parts = exp_parts(a);  // 1 + a + small summed exactly but for small's rounding
+  Value e = sum3(1.0f, parts.a, parts.small);
+  e.k = parts.k;
+  float k_d = e.k;  // e's 2^k in d; for bfloat16 e beside 1 counts no more below 2^-126
+  if constexpr (F::kFloatSubnormals) k_d = k_d < -126.0f ? -126.0f : k_d;
+  const float scale = pow2(exponent_of(k_d));
+  const Value d = one_plus(e.hi * scale);
+  const float d_lo = d.lo + e.lo * scale;
+  const float ae = a * e.hi, ae_lo = fma(a, e.hi, -ae) + a * e.lo;
+  const float n = negative ? ae : xc, n_lo = negative ? ae_lo : 0.0f;
+  const float inv = ieee_math::reciprocal_from_line<float, 3>(d.hi, 24.0f / 17, 8.0f / 17), q = n * inv;
+  const float c = ((fma(-q, d.hi, n) + n_lo) - q * d_lo) * inv, hi = q + c;
+  const float v = times_pow2<F>(nudged({hi, c - (hi - q), 0.0f}), negative ? e.k : 0.0f);
+  return x == 0.0f ? x : v;  // +-0 keeps its sign
 }
 
 // (log(1 + f) - f) / f^2 and (log2(1 + f) - f log2e) / f^2 on f in [sqrt(1/2) - 1, sqrt(2) - 1],
-// errors 2^-22.6 and 2^-22.1
+// errors 2^-22.6 and 2^-19.4: a degree less misses float16 inputs
 TP_HD float log_q(float f) {
   float p = fma(0x1.79c2e2p-4f, f, -0x1.25bc0cp-3f);
   p = fma(p, f, 0x1.2e8c5ep-3f);
@@ -150,15 +178,9 @@ template <class F> TP_HD Split split(float x) {
     shift = subnormal ? -24.0f : 0.0f;
   }
   const unsigned ix = to_bits(xs) - kSqrtHalf;
-  const float k = (from_bits(to_bits(kShifter) + static_cast<unsigned>(static_cast<int>(ix) >> 23)) - kShifter) + shift;
+  const unsigned k_bits = to_bits(kShifter) + static_cast<unsigned>(static_cast<int>(ix) >> 23);
+  const float k = (from_bits(k_bits) - kShifter) + shift;
   return {k, from_bits((ix & 0x007fffffu) + kSqrtHalf) - 1.0f};
-}
-
-// A + B + small as hi + lo, A and B exact, |A| >= |B| or A = 0, |small| < |B|: A + B is summed
-// exactly (Fast2Sum), then small joins its error
-TP_HD Value sum3(float a, float b, float small) {
-  const float s = a + b, t = (b - (s - a)) + small, hi = s + t;
-  return {hi, t - (hi - s), 0.0f};
 }
 
 // log's specials: +-0 -> -inf, x < 0 and NaN -> NaN, +inf -> +inf
@@ -197,9 +219,10 @@ template <class F> TP_HD float rsqrt(float x) {
   y = y * fma(-half_x, y * y, 1.5f);
   y = y * fma(-half_x, y * y, 1.5f);
   y = y * fma(-half_x, y * y, 1.5f);
+  // +-0 and +inf swap with +-inf and +0 by their exponent bits
   const float inf = limits<float>::pos_inf();
-  const float special = x == inf ? 0.0f : (x == 0.0f ? from_bits(to_bits(x) | to_bits(inf)) : limits<float>::quiet_nan());
-  return (x > 0.0f) & (x < inf) ? y * post : special;
+  const float r = (x > 0.0f) & (x < inf) ? y * post : from_bits(to_bits(x) ^ to_bits(inf));
+  return x >= 0.0f ? r : limits<float>::quiet_nan();
 }
 
 }  // namespace ieee_math16
