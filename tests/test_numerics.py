@@ -23,6 +23,17 @@ def test_every_16_bit_input_rounds_correctly(op, dtype):
     assert r.max_ulp <= 0.5
 
 
+def test_bfloat16_silu_of_a_subnormal_rounds_past_the_tie():
+    # silu x = x/2 + x^2/4 - ...: x/2 of an odd multiple j of bfloat16's smallest subnormal is a tie,
+    # which x^2/4 breaks away from 0 for x > 0 and toward 0 for x < 0 (an oracle that rounds float64
+    # to bfloat16 through float32, as ml_dtypes does, rounds it to even instead)
+    j = np.arange(1, 128)
+    x = (j * 2.0 ** -133).astype(NP["bfloat16"])
+    want = np.concatenate([(j + 1) // 2 * 2.0 ** -133, -(j // 2 * 2.0 ** -133)])  # -0 for j = 1
+    got = tp.silu(np.concatenate([x, -x]).reshape(-1, 2), batch_dims=1, backend="cpu").reshape(-1)
+    assert bits_equal(got, want.astype(NP["bfloat16"])), got
+
+
 @pytest.mark.parametrize("op", accuracy.OPS)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_wide_types_stay_within_the_published_max_ulp(op, dtype, rng):

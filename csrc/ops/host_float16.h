@@ -168,7 +168,7 @@ template <class F> F pick(F a, F b, bool want_max, bool nan_wins) {
 }
 }  // namespace host_small_float
 
-#define TP_HOST_SMALL_FLOAT_OPS(F, Wide)                                                              \
+#define TP_HOST_SMALL_FLOAT_OPS(F, Wide, Format16)                                                            \
   inline F add(F a, F b) { return host_small_float::add(a, b); }                                  \
   inline F sub(F a, F b) { return host_small_float::add(a, F::from_bits(b.bits ^ 0x8000)); }       \
   inline F mul(F a, F b) { return F::from_float(a.to_float() * b.to_float()); }                  \
@@ -188,10 +188,10 @@ template <class F> F pick(F a, F b, bool want_max, bool nan_wins) {
     static F from(float x) { return F::from_float(x); }                                           \
     static F from(double x) { return F::round(x); }                                               \
   };                                                                                              \
-  TP_SIXTEEN_BIT_THROUGH_FLOAT(F, Wide)
+  TP_SIXTEEN_BIT_THROUGH_FLOAT(F, Wide, Format16)
 
-TP_HOST_SMALL_FLOAT_OPS(half_t, float)
-TP_HOST_SMALL_FLOAT_OPS(bfloat16_t, double)
+TP_HOST_SMALL_FLOAT_OPS(half_t, float, ieee_math16::Half)
+TP_HOST_SMALL_FLOAT_OPS(bfloat16_t, double, ieee_math16::BFloat16)
 #undef TP_HOST_SMALL_FLOAT_OPS
 
 }  // namespace tp

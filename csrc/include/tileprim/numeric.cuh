@@ -236,7 +236,7 @@ template <> struct convert_to<__half> {
   static TP_HD __half from(float x) { return __float2half_rn(x); }
   static TP_HD __half from(double x) { return __double2half(x); }
 };
-TP_SIXTEEN_BIT_THROUGH_FLOAT(__half, float)
+TP_SIXTEEN_BIT_THROUGH_FLOAT(__half, float, ieee_math16::Half)
 TP_TWO_BYTE_PAIR_OPS(__half2)
 #endif
 #if TP_ON_DEVICE && defined(TP_WITH_BF16)
@@ -252,7 +252,7 @@ template <> struct convert_to<__nv_bfloat16> {
   static TP_HD __nv_bfloat16 from(float x) { return __float2bfloat16_rn(x); }
   static TP_HD __nv_bfloat16 from(double x) { return __double2bfloat16(x); }
 };
-TP_SIXTEEN_BIT_THROUGH_FLOAT(__nv_bfloat16, double)
+TP_SIXTEEN_BIT_THROUGH_FLOAT(__nv_bfloat16, double, ieee_math16::BFloat16)
 TP_TWO_BYTE_PAIR_OPS(__nv_bfloat162)
 #endif
 #undef TP_TWO_BYTE_OPS

@@ -5,9 +5,8 @@
 // CUDA or C library math function is called, whose last bits differ from each other.
 //
 // Each op first yields a Value: the result as (hi + lo) * 2^k with hi = RN(hi + lo) and
-// |lo| <= ulp(hi) / 2, about 2^-27 (float) or 2^-56 (double) relative. float and double round
-// hi * 2^k; the 16-bit types round hi + lo to odd in float, then once to 16 bits, which is
-// their correct rounding (checked over every input: tests/test_numerics.py). Written as
+// |lo| <= ulp(hi) / 2, about 2^-27 (float) or 2^-56 (double) relative, and rounds hi * 2^k.
+// float16 and bfloat16 have their own, shorter algorithms (transcendental16.cuh). Written as
 // selects, not branches, so host loops over them vectorize. Measured accuracy: the op table.
 //
 // Included by numeric.cuh after its exactly rounded arithmetic.
@@ -248,21 +247,9 @@ template <class T> TP_HD Value<T> silu_value(T x) {
   return pick_value(!(is_nan(x) | (x == limits<T>::pos_inf()) | (x == T(0))), v, special);
 }
 
-// hi + lo rounded to odd: the neighbour of hi toward lo where hi is even and lo is not 0. A
-// later rounding to nearest at 2 or more bits fewer then rounds hi + lo correctly (Boldo and
-// Melquiond).
-template <class T> TP_HD T odd(const Value<T>& v) {
-  using Bits = typename Format<T>::Bits;
-  const Bits b = to_bits(v.hi);
-  const bool inexact = ((v.lo < T(0)) | (v.lo > T(0))) & ((b & Bits(1)) == Bits(0));  // not for a NaN
-  const bool same_sign = ((to_bits(v.lo) ^ b) >> (8 * sizeof(Bits) - 1)) == Bits(0);
-  return from_bits(inexact ? (same_sign ? b + Bits(1) : b - Bits(1)) : b);
-}
 // The value rounded: hi * 2^k, one rounding where that is normal; a subnormal result rounds hi
 // again (at most 0.81 ulp, measured)
 template <class T> TP_HD T round(const Value<T>& v) { return times_pow2(v.hi, v.k); }
-// For a 16-bit type: a float that its rounding to nearest takes to the correct rounding of v
-TP_HD float round_to_odd(const Value<float>& v) { return times_pow2(odd(v), v.k); }
 
 }  // namespace ieee_math
 
@@ -287,18 +274,20 @@ TP_WIDE_TRANSCENDENTAL(rsqrt, TP_UNSCALED)
 // canonical NaN in the conversion): sqrt in float,
 // division in Wide (float for half; double for bfloat16, whose quotients can be float
 // subnormals, where float's rounding is not fine enough), both then correctly rounded since
-// their precision is at least 2p + 2; the transcendentals from the float Value, rounded to odd
-// and then to nearest (correct over every input, checked). H needs widen(H) and convert_to<H>.
-#define TP_SIXTEEN_BIT_THROUGH_FLOAT(H, Wide)                                                  \
+// their precision is at least 2p + 2; the transcendentals from transcendental16.cuh's float
+// results for Format16 (ieee_math16::Half or BFloat16), correct over every input (checked).
+// H needs widen(H) and convert_to<H>.
+#define TP_SIXTEEN_BIT_THROUGH_FLOAT(H, Wide, Format16)                                        \
   TP_HD H sqrt(H x) { return convert_to<H>::from(sqrt(widen(x))); }                             \
   TP_HD H fdiv(H a, H b) { return convert_to<H>::from(Wide(widen(a)) / Wide(widen(b))); }      \
   TP_HD H reciprocal(H x) { return convert_to<H>::from(Wide(1) / Wide(widen(x))); }             \
-  TP_HD H exp(H x) { return convert_to<H>::from(TP_TO_ODD(exp, x)); }                           \
-  TP_HD H exp2(H x) { return convert_to<H>::from(TP_TO_ODD(exp2, x)); }                         \
-  TP_HD H log(H x) { return convert_to<H>::from(ieee_math::odd(ieee_math::log_value(widen(x)))); }     \
-  TP_HD H log2(H x) { return convert_to<H>::from(ieee_math::odd(ieee_math::log2_value(widen(x)))); }   \
-  TP_HD H rsqrt(H x) { return convert_to<H>::from(ieee_math::odd(ieee_math::rsqrt_value(widen(x)))); } \
-  TP_HD H silu(H x) { return convert_to<H>::from(TP_TO_ODD(silu, x)); }
-#define TP_TO_ODD(op, x) ieee_math::round_to_odd(ieee_math::op##_value(widen(x)))
+  TP_HD H exp(H x) { return convert_to<H>::from(ieee_math16::exp<Format16>(widen(x))); }        \
+  TP_HD H exp2(H x) { return convert_to<H>::from(ieee_math16::exp2<Format16>(widen(x))); }      \
+  TP_HD H log(H x) { return convert_to<H>::from(ieee_math16::log<Format16>(widen(x))); }        \
+  TP_HD H log2(H x) { return convert_to<H>::from(ieee_math16::log2<Format16>(widen(x))); }      \
+  TP_HD H rsqrt(H x) { return convert_to<H>::from(ieee_math16::rsqrt<Format16>(widen(x))); }    \
+  TP_HD H silu(H x) { return convert_to<H>::from(ieee_math16::silu<Format16>(widen(x))); }
 
 }  // namespace tp
+
+#include "transcendental16.cuh"

@@ -1,0 +1,229 @@
+// exp, exp2, log, log2, rsqrt and silu for float16 and bfloat16: a float range reduction and a
+// short polynomial, rounded once to the 16-bit format, in IEEE-rounded operations only (the CPU
+// backend instantiates these same functions, so both backends give the same bits).
+//
+// Why float suffices: a 16-bit input has only 11 (8) significant bits, so the reductions below are
+// exact where they must be, and every inexact result lies at least 2^-26.8 of itself (float16;
+// bfloat16 2^-25.1) from a 16-bit rounding midpoint, silu's tiny inputs aside (there the lo terms
+// are exact). So hi + lo, hi a float, errs by less than that (the polynomials are as short as that
+// allows), and hi nudged toward hi + lo (`nudged`) rounds as the exact result does. rsqrt needs no
+// lo: its results lie at least 2^-21.4 from a midpoint, its float Newton steps err by 2^-23.
+// Correctly rounded at every one of the 65,536 inputs of each format: tests/test_numerics.py.
+//
+// Included by transcendental.cuh, whose Value and bit moves it uses.
+#pragma once
+
+namespace tp {
+namespace ieee_math16 {
+
+using ieee_math::from_bits;
+using ieee_math::to_bits;
+using Value = ieee_math::Value<float>;
+
+constexpr float kShifter = 0x1.8p23f;  // v + kShifter rounds |v| < 2^22 to an integer
+constexpr unsigned kOne = 0x3f800000u;  // 1.0f's bits
+
+// What the maps need to know of each format: inputs at or below kExpZero (kExp2Zero) give 0, at
+// or above kExpInf (kExp2Inf) infinity, after the rounding (clamping there keeps 2^k a float);
+// whether results and inputs can be float subnormals (bfloat16's exponent range is float's).
+struct Half {
+  static constexpr float kExpZero = -17.5f, kExpInf = 11.125f;  // e^-17.5 < 2^-25, e^11.125 > 65520
+  static constexpr float kExp2Zero = -25.0f, kExp2Inf = 16.0f;  // 2^-25 is a tie, rounded to 0
+  static constexpr float kSiluZero = -21.5f, kSiluInf = 65536.0f;  // 21.5 e^-21.5 < 2^-25
+  static constexpr bool kFloatSubnormals = false;
+};
+struct BFloat16 {
+  static constexpr float kExpZero = -93.0f, kExpInf = 89.0f;    // e^-93 < 2^-134, e^89 > 2^128
+  static constexpr float kExp2Zero = -134.0f, kExp2Inf = 128.0f;
+  static constexpr float kSiluZero = -98.0f, kSiluInf = 0x1.fffffep127f;  // float's max: bfloat16's inf
+  static constexpr bool kFloatSubnormals = true;
+};
+
+// x clamped to (zero - 1, inf): whatever rounds to 0 moves 1 below `zero`, past a result that
+// ties; a NaN stays NaN (selects, not fminf)
+TP_HD float clamp(float x, float zero, float inf) {
+  const float below = x > inf ? inf : x;
+  return below <= zero ? zero - 1.0f : below;
+}
+
+// A + B + small as hi + lo, A and B exact, |A| >= |B| or A = 0, |small| < |B|: A + B is summed
+// exactly (Fast2Sum), then small joins its error
+TP_HD Value sum3(float a, float b, float small) {
+  const float s = a + b, t = (b - (s - a)) + small, hi = s + t;
+  return {hi, t - (hi - s), 0.0f};
+}
+
+// 1 + w as hi + lo, hi = RN(1 + w) and lo its error, exactly (Fast2Sum: |w| < 1)
+TP_HD Value one_plus(float w) {
+  const float hi = 1.0f + w;
+  return {hi, w - (hi - 1.0f), 0.0f};
+}
+
+// hi moved one float ulp toward hi + lo where hi's last bit is 0, else hi (rounding to odd,
+// Boldo and Melquiond, without its test for lo == 0). A 16-bit midpoint is a float with its last
+// bit 0, so the result is never one, and it rounds to 16 bits as hi + lo does: where hi is a
+// midpoint, to lo's side of it. hi is never 0 beside a lo of the other sign (NaN stays NaN).
+TP_HD float nudged(const Value& v) {
+  const unsigned b = to_bits(v.hi);
+  const unsigned toward_zero = static_cast<unsigned>(static_cast<int>(to_bits(v.lo) ^ b) >> 31);  // 0 or ~0
+  return from_bits((b + toward_zero) | 1u);
+}
+
+// 2^k for an integer k in [-126, 127], from its bits
+TP_HD int exponent_of(float k) { return static_cast<int>(to_bits(k + kShifter) - to_bits(kShifter)); }
+TP_HD float pow2(int k) { return from_bits((static_cast<unsigned>(k) << 23) + kOne); }
+
+// v * 2^k for the integer k: one exact product for float16 (k in [-38, 23]); for bfloat16 two
+// (2^floor(k/2), 2^ceil(k/2): k reaches -141 and 128), the second rounding where the product
+// is a float subnormal
+template <class F> TP_HD float times_pow2(float v, float k) {
+  const int ki = exponent_of(k);
+  if constexpr (F::kFloatSubnormals) {
+    return (v * pow2(ki >> 1)) * pow2(ki - (ki >> 1));
+  } else {
+    return v * pow2(ki);
+  }
+}
+
+// (e^r - 1 - r) / r^2 on |r| <= ln2/2, error 2^-18.6; (2^t - 1 - t ln2) / t^2 on |t| <= 1/2,
+// error 2^-19.7: a degree less misses float16 inputs
+TP_HD float exp_q(float r) {
+  return fma(fma(fma(0x1.123e00p-7f, r, 0x1.56b3b4p-5f), r, 0x1.555494p-3f), r, 0x1.ffff58p-2f);
+}
+TP_HD float exp2_q(float t) {
+  return fma(fma(fma(0x1.5f091ep-10f, t, 0x1.3c6e68p-7f), t, 0x1.c6af8cp-5f), t, 0x1.ebfb3ep-3f);
+}
+
+// e^x = (1 + a + small) 2^k for x in the clamp's range: k = RN(x / ln2), a = x - k ln2_f exactly
+// (|a| <= ln2/2 is a multiple of 2^-24, as x and k ln2_f are), small = a^2 q(a). ln2_f's own
+// error, k (ln2 - ln2_f), at most 2^-21.9 relative (bfloat16's k; float16's 2^-24.3), is left
+// out: checked harmless
+struct ExpParts {
+  float k, a, small;
+};
+TP_HD ExpParts exp_parts(float x) {
+  const float k = fma(x, 0x1.715476p+0f, kShifter) - kShifter;
+  const float a = fma(k, -0x1.62e430p-1f, x);
+  return {k, a, a * a * exp_q(a)};
+}
+
+template <class F> TP_HD float exp(float x) {
+  const ExpParts e = exp_parts(clamp(x, F::kExpZero, F::kExpInf));
+  return times_pow2<F>(nudged(one_plus(e.a + e.small)), e.k);
+}
+// 2^x = (1 + t ln2 + t^2 q(t)) 2^k with k = RN(x), t = x - k exactly (11 bits at most); t ln2 =
+// t L1 + t L2, L1 = ln2 to 12 bits, so t L1 is exact
+template <class F> TP_HD float exp2(float x) {
+  const float xc = clamp(x, F::kExp2Zero, F::kExp2Inf);
+  const float k = (xc + kShifter) - kShifter, t = xc - k;
+  const float w = t * 0x1.62ep-1f + fma(t * t, exp2_q(t), t * 0x1.0bfbe8p-15f);
+  return times_pow2<F>(nudged(one_plus(w)), k);
+}
+
+// silu x = x / (1 + e) (x >= 0) or x e / (1 + e) (x < 0), e = e^-|x| = (hi + lo) 2^k: numerator n
+// and denominator d carried as pairs, the quotient n (1/d) corrected by its remainder; for x < 0
+// the 2^k joins at the end, so a result that is a float subnormal rounds once more only there
+template <class F> TP_HD float silu(float x) {
+  const float xc = x > F::kSiluInf ? F::kSiluInf : x;  // +inf: a finite x that rounds to infinity
+  const bool negative = xc < 0.0f;
+  const float minus_abs = negative ? xc : -xc;
+  const float a = minus_abs < F::kSiluZero ? F::kSiluZero : minus_abs;  // -inf: a rounds to -0
+  const ExpParts parts = exp_parts(a);  // 1 + a + small summed exactly but for small's rounding
+  Value e = sum3(1.0f, parts.a, parts.small);
+  e.k = parts.k;
+  float k_d = e.k;  // e's 2^k in d; for bfloat16 e beside 1 counts no more below 2^-126
+  if constexpr (F::kFloatSubnormals) k_d = k_d < -126.0f ? -126.0f : k_d;
+  const float scale = pow2(exponent_of(k_d));
+  const Value d = one_plus(e.hi * scale);
+  const float d_lo = d.lo + e.lo * scale;
+  const float ae = a * e.hi, ae_lo = fma(a, e.hi, -ae) + a * e.lo;
+  const float n = negative ? ae : xc, n_lo = negative ? ae_lo : 0.0f;
+  const float inv = ieee_math::reciprocal_from_line<float, 3>(d.hi, 24.0f / 17, 8.0f / 17), q = n * inv;
+  const float c = ((fma(-q, d.hi, n) + n_lo) - q * d_lo) * inv, hi = q + c;
+  const float v = times_pow2<F>(nudged({hi, c - (hi - q), 0.0f}), negative ? e.k : 0.0f);
+  return x == 0.0f ? x : v;  // +-0 keeps its sign
+}
+
+// (log(1 + f) - f) / f^2 and (log2(1 + f) - f log2e) / f^2 on f in [sqrt(1/2) - 1, sqrt(2) - 1],
+// errors 2^-22.6 and 2^-19.4: a degree less misses float16 inputs
+TP_HD float log_q(float f) {
+  float p = fma(0x1.79c2e2p-4f, f, -0x1.25bc0cp-3f);
+  p = fma(p, f, 0x1.2e8c5ep-3f);
+  p = fma(p, f, -0x1.533940p-3f);
+  p = fma(p, f, 0x1.991574p-3f);
+  p = fma(p, f, -0x1.00052ap-2f);
+  p = fma(p, f, 0x1.55561ep-2f);
+  return fma(p, f, -0x1.fffffcp-2f);
+}
+TP_HD float log2_q(float f) {
+  float p = fma(-0x1.3bbff6p-3f, f, 0x1.ddd58ap-3f);
+  p = fma(p, f, -0x1.f8525ep-3f);
+  p = fma(p, f, 0x1.261a38p-2f);
+  p = fma(p, f, -0x1.711a78p-2f);
+  p = fma(p, f, 0x1.ec7558p-2f);
+  return fma(p, f, -0x1.71549cp-1f);
+}
+
+// x = 2^k (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)); f = m - 1 is exact and has at most 10
+// significant bits (m is x's significand), so f^2 is exact too. x > 0 finite.
+struct Split {
+  float k, f;
+};
+template <class F> TP_HD Split split(float x) {
+  constexpr unsigned kSqrtHalf = 0x3f3504f3u;
+  float xs = x, shift = 0.0f;
+  if constexpr (F::kFloatSubnormals) {  // bfloat16's subnormals are float's: made normal first
+    const bool subnormal = x < 0x1p-126f;
+    xs = subnormal ? x * 0x1p24f : x;
+    shift = subnormal ? -24.0f : 0.0f;
+  }
+  const unsigned ix = to_bits(xs) - kSqrtHalf;
+  const unsigned k_bits = to_bits(kShifter) + static_cast<unsigned>(static_cast<int>(ix) >> 23);
+  const float k = (from_bits(k_bits) - kShifter) + shift;
+  return {k, from_bits((ix & 0x007fffffu) + kSqrtHalf) - 1.0f};
+}
+
+// log's specials: +-0 -> -inf, x < 0 and NaN -> NaN, +inf -> +inf
+TP_HD float log_special(float x, float v) {
+  const float finite = x < limits<float>::pos_inf() ? v : x;
+  const float zero = x == 0.0f ? limits<float>::neg_inf() : finite;
+  return x < 0.0f ? limits<float>::quiet_nan() : zero;
+}
+
+// log x = k ln2 + f + f^2 q(f): k L1 exact (L1 = ln2 to 15 bits), L2 = ln2 - L1
+template <class F> TP_HD float log(float x) {
+  const Split s = split<F>(x);
+  const Value v = sum3(s.k * 0x1.62e4p-1f, s.f, fma(s.f * s.f, log_q(s.f), s.k * 0x1.7f7d1cp-20f));
+  return log_special(x, nudged(v));
+}
+// log2 x = k + f log2e + f^2 q2(f): f E1 exact (E1 = log2e to 12 bits), E2 = log2e - E1
+template <class F> TP_HD float log2(float x) {
+  const Split s = split<F>(x);
+  const Value v = sum3(s.k, s.f * 0x1.715p+0f, fma(s.f * s.f, log2_q(s.f), s.f * 0x1.1d94aep-14f));
+  return log_special(x, nudged(v));
+}
+
+// 1/sqrt(x): the exponent-halving start (0x5f375a86, within 3.5%), then three Newton steps
+// y (3/2 - x y^2 / 2), each squaring the error: 2^-23 after rounding, where every result lies at
+// least 2^-21.4 (float16; 2^-17.9 bfloat16) from a midpoint. Specials: +-0 -> +-inf, +inf -> +0,
+// x < 0 and NaN -> NaN.
+template <class F> TP_HD float rsqrt(float x) {
+  float xs = x, post = 1.0f;
+  if constexpr (F::kFloatSubnormals) {  // an even power of two makes a float subnormal normal
+    const bool subnormal = x < 0x1p-126f;
+    xs = subnormal ? x * 0x1p24f : x;
+    post = subnormal ? 0x1p12f : 1.0f;
+  }
+  const float half_x = 0.5f * xs;
+  float y = from_bits(0x5f375a86u - (to_bits(xs) >> 1));
+  y = y * fma(-half_x, y * y, 1.5f);
+  y = y * fma(-half_x, y * y, 1.5f);
+  y = y * fma(-half_x, y * y, 1.5f);
+  // +-0 and +inf swap with +-inf and +0 by their exponent bits
+  const float inf = limits<float>::pos_inf();
+  const float r = (x > 0.0f) & (x < inf) ? y * post : from_bits(to_bits(x) ^ to_bits(inf));
+  return x >= 0.0f ? r : limits<float>::quiet_nan();
+}
+
+}  // namespace ieee_math16
+}  // namespace tp
