@@ -11,6 +11,7 @@ from ._program.trace import TRACING, record_step
 from ._docs import op_docstring
 from ._errors import DispatchError
 from ._scope import ExecScope, thread
+from .comm import treduce
 
 __all__ = ["OPS", "plan", "variants", "DispatchError", "op_name", "twin"]
 
@@ -100,8 +101,8 @@ def plan(op, /, *args, **kwargs):
     >>> p.declined()["sm100_packed"]
     ['reduction_len: reduction_len 4 < 8']
     """
-    if isinstance(op, str) and op == "treduce":
-        from .comm import treduce as op  # the collective, by its name
+    if isinstance(op, str) and op == "treduce":  # the collective, by its name
+        op = treduce
     planner = getattr(op, "_tp_planner", None)
     if planner is not None:  # tp.comm.treduce
         return planner(*args, **kwargs)

@@ -48,16 +48,6 @@ std::string kernel_source(const Plan& plan, const TreducePlan& p) {
   return os.str();
 }
 
-// Element offsets a strided tensor spans: [low, high].
-std::pair<long long, long long> extent(const treduce::Geometry& g) {
-  long long low = 0, high = 0;
-  for (int d = 0; d < treduce::kDims; ++d) {
-    const long long reach = (g.shape[d] - 1) * g.src[d];
-    (reach < 0 ? low : high) += reach;
-  }
-  return {low, high};
-}
-
 BuiltKernel built(const Plan& plan, const std::string& arch) {
   BuiltKernel k;
   k.source.text = kernel_source(plan, plan.detail_as<TreducePlan>());
@@ -105,7 +95,8 @@ class CudaTreduceRunner : public Runner {
       pad_ = std::make_shared<DeviceBuffer>(sizeof(signals::Pad), devices_[p_.order[0]]);
       pad_->zero();
     }
-    const auto [low, high] = extent(p_.geometry);
+    const TileRef& source = plan.call.inputs[0];
+    const auto [low, high] = element_extent(source.shape, source.strides);
     extent_low_ = low;
     for (int r : p_.staged) {  // root_pull without peer access: copies on the root's GPU
       staged_.emplace(r, std::make_shared<DeviceBuffer>((high - low + 1) * element_bytes_, devices_[p_.workers[0]]));

@@ -16,8 +16,8 @@ import tempfile
 import time
 from typing import Iterable, List, Optional, Sequence
 
-from .. import _C
-from ._errors import CommError, CommTimeout
+from ... import _C
+from .._errors import CommError, CommTimeout
 
 __all__ = ["Rendezvous", "SharedFile", "remove_segment", "source_segment"]
 
@@ -176,8 +176,9 @@ class Rendezvous:
         self.wait(range(self.world_size), POSTED, epoch, timeout, what)
         return [self._read(r, DESCRIPTIONS[epoch & 1]) for r in range(self.world_size)]
 
-    def judge(self, epoch: int, error: str) -> None:
-        self._text(self.rank, VERDICT_TEXT, error.encode(), VERDICT_MAX, "verdict")
+    def publish_verdict(self, epoch: int, verdict: str) -> None:
+        """The root's verdict on call `epoch`: '' (accepted), or what every rank then hears."""
+        self._text(self.rank, VERDICT_TEXT, verdict.encode(), VERDICT_MAX, "verdict")
         _C.publish_flag(self._flag(self.rank, VERDICT), epoch)
 
     def verdict(self, root: int, epoch: int, timeout: float, what: str) -> str:
@@ -187,7 +188,7 @@ class Rendezvous:
     def release(self, epoch: int) -> None:
         _C.publish_flag(self._flag(self.rank, RELEASED), epoch)
 
-    def released(self, root: int, epoch: int, timeout: float, what: str) -> None:
+    def wait_released(self, root: int, epoch: int, timeout: float, what: str) -> None:
         self.wait([root], RELEASED, epoch, timeout, what)
 
     def wait(self, ranks: Iterable[int], field: int, epoch: int, timeout: float, what: str) -> None:
