@@ -54,48 +54,48 @@ std::string tile_text(const TreduceOptions& options) {
 void plan_treduce(Plan& plan, const std::vector<int>& workers, const std::string& algorithm) {
   const OpCall& call = plan.call;
   const TreduceOptions& options = *call.treduce;
-  auto p = std::make_shared<TreducePlan>();
+  auto detail = std::make_shared<TreducePlan>();
   const int ranks = static_cast<int>(call.inputs.size());
   const int root = options.root;
   const bool gpu = plan.context.backend == "cuda";
-  p->geometry = geometry_of(call, gpu ? std::max(1, plan.context.multiprocessors) : 1);
-  p->order = fold_order(ranks, root);
+  detail->geometry = geometry_of(call, gpu ? std::max(1, plan.context.multiprocessors) : 1);
+  detail->order = fold_order(ranks, root);
   const OpDef& op = op_def(options.op);  // validate_call made sure it is a reduction
-  p->functor = op.device_fn;
-  p->dtype = call.inputs[0].dtype;
-  p->accumulate = options.accumulate.empty() ? p->dtype : DType::float32;
-  p->pingpong = options.pingpong;
-  p->workers = workers;
-  const long long pieces = p->geometry.pieces();
+  detail->functor = op.device_fn;
+  detail->dtype = call.inputs[0].dtype;
+  detail->accumulate = options.accumulate.empty() ? detail->dtype : DType::float32;
+  detail->pingpong = options.pingpong;
+  detail->workers = workers;
+  const long long pieces = detail->geometry.pieces();
   for (size_t w = 0; w < workers.size(); ++w) {
-    p->shards.emplace_back(pieces * static_cast<long long>(w) / static_cast<long long>(workers.size()),
+    detail->shards.emplace_back(pieces * static_cast<long long>(w) / static_cast<long long>(workers.size()),
                            pieces * static_cast<long long>(w + 1) / static_cast<long long>(workers.size()));
   }
   if (gpu) {
     for (int w : workers) {
       for (int r = 0; r < ranks; ++r) {
         if (!plan.context.has_peer_access(w, r) &&
-            std::find(p->staged.begin(), p->staged.end(), r) == p->staged.end()) {
-          p->staged.push_back(r);
+            std::find(detail->staged.begin(), detail->staged.end(), r) == detail->staged.end()) {
+          detail->staged.push_back(r);
         }
       }
     }
   }
-  const treduce::Geometry& g = p->geometry;
+  const treduce::Geometry& g = detail->geometry;
   plan.set("algorithm", algorithm);
   plan.set("ranks", static_cast<long long>(ranks));
   plan.set("root", static_cast<long long>(root));
-  plan.set("order", std::vector<long long>(p->order.begin(), p->order.end()));
+  plan.set("order", std::vector<long long>(detail->order.begin(), detail->order.end()));
   plan.set("chunk", tile_text(options));
   plan.set("chunks", g.chunks());
   plan.set("pieces", pieces);
   plan.set("rows_per_piece", g.rows_per_piece);
   plan.set("workers", std::vector<long long>(workers.begin(), workers.end()));
-  plan.set("buffers", std::string(p->pingpong ? "acc/ping/pong" : "acc/recv"));
+  plan.set("buffers", std::string(detail->pingpong ? "acc/ping/pong" : "acc/recv"));
   if (gpu) {
     plan.set("ctas", std::min(pieces, 8ll * std::max(1, plan.context.multiprocessors)));
-    plan.set("stages", p->pingpong ? static_cast<long long>(ranks) : 1ll);
-    plan.set("transport", std::string(p->staged.empty() ? "peer access (loads over NVLink/PCIe)"
+    plan.set("stages", detail->pingpong ? static_cast<long long>(ranks) : 1ll);
+    plan.set("transport", std::string(detail->staged.empty() ? "peer access (loads over NVLink/PCIe)"
                                                          : "staged copies for ranks without peer access"));
   } else {
     plan.set("transport", std::string("host memory"));
@@ -118,10 +118,10 @@ void plan_treduce(Plan& plan, const std::vector<int>& workers, const std::string
   }
   plan.note("order", "root first, then the other ranks ascending, at every element: bitwise the same whatever "
                      "algorithm, backend, tile or buffering");
-  plan.note("accumulate_dtype", dtype_name(p->accumulate));
-  if (p->accumulate != p->dtype) plan.note("rounding", "one rounding to the operand dtype at the end");
+  plan.note("accumulate_dtype", dtype_name(detail->accumulate));
+  if (detail->accumulate != detail->dtype) plan.note("rounding", "one rounding to the operand dtype at the end");
   plan.note("nan", op.reduction->nan);
-  plan.detail = p;
+  plan.detail = detail;
 }
 
 std::pair<long long, long long> element_extent(const std::vector<long long>& shape,

@@ -22,18 +22,19 @@ _TILE_MAX = (1 << 63) - 1  # a tile past the tensor is one chunk of it; beyond i
 @dataclasses.dataclass(frozen=True)
 class TreduceOptions:
     """What a treduce call asked for besides its tensors (each field as tp.comm.treduce takes
-    it; see there), checked and normalised: ``tile`` a tuple of ints, ``pingpong`` a bool, the
-    texts plain str. Immutable and hashable: equal options are one memo key."""
+    it, defaults there; see there), checked and normalised: ``tile`` a tuple of ints,
+    ``pingpong`` a bool, the texts plain str. Immutable and hashable: equal options are one
+    memo key."""
 
-    op: str = "sum"
-    root: int = 0
-    tile: Tuple[int, int] = (64, 256)
-    pingpong: bool = False
-    valid: str = "dynamic"
-    accumulate: Optional[str] = None
-    backend: Optional[str] = None
-    dispatch: Optional[str] = None
-    transport: str = ""  # '' in one process; across processes the communicator's ('shm', 'cuda_ipc', 'nccl')
+    op: str
+    root: int
+    tile: Tuple[int, int]
+    pingpong: bool
+    valid: str
+    accumulate: Optional[str]
+    backend: Optional[str]
+    dispatch: Optional[str]
+    transport: str  # '' in one process; across processes the communicator's ('shm', 'cuda_ipc', 'nccl')
 
     def __post_init__(self):
         expect(self.op, str, "op", "'sum', 'max' or 'min'")

@@ -9,7 +9,8 @@ from ..._dtypes import dtype_name, numpy_dtype
 
 __all__ = ["RankTensor", "DTYPES"]
 
-DTYPES = ("float32", "float16", "bfloat16", "int32")
+# the dtypes treduce takes: its op-table entry's
+DTYPES = tuple(next(op["dtypes"] for op in _C.ops() if op["name"] == "treduce"))
 
 
 class RankTensor:

@@ -9,12 +9,13 @@ __all__ = ["Bootstrap", "TorchBootstrap", "MpiBootstrap"]
 
 
 class Bootstrap:
-    """Every rank's bytes to every rank (all_gather), through the program's own engine."""
+    """Every rank's bytes to every rank (all_gather), through the program's own `engine` (none
+    for a world of one)."""
 
     name = "single"
 
-    def __init__(self, rank: int, world_size: int):
-        self.rank, self.world_size = rank, world_size
+    def __init__(self, rank: int, world_size: int, engine=None):
+        self.rank, self.world_size, self.engine = rank, world_size, engine
 
     def all_gather(self, payload: bytes, timeout: float) -> List[bytes]:
         return [payload]
@@ -24,24 +25,20 @@ class Bootstrap:
 
 
 class TorchBootstrap(Bootstrap):
-    name = "torch.distributed"
+    """Through torch.distributed's default group (the engine: torch.distributed)."""
 
-    def __init__(self, rank, world_size, dist):
-        super().__init__(rank, world_size)
-        self.dist = dist
+    name = "torch.distributed"
 
     def all_gather(self, payload, timeout):
         out: List = [None] * self.world_size
-        self.dist.all_gather_object(out, payload)
+        self.engine.all_gather_object(out, payload)
         return out
 
 
 class MpiBootstrap(Bootstrap):
+    """Through mpi4py (the engine: COMM_WORLD)."""
+
     name = "mpi4py"
 
-    def __init__(self, rank, world_size, world):
-        super().__init__(rank, world_size)
-        self.world = world
-
     def all_gather(self, payload, timeout):
-        return self.world.allgather(payload)
+        return self.engine.allgather(payload)

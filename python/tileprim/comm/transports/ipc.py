@@ -33,8 +33,9 @@ from .watchdog import Watchdog, exited_ranks
 
 __all__ = ["IpcTransport"]
 
-PAD_BYTES = 4096  # a tp::signals::Pad (ready and done epochs of up to kMaxGroupSize ranks), rounded up
-HANDLE_BYTES = 64
+# a tp::signals::Pad (ready and done epochs of up to kMaxGroupSize ranks), in whole pages
+PAD_BYTES = -(-_C.cuda.SIGNAL_PAD_BYTES // 4096) * 4096
+HANDLE_BYTES = _C.cuda.IPC_HANDLE_BYTES
 # An arrive kernel's limit, past the call's timeout: the host gives up on the root's verdict after
 # 1.1 timeout + 1 s (and ends the wait), the root's kernel waits at most timeout for the others.
 ARRIVE_WAIT = (2.2, 60.0)
