@@ -97,10 +97,10 @@ class Communicator:
                  timeout: float, transport: Optional[str] = None):
         self.rank, self.world_size, self.backend, self.device = rank, world_size, backend, device
         self.timeout, self._bootstrap = timeout, bootstrap
-        mine = {"version": _INFO_VERSION, "host": host_id(), "pid": os.getpid(), "backend": backend, "device": device,
+        own_info = {"version": _INFO_VERSION, "host": host_id(), "pid": os.getpid(), "backend": backend, "device": device,
                 "job": uuid.uuid4().hex, "transport": transport}
         infos = [_peer_info(data, r) for r, data in
-                 enumerate(bootstrap.all_gather(json.dumps(mine).encode(), timeout))]
+                 enumerate(bootstrap.all_gather(json.dumps(own_info).encode(), timeout))]
         self.job: str = infos[0]["job"]
         self.hosts: List[str] = [i["host"] for i in infos]
         self.devices: List[Optional[int]] = [i["device"] for i in infos]
