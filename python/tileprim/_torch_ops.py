@@ -23,9 +23,8 @@ import sys
 import warnings
 from typing import Dict, Optional
 
-from ._no_backward import no_backward
-
-__all__ = ["routing", "Routed", "register", "define", "register_when_torch_loads", "options_of", "TORCH_OPS"]
+__all__ = ["routing", "Routed", "register", "define", "register_when_torch_loads", "options_of", "refuse_autograd",
+           "TORCH_OPS"]
 
 _OPTION_NAMES = ("scope", "storage", "layout", "out_layout", "batch_dims", "target", "backend", "dispatch", "extra")
 _OPTIONS_BY_KEY: Dict[tuple, str] = {}
@@ -74,6 +73,19 @@ def routing(values, out) -> Optional[bool]:
     if any(x.requires_grad for x in tensors):
         return False
     return None
+
+
+def refuse_autograd(what: str, values) -> None:
+    """TypeError where a torch tensor needs a gradient that ``what`` has no backward for."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.is_grad_enabled() and any(
+            isinstance(x, torch.Tensor) and x.requires_grad for x in values):
+        raise _no_backward(what)
+
+
+def _no_backward(what: str) -> TypeError:
+    return TypeError(f"{what}: has no backward, and an input requires grad (its gradient would be dropped); "
+                     f"pass x.detach() or call it under torch.no_grad()")
 
 
 class Routed:
@@ -253,7 +265,7 @@ def define(name: str, schema: str, impl, fake, backward=None, setup_context=None
             raise AssertionError("unreachable: setup_context refused")
 
         def setup_context(ctx, inputs, output):  # (grad mode is off in here)
-            raise no_backward(qualname)
+            raise _no_backward(qualname)
     torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=lib)
     return getattr(torch.ops.tileprim, name).default
 

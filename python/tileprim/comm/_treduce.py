@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .._plan import Plan
-from .._no_backward import refuse_autograd
+from .._torch_ops import refuse_autograd
 from ._group import DistributedGroup, ParallelGroup
 from ._options import treduce_options
 from ._timeout import call_timeout
