@@ -9,7 +9,7 @@ Every float16/bfloat16 input is checked for correct rounding; float64 uses a ten
 import argparse
 import math
 
-from tileprim.bench.accuracy import OPS, exhaustive_float32, table
+from tileprim_bench.accuracy import OPS, exhaustive_float32, table
 
 
 def main():
@@ -21,7 +21,7 @@ def main():
     parser.add_argument("--ops", default=",".join(OPS))
     parser.add_argument("--exhaustive", action="store_true",
                         help="float32 also over every input of the binades where each op's error is largest "
-                             "(tileprim.bench.accuracy._EXHAUSTIVE; minutes per op)")
+                             "(tileprim_bench.accuracy._EXHAUSTIVE; minutes per op)")
     args = parser.parse_args()
     dtypes = ("float32", "float64", "float16", "bfloat16")
     results = table(args.samples, args.seed, args.ops.split(","), dtypes)

@@ -12,7 +12,7 @@ import sys
 import torch
 
 import tileprim as tp
-from tileprim.bench.cases import GPU_SCOPES, MAPS, MAP_TILE, scope_name
+from tileprim_bench.cases import GPU_SCOPES, MAPS, MAP_TILE, scope_name
 
 ELEMENTS = 1 << 28
 

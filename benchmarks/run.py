@@ -1,11 +1,11 @@
 """The benchmark suite from a checkout: the same as ``python -m tileprim bench`` (see
-python/tileprim/bench/, or ``--help``).
+benchmarks/tileprim_bench/, or ``--help``).
 
     python benchmarks/run.py [--quick] [--backend cpu|cuda] [--only TEXT] [--list] [--json PATH]
 """
 import sys
 
-from tileprim.bench import main
+from tileprim_bench import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,7 +11,7 @@ import numpy as np
 
 import tileprim as tp
 from tileprim import R, S, Swizzle, TileLayout, laneid, tid_in_wg
-from tileprim._draw import plan_diagram_svg
+from tileprim._viz.plan_diagram import plan_diagram_svg
 
 WARP_ROWS = TileLayout(S[(32, 8):(1 @ laneid, 1)])
 

@@ -4,6 +4,9 @@ its own (kernel cache included: never the user's) with its shared memory in a /d
 of its own, and fails at the end when tileprim left a temp file or a segment (tests/leaks.py)."""
 from __future__ import annotations
 
+import pathlib
+import sys
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -13,6 +16,10 @@ from leaks import LeakCheck
 LEAK_CHECK = LeakCheck.start()  # before tileprim is imported: it reads TILEPRIM_CACHE_DIR
 
 import tileprim as tp  # noqa: E402
+
+# The benchmark suite (benchmarks/tileprim_bench) is not installed with tileprim: its tests import
+# it from this checkout.
+sys.path.append(str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 NP = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16),

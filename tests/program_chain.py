@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 import tileprim as tp
-from tileprim._layout import TileLayout
+from tileprim._layout.value import TileLayout
 
 
 def _layout(ref):

@@ -12,9 +12,10 @@ import sys
 import pytest
 
 import tileprim as tp
-from tileprim import bench
 from tileprim.__main__ import main as cli
-from tileprim.bench.cases import CPU_KS, MAP_DTYPES, MAPS, REDUCTIONS, reduction_cases
+
+import tileprim_bench as bench
+from tileprim_bench.cases import CPU_KS, MAP_DTYPES, MAPS, REDUCTIONS, reduction_cases
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

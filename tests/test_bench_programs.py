@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import tileprim as tp
-from tileprim import bench
-from tileprim.bench import programs
-from tileprim.bench.program_workloads import WORKLOADS
+
+import tileprim_bench as bench
+from tileprim_bench import programs
+from tileprim_bench.program_workloads import WORKLOADS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHAPE = "100x1024"  # the smoke run's smallest shape: 100 rows (not a power of two) of 1024
@@ -76,8 +77,8 @@ def test_the_gpu_side_on_torch_cpu_tensors_runs_the_peers_and_says_why_one_is_mi
     """What runs on the GPU, on the CPU: PyTorch eager, torch's rms_norm and torch.compile, each
     checked against the oracle; Liger n/a with the reason where it cannot be imported or run."""
     torch = pytest.importorskip("torch")
-    from tileprim.bench.cases import Inputs
-    from tileprim.bench.timing import HostWallTimer, WallTimer
+    from tileprim_bench.cases import Inputs
+    from tileprim_bench.timing import HostWallTimer, WallTimer
     lib = bench.GpuLibrary(torch)
     side = programs._GpuSide(lib, device="cpu")
     side.timer, side.small_timer = WallTimer(3), HostWallTimer(lambda: None, 3, 2)

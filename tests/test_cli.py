@@ -11,7 +11,7 @@ import pytest
 
 import tileprim as tp
 from tileprim import R, S, TileLayout, laneid, warpid
-from tileprim._layout_text import LayoutTextError, parse_layout
+from tileprim._layout.text import LayoutTextError, parse_layout
 
 
 def run_cli(*args, cwd=None):
@@ -53,6 +53,20 @@ def test_every_command_describes_itself(command):
     assert proc.returncode == 0, proc.stderr
     usage, description = proc.stdout.split("\n\n")[:2]
     assert usage.startswith("usage:") and len(description.split()) >= 12, proc.stdout
+
+
+def test_bench_outside_a_checkout_says_where_the_benchmarks_are(tmp_path):
+    """The benchmark suite is not installed with tileprim: outside a checkout ``bench`` says where
+    it lives, whatever options it is given, and its help says so too."""
+    for args in (["bench"], ["bench", "--quick", "--only", "sum"]):
+        proc = run_cli(*args, cwd=tmp_path)
+        said = " ".join(proc.stderr.split())
+        assert proc.returncode == 2 and "not installed with tileprim" in said, proc.stderr
+        assert "benchmarks/ of its source checkout" in said and "python benchmarks/run.py" in said
+    proc = run_cli("bench", "--help", cwd=tmp_path)
+    assert proc.returncode == 0 and "benchmarks/ of its source checkout" in " ".join(proc.stdout.split())
+    proc = run_cli("info", "--quick", cwd=tmp_path)  # other commands still refuse what they do not take
+    assert proc.returncode == 2 and "unrecognized arguments: --quick" in proc.stderr
 
 
 def test_show_keeps_labels_on_a_large_layout_when_asked(tmp_path):

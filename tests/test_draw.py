@@ -11,8 +11,10 @@ import pytest
 
 import tileprim as tp
 from tileprim import R, S, Swizzle, TileLayout, laneid, warpid
-from tileprim._draw import dispatch_error_html, kernel_origin_words, layout_svg, plan_diagram_svg, plan_html
-from tileprim._draw_layout import bank_conflicts, thread_colour
+from tileprim._kernel import kernel_origin_words
+from tileprim._viz.layout_grid import bank_conflicts, layout_svg, thread_colour
+from tileprim._viz.plan_diagram import plan_diagram_svg
+from tileprim._viz.plan_html import dispatch_error_html, plan_html
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -32,7 +32,8 @@ UNARY = {
     "rsqrt": lambda x: 1.0 / np.sqrt(x),
     "reciprocal": lambda x: 1.0 / x, "silu": silu,
 }
-BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "fdiv": np.divide, "maximum": np.fmax}
+BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "fdiv": np.divide, "maximum": np.fmax,
+          "eq": lambda a, b: np.equal(a, b).astype(np.float64)}
 
 
 TABLE = tp.op_table()
@@ -125,6 +126,22 @@ def test_scalars_broadcasting_and_batches(dtype, backend, rng):
         assert_elementwise(tp.maximum(0.0, a, batch_dims=2, backend=backend), expected, dtype, "maximum")
     got = tp.warp.fma(a, 2.0, row, layout=L, batch_dims=1, backend=backend)
     assert_elementwise(got, a64 * 2.0 + row64, dtype, "fma")
+
+
+@pytest.mark.parametrize("scope,layout,shape", SCOPES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_eq_is_ieee_equality_as_a_mask(dtype, scope, layout, shape, backend, rng):
+    """Ties, NaN (equal to nothing, itself included), -0 == +0, infinities and subnormals."""
+    a = random_tile(rng, shape, dtype)
+    b = a.copy()
+    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
+    flat_b[::3] = random_tile(rng, flat_b[::3].shape, dtype)  # a third differ
+    flat_a[:6] = np.array([np.nan, 0.0, np.inf, -np.inf, 1.0, np.nan], np.float64).astype(a.dtype)
+    flat_b[:6] = np.array([np.nan, -0.0, np.inf, np.inf, 1.0, 2.0], np.float64).astype(a.dtype)
+    got = getattr(scope, "eq")(a, b, layout=layout, backend=backend)
+    expected = np.equal(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
+    assert got.dtype == a.dtype and bits_equal(got, expected)
+    assert 0 < np.count_nonzero(expected) < expected.size
 
 
 def test_maximum_nan_rules(backend):

@@ -7,7 +7,7 @@ import pytest
 
 import tileprim as tp
 from tileprim import R, S, Swizzle, TileLayout, laneid, m, tid_in_wg, tx, warpid, wid_in_wg
-from tileprim._layout import PositionSet
+from tileprim._layout.value import PositionSet
 
 
 def expected_positions(shard, replica, offset, flat):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tileprim as tp
-from tileprim.bench import accuracy
+from tileprim_bench import accuracy
 from conftest import DTYPES, NP, bits_equal, cuda_usable
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA GPU")]

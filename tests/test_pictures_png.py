@@ -9,7 +9,8 @@ import pytest
 
 import tileprim as tp
 from tileprim import R, S, Swizzle, TileLayout, laneid, warpid
-from tileprim._draw import layout_svg, plan_diagram_svg
+from tileprim._viz.layout_grid import layout_svg
+from tileprim._viz.plan_diagram import plan_diagram_svg
 
 try:  # cairosvg (the test extra) needs the system's libcairo, which it loads at import
     import cairosvg

@@ -38,7 +38,7 @@ def cases(device):
         unary["copy"] = {}
     out = [(op, lambda x, op=op: getattr(tp, op)(x, batch_dims=1, **b), [(3, 7, kw)]) for op, kw in unary.items()]
     out += [(op, lambda x, y, op=op: getattr(tp, op)(x, y, batch_dims=1, **b), [(3, 7, {}), (3, 7, {})])
-            for op in ("add", "sub", "mul", "maximum")]
+            for op in ("add", "sub", "mul", "maximum", "eq")]
     out += [("fdiv", lambda x, y: tp.fdiv(x, y, **b), [(3, 7, {}), (3, 7, pos)]),
             ("add broadcast", lambda x, r: tp.add(x, r, batch_dims=1, **b), [(3, 7, {}), (7, {})]),
             ("mul scalar", lambda x: tp.mul(-1.75, x, **b), [(3, 7, {})]),

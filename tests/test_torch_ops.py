@@ -19,7 +19,7 @@ DEVICES = [
 ]
 BACKEND = {"cpu": "cpu", "cuda": "cuda"}
 UNARY = ("sqrt", "rsqrt", "exp", "exp2", "log", "log2", "reciprocal", "silu", "zero")
-BINARY = ("add", "sub", "mul", "fdiv", "maximum")
+BINARY = ("add", "sub", "mul", "fdiv", "maximum", "eq")
 
 
 @pytest.fixture(params=DEVICES)

@@ -34,7 +34,7 @@ py::dict status_dict(const LibraryStatus& status) {
 // The cache directory is per package version; Python's tileprim.__version__ is the default.
 void use_package_version(const std::optional<std::string>& version) {
   KernelCache::get().set_package_version(
-      version ? *version : py::module_::import("tileprim").attr("__version__").cast<std::string>());
+      version ? *version : py::module_::import("tileprim._version").attr("__version__").cast<std::string>());
 }
 
 // A compiled kernel's images, and how it came (`how`: its key and value).

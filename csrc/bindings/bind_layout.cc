@@ -32,7 +32,7 @@ void bind_layout(py::module_& m) {
       // and stride, and the axis is named by str(), so a bad argument raises an error naming it
       // rather than a signature mismatch.
       .def(py::init([](const py::object& extent, const py::object& stride, const py::object& axis) {
-             const py::object as_int = py::module_::import("tileprim._layout").attr("_as_int");
+             const py::object as_int = py::module_::import("tileprim._layout.syntax").attr("layout_int");
              return Iter{as_int(extent, "extent").cast<long long>(),
                          as_int(stride, "stride").cast<long long>(), axis_from_name(py::str(axis))};
            }),

@@ -1,7 +1,7 @@
 #include <pybind11/pybind11.h>
 
 #include "backends/cpu/executors.h"
-#include "backends/cuda/bodies.h"
+#include "backends/cuda/executors.h"
 #include "bindings/bindings.h"
 #include "dispatch/executor.h"
 #include "errors.h"

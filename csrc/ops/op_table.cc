@@ -112,6 +112,15 @@ OpDef valueless(OpDef d) {
   return d;
 }
 
+// eq: a comparison, exact for every dtype (its result is 0 or 1), NaN comparing false.
+OpDef comparison(OpDef d) {
+  d.nan_rule = NanRule::compare;
+  d.exactly_rounded = d.dtypes;
+  d.max_ulp.clear();
+  for (DType t : d.dtypes) d.max_ulp.emplace_back(t, 0.0);
+  return d;
+}
+
 // copy: values move unchanged (every dtype exact), through the restage family's variants.
 OpDef restage(OpDef d) {
   d.family = OpFamily::restage;
@@ -161,6 +170,8 @@ std::vector<OpDef> build_table() {
       with_nan_form(map<map_op::Maximum, 2>("maximum", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Maximum",
                                          "the larger of a and b; NaN loses (np.fmax) unless propagate_nan=True"),
                     "tp::map_op::MaximumNaN", &host_map<map_op::MaximumNaN, 2>),
+      comparison(map<map_op::Eq, 2>("eq", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Eq",
+                                    "1 where a == b, else 0, in the operands' dtype (NaN equals nothing)")),
       map<map_op::Fma, 3>("fma", {"a", "b", "c"}, {0, 1, 2}, kFloats, "tp::map_op::Fma", "a * b + c, rounded once"),
       cast,
       restage(map<map_op::Copy, 1>("copy", {"src"}, {0}, kFloats, "tp::map_op::Copy",
@@ -192,6 +203,7 @@ const char* nan_rule_text(NanRule r) {
     case NanRule::ieee: return "ieee: NaN propagates";
     case NanRule::fmax: return "fmax: a NaN meeting a number yields the number; propagate_nan=True propagates";
     case NanRule::none: return "none: reads no values";
+    case NanRule::compare: return "compare: NaN equals nothing (0)";
   }
   return "?";
 }

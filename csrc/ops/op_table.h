@@ -24,6 +24,7 @@ enum class NanRule {
   ieee,  // NaN in, NaN out (add, sqrt, ...)
   fmax,  // a NaN meeting a number yields the number (fmaxf); propagate_nan=True opts into NaN out
   none,  // reads no values (zero, fill)
+  compare,  // a NaN compares false (eq: 0 where either operand is NaN)
 };
 const char* nan_rule_text(NanRule r);
 

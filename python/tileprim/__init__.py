@@ -10,20 +10,22 @@ The ops (tp.sum, tp.sqrt, tp.fma, ...) are generated from the C++ op table; tp.o
 them with their dtypes, NaN rule and numerics.
 """
 
-__version__ = "0.1.0"
-
-from . import _C  # noqa: E402,F401  (the compiled core, tileprim._C)
-from ._layout import (R, S, Axis, DimInfo, Iter, Position, Swizzle, TileLayout, laneid, m, tid_in_wg,  # noqa: E402
+from . import _C  # noqa: F401  (the compiled core, tileprim._C)
+from ._version import __version__  # noqa: F401
+from ._layout import (R, S, Axis, DimInfo, Iter, Position, Swizzle, TileLayout, laneid, m, tid_in_wg,
                       tx, wgid, wid_in_wg, warpid)
-from ._scope import STORAGE_SCOPES, ExecScope, cta, thread, warp, warpgroup, wg  # noqa: E402
-from ._ops import OPS as _OPS  # noqa: E402
-from ._ops import DispatchError, op_table, plan, variants  # noqa: E402
-from ._plan import Plan  # noqa: E402
-from ._info import info  # noqa: E402
-from ._kernel import Kernel, lower  # noqa: E402
-from ._program import Program, ProgramPlan, Tile, program  # noqa: E402
-from . import cache  # noqa: E402
-from . import comm  # noqa: E402
+from ._scope import STORAGE_SCOPES, ExecScope, cta, thread, warp, warpgroup, wg
+from ._ops import OPS as _OPS
+from ._ops import op_table, plan, variants
+from ._errors import DispatchError
+from ._plan import Plan
+from ._info import info
+from ._kernel import Kernel, lower
+from ._program.plan import ProgramPlan
+from ._program.program import Program, program
+from ._program.tile import Tile
+from . import cache
+from . import comm
 
 globals().update(_OPS)  # tp.sum, tp.max, ..., tp.cast: one function per op table entry
 

@@ -1,13 +1,20 @@
 """``python -m tileprim``: run four small programs, one per tile variant (``demo``), say what this
 installation can do (``info``), draw a layout as an SVG picture (``show``), or time tileprim
-against PyTorch/CuPy on a GPU or NumPy on the CPU (``bench``)."""
+against PyTorch/CuPy on a GPU or NumPy on the CPU (``bench``: the benchmark suite of a source
+checkout, which ``pip install`` leaves out)."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import pathlib
 import re
 import sys
 from typing import Callable, List, Optional
+
+BENCHMARKS_ELSEWHERE = ("the benchmarks are not installed with tileprim: they live in benchmarks/ of its "
+                        "source checkout (benchmarks/tileprim_bench). Run this command from the checkout, "
+                        "or there: python benchmarks/run.py")
 
 SHOW_EXAMPLES = """examples:
   python -m tileprim show "S[(32, 8) : (1@laneid, 1)]" -o warp_rows.svg
@@ -28,7 +35,7 @@ def _shape(text: str) -> tuple:
 
 
 def _swizzle(text: str):
-    from ._layout import Swizzle
+    from ._layout.value import Swizzle
     numbers = _integers(text, "swizzle")
     if len(numbers) not in (2, 3):
         raise argparse.ArgumentTypeError(f"swizzle {text!r}: expected per_element,swizzle_len[,atom_len], "
@@ -84,10 +91,27 @@ def build_parser() -> argparse.ArgumentParser:
                     "latencies, cold compile and disk-cache load. Without a GPU: the CPU backend against "
                     "NumPy, wall-clock timed. Ratios are tileprim's time over the baseline's (below 1: "
                     "tileprim is faster).")
-    from .bench import add_arguments
-    add_arguments(bench)
-    bench.set_defaults(run=lambda args: _bench(args, bench.error))
+    suite = _benchmark_suite()
+    if suite is None:
+        bench.epilog = BENCHMARKS_ELSEWHERE
+        bench.set_defaults(run=lambda args: bench.error(BENCHMARKS_ELSEWHERE), takes_any_options=True)
+    else:
+        suite.add_arguments(bench)
+        bench.set_defaults(run=lambda args: suite.run_from_args(args, bench.error))
     return parser
+
+
+def _benchmark_suite():
+    """The benchmark suite (``tileprim_bench``) where it can be imported, or found in benchmarks/ of
+    the checkout holding the current directory; else None."""
+    if importlib.util.find_spec("tileprim_bench") is None:
+        here = pathlib.Path.cwd()
+        found = [d for d in (here, *here.parents) if (d / "benchmarks" / "tileprim_bench").is_dir()]
+        if not found:
+            return None
+        sys.path.append(str(found[0] / "benchmarks"))
+    import tileprim_bench
+    return tileprim_bench
 
 
 def _demo(args) -> int:
@@ -101,14 +125,9 @@ def _info(args) -> int:
     return 0
 
 
-def _bench(args, fail: Callable[[str], None]) -> int:
-    from .bench import run_from_args
-    return run_from_args(args, fail)
-
-
 def _show(args, fail: Callable[[str], None]) -> int:
-    from ._layout import TileLayout
-    from ._layout_text import LayoutTextError, parse_layout
+    from ._layout.text import LayoutTextError, parse_layout
+    from ._layout.value import TileLayout
     try:
         layout = parse_layout(args.layout)
     except LayoutTextError as e:
@@ -129,7 +148,9 @@ def _show(args, fail: Callable[[str], None]) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not getattr(args, "takes_any_options", False):  # bench without its suite says where it is
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help()
         return 0

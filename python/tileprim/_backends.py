@@ -10,6 +10,7 @@ import sys
 from typing import Dict, Tuple
 
 from . import _C
+from ._version import __version__
 
 __all__ = ["resolve_backend", "default_target", "device_arch", "BACKENDS", "cuda_status", "cuda_details",
            "nccl_status"]
@@ -27,7 +28,6 @@ def _site_dirs():
 def cuda_details() -> Dict[str, object]:
     """Loads NVRTC and the driver once; what loaded, from where, and the devices."""
     from importlib import resources
-    from . import __version__
     cuda = _C.cuda
     cuda.configure(__version__, str(resources.files("tileprim") / "include"), _site_dirs())
     details: Dict[str, object] = {"nvrtc": dict(cuda.nvrtc_status()), "driver": dict(cuda.driver_status()),

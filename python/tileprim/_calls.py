@@ -1,6 +1,6 @@
-"""Calling a tile primitive: the caller's arguments become a bound plan once per call
-signature (checked, dispatched by the C++ registry, its backend's runner bound), and every
-call of that signature is a dictionary lookup and a run.
+"""Calling a tile primitive: the caller's arguments become a prepared call once per call
+signature (checked, dispatched by the C++ registry, its backend's runner bound: ``_C.prepare``),
+and every call of that signature is a dictionary lookup and a run.
 
 The signature key is what decides the plan: the op, each operand's kind, dtype, shape, strides
 and device (a scalar operand's value is a run-time argument), scope, storage, layouts,
@@ -20,15 +20,17 @@ from ._dtypes import dtype_name, numpy_dtype
 from ._interop import (PLACED_KEYS, Adapter, Unkeyable, adapter_for, adapter_named, placed_key,
                        remember_device_type)
 from ._jax import JaxCallback, traced
-from ._layout import LayoutExpr, TileLayout, as_layout
+from ._layout.syntax import LayoutExpr
+from ._layout.value import TileLayout, as_layout, spelled_layout
+from ._op_table import SPECS
 from ._plan import Plan
 from ._scope import ExecScope
-from ._torch_host import TorchHostBound, is_host_tensor, to_numpy
+from ._torch_host import TorchHostCall, is_host_tensor, to_numpy
 from ._torch_ops import Routed, routing
 
-__all__ = ["bound_call", "forget"]
+__all__ = ["prepared_call", "forget"]
 
-_MEMO: Dict[tuple, "_Bound"] = {}
+_MEMO: Dict[tuple, "_PreparedCall"] = {}
 _MEMO_LIMIT = 4096
 _SCALARS = (int, float, bool)
 # How an operand of each type enters the signature, by its type (a dictionary lookup and, where
@@ -38,23 +40,24 @@ _OPERAND_KEYS: Dict[type, Callable] = {np.ndarray: operator.attrgetter("dtype", 
                                        int: type, float: type, bool: type}
 
 
-def bound_call(op: str, operands: tuple, axes, out, accum, scope, storage, layout, out_layout, batch_dims,
-               target, backend, dispatch, extra, config: dict, keepdims=False) -> "_Bound":
-    """The bound plan of this call, from the memo or made now."""
-    key = bound = None
+def prepared_call(op: str, operands: tuple, axes, out, accum, scope, storage, layout, out_layout, batch_dims,
+                  target, backend, dispatch, extra, config: dict, keepdims=False) -> "_PreparedCall":
+    """The prepared call of this signature (``.plan``, ``.run(values, out)``), from the memo or
+    made now."""
+    key = prepared = None
     if type(layout) is LayoutExpr and layout.shard is not None:  # S[...] syntax: keyed by its value
-        layout = layout.tile_layout()
+        layout = spelled_layout(layout)
     if type(out_layout) is LayoutExpr and out_layout.shard is not None:
-        out_layout = out_layout.tile_layout()
+        out_layout = spelled_layout(out_layout)
     if (layout is None or type(layout) is TileLayout) and (out_layout is None or type(out_layout) is TileLayout):
         try:
             key = (op, scope, axes, accum, keepdims, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
                    None if out is None else placed_key(out), *[_OPERAND_KEYS[type(x)](x) for x in operands],
                    *config.items())
-            bound = _MEMO.get(key)
+            prepared = _MEMO.get(key)
         except (Unkeyable, KeyError, TypeError):  # TypeError: an unhashable argument
             key = None
-    if bound is None:
+    if prepared is None:
         args = (op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
                 dispatch, extra, config, keepdims)
         always = routing(operands, out)  # torch tensors that need autograd, or fake/functional ones
@@ -65,16 +68,16 @@ def bound_call(op: str, operands: tuple, axes, out, accum, scope, storage, layou
                 if keepdims:
                     options["config"] = {**config, "keepdims": True}
                 return JaxCallback(op, axes, accum, options)
-            bound = Routed(always, op, axes, accum, options, lambda: _bind(*args), keepdims)
+            prepared = Routed(always, op, axes, accum, options, lambda: _prepare(*args), keepdims)
             if always:  # a subclass's key would meet the plain tensor's
-                return bound
+                return prepared
         else:
-            bound = _bind(*args)
+            prepared = _prepare(*args)
         if key is not None:
             if len(_MEMO) >= _MEMO_LIMIT:
                 _MEMO.clear()
-            _MEMO[key] = bound
-    return bound
+            _MEMO[key] = prepared
+    return prepared
 
 
 def forget() -> None:
@@ -148,17 +151,17 @@ def _operands(op: str, names, values, extra_scalar_ok) -> List[_Operand]:
     return out
 
 
-def _bind(op, values, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
-          dispatch, extra, config, keepdims=False) -> "_Bound":
+def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
+             dispatch, extra, config, keepdims=False) -> "_PreparedCall":
     if any(map(is_host_tensor, values)) or is_host_tensor(out):  # torch CPU tensors: through NumPy views
         for x in (*values, out):
             if is_host_tensor(x):
                 torch_keys = adapter_named("torch")
                 _OPERAND_KEYS[type(x)], PLACED_KEYS[type(x)] = torch_keys.dense_key, torch_keys.placed_key
-        return TorchHostBound(_bind(op, [to_numpy(x) for x in values], axes, to_numpy(out, contiguous=False), accum,
-                                    scope, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
-                                    config, keepdims), values)
-    spec = _C_OPS[op]
+        return TorchHostCall(_prepare(op, [to_numpy(x) for x in values], axes, to_numpy(out, contiguous=False),
+                                      accum, scope, storage, layout, out_layout, batch_dims, target, backend,
+                                      dispatch, extra, config, keepdims), values)
+    spec = SPECS[op]
     if not isinstance(scope, ExecScope):
         raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")
     accum = as_bool(accum, "accum")
@@ -223,16 +226,16 @@ def _bind(op, values, axes, out, accum, scope, storage, layout, out_layout, batc
     tiles = math.prod(batch_shape)
     plan = Plan(core.plan, result_shape, bound=core, tiles=tiles)
     if on_device:
-        bound = _DeviceBound(core, plan, operands, full_shape, result_shape, out_dtype, tiles, accum, devices[0])
+        prepared = _DeviceCall(core, plan, operands, full_shape, result_shape, out_dtype, tiles, accum, devices[0])
     else:
-        bound = _HostBound(core, plan, operands, full_shape, result_shape, out_dtype, tiles, accum)
+        prepared = _HostCall(core, plan, operands, full_shape, result_shape, out_dtype, tiles, accum)
     if out is not None:
-        bound.check_out(out)
-    return bound
+        prepared.check_out(out)
+    return prepared
 
 
-class _Bound:
-    """A call signature's bound plan and what its runs need."""
+class _PreparedCall:
+    """A call signature prepared to run: its bound plan (``core``) and what its runs need."""
 
     def __init__(self, core, plan, operands, full_shape, result_shape, out_dtype, tiles, accum):
         self.core, self.plan = core, plan
@@ -259,7 +262,7 @@ class _Bound:
         return tuple(shape) == self.result_shape or tuple(shape) == self.result_shape + (1,)
 
 
-class _HostBound(_Bound):
+class _HostCall(_PreparedCall):
     """NumPy operands, on the CPU backend or through the GPU's staging arena."""
 
     def __init__(self, core, plan, operands, full_shape, result_shape, out_dtype, tiles, accum):
@@ -314,7 +317,7 @@ def _broadcaster(shape, convert):
     return prepare
 
 
-class _DeviceBound(_Bound):
+class _DeviceCall(_PreparedCall):
     """Device arrays: used in place; the result in the same library, on the same device,
     ordered on that library's current stream."""
 
@@ -384,6 +387,3 @@ class _DeviceBound(_Bound):
         stream = self.stream()
         self.core.run_device(pointers, scalars, self.result_pointer(result), self.tiles, self.device, stream)
         return result if self.finish is None else self.finish(result, self.device, stream)
-
-
-_C_OPS = {spec["name"]: spec for spec in _C.ops()}

@@ -53,6 +53,8 @@ _EXAMPLES = {
     "fdiv": ('x = np.arange(3, dtype=np.float32)', 'tp.fdiv(x, 4.0)', 'array([0.  , 0.25, 0.5 ], dtype=float32)'),
     "maximum": ('a, b = np.array([1, np.nan], np.float32), np.array([np.nan, 2], np.float32)', 'tp.maximum(a, b)',
                 'array([1., 2.], dtype=float32)'),
+    "eq": ('a, b = np.array([1, 2, np.nan], np.float32), np.array([1, 3, np.nan], np.float32)', 'tp.eq(a, b)',
+           'array([1., 0., 0.], dtype=float32)'),
     "fma": ('x = np.full(2, 2.0, np.float32)', 'tp.fma(x, 3.0, 1.0)', 'array([7., 7.], dtype=float32)'),
     "copy": ('x = np.array([1.5, -0.0], np.float32)', 'tp.copy(x, scope=tp.cta(32), storage="shared", backend="cpu")',
              'array([ 1.5, -0. ], dtype=float32)'),

@@ -14,7 +14,7 @@ def _dispatch_error_repr(self) -> str:
 
 
 def _dispatch_error_html(self) -> str:
-    from ._draw import dispatch_error_html  # pictures load only when Jupyter asks for one
+    from ._viz.plan_html import dispatch_error_html  # pictures load only when Jupyter asks for one
     return dispatch_error_html(str(self))
 
 

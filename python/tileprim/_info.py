@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from . import _C
 from ._backends import cuda_details, cuda_status, nccl_status
+from ._version import __version__
 
 
 def info() -> dict:
@@ -18,7 +19,7 @@ def info() -> dict:
     usable, reason = cuda_status()
     details = cuda_details()
     return {
-        "version": __import__("tileprim").__version__,
+        "version": __version__,
         "backends": {"cpu": "available", "cuda": "available" if usable else f"unavailable: {reason}"},
         "default_backend": "cuda" if usable else "cpu",
         "devices": details["devices"],

@@ -12,6 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ._op_table import OPS
+
 __all__ = ["traced", "JaxCallback"]
 
 _WORKER = []  # one thread, started from a tracing thread
@@ -45,7 +47,6 @@ class JaxCallback:
 
     def run(self, values, out):
         import jax
-        from ._ops import OPS
         if out is not None or self.accum:
             raise TypeError(f"{self.op}: out= and accum= write into an array in place; inside jax.jit JAX arrays "
                             f"are immutable, so use the returned array")

@@ -6,9 +6,11 @@ import html
 
 from . import _C
 from ._backends import cuda_details, cuda_status, device_arch
+from ._ops import plan
 from ._plan import Plan
+from ._program.program import Program
 
-__all__ = ["Kernel", "lower"]
+__all__ = ["Kernel", "lower", "kernel_origin_words"]
 
 
 class Kernel:
@@ -35,7 +37,6 @@ class Kernel:
     def origin_words(self) -> str:
         """Where the binary came from, in words: 'compiled now in 31 ms', 'loaded from the disk
         cache in 0.8 ms' or 'cached in this process'."""
-        from ._draw import kernel_origin_words
         return kernel_origin_words(self.origin, self.compile_ms)
 
     def __repr__(self) -> str:
@@ -51,6 +52,21 @@ class Kernel:
                 f"<details><summary>PTX</summary><pre>{html.escape(self.ptx)}</pre></details></div>")
 
 
+def _ms(ms: float) -> str:
+    return f"{ms:.0f}" if ms >= 10 else f"{ms:.1f}"
+
+
+def kernel_origin_words(origin: str, compile_ms: float) -> str:
+    """How a kernel was obtained, in words: origin is the kernel cache's 'compiled', 'disk' or 'memory'."""
+    if origin == "compiled":
+        return f"compiled now in {_ms(compile_ms)} ms"
+    if origin == "disk":
+        return f"loaded from the disk cache in {_ms(compile_ms)} ms"
+    if origin == "memory":
+        return "cached in this process"
+    return f"{origin} in {_ms(compile_ms)} ms"
+
+
 def lower(op, /, *args, target=None, **kwargs) -> Kernel:
     """Plan ``op`` on these arguments and compile its kernel for ``target`` (default: this GPU's
     architecture, or sm_90a without one). Nothing runs; needs NVRTC, not a GPU. A tile op is
@@ -63,8 +79,6 @@ def lower(op, /, *args, target=None, **kwargs) -> Kernel:
     >>> k.plan.variant, "add.rn.ftz.f32x2" in k.ptx
     ('sm100_packed', True)
     """
-    from ._ops import plan
-    from ._program import Program
     details = cuda_details()
     if not details["nvrtc"]["ok"]:
         raise RuntimeError(f"tp.lower needs NVRTC: {details['nvrtc']['error']}")

@@ -1,66 +1,22 @@
-"""The primitives as Python functions, generated from the C++ op table (``_C.ops()``): each
-op's signature follows its family and operand names; its body hands the arguments to the
-call memo (``_calls``) and runs the bound plan. Every op is also a method of each scope."""
+"""The primitives as Python functions, one per entry of the C++ op table (``_op_functions``
+writes them): each hands its arguments to the call memo (``_calls``) and runs the prepared call.
+Every op is also a method of each scope; ``tp.plan`` gives an op's Plan, nothing run."""
 from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
 from . import _C
-from ._calls import bound_call
-from ._program.trace import TRACING, record_step
-from ._docs import op_docstring
-from ._errors import DispatchError
-from ._scope import ExecScope, thread
+from ._calls import prepared_call
+from ._op_functions import op_function
+from ._op_table import OPS, SPECS
+from ._scope import thread
 from .comm import treduce
 
-__all__ = ["OPS", "plan", "variants", "DispatchError", "op_name", "twin"]
+__all__ = ["OPS", "plan", "variants", "op_table", "op_name"]
 
-_COMMON = ("scope=thread, storage=None, layout=None, out_layout=None, batch_dims=0, target=None, backend=None, "
-           "dispatch=None, **config")
-
-
-def _source(spec: dict, runs: bool) -> str:
-    """The op function's source: its signature, then one call of the memo; the plan() twin
-    of an op returns the bound plan's Plan instead of running it."""
-    operands = spec["operands"]
-    reduction = spec["family"] == "reduction"
-    params = list(operands) + ([spec["extra_arg"]] if spec["extra_arg"] else [])
-    signature = ", ".join(params) + (", axes=-1" if reduction else "")
-    keywords = "out=None, accum=False, keepdims=False, " if reduction else "out=None, "
-    pack = "(" + "".join(f"{o}, " for o in operands) + ")"
-    tail = f".run({pack}, out)" if runs else ".plan"
-    args = (f"{spec['name']!r}, {pack}, {'axes' if reduction else 'None'}, out, "
-            f"{'accum' if reduction else 'False'}, scope, storage, layout, out_layout, batch_dims, target, "
-            f"backend, dispatch, {spec['extra_arg'] or 'None'}, config, {'keepdims' if reduction else 'False'}")
-    # inside a tile program being traced, a call records a step instead of running
-    record = f"    if TRACING[0] is not None:\n        return record_step({args})\n" if runs else ""
-    return (f"def op({signature}, *, {keywords}{_COMMON}):\n{record}"
-            f"    return bound_call({args}){tail}\n")
-
-
-def _make(spec: dict, runs: bool, bind=bound_call, default_scope=thread):
-    namespace = {"bound_call": bind, "thread": default_scope, "TRACING": TRACING, "record_step": record_step}
-    exec(compile(_source(spec, runs), f"<tileprim.{spec['name']}>", "exec"), namespace)
-    fn = namespace["op"]
-    fn.__name__ = fn.__qualname__ = spec["name"]
-    fn.__module__ = "tileprim"
-    fn._tp_op = spec["name"]
-    if runs:
-        fn.__doc__ = op_docstring(spec)
-    return fn
-
-
-_SPECS = [s for s in _C.ops() if s["family"] != "collective"]
-_C_OPS_BY_NAME = {s["name"]: s for s in _SPECS}
-OPS = {s["name"]: _make(s, runs=True) for s in _SPECS}
-_PLANNERS = {s["name"]: _make(s, runs=False) for s in _SPECS}
-ExecScope._ops = OPS
-
-
-def twin(name: str, bind):
-    """An op function whose body hands its arguments to ``bind`` instead of the call memo (the same
-    signature but for scope=None, which ``bind`` reads as tp.thread: torch.compile's stand-in)."""
-    return _make(_C_OPS_BY_NAME[name], runs=True, bind=bind, default_scope=None)
+_TILE_OPS = [spec for spec in SPECS.values() if spec["family"] != "collective"]
+OPS.update({spec["name"]: op_function(spec, prepared_call, thread) for spec in _TILE_OPS})
+_PLANNERS = {spec["name"]: op_function(spec, prepared_call, thread, runs=False) for spec in _TILE_OPS}
 
 
 def op_name(op) -> str:

@@ -1,7 +1,7 @@
 """Exec scopes: who runs one instance of a primitive on one tile.
 
-Every op is a function with ``scope=...`` and a method of each scope object (``_ops`` binds
-them from the op table)::
+Every op is a function with ``scope=...`` and a method of each scope object (found in
+``_op_table.OPS``, which ``_ops`` fills)::
 
     tp.sum(A, axes=-1, scope=tp.cta(32), storage="shared")
     tp.cta(32).sum(A, axes=-1, storage="shared")        # the same call
@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import operator
 import sys
+
+from ._op_table import OPS
 
 __all__ = ["ExecScope", "thread", "warp", "warpgroup", "wg", "cta", "STORAGE_SCOPES"]
 
@@ -32,7 +34,6 @@ class ExecScope:
     array([ 6., 22.], dtype=float32)
     """
 
-    _ops: dict = {}  # name -> op function; filled by tileprim._ops from the op table
     # One object per (kind, threads): equal scopes are the same object, so a call signature
     # holding a scope hashes and compares it in C, not through Python methods.
     _made: dict = {}
@@ -58,9 +59,9 @@ class ExecScope:
         return "shared" if self.kind == "cta" else "local"
 
     def __getattr__(self, name: str):
-        fn = ExecScope._ops.get(name)
+        fn = OPS.get(name)
         if fn is None:
-            raise AttributeError(f"{self!r} has no op {name!r}; the ops are {', '.join(sorted(ExecScope._ops))}")
+            raise AttributeError(f"{self!r} has no op {name!r}; the ops are {', '.join(sorted(OPS))}")
         bound = functools.partial(fn, scope=self)
         if _compiling():  # torch.compile cannot set a partial's attributes (and its graph needs none)
             return bound
@@ -69,7 +70,7 @@ class ExecScope:
         return bound
 
     def __dir__(self):
-        return sorted(set(super().__dir__()) | set(ExecScope._ops))
+        return sorted(set(super().__dir__()) | set(OPS))
 
     def __repr__(self) -> str:
         return f"tp.cta(threads={self.threads})" if self.kind == "cta" else f"tp.{self.kind}"

@@ -4,14 +4,16 @@ scope, storage, layouts, batch_dims); the maps run at thread scope, a row per th
 operand broadcasts, 8 elements per thread: an elementwise op gives the same bits however its
 tiles are cut, and a map at a wider scope would need a layout the forward's does not give.
 
-max/min and maximum split the gradient evenly among ties, as ``torch.amax`` and
-``torch.maximum`` do: every element equal to the result gets grad / (number of such elements).
-An element that is NaN never equals the result, so a slice of NaNs (result NaN) passes no
-gradient. Broadcast operands get the gradient summed back to their shape (``sum_to_size``);
-the comparisons that make the tie masks are torch's (tileprim has no comparison op)."""
+The rules themselves are ``_derivatives``' (shared with the tile programs' backward); the tie
+masks of max/min come from ``tp.eq``. Broadcast operands get the gradient summed back to their
+shape (``sum_to_size``)."""
 from __future__ import annotations
 
-import math
+from ._derivatives import NARY, UNARY, VALUELESS
+
+from ._op_table import OPS
+from ._scope import thread
+from ._torch_options import options_of
 
 __all__ = ["backward_of"]
 
@@ -20,9 +22,6 @@ class _Ops:
     """tileprim's op functions with the backward's options bound."""
 
     def __init__(self, options_name: str):
-        from ._ops import OPS
-        from ._scope import thread
-        from ._torch_ops import options_of
         o = options_of(options_name)
         self._ops, self.options = OPS, o
         self._reduce = {k: o[k] for k in ("scope", "storage", "layout", "out_layout", "batch_dims", "target",
@@ -55,63 +54,22 @@ def _to(shape, g):
     return g if tuple(g.shape) == tuple(shape) else g.sum_to_size(shape)
 
 
-def _tie_shares(tp, g, result, candidates):
-    """Each candidate's gradient: g split evenly among the candidates equal to the result."""
-    masks = [(c == result).to(g.dtype) for c in candidates]
-    count = masks[0]
-    for m in masks[1:]:
-        count = tp.add(count, m)
-    share = tp.fdiv(g, tp.maximum(count, 1.0))
-    return [tp.mul(m, share) for m in masks]
-
-
-# ---- maps: the gradient of each operand from (tp, g, operands, y) --------------------------------
-_LN2 = math.log(2.0)
-_UNARY = {
-    "sqrt": lambda tp, g, x, y: tp.fdiv(tp.mul(g, 0.5), y),
-    "rsqrt": lambda tp, g, x, y: tp.mul(tp.mul(g, -0.5), tp.mul(y, tp.mul(y, y))),
-    "exp": lambda tp, g, x, y: tp.mul(g, y),
-    "exp2": lambda tp, g, x, y: tp.mul(tp.mul(g, y), _LN2),
-    "log": lambda tp, g, x, y: tp.fdiv(g, x),
-    "log2": lambda tp, g, x, y: tp.fdiv(g, tp.mul(x, _LN2)),
-    "reciprocal": lambda tp, g, x, y: tp.mul(tp.mul(g, -1.0), tp.mul(y, y)),
-    "silu": lambda tp, g, x, y: _silu_grad(tp, g, x),
-    "copy": lambda tp, g, x, y: g,  # values move unchanged
-    "zero": lambda tp, g, x, y: tp.zero(g),
-    "fill": lambda tp, g, x, y: tp.zero(g),
-    "cast": lambda tp, g, x, y: tp.cast(g, _dtype_name(x.dtype)),
-}
-
-
-def _silu_grad(tp, g, x):
-    # silu(x) = x s, s = 1 / (1 + exp(-x)); d/dx = s (1 + x (1 - s))
-    s = tp.reciprocal(tp.add(tp.exp(tp.mul(x, -1.0)), 1.0))
-    return tp.mul(g, tp.mul(s, tp.fma(x, tp.sub(1.0, s), 1.0)))
-
-
-_NARY = {
-    "add": lambda tp, g, v, y: [g, g],
-    "sub": lambda tp, g, v, y: [g, tp.mul(g, -1.0)],
-    "mul": lambda tp, g, v, y: [tp.mul(g, v[1]), tp.mul(g, v[0])],
-    "fdiv": lambda tp, g, v, y: [tp.fdiv(g, v[1]), tp.mul(tp.fdiv(g, v[1]), tp.mul(y, -1.0))],
-    "maximum": lambda tp, g, v, y: _tie_shares(tp, g, y, v),
-    "fma": lambda tp, g, v, y: [tp.mul(g, v[1]), tp.mul(g, v[0]), g],
-}
-
-
 # ---- registration --------------------------------------------------------------------------------
 def backward_of(spec: dict):
     """(backward, setup_context) of an op, as torch.library.register_autograd takes them."""
     name = spec["name"]
     if spec["family"] == "reduction":
         return _reduction(name)
-    if name in _NARY:
+    if len(spec["operands"]) > 1 and name != "fill":
         return _nary(name, len(spec["operands"]))
     return _unary(name)
 
 
 def _unary(name):
-    derivative = _UNARY[name]
+    def derivative(tp, g, x, y):
+        if name in VALUELESS:
+            return tp.zero(g)
+        return UNARY[name](tp, g, x, y, _dtype_name(x.dtype))
 
     def setup(ctx, inputs, output):
         ctx.options = inputs[-1]
@@ -125,8 +83,6 @@ def _unary(name):
 
 
 def _nary(name, arity):
-    derivative = _NARY[name]
-
     def setup(ctx, inputs, output):
         ctx.options, ctx.scalars = inputs[-1], list(inputs[arity])
         ctx.is_tensor = [t is not None for t in inputs[:arity]]
@@ -136,9 +92,11 @@ def _nary(name, arity):
         saved = iter(ctx.saved_tensors[:-1])
         scalars = iter(ctx.scalars)
         values = [next(saved) if t else next(scalars) for t in ctx.is_tensor]
-        grads = derivative(_Ops(ctx.options), g, values, ctx.saved_tensors[-1])
-        out = [(_to(v.shape, gr) if needed else None) if t else None
-               for v, gr, t, needed in zip(values, grads, ctx.is_tensor, ctx.needs_input_grad)]
+        tp, y = _Ops(ctx.options), ctx.saved_tensors[-1]
+        out = [None] * arity
+        for k, (v, t, needed) in enumerate(zip(values, ctx.is_tensor, ctx.needs_input_grad)):
+            if t and needed:
+                out[k] = _to(v.shape, tp.zero(g) if name in VALUELESS else NARY[name][k](tp, g, values, y))
         return (*out, None, None)
     return backward, setup
 
@@ -163,10 +121,10 @@ def _reduction(name):
             g_src, g_acc = g.expand(src.shape), None if acc is None else g.reshape(acc.shape)
         else:
             result = result.reshape(kept)
-            mask = (src == result).to(g.dtype)
+            mask = tp.eq(src, result)
             count = tp.sum(mask, axes=tuple(ctx.axes)).reshape(kept)
             if acc is not None:
-                acc_mask = (acc.reshape(kept) == result).to(g.dtype)
+                acc_mask = tp.eq(acc.reshape(kept), result)
                 count = tp.add(count, acc_mask)
             share = tp.fdiv(g, tp.maximum(count, 1.0))
             g_src = tp.mul(mask, share)

@@ -8,7 +8,7 @@ import sys
 import ml_dtypes
 import numpy as np
 
-__all__ = ["is_host_tensor", "to_numpy", "to_torch", "TorchHostBound"]
+__all__ = ["is_host_tensor", "to_numpy", "to_torch", "TorchHostCall"]
 
 
 def is_host_tensor(x) -> bool:
@@ -44,8 +44,8 @@ def _same(x):
     return x
 
 
-class TorchHostBound:
-    """A host call signature bound on NumPy views (``inner``), taking and returning torch CPU tensors.
+class TorchHostCall:
+    """A host call prepared on NumPy views (``inner``), taking and returning torch CPU tensors.
     Which operands are tensors, their dtypes and negative bits are in the call's key: a run only
     takes the views."""
 

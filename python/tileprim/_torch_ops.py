@@ -9,12 +9,10 @@ tracing). Every other call on torch tensors keeps the direct path: a custom op's
 costs more than a small call does.
 
 The schema of each op is fixed; what is not a tensor or the axes travels as ``options``, the
-name of an entry in a table of call options (scope, storage, layouts, batch_dims, target,
-backend, dispatch, dtype, config), interned once per distinct set of options: the same options
-give the same string, so a compiled graph holds a constant and never recompiles per call. A
-tile program registers through ``define`` too: one custom op per program signature (a name made
-from its traced steps' key), its options interned here, its backward optional (none: a gradient
-is refused, not dropped)."""
+name of an entry in the table of call options (``_torch_options``). A tile program registers
+through ``define`` too: one custom op per program signature (a name made from its traced steps'
+key), its options interned in that table, its backward optional (none: a gradient is refused, not
+dropped)."""
 from __future__ import annotations
 
 import importlib.abc
@@ -23,39 +21,18 @@ import sys
 import warnings
 from typing import Dict, Optional
 
-__all__ = ["routing", "Routed", "register", "define", "register_when_torch_loads", "options_of", "refuse_autograd",
+from . import _torch_grad
+from ._layout.value import TileLayout
+from ._op_functions import op_function
+from ._op_table import OPS, SPECS
+from ._scope import thread
+from ._torch_options import OPTION_NAMES, intern_options, options_name, options_of
+
+__all__ = ["routing", "Routed", "register", "define", "register_when_torch_loads", "refuse_autograd", "after_load",
            "TORCH_OPS"]
 
-_OPTION_NAMES = ("scope", "storage", "layout", "out_layout", "batch_dims", "target", "backend", "dispatch", "extra")
-_OPTIONS_BY_KEY: Dict[tuple, str] = {}
-_OPTIONS: Dict[str, dict] = {}
 TORCH_OPS: Dict[str, object] = {}  # op name -> torch.ops.tileprim.<op>.default, once registered
 _LIBRARY = []  # the torch.library.Library that owns the registrations (kept alive)
-
-
-def _intern(kind, threads, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra, config) -> str:
-    """The options' name in the table: readable, and the same for the same options. The scope comes
-    as its kind and threads (constants to torch.compile, where the scope object may be one it made)."""
-    from ._scope import ExecScope
-    key = (ExecScope(kind, threads), storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
-           tuple(sorted(config.items())))
-    name = _OPTIONS_BY_KEY.get(key)
-    if name is None:
-        values = dict(zip(_OPTION_NAMES, key[:-1]), config=dict(key[-1]))
-        name = ";".join(f"{k}={v!r}" for k, v in values.items() if v is not None and v != {})
-        if name in _OPTIONS:  # two option sets printing alike: numbered apart
-            name = f"{name}#{len(_OPTIONS)}"
-        _OPTIONS_BY_KEY[key], _OPTIONS[name] = name, values
-    return name
-
-
-def options_of(name: str) -> dict:
-    try:
-        return _OPTIONS[name]
-    except KeyError:
-        raise ValueError(f"options: {name!r} is not a set of call options of this process; tileprim's custom ops "
-                         f"take the options tileprim's op functions intern (call tp.<op>, not torch.ops.tileprim)"
-                         ) from None
 
 
 def routing(values, out) -> Optional[bool]:
@@ -89,39 +66,39 @@ def _no_backward(what: str) -> TypeError:
 
 
 class Routed:
-    """A call taken by the custom op; ``bind`` makes the direct path's bound plan, used for
+    """A call taken by the custom op; ``prepare`` makes the direct path's prepared call, used for
     ``.plan`` and, where routed only for autograd, for runs with grad mode off."""
 
-    def __init__(self, always: bool, op: str, axes, accum, options: dict, bind, keepdims=False):
+    def __init__(self, always: bool, op: str, axes, accum, options: dict, prepare, keepdims=False):
         self.always, self.op, self.axes, self.accum, self.options = always, op, axes, accum, options
         self.keepdims = keepdims
-        self._bind, self._bound, self.name = bind, None, None
+        self._prepare, self._prepared, self.name = prepare, None, None
 
     @property
     def plan(self):
-        return self.bound().plan
+        return self.prepared().plan
 
-    def bound(self):
-        if self._bound is None:
-            self._bound = self._bind()
-        return self._bound
+    def prepared(self):
+        if self._prepared is None:
+            self._prepared = self._prepare()
+        return self._prepared
 
     def run(self, values, out):
         import torch
         if not self.always and not torch.is_grad_enabled():
-            return self.bound().run(values, out)
+            return self.prepared().run(values, out)
         if self.name is None:  # once per call signature (the custom op's options argument)
-            self.name = _interned(self.options)
+            self.name = options_name(self.options)
         return call(self.op, values, out, self.axes, self.accum, self.name, self.options["batch_dims"], self.keepdims)
 
 
 def _torch_call(op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
                 dispatch, extra, config, keepdims=False) -> Routed:
-    """The compiled twin's ``bound_call``: always the custom op."""
+    """The compiled twin's ``prepared_call``: always the custom op."""
     if scope is None:
-        from ._scope import thread as scope
-    options = dict(zip(_OPTION_NAMES, (scope, storage, layout, out_layout, batch_dims, target, backend, dispatch,
-                                       extra)), config=config)
+        scope = thread
+    options = dict(zip(OPTION_NAMES, (scope, storage, layout, out_layout, batch_dims, target, backend, dispatch,
+                                      extra)), config=config)
     return Routed(True, op, axes, accum, options, None, keepdims)
 
 
@@ -130,8 +107,7 @@ def call(op: str, values, out, axes, accum: bool, name: str, batch_dims=0, keepd
     A keepdims reduction runs the custom op without keepdims and reshapes its result, so the op's
     schema, fake and backward stay one."""
     import torch
-    from ._calls import _C_OPS
-    spec = _C_OPS[op]
+    spec = SPECS[op]
     fn = TORCH_OPS[op]
     tensors = [x if isinstance(x, torch.Tensor) else None for x in values]
     if any(t is None and not isinstance(x, (int, float)) for t, x in zip(tensors, values)):
@@ -163,11 +139,6 @@ def call(op: str, values, out, axes, accum: bool, name: str, batch_dims=0, keepd
     return out.copy_(result.reshape(out.shape))
 
 
-def _interned(options: dict) -> str:
-    scope = options["scope"]
-    return _intern(scope.kind, scope.threads, *(options[k] for k in _OPTION_NAMES[1:]), options["config"])
-
-
 # ---- registration, once -----------------------------------------------------------------------
 def _schema(spec: dict) -> str:
     if spec["family"] == "reduction":
@@ -183,13 +154,12 @@ def _schema(spec: dict) -> str:
 def _direct(spec: dict):
     """The op's implementation: the op function on plain tensors. Under autograd it runs inside the
     autograd function's forward, grad mode off, so the call takes the direct path."""
-    from ._ops import OPS
     fn, name, reduction = OPS[spec["name"]], spec["name"], spec["family"] == "reduction"
     arity = len(spec["operands"])
 
     def impl(*args):
         o = options_of(args[-1])
-        kw = {k: o[k] for k in _OPTION_NAMES if k != "extra"}
+        kw = {k: o[k] for k in OPTION_NAMES if k != "extra"}
         extra = () if o["extra"] is None else (o["extra"],)
         if reduction:
             src, acc, axes = args[0], args[1], args[2]
@@ -239,14 +209,11 @@ def register() -> None:
     if _LIBRARY:
         return
     import torch
-    from . import _torch_grad
-    from ._calls import _C_OPS
-    from ._ops import OPS
     _LIBRARY.append(torch.library.Library("tileprim", "DEF"))
     for name in OPS:
-        spec = _C_OPS[name]
+        spec = SPECS[name]
         TORCH_OPS[name] = define(name, _schema(spec), _direct(spec), _fake(spec), *_torch_grad.backward_of(spec))
-    _after_load("torch._dynamo", _register_compiled_twins)  # torch.compile's first use loads it
+    after_load("torch._dynamo", _register_compiled_twins)  # torch.compile's first use loads it
 
 
 def define(name: str, schema: str, impl, fake, backward=None, setup_context=None):
@@ -273,13 +240,11 @@ def define(name: str, schema: str, impl, fake, backward=None, setup_context=None
 def _register_compiled_twins() -> None:
     """Dynamo inlines these in place of the op functions: the graph holds the custom op."""
     import torch
-    from ._ops import OPS, twin
-    torch._dynamo.assume_constant_result(_intern)
+    torch._dynamo.assume_constant_result(intern_options)
     # a layout compares and hashes by value: Dynamo may take it as a constant of the graph (torch
     # releases whose Dynamo reads it as a user object otherwise refuse layout= inside a compile)
     register_constant = getattr(torch.utils._pytree, "register_constant", None)
     if register_constant is not None:
-        from ._layout import TileLayout
         try:
             register_constant(TileLayout)
         except ValueError:  # registered already (a second registration of the twins)
@@ -287,16 +252,16 @@ def _register_compiled_twins() -> None:
     substitute = getattr(torch.compiler, "substitute_in_graph", None)
     if substitute is not None:
         for name, fn in OPS.items():
-            substitute(fn, skip_signature_check=True)(twin(name, _torch_call))
+            substitute(fn, skip_signature_check=True)(op_function(SPECS[name], _torch_call, None))
 
 
 class _AfterLoad(importlib.abc.MetaPathFinder):
-    """Finds ``name`` through the other finders and calls ``then`` once it has loaded: tileprim's
-    ops are registered when torch loads, their compiled twins when torch._dynamo does, so a first
-    call inside torch.compile meets them (Dynamo cannot trace a registration)."""
+    """Finds ``name`` through the other finders and calls each of ``thens`` once it has loaded:
+    tileprim's ops are registered when torch loads, their compiled twins when torch._dynamo does,
+    so a first call inside torch.compile meets them (Dynamo cannot trace a registration)."""
 
     def __init__(self, name: str, then):
-        self.name, self.then, self.finding = name, then, False
+        self.name, self.thens, self.finding = name, [then], False
 
     def find_spec(self, name, path=None, target=None):
         if name != self.name or self.finding:
@@ -307,29 +272,34 @@ class _AfterLoad(importlib.abc.MetaPathFinder):
         finally:
             self.finding = False
         if spec is not None and spec.loader is not None:
-            exec_module, then = spec.loader.exec_module, self.then
+            exec_module, thens = spec.loader.exec_module, self.thens
 
             def exec_then_register(module):
                 exec_module(module)
                 if self in sys.meta_path:
                     sys.meta_path.remove(self)
-                try:
-                    then()
-                except Exception as e:  # the module itself loaded: say so, and let the import stand
-                    warnings.warn(f"tileprim: registering its ops with {name} failed ({e!r}); torch.compile and "
-                                  f"autograd will not see them", RuntimeWarning, stacklevel=2)
+                for then in thens:
+                    try:
+                        then()
+                    except Exception as e:  # the module itself loaded: say so, and let the import stand
+                        warnings.warn(f"tileprim: registering its ops with {name} failed ({e!r}); torch.compile "
+                                      f"and autograd will not see them", RuntimeWarning, stacklevel=2)
             spec.loader.exec_module = exec_then_register
         return spec
 
 
-def _after_load(name: str, then) -> None:
+def after_load(name: str, then) -> None:
     """then() now where module ``name`` is loaded, else right after it loads."""
     if name in sys.modules:
         then()
-    elif not any(isinstance(f, _AfterLoad) and f.name == name for f in sys.meta_path):
+        return
+    waiting = next((f for f in sys.meta_path if isinstance(f, _AfterLoad) and f.name == name), None)
+    if waiting is None:
         sys.meta_path.insert(0, _AfterLoad(name, then))
+    elif then not in waiting.thens:
+        waiting.thens.append(then)
 
 
 def register_when_torch_loads() -> None:
     """register() now where torch is loaded, else right after it loads."""
-    _after_load("torch", register)
+    after_load("torch", register)

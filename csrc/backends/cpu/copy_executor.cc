@@ -44,8 +44,8 @@ class CopyRunner : public Runner {
   void run(const RunArgs& args) const override {
     const auto* in = reinterpret_cast<const unsigned char*>(args.inputs[0].data);
     auto* out = reinterpret_cast<unsigned char*>(args.output.data);
-    parallel_for(args.tiles, out_elements_, args.interrupted, [&](long long begin, long long end, const auto& go) {
-      for (long long t = begin; t < end && go(); ++t) {
+    parallel_for(args.tiles, out_elements_, args.interrupted, [&](long long begin, long long end, const auto& keep_going) {
+      for (long long t = begin; t < end && keep_going(); ++t) {
         const unsigned char* src = in + static_cast<size_t>(t * in_elements_ * bytes_);
         unsigned char* dst = out + static_cast<size_t>(t * out_elements_ * bytes_);
         if (source_.empty()) {

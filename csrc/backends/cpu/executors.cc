@@ -110,8 +110,8 @@ class FlatMapRunner : public Runner {
   void run(const RunArgs& args) const override {
     constexpr long long kRange = 1 << 14;  // elements per item of work
     const long long total = args.tiles * elements_;
-    parallel_for((total + kRange - 1) / kRange, kRange, args.interrupted, [&](long long begin, long long end, const auto& go) {
-      for (long long item = begin; item < end && go(); ++item) {
+    parallel_for((total + kRange - 1) / kRange, kRange, args.interrupted, [&](long long begin, long long end, const auto& keep_going) {
+      for (long long item = begin; item < end && keep_going(); ++item) {
         const long long first = item * kRange, n = std::min(kRange, total - first);
         HostMap m = proto_;
         m.slots = static_cast<int>(n);

@@ -77,8 +77,8 @@ template <class T, class Op> class PackedReductionRunner : public Runner {
     T* out = reinterpret_cast<T*>(args.output.data);
     const long long groups = (args.tiles + kLanes - 1) / kLanes;
     if (across_rows_) {
-      parallel_for(groups, kLanes * src_elements_, args.interrupted, [&](long long begin, long long end, const auto& go) {
-        for (long long g = begin; g < end && go(); ++g) {
+      parallel_for(groups, kLanes * src_elements_, args.interrupted, [&](long long begin, long long end, const auto& keep_going) {
+        for (long long g = begin; g < end && keep_going(); ++g) {
           for (long long t = g * kLanes; t < std::min((g + 1) * kLanes, args.tiles); ++t) {
             out[t] = fold_across(in + t * src_elements_, src_elements_, accum_ ? out[t] : Op::template identity<T>());
           }
@@ -86,9 +86,9 @@ template <class T, class Op> class PackedReductionRunner : public Runner {
       });
       return;
     }
-    parallel_for(groups, kLanes * src_elements_, args.interrupted, [&](long long begin, long long end, const auto& go) {
+    parallel_for(groups, kLanes * src_elements_, args.interrupted, [&](long long begin, long long end, const auto& keep_going) {
       std::vector<P> src(static_cast<size_t>(src_.slots)), dst(static_cast<size_t>(dst_.slots));
-      for (long long g = begin; g < end && go(); ++g) run_group(in, out, g * kLanes, args.tiles, src, dst);
+      for (long long g = begin; g < end && keep_going(); ++g) run_group(in, out, g * kLanes, args.tiles, src, dst);
     });
   }
 

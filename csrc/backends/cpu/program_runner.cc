@@ -37,7 +37,7 @@ void run_program_host(const ProgramPlan& plan, const std::vector<std::uintptr_t>
   }
   const long long chunk = std::max(1ll, std::min(tiles, kChunkElements / widest));
   const long long chunks = (tiles + chunk - 1) / chunk;
-  parallel_for(chunks, chunk * per_tile, interrupted, [&](long long begin, long long end, const auto& go) {
+  parallel_for(chunks, chunk * per_tile, interrupted, [&](long long begin, long long end, const auto& keep_going) {
     // this range's intermediates; a batch-broadcast input repeated once per tile of a chunk
     std::vector<std::vector<std::max_align_t>> buffers(n_values);
     auto reserve = [&](size_t i) {
@@ -57,7 +57,7 @@ void run_program_host(const ProgramPlan& plan, const std::vector<std::uintptr_t>
         reserve(i);
       }
     }
-    for (long long c = begin; c < end && go(); ++c) {
+    for (long long c = begin; c < end && keep_going(); ++c) {
       const long long first = c * chunk, n = std::min(chunk, tiles - first);
       auto at = [&](int id) -> std::uintptr_t {
         const ProgramValue& v = plan.values[id];

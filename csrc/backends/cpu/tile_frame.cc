@@ -8,7 +8,7 @@
 
 namespace tp {
 
-struct HostMoves {
+struct TypedStaging {
   void (*in)(const HostStaging&, const void* tile, void* buf);
   void (*out)(const HostStaging&, const void* buf, void* tile);
   void (*poison)(void* buf, long long n);
@@ -16,8 +16,8 @@ struct HostMoves {
 
 namespace {
 
-template <class T> const HostMoves* moves_for() {
-  static const HostMoves m = {
+template <class T> const TypedStaging* moves_for() {
+  static const TypedStaging m = {
       [](const HostStaging& h, const void* tile, void* buf) {
         stage_in(h, static_cast<const T*>(tile), static_cast<T*>(buf));
       },
@@ -34,7 +34,7 @@ HostTileRunner::HostTileRunner(const Plan& plan, HostBody body)
     : inputs_(static_cast<int>(plan.call.inputs.size())), body_(std::move(body)) {
   for (const OperandStaging& s : plan.staging) {
     staging_.emplace_back(s);
-    const HostMoves* m = nullptr;
+    const TypedStaging* m = nullptr;
     with_host_float(s.dtype, [&](auto tag) { m = moves_for<typename decltype(tag)::type>(); });
     moves_.push_back(m);
   }

@@ -22,7 +22,7 @@ struct HostTile {
 };
 using HostBody = std::function<void(const HostTile&)>;
 
-struct HostMoves;  // an operand dtype's typed stage-in / stage-out (tile_frame.cc)
+struct TypedStaging;  // an operand dtype's typed stage-in / stage-out (tile_frame.cc)
 
 class HostTileRunner : public Runner {
  public:
@@ -33,7 +33,7 @@ class HostTileRunner : public Runner {
   void run_tiles(const RunArgs& args, long long begin, long long end, const std::function<bool()>& keep_going) const;
   int inputs_;
   std::vector<HostStaging> staging_;
-  std::vector<const HostMoves*> moves_;
+  std::vector<const TypedStaging*> moves_;
   HostBody body_;
 };
 

@@ -3,7 +3,7 @@
 // scratch area where a copy moves register tiles between threads) and the generated source:
 // declarations (each step's descriptors, each tile's placement), then per instance: the inputs
 // staged once where their first reader wants them, one call of each step's device template (the
-// same call a standalone kernel makes, bodies.cc) with the scope's barrier where a step reads
+// same call a standalone kernel makes, executors.cc) with the scope's barrier where a step reads
 // or writes shared memory, and the outputs stored once.
 //
 //   tp_kernel(<one const pointer per program input>, <one pointer per output>, long long tiles)

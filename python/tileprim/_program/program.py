@@ -18,7 +18,9 @@ from .._checks import as_int
 from .._dtypes import numpy_dtype
 from .._interop import Adapter, Unkeyable, adapter_for, placed_key, remember_device_type
 from .._torch_host import is_host_tensor, to_numpy, to_torch
-from .._scope import STORAGE_SCOPES, ExecScope
+from .._torch_ops import routing
+from .._scope import STORAGE_SCOPES, ExecScope, thread
+from .torch_op import call_program_op, number_program, torch_compiling
 from .plan import ProgramPlan
 from .tile import Tile
 from .trace import TRACING, Trace, user_location
@@ -63,20 +65,26 @@ class Program:
         functools.update_wrapper(self, fn)
         self._fn, self._scope, self._storage = fn, scope, storage
         self._params = list(inspect.signature(fn).parameters)
-        self._memo: Dict[tuple, "_BoundProgram"] = {}
+        self._memo: Dict[tuple, "_PreparedProgram"] = {}
+        self._number = number_program(self)  # its name in a compiled graph's custom op
 
     def __call__(self, *args, batch_dims=0, scope=None, backend=None, target=None, out=None):
+        if torch_compiling():
+            return call_program_op(self, args, batch_dims, scope, backend, target, out)
+        always = routing(args, out)  # torch tensors that need a gradient, or fake/functional ones
+        if always or (always is False and _grad_enabled()):
+            return call_program_op(self, args, batch_dims, scope, backend, target, out)
         if any(map(is_host_tensor, args)):
             return self._call_on_host_tensors(args, batch_dims, scope, backend, target, out)
         key = self._key(args, batch_dims, scope, backend, target)
-        bound = self._memo.get(key) if key is not None else None
-        if bound is None:
-            bound = self._bind(args, batch_dims, scope, backend, target)
+        prepared = self._memo.get(key) if key is not None else None
+        if prepared is None:
+            prepared = self._prepare(args, batch_dims, scope, backend, target)
             if key is not None:
                 if len(self._memo) >= _MEMO_LIMIT:
                     self._memo.clear()
-                self._memo[key] = bound
-        return bound.run(args, out)
+                self._memo[key] = prepared
+        return prepared.run(args, out)
 
     def _call_on_host_tensors(self, args, batch_dims, scope, backend, target, out):
         """PyTorch CPU tensors: run on NumPy views of them, the results returned as tensors."""
@@ -91,7 +99,7 @@ class Program:
 
     def _tp_planner(self, *args, batch_dims=0, scope=None, backend=None, target=None) -> ProgramPlan:
         """tp.plan(program, ...): the ProgramPlan of this call; nothing runs."""
-        return self._bind(args, batch_dims, scope, backend, target).plan
+        return self._prepare(args, batch_dims, scope, backend, target).plan
 
     def __repr__(self) -> str:
         return f"<tp.program {self.__name__}>"
@@ -116,14 +124,13 @@ class Program:
                     parts.append(adapter.placed_key(x))
         return tuple(parts)
 
-    def _bind(self, args, batch_dims, scope, backend, target) -> "_BoundProgram":
+    def _prepare(self, args, batch_dims, scope, backend, target) -> "_PreparedProgram":
         where = f"{self.__name__}"
         if len(args) != len(self._params):
             raise TypeError(f"{where}() takes {len(self._params)} arguments ({', '.join(self._params)}), "
                             f"got {len(args)}")
         scope = scope if scope is not None else self._scope if self._scope is not None else None
         if scope is None:
-            from .._scope import thread
             scope = thread
         if not isinstance(scope, ExecScope):
             raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")
@@ -188,8 +195,12 @@ class Program:
                                [device] if backend == "cuda" else [])
         plan = ProgramPlan(core, [batch_shape + t.shape for t in outputs])
         kernel = _C.cuda.ProgramKernel(core) if backend == "cuda" else None
-        return _BoundProgram(core, plan, inputs, outputs, batch_shape, isinstance(result, tuple), kernel, adapter,
-                             device)
+        return _PreparedProgram(core, plan, inputs, outputs, batch_shape, isinstance(result, tuple), kernel, adapter,
+                                device, trace)
+
+
+def _grad_enabled() -> bool:
+    return sys.modules["torch"].is_grad_enabled()
 
 
 def _program_backend(backend, arrays):
@@ -282,12 +293,13 @@ class _Input:
         return np.ascontiguousarray(arr)
 
 
-class _BoundProgram:
+class _PreparedProgram:
     """A program call signature's plan and what its runs need: on the CUDA backend its one
     kernel, and for device arrays their library's adapter and device."""
 
-    def __init__(self, core, plan, inputs, outputs, batch_shape, as_tuple, kernel, adapter, device):
+    def __init__(self, core, plan, inputs, outputs, batch_shape, as_tuple, kernel, adapter, device, trace):
         self.core, self.plan, self.inputs = core, plan, inputs
+        self.trace, self.output_ids = trace, [t._id for t in outputs]  # what a derived backward reads
         self.batch_shape, self.as_tuple = batch_shape, as_tuple
         self.tiles = math.prod(batch_shape)
         self.results = [(batch_shape + t.shape, numpy_dtype(t.dtype)) for t in outputs]

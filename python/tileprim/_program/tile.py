@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
+from .._op_table import OPS
+
 __all__ = ["Tile"]
-
-
-def _op(name: str):
-    from .._ops import OPS
-    return OPS[name]
 
 
 class Tile:
@@ -40,31 +37,31 @@ class Tile:
         return len(self.shape)
 
     def __add__(self, other):
-        return _op("add")(self, other)
+        return OPS["add"](self, other)
 
     def __radd__(self, other):
-        return _op("add")(other, self)
+        return OPS["add"](other, self)
 
     def __sub__(self, other):
-        return _op("sub")(self, other)
+        return OPS["sub"](self, other)
 
     def __rsub__(self, other):
-        return _op("sub")(other, self)
+        return OPS["sub"](other, self)
 
     def __mul__(self, other):
-        return _op("mul")(self, other)
+        return OPS["mul"](self, other)
 
     def __rmul__(self, other):
-        return _op("mul")(other, self)
+        return OPS["mul"](other, self)
 
     def __truediv__(self, other):
-        return _op("fdiv")(self, other)
+        return OPS["fdiv"](self, other)
 
     def __rtruediv__(self, other):
-        return _op("fdiv")(other, self)
+        return OPS["fdiv"](other, self)
 
     def __neg__(self):
-        return _op("mul")(self, -1.0)  # exact: flips the sign bit of every value, zeros and NaNs included
+        return OPS["mul"](self, -1.0)  # exact: flips the sign bit of every value, zeros and NaNs included
 
     def __bool__(self):
         raise TypeError("a tp.Tile has no truth value while its program is traced: Python control flow runs once, "

@@ -9,6 +9,12 @@ from typing import List, Optional
 
 import numpy as np
 
+from .._checks import as_bool
+from .._dtypes import dtype_name
+from .._layout.value import as_layout
+from .._scope import ExecScope, thread
+from .tile import Tile
+
 __all__ = ["TRACING", "Trace", "record_step", "user_location"]
 
 # The trace being recorded, or None. A one-element list: the generated op functions read it on
@@ -40,16 +46,15 @@ class Trace:
         self.inputs: List[tuple] = []  # (name, dtype, core shape, batch_broadcast)
         self.steps: List[dict] = []
         self.tiles: list = []          # value id -> Tile
+        self.location: Optional[str] = None  # the steps' file:line while a derivation records them
 
     def input(self, name: str, dtype: str, shape: tuple, batch_broadcast: bool):
-        from .tile import Tile
         tile = Tile(self, len(self.tiles), tuple(shape), dtype, None, None, name)
         self.tiles.append(tile)
         self.inputs.append((name, dtype, list(shape) or [1], batch_broadcast))
         return tile
 
     def add(self, step: dict, shape: tuple, dtype: str, storage, layout):
-        from .tile import Tile
         step["name"] = ""
         tile = Tile(self, len(self.tiles), shape, dtype, storage, layout, "")
         self.tiles.append(tile)
@@ -58,7 +63,6 @@ class Trace:
 
     def name_results(self, local_names: dict) -> None:
         """Gives each step's result the name the user's code bound it to (e, m, xf, ...)."""
-        from .tile import Tile
         n_inputs = len(self.inputs)
         for name, value in local_names.items():
             if type(value) is Tile and value._trace is self and value._id >= n_inputs and not value.name:
@@ -69,13 +73,8 @@ class Trace:
 def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
                 dispatch, extra, config, keepdims):
     """Records one op call of the program being traced; returns its result tile."""
-    from .._checks import as_bool
-    from .._dtypes import dtype_name
-    from .._layout import as_layout
-    from .._scope import ExecScope, thread
-    from .tile import Tile
     trace = TRACING[0]
-    where = user_location(2)
+    where = trace.location or user_location(2)
     given = {"batch_dims": batch_dims != 0, "backend": backend is not None, "target": target is not None,
              "out": out is not None}
     for name in _CALL_ONLY:

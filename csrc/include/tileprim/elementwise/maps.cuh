@@ -72,6 +72,9 @@ struct MaximumNaN {
 struct Fma {
   template <class T> static TP_HD T apply(T a, T b, T c) { return fma(a, b, c); }
 };
+struct Eq {  // IEEE equality as a mask in the operands' dtype: NaN equals nothing, -0 equals +0
+  template <class T> static TP_HD T apply(T a, T b) { return cast<T>(widen(a) == widen(b) ? 1.0f : 0.0f); }
+};
 
 // Op as a function to the output dtype TD: the same-dtype maps return TD already; Zero and
 // Cast need TD to know what to produce.

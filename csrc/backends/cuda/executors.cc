@@ -1,7 +1,7 @@
 // The CUDA executors of the tile variants: each is the variant's kernel body, the
 // declarations of its descriptors and one call of its device template (the same template the
 // CPU executor runs with HostLanes); the kernel frame does the rest.
-#include "backends/cuda/bodies.h"
+#include "backends/cuda/executors.h"
 
 #include <sstream>
 

@@ -25,12 +25,13 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 import tileprim as tp
+from tileprim._dtypes import numpy_dtype
 
-from .._dtypes import numpy_dtype
 from .baselines import GpuLibrary, NumpyLibrary
 from .cases import Case, Inputs, Measured, scope_name
 from .program_workloads import WORKLOADS, Workload, scope_for
 from .report import reason
+from .runner import Sizes, Suite, cuda_usable, run_as_asked
 from .timing import CudaEventTimer, HostWallTimer, WallTimer
 
 __all__ = ["side_for", "program_cases", "suite", "main", "TOLERANCE", "CHECK_ROWS"]
@@ -279,7 +280,7 @@ def program_cases(side, inputs: Inputs, quick: bool = False) -> Tuple[List[Case]
 
 
 def suite(backend: str, quick: bool = False):
-    """A bench Suite of the tile-program cases alone (see :func:`tileprim.bench.suite`); nothing
+    """A bench Suite of the tile-program cases alone (see :func:`tileprim_bench.suite`); nothing
     runs yet.
 
     Parameters
@@ -289,9 +290,8 @@ def suite(backend: str, quick: bool = False):
 
     Returns
     -------
-    tileprim.bench.Suite
+    tileprim_bench.runner.Suite
     """
-    from . import Sizes, Suite
     if backend == "cuda":
         import torch
         lib = GpuLibrary(torch)
@@ -318,7 +318,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     int
         The exit status: 0, or 1 where a tileprim result was off the oracle.
     """
-    from . import _cuda_usable, _selected, run
     parser = argparse.ArgumentParser(prog="benchmarks/programs.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true",
                         help="no GPU needed: the CPU backend against NumPy on tiny shapes, every code path "
@@ -331,21 +330,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--json", metavar="PATH",
                         help="also write the header (GPU, driver, versions) and one row per case as JSON")
     args = parser.parse_args(argv)
-    if not args.smoke and not _cuda_usable():
+    if not args.smoke and not cuda_usable():
         parser.error(f"the CUDA backend is {tp.info()['backends']['cuda']}; --smoke runs the CPU backend")
     try:
         s = suite("cpu" if args.smoke else "cuda", args.quick)
     except ImportError as e:
         parser.error(f"the GPU run makes its inputs with PyTorch: {e}; --smoke runs the CPU backend")
-    cases = _selected(s.cases, args.only)
-    if not cases:
-        parser.error(f"--only {' '.join(map(repr, args.only))}: no case matches (--list names them)")
-    if args.list:
-        print("\n".join(case.name for case in cases))
+    result = run_as_asked(s, args, parser.error)
+    if result is None:
         return 0
-    result = run(s, args.only, args.json)
-    if args.json:
-        print(f"wrote {args.json}", file=sys.stderr)
     off = [row["case"] for row in result["rows"] if row["detail"].get("oracle_ok") is False]
     if off:
         print(f"tileprim off the float64 oracle: {', '.join(off)}", file=sys.stderr)

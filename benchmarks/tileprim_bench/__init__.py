@@ -1,5 +1,6 @@
-"""``python -m tileprim bench``: tileprim beside the libraries people would otherwise use, on the
-same inputs.
+"""The benchmark suite (``python benchmarks/run.py``, or ``python -m tileprim bench`` from a
+checkout): tileprim beside the libraries people would otherwise use, on the same inputs. It lives
+beside the package, not in it: ``pip install`` installs the library alone.
 
 On a GPU (PyTorch needed for the inputs; CuPy timed too where installed): row sum/max/min of
 float32 ``(N, K)`` tensors for K in 4 ... 8192 at thread, warp and cta(32/128/256) scope;
@@ -16,58 +17,21 @@ big for a thread's registers, say) is recorded as n/a with the reason, and the r
 from __future__ import annotations
 
 import argparse
-import datetime
-import platform
-import shlex
-import sys
-from dataclasses import dataclass, field
-from typing import Callable, Iterable, List, Optional
+from typing import Callable, List, Optional
 
 import tileprim as tp
 
-from . import report
 from .baselines import GpuLibrary, NumpyLibrary
-from .cases import CPU_KS, CPU_SCOPES, GPU_KS, GPU_SCOPES, Case, Inputs, map_cases, reduction_cases
+from .cases import CPU_KS, CPU_SCOPES, GPU_KS, GPU_SCOPES, Inputs, map_cases, reduction_cases
 from .latency import gpu_small_calls, host_small_calls, kernel_cases
 from .programs import program_cases, side_for
-from .progress import open_progress
+from .runner import Sizes, Suite, cuda_usable, run, run_as_asked
 from .timing import CudaEventTimer, WallTimer
 
 __all__ = ["Sizes", "Suite", "suite", "run", "add_arguments", "run_from_args", "main"]
 
-
-@dataclass(frozen=True)
-class Sizes:
-    """How big and how often: elements per input, timed repeats, calls per CUDA-event batch
-    (GPU only), and calls per small-call median."""
-
-    elements: int
-    repeats: int
-    inner: int
-    calls: int
-
-
 SIZES = {("cuda", False): Sizes(1 << 28, 15, 5, 2000), ("cuda", True): Sizes(1 << 26, 5, 3, 300),
          ("cpu", False): Sizes(1 << 20, 21, 1, 2000), ("cpu", True): Sizes(1 << 16, 7, 1, 300)}
-
-
-@dataclass
-class Suite:
-    """The cases of one backend, with what they share: the baseline library, the timer, the
-    sizes, the inputs alive at the moment, and what the run's header adds about the cases."""
-
-    backend: str
-    quick: bool
-    lib: object
-    timer: object
-    sizes: Sizes
-    inputs: Inputs
-    cases: List[Case]
-    header: dict = field(default_factory=dict)
-
-
-def _cuda_usable() -> bool:
-    return tp.info()["backends"]["cuda"] == "available"
 
 
 def suite(backend: str = "cpu", quick: bool = False) -> Suite:
@@ -92,8 +56,8 @@ def suite(backend: str = "cpu", quick: bool = False) -> Suite:
 
     Examples
     --------
-    >>> from tileprim import bench
-    >>> [case.name for case in bench.suite("cpu", quick=True).cases][:3]
+    >>> import tileprim_bench
+    >>> [case.name for case in tileprim_bench.suite("cpu", quick=True).cases][:3]
     ['sum K=4 thread', 'max K=4 thread', 'min K=4 thread']
     """
     sizes = SIZES[backend, quick]
@@ -123,82 +87,6 @@ def suite(backend: str = "cpu", quick: bool = False) -> Suite:
     return Suite(backend, quick, lib, timer, sizes, inputs, cases + programs, header)
 
 
-def _selected(cases: List[Case], only: Iterable[str]) -> List[Case]:
-    only = list(only)
-    return [case for case in cases if not only or any(text in case.name for text in only)]
-
-
-def _header(s: Suite, only: List[str]) -> dict:
-    return {"tileprim": tp.__version__, "python": platform.python_version(), "versions": s.lib.versions(),
-            "device": s.lib.device(), "backend": s.backend, "command": shlex.join(sys.argv),
-            "options": {"backend": s.backend, "quick": s.quick, "only": only},
-            "elements_per_input": s.sizes.elements, "repeats": s.sizes.repeats,
-            "timing": s.timer.describe(),
-            "small_call_timing": f"time.perf_counter around one call, median of {s.sizes.calls} calls; "
-                                 "tileprim and its baseline called in turn",
-            "ratio": report.RATIO, "started": datetime.datetime.now().isoformat(timespec="seconds"),
-            **s.header}
-
-
-def run(s: Suite, only: Iterable[str] = (), json_path: Optional[str] = None) -> dict:
-    """Measures the suite's cases (those whose name contains one of ``only``, if given), printing
-    one line per case on stdout under a progress display on stderr.
-
-    Parameters
-    ----------
-    s : Suite
-        From :func:`suite`.
-    only : iterable of str, optional
-        Substrings of case names (``"sum K=32 "``, ``"cta(128)"``, ``"float16"``, ``"small"``).
-    json_path : str, optional
-        Where to write ``{"header": ..., "rows": [...]}``.
-
-    Returns
-    -------
-    dict
-        ``{"header": ..., "rows": [...]}``: one row per case, with ``tileprim_ms``, ``baselines``
-        (name -> ms), GB/s, ``ratios`` (tileprim_ms / each baseline's ms) and ``ratio`` (to the
-        fastest baseline); a case that could not run has null times and the reason in ``note``.
-
-    Raises
-    ------
-    ValueError
-        ``only`` matches no case.
-    """
-    only = list(only)
-    cases = _selected(s.cases, only)
-    if not cases:
-        raise ValueError(f"no case name contains any of {only}")
-    header = _header(s, only)
-    widths = {}
-    for case in cases:
-        widths[case.kind] = max(widths.get(case.kind, 0), len(case.name))
-    rows, kind = [], None
-    shown = open_progress(len(cases))
-    try:
-        for case in cases:
-            shown.start(case.name)
-            if case.kind != kind:
-                kind = case.kind
-                s.inputs.clear()  # no kind uses another's inputs
-                shown.write(report.section(kind))
-            try:
-                row = report.row(case, case.measure())
-            except Exception as e:  # a refused tile, a missing library: the row says why, the run goes on
-                row = report.row(case, None, note=report.reason(e))
-            s.lib.free()
-            rows.append(row)
-            shown.write(report.line(row, widths[kind]))
-            shown.finish()
-    finally:
-        shown.close()
-        s.inputs.clear()
-    result = {"header": header, "rows": rows}
-    if json_path:
-        report.write_json(json_path, header, rows)
-    return result
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m tileprim bench`` (and ``benchmarks/run.py``)."""
     parser.add_argument("--backend", choices=("cpu", "cuda"),
@@ -226,22 +114,14 @@ def run_from_args(args: argparse.Namespace, fail: Callable[[str], None]) -> int:
     int
         0.
     """
-    if args.backend == "cuda" and not _cuda_usable():
+    if args.backend == "cuda" and not cuda_usable():
         fail(f"--backend cuda: the CUDA backend is {tp.info()['backends']['cuda']}")
-    backend = args.backend or ("cuda" if _cuda_usable() else "cpu")
+    backend = args.backend or ("cuda" if cuda_usable() else "cpu")
     try:
         s = suite(backend, args.quick)
     except RuntimeError as e:
         fail(str(e))
-    cases = _selected(s.cases, args.only)
-    if not cases:
-        fail(f"--only {' '.join(map(repr, args.only))}: no case matches (--list names them)")
-    if args.list:
-        print("\n".join(case.name for case in cases))
-        return 0
-    run(s, args.only, args.json)
-    if args.json:
-        print(f"wrote {args.json}", file=sys.stderr)
+    run_as_asked(s, args, fail)
     return 0
 
 

@@ -1,16 +1,12 @@
-"""Pictures and readable HTML for notebooks: layouts as SVG grids, plans as a headline, the
-declined variants, a diagram of the algorithm and tables; a DispatchError's trace as it prints.
-
-Pure Python; the reprs import this module lazily so ``import tileprim`` stays lean."""
+"""Plans as readable HTML for notebooks: a headline, the declined variants, a diagram of the
+algorithm and tables; a DispatchError's trace as it prints."""
 from __future__ import annotations
 
 from html import escape
 
-from ._draw_layout import layout_html, layout_svg
-from ._draw_plan import plan_diagram_svg
+from .plan_diagram import plan_diagram_svg
 
-__all__ = ["layout_svg", "layout_html", "plan_diagram_svg", "plan_html", "dispatch_error_html",
-           "kernel_origin_words"]
+__all__ = ["plan_html", "dispatch_error_html"]
 
 # Jupyter's stylesheet centres or right-aligns table cells; reasons and params read from the left.
 _LEFT = "text-align:left; vertical-align:top; padding:1px 10px 1px 0"
@@ -62,18 +58,3 @@ def dispatch_error_html(message: str) -> str:
     return ('<div class="tileprim-dispatch-error" style="text-align:left"><b>DispatchError</b>'
             '<pre style="font-family:monospace; white-space:pre; text-align:left; overflow-x:auto">'
             f"{escape(message)}</pre></div>")
-
-
-def _ms(ms: float) -> str:
-    return f"{ms:.0f}" if ms >= 10 else f"{ms:.1f}"
-
-
-def kernel_origin_words(origin: str, compile_ms: float) -> str:
-    """How a kernel was obtained, in words: origin is the kernel cache's 'compiled', 'disk' or 'memory'."""
-    if origin == "compiled":
-        return f"compiled now in {_ms(compile_ms)} ms"
-    if origin == "disk":
-        return f"loaded from the disk cache in {_ms(compile_ms)} ms"
-    if origin == "memory":
-        return "cached in this process"
-    return f"{origin} in {_ms(compile_ms)} ms"

@@ -11,7 +11,7 @@ import math
 import operator
 from typing import Dict, List, Sequence, Tuple
 
-from ._svg import Canvas, text_width
+from .canvas import Canvas, text_width
 
 __all__ = ["layout_svg", "layout_html", "thread_index", "thread_colour", "bank_conflicts"]
 

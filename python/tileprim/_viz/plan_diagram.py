@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional
 
-from ._svg import Canvas
+from .canvas import Canvas
 
 LANE_STEP = 15          # px between lane columns; 32 lanes fit in 600 px with row labels
 LANES_LEFT = 96

@@ -13,6 +13,8 @@ from typing import List
 import numpy as np
 
 import tileprim as tp
+from tileprim._backends import cuda_details
+from tileprim._calls import prepared_call
 
 from .cases import Case, Inputs, Measured
 from .timing import per_call_ms, side_by_side_ms
@@ -29,7 +31,7 @@ print(json.dumps({"origin": k.origin, "build_ms": k.compile_ms, "lower_ms": lowe
 """
 
 # the steps of a repeated call on a torch tensor, timed alone
-HOST_PARTS = ("signature lookup (bound_call)", "result allocation (torch.empty_like)", "pointers and stream",
+HOST_PARTS = ("signature lookup (prepared_call)", "result allocation (torch.empty_like)", "pointers and stream",
               "launch through _C (run_device_one)", "a call with out= (no allocation)")
 
 
@@ -119,16 +121,15 @@ def gpu_small_calls(torch, inputs: Inputs, calls: int) -> List[Case]:
 def _host_parts(torch, x) -> dict:
     """Each step of a repeated ``tp.sum(x, axes=-1)`` on a 4x8 torch tensor, as a call to time:
     the arguments are the generated ``tp.sum``'s own (see ``_ops._source``)."""
-    from .._calls import bound_call
     args = ("sum", (x,), -1, None, False, tp.thread, None, None, None, 0, None, None, None, None, {})
-    bound = bound_call(*args)
-    out = bound.allocate()
-    stream = bound.stream()
+    prepared = prepared_call(*args)
+    out = prepared.allocate()
+    stream = prepared.stream()
     return dict(zip(HOST_PARTS, (
-        lambda: bound_call(*args),
-        bound.allocate,
-        lambda: (x.data_ptr(), out.data_ptr(), bound.stream()),
-        lambda: bound.core.run_device_one(x.data_ptr(), out.data_ptr(), 1, 0, stream),
+        lambda: prepared_call(*args),
+        prepared.allocate,
+        lambda: (x.data_ptr(), out.data_ptr(), prepared.stream()),
+        lambda: prepared.core.run_device_one(x.data_ptr(), out.data_ptr(), 1, 0, stream),
         lambda: tp.sum(x, axes=-1, out=out))))
 
 
@@ -183,7 +184,6 @@ def kernel_cases(calls: int) -> List[Case]:
     """
     def memory_hit() -> Measured:
         _needs_nvrtc()
-        from .._backends import cuda_details
         cuda_details()  # loads NVRTC and configures the cache
         cuda = tp._C.cuda
         args = (tp.__version__, cuda.header_digest(), "sm_90a", ["-std=c++17"],

@@ -16,8 +16,7 @@ from typing import Callable, Dict, Optional
 import numpy as np
 
 import tileprim as tp
-
-from .._dtypes import numpy_dtype
+from tileprim._dtypes import numpy_dtype
 
 OPS = ("exp", "exp2", "log", "log2", "rsqrt", "silu", "sqrt", "reciprocal")
 SIXTEEN_BIT = ("float16", "bfloat16")

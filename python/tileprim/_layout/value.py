@@ -1,216 +1,16 @@
-"""Layout syntax of the seeds: ``TileLayout(S[(32, 8) : (1 @ laneid, 1)] + R[32 : 1 @ laneid])``.
-
-``S[extents : strides]`` is the shard, ``R[extents : strides]`` a replica, ``value @ axis`` puts a
-stride or an offset on a named axis (a bare number is on the memory axis ``m``), and ``+ k @ axis``
-adds an offset. ``S[8, 4]`` gives extents only, with row-major strides on ``m``. The algebra itself
-lives in C++ (``csrc/layout``); this module only spells it.
+"""A layout as a value: ``TileLayout`` (where each element of a tile lives), with its parts
+(``Iter``, ``Swizzle``) and what it answers (``Position``, ``PositionSet``, ``DimInfo``). Equal
+layouts compare and hash alike, in C++ (``csrc/layout``), so a layout is a key of the call memo.
 """
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple, Union
 
-from . import _C
+from .. import _C
+from .syntax import THREAD_WEIGHT, Iter, LayoutExpr, as_tuple, axis_rank, layout_int, row_major
 
-__all__ = [
-    "Axis", "S", "R", "TileLayout", "Swizzle", "Iter", "Position", "PositionSet", "DimInfo",
-    "m", "laneid", "warpid", "tx", "wgid", "tid_in_wg", "wid_in_wg",
-]
-
-_INT64_MIN, _INT64_MAX = -2**63, 2**63 - 1
-# Canonical axis order (m, then the thread axes), and each thread axis' weight in a thread index.
-_AXIS_ORDER = {name: k for k, name in enumerate(_C.axis_names())}
-_THREAD_WEIGHT = {name: _C.thread_weight(name) for name in _AXIS_ORDER if name != "m"}
-
-
-def _axis_rank(name: str) -> int:
-    """The axis' place in the canonical order; ValueError for a name that is no axis."""
-    if name not in _AXIS_ORDER:
-        raise ValueError(f"axis: unknown axis {name!r}; the axes are {', '.join(_AXIS_ORDER)}")
-    return _AXIS_ORDER[name]
-
-
-def _as_int(v, what: str) -> int:
-    """An int from anything with ``__index__`` (NumPy integers too) except bool, within int64: the
-    core stores every layout number as a 64-bit integer."""
-    if isinstance(v, bool) or not hasattr(type(v), "__index__"):
-        raise TypeError(f"layout: {what} {v!r} must be an integer")
-    i = operator.index(v)
-    if not _INT64_MIN <= i <= _INT64_MAX:
-        raise ValueError(f"layout: {what} {i} does not fit in int64 (-2**63 .. 2**63 - 1)")
-    return i
-
-
-Iter = _C.Iter  # its constructor converts extent and stride with _as_int
-
-
-class Axis:
-    """A named axis: ``m`` (memory) or a thread axis. ``4 @ laneid`` is a stride or offset on it."""
-
-    def __init__(self, name: str):
-        _axis_rank(name)
-        self.name = name
-        self._on: Dict[int, OnAxis] = {}
-
-    def __rmatmul__(self, value) -> "OnAxis":
-        if type(value) is int:  # the common spelling, ``1 @ laneid``: one object per value
-            on = self._on.get(value)
-            if on is None and len(self._on) < 256:
-                on = self._on[value] = OnAxis(_as_int(value, f"stride or offset on {self.name}"), self)
-            if on is not None:
-                return on
-        return OnAxis(_as_int(value, f"stride or offset on {self.name}"), self)
-
-    def __repr__(self) -> str:
-        return self.name
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Axis) and other.name == self.name
-
-    def __hash__(self) -> int:
-        return hash(("Axis", self.name))
-
-
-m, laneid, warpid, tx, wgid, tid_in_wg, wid_in_wg = (
-    Axis(n) for n in ("m", "laneid", "warpid", "tx", "wgid", "tid_in_wg", "wid_in_wg"))
-
-
-class OnAxis:
-    """``value @ axis``: a stride inside ``S[...]``/``R[...]``, an offset after ``+``. A value:
-    equal and hashed by (value, axis), never changed."""
-    __slots__ = ("value", "axis", "_hash")
-
-    def __init__(self, value: int, axis: Axis):
-        object.__setattr__(self, "value", value)
-        object.__setattr__(self, "axis", axis)
-        object.__setattr__(self, "_hash", hash((value, axis.name)))
-
-    def __setattr__(self, name, value):
-        raise AttributeError("OnAxis is read-only")
-
-    def __eq__(self, other) -> bool:
-        return type(other) is OnAxis and other.value == self.value and other.axis == self.axis
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __add__(self, other):
-        return LayoutExpr(offset={self.axis.name: self.value}) + other
-
-    __radd__ = __add__
-
-    def __repr__(self) -> str:
-        return f"{self.value}@{self.axis.name}"
-
-
-def _as_tuple(v) -> tuple:
-    return tuple(v) if isinstance(v, (tuple, list)) else (v,)
-
-
-def _iters(key, what: str) -> List[Iter]:
-    """Iters from ``S[...]``'s key: ``extents : strides`` or extents alone (row-major on m)."""
-    if isinstance(key, slice):
-        if key.step is not None:
-            raise ValueError(f"layout: {what}[extents : strides] takes no third part")
-        extents = [_as_int(e, "extent") for e in _as_tuple(key.start)]
-        strides = _as_tuple(key.stop)
-        if len(strides) != len(extents):
-            raise ValueError(f"layout: {what}[...] has {len(extents)} extents but {len(strides)} strides")
-        iters = []
-        for e, s in zip(extents, strides):
-            if isinstance(s, OnAxis):
-                iters.append(Iter(e, s.value, s.axis.name))
-            else:
-                iters.append(Iter(e, _as_int(s, "stride"), "m"))
-        return iters
-    return list(_row_major([_as_int(e, "extent") for e in _as_tuple(key)]).shard)
-
-
-def _row_major(shape):
-    return _C.TileLayoutCore.row_major([_as_int(d, "shape dim") for d in _as_tuple(shape)])
-
-
-class LayoutExpr:
-    """The sum ``S[...] + R[...] + k@axis`` before it becomes a TileLayout."""
-
-    def __init__(self, shard=None, replica=(), offset=None):
-        self.shard: Optional[List[Iter]] = shard
-        self.replica: List[Iter] = list(replica)
-        self.offset: Dict[str, int] = dict(offset or {})
-
-    def __add__(self, other) -> "LayoutExpr":
-        if isinstance(other, OnAxis):
-            other = LayoutExpr(offset={other.axis.name: other.value})
-        elif hasattr(type(other), "__index__"):  # a bare number is an offset on m
-            other = LayoutExpr(offset={"m": _as_int(other, "offset on m")})
-        if not isinstance(other, LayoutExpr):
-            return NotImplemented
-        if self.shard is not None and other.shard is not None:
-            raise ValueError("layout: a layout has one shard S[...]; add replicas R[...] and offsets k@axis to it")
-        offset = dict(self.offset)
-        for k, v in other.offset.items():
-            offset[k] = offset.get(k, 0) + v
-        return LayoutExpr(self.shard if self.shard is not None else other.shard,
-                          self.replica + other.replica, offset)
-
-    __radd__ = __add__
-
-    def tile_layout(self) -> "TileLayout":
-        """The TileLayout this sum spells, made once per expression (an expression is never
-        changed: ``+`` makes a new one)."""
-        layout = self.__dict__.get("_tile_layout")
-        if layout is None:
-            layout = self._tile_layout = TileLayout(self)
-        return layout
-
-    def __repr__(self) -> str:
-        return str(self.tile_layout()) if self.shard is not None else f"LayoutExpr(replica={self.replica})"
-
-
-# S[...] written inline in a call builds the same expression on every call: the expressions are
-# kept by the syntax's value, so a repeated call gets the same TileLayout (and hits the call memo).
-_SHARD_CACHE: Dict[tuple, LayoutExpr] = {}
-_SHARD_CACHE_LIMIT = 1024
-
-
-def _syntax_key(key) -> Optional[tuple]:
-    """``key`` of ``S[key]`` as a dictionary key, or None where it holds anything but ints and
-    ``v @ axis`` (a float 8.0 equals 8 but is no extent: it must reach the checks)."""
-    parts = (key.start, key.stop, key.step) if type(key) is slice else (key,)
-    for part in parts:
-        for v in (part if type(part) is tuple else (part,)):
-            if type(v) is not int and type(v) is not OnAxis and v is not None:
-                return None
-    return parts if type(key) is slice else (None, key)
-
-
-class _ShardSyntax:
-    def __getitem__(self, key) -> LayoutExpr:
-        cache_key = _syntax_key(key)
-        expr = _SHARD_CACHE.get(cache_key) if cache_key is not None else None
-        if expr is None:
-            expr = LayoutExpr(shard=_iters(key, "S"))
-            if cache_key is not None:
-                if len(_SHARD_CACHE) >= _SHARD_CACHE_LIMIT:
-                    _SHARD_CACHE.clear()
-                _SHARD_CACHE[cache_key] = expr
-        return expr
-
-    def __repr__(self) -> str:
-        return "S"
-
-
-class _ReplicaSyntax:
-    def __getitem__(self, key) -> LayoutExpr:
-        return LayoutExpr(replica=_iters(key, "R"))
-
-    def __repr__(self) -> str:
-        return "R"
-
-
-S = _ShardSyntax()
-R = _ReplicaSyntax()
+__all__ = ["TileLayout", "Swizzle", "Position", "PositionSet", "DimInfo", "as_layout", "spelled_layout"]
 
 
 @dataclass(frozen=True)
@@ -237,7 +37,7 @@ class Swizzle:
 
     def __post_init__(self):
         for name in ("per_element", "swizzle_len", "atom_len"):
-            object.__setattr__(self, name, _as_int(getattr(self, name), f"swizzle {name}"))
+            object.__setattr__(self, name, layout_int(getattr(self, name), f"swizzle {name}"))
         _C.check_swizzle(self.per_element, self.swizzle_len, self.atom_len)
 
     @classmethod
@@ -257,12 +57,12 @@ class Position(dict):
     of a replicated element form a set."""
 
     def __init__(self, coords=(), **kw):
-        super().__init__(sorted(dict(coords, **kw).items(), key=lambda kv: _axis_rank(kv[0])))
+        super().__init__(sorted(dict(coords, **kw).items(), key=lambda kv: axis_rank(kv[0])))
 
     @property
     def thread(self) -> int:
         """The index of the thread holding this place within its scope instance."""
-        return sum(v * _THREAD_WEIGHT[a] for a, v in self.items() if a != "m")
+        return sum(v * THREAD_WEIGHT[a] for a, v in self.items() if a != "m")
 
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(frozenset(self.items()))
@@ -331,7 +131,7 @@ class TileLayout:
             return
         if not isinstance(layout, LayoutExpr) or layout.shard is None:
             raise TypeError(f"layout: TileLayout takes S[...] (+ R[...] + offsets), not {layout!r}")
-        offset = {axis: _as_int(v, f"offset on {axis}") for axis, v in layout.offset.items()}
+        offset = {axis: layout_int(v, f"offset on {axis}") for axis, v in layout.offset.items()}
         self._core = _C.TileLayoutCore(layout.shard, layout.replica, offset, _swizzle_tuple(swizzle))
 
     @classmethod
@@ -359,7 +159,7 @@ class TileLayout:
         >>> TileLayout.row_major((4, 8))
         TileLayout(S[(4, 8) : (8, 1)])
         """
-        return cls._wrap(_row_major(shape))
+        return cls._wrap(row_major(shape))
 
     @classmethod
     def _wrap(cls, core) -> "TileLayout":
@@ -449,17 +249,17 @@ class TileLayout:
 
     def _flat(self, index, shape) -> int:
         if isinstance(index, (tuple, list)):
-            shape = tuple(_as_int(d, "shape dim") for d in shape) if shape is not None else self.shape
+            shape = tuple(layout_int(d, "shape dim") for d in shape) if shape is not None else self.shape
             if len(index) != len(shape):
                 raise ValueError(f"index: {tuple(index)} has {len(index)} coordinates for shape {shape}")
             flat = 0
             for i, d in zip(index, shape):
-                i = _as_int(i, "index")
+                i = layout_int(i, "index")
                 if not 0 <= i < d:
                     raise ValueError(f"index: {tuple(index)} is outside shape {shape}")
                 flat = flat * d + i
             index = flat
-        return _as_int(index, "index")  # the core checks it against the layout's size
+        return layout_int(index, "index")  # the core checks it against the layout's size
 
     def dims(self, shape=None) -> List[DimInfo]:
         """The iters each logical dim of ``shape`` owns, with its thread and local extents.
@@ -474,7 +274,7 @@ class TileLayout:
         >>> [(d.thread_extent, d.local_extent) for d in TileLayout(S[(32, 8) : (1 @ laneid, 1)]).dims()]
         [(32, 1), (1, 8)]
         """
-        shape = [_as_int(d, "shape dim") for d in _as_tuple(shape)] if shape is not None else list(self.shape)
+        shape = list(self.shape) if shape is None else [layout_int(d, "shape dim") for d in as_tuple(shape)]
         return [DimInfo(tuple(d.iters), d.thread_extent, d.local_extent) for d in self._core.group(shape)]
 
     def thread_extents(self, shape=None) -> Tuple[int, ...]:
@@ -497,7 +297,7 @@ class TileLayout:
         """
         return tuple(d.local_extent for d in self.dims(shape))
 
-    # ---- pictures (tileprim._draw) ----------------------------------------------------------
+    # ---- pictures (tileprim._viz) -----------------------------------------------------------
     def draw(self, shape=None, path=None, *, dtype=None, labels=None) -> str:
         """The tile as an SVG grid: each cell coloured by the thread holding it and labelled with
         thread and register (shared layouts: coloured by 4-byte bank, labelled with offset and
@@ -527,7 +327,7 @@ class TileLayout:
         >>> svg.startswith("<svg")
         True
         """
-        from ._draw import layout_svg
+        from .._viz.layout_grid import layout_svg
         svg = layout_svg(self, shape, dtype, labels)
         if path is not None:
             with open(path, "w", encoding="utf-8") as f:
@@ -535,11 +335,11 @@ class TileLayout:
         return svg
 
     def _repr_svg_(self) -> str:
-        from ._draw import layout_svg
+        from .._viz.layout_grid import layout_svg
         return layout_svg(self)
 
     def _repr_html_(self) -> str:
-        from ._draw import layout_html
+        from .._viz.layout_grid import layout_html
         return layout_html(self)
 
     # ---- value semantics ------------------------------------------------------------------
@@ -577,5 +377,15 @@ def as_layout(value, arg: str) -> Optional[TileLayout]:
     if value is None or isinstance(value, TileLayout):
         return value
     if isinstance(value, LayoutExpr):
-        return value.tile_layout()
+        return spelled_layout(value)
     raise TypeError(f"{arg}: expected a TileLayout or S[...] syntax, not {type(value).__name__}")
+
+
+def spelled_layout(expr: LayoutExpr) -> TileLayout:
+    """The TileLayout an S[...] expression spells, made once and kept on the expression (which is
+    never changed: ``+`` makes a new one), so S[...] written inline in a repeated call gives the same
+    layout and hits the call memo."""
+    layout = expr.__dict__.get("_tile_layout")
+    if layout is None:
+        layout = expr._tile_layout = TileLayout(expr)
+    return layout

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import ast
 
-from . import _layout
+from . import syntax
+from .value import TileLayout
 
-_NAMES = {"S": _layout.S, "R": _layout.R, "m": _layout.m, "laneid": _layout.laneid, "warpid": _layout.warpid,
-          "tx": _layout.tx, "wgid": _layout.wgid, "tid_in_wg": _layout.tid_in_wg,
-          "wid_in_wg": _layout.wid_in_wg}
+__all__ = ["parse_layout", "LayoutTextError"]
+
+_NAMES = {"S": syntax.S, "R": syntax.R, "m": syntax.m, "laneid": syntax.laneid, "warpid": syntax.warpid,
+          "tx": syntax.tx, "wgid": syntax.wgid, "tid_in_wg": syntax.tid_in_wg, "wid_in_wg": syntax.wid_in_wg}
 _SYNTAX = "S[...], R[...], integers, tuples, value @ axis and +"
 
 
@@ -62,7 +64,7 @@ def _walk(node: ast.AST):
     raise _reject(node, _describe(node))
 
 
-def parse_layout(text: str) -> "_layout.TileLayout":
+def parse_layout(text: str) -> TileLayout:
     """The TileLayout that ``text`` spells in the layout syntax."""
     try:
         tree = ast.parse(text.strip(), mode="eval")
@@ -71,7 +73,7 @@ def parse_layout(text: str) -> "_layout.TileLayout":
     except (ValueError, RecursionError, MemoryError) as e:   # over-long literals, absurd nesting
         raise LayoutTextError(f"not a layout expression ({type(e).__name__}: {e})") from None
     try:
-        return _layout.TileLayout(_walk(tree.body))
+        return TileLayout(_walk(tree.body))
     except LayoutTextError:
         raise
     except RecursionError:

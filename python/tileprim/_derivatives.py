@@ -1,0 +1,60 @@
+"""Each op's vector-Jacobian product, written once with tileprim ops: the backward of a
+standalone op (``_torch_grad``, on tensors) and the backward of a tile program (``_program.backward``,
+on the tiles of the backward program being traced) both read these rules. ``tp`` is whatever runs
+the ops: an object with the op functions bound to the backward's options, or the op functions
+themselves inside a trace.
+
+max/min and maximum split the gradient evenly among ties, as ``torch.amax`` and ``torch.maximum``
+do: every element equal to the result gets grad / (number of such elements). An element that is
+NaN never equals the result (``tp.eq``), so a slice of NaNs (result NaN) passes no gradient.
+Broadcast operands get the gradient summed back to their shape by the caller."""
+from __future__ import annotations
+
+import math
+
+__all__ = ["UNARY", "NARY", "tie_share", "VALUELESS"]
+
+_LN2 = math.log(2.0)
+
+# ops whose result reads no operand value: no gradient flows through them
+VALUELESS = ("zero", "fill", "eq")
+
+
+def tie_share(tp, g, result, candidates, k):
+    """Candidate k's gradient: g split evenly among the candidates equal to the result."""
+    masks = [tp.eq(c, result) for c in candidates]
+    count = masks[0]
+    for m in masks[1:]:
+        count = tp.add(count, m)
+    return tp.mul(masks[k], tp.fdiv(g, tp.maximum(count, 1.0)))
+
+
+def _silu(tp, g, x):
+    # silu(x) = x s, s = 1 / (1 + exp(-x)); d/dx = s (1 + x (1 - s))
+    s = tp.reciprocal(tp.add(tp.exp(tp.mul(x, -1.0)), 1.0))
+    return tp.mul(g, tp.mul(s, tp.fma(x, tp.sub(1.0, s), 1.0)))
+
+
+# one-operand maps: (tp, g, x, y, dtype of x) -> the gradient of x (None: no gradient)
+UNARY = {
+    "sqrt": lambda tp, g, x, y, dt: tp.fdiv(tp.mul(g, 0.5), y),
+    "rsqrt": lambda tp, g, x, y, dt: tp.mul(tp.mul(g, -0.5), tp.mul(y, tp.mul(y, y))),
+    "exp": lambda tp, g, x, y, dt: tp.mul(g, y),
+    "exp2": lambda tp, g, x, y, dt: tp.mul(tp.mul(g, y), _LN2),
+    "log": lambda tp, g, x, y, dt: tp.fdiv(g, x),
+    "log2": lambda tp, g, x, y, dt: tp.fdiv(g, tp.mul(x, _LN2)),
+    "reciprocal": lambda tp, g, x, y, dt: tp.mul(tp.mul(g, -1.0), tp.mul(y, y)),
+    "silu": lambda tp, g, x, y, dt: _silu(tp, g, x),
+    "copy": lambda tp, g, x, y, dt: g,  # values move unchanged
+    "cast": lambda tp, g, x, y, dt: tp.cast(g, dt),
+}
+
+# maps of several operands: per operand, (tp, g, operand values, y) -> its gradient at y's shape
+NARY = {
+    "add": (lambda tp, g, v, y: g, lambda tp, g, v, y: g),
+    "sub": (lambda tp, g, v, y: g, lambda tp, g, v, y: tp.mul(g, -1.0)),
+    "mul": (lambda tp, g, v, y: tp.mul(g, v[1]), lambda tp, g, v, y: tp.mul(g, v[0])),
+    "fdiv": (lambda tp, g, v, y: tp.fdiv(g, v[1]), lambda tp, g, v, y: tp.mul(tp.fdiv(g, v[1]), tp.mul(y, -1.0))),
+    "maximum": (lambda tp, g, v, y: tie_share(tp, g, y, v, 0), lambda tp, g, v, y: tie_share(tp, g, y, v, 1)),
+    "fma": (lambda tp, g, v, y: tp.mul(g, v[1]), lambda tp, g, v, y: tp.mul(g, v[0]), lambda tp, g, v, y: g),
+}

@@ -1,0 +1,48 @@
+"""Op functions written from the op table: each op's signature follows its family and operand
+names (``sum(src, axes=-1, *, out=None, accum=False, keepdims=False, scope=thread, ...)``); its
+body hands the arguments to ``prepare`` (the call memo for tileprim's own functions, the custom op
+for the twins torch.compile traces) and runs what that makes, or, inside a tile program being
+traced, records a step instead."""
+from __future__ import annotations
+
+from ._docs import op_docstring
+from ._program.trace import TRACING, record_step
+
+__all__ = ["op_function"]
+
+_COMMON = ("scope=thread, storage=None, layout=None, out_layout=None, batch_dims=0, target=None, backend=None, "
+           "dispatch=None, **config")
+
+
+def _source(spec: dict, runs: bool) -> str:
+    """The op function's source: its signature, then one call of ``prepare``, whose result runs,
+    or (``runs=False``: what tp.plan calls) gives its Plan."""
+    operands = spec["operands"]
+    reduction = spec["family"] == "reduction"
+    params = list(operands) + ([spec["extra_arg"]] if spec["extra_arg"] else [])
+    signature = ", ".join(params) + (", axes=-1" if reduction else "")
+    keywords = "out=None, accum=False, keepdims=False, " if reduction else "out=None, "
+    pack = "(" + "".join(f"{o}, " for o in operands) + ")"
+    tail = f".run({pack}, out)" if runs else ".plan"
+    args = (f"{spec['name']!r}, {pack}, {'axes' if reduction else 'None'}, out, "
+            f"{'accum' if reduction else 'False'}, scope, storage, layout, out_layout, batch_dims, target, "
+            f"backend, dispatch, {spec['extra_arg'] or 'None'}, config, {'keepdims' if reduction else 'False'}")
+    # inside a tile program being traced, a call records a step instead of running
+    record = f"    if TRACING[0] is not None:\n        return record_step({args})\n" if runs else ""
+    return (f"def op({signature}, *, {keywords}{_COMMON}):\n{record}"
+            f"    return prepare({args}){tail}\n")
+
+
+def op_function(spec: dict, prepare, default_scope, runs: bool = True):
+    """The function of the op ``spec`` (an entry of ``_op_table.SPECS``): it hands its arguments to
+    ``prepare`` and runs what comes back (``runs=False``: returns its Plan instead); ``scope``
+    defaults to ``default_scope``."""
+    namespace = {"prepare": prepare, "thread": default_scope, "TRACING": TRACING, "record_step": record_step}
+    exec(compile(_source(spec, runs), f"<tileprim.{spec['name']}>", "exec"), namespace)
+    fn = namespace["op"]
+    fn.__name__ = fn.__qualname__ = spec["name"]
+    fn.__module__ = "tileprim"
+    fn._tp_op = spec["name"]
+    if runs:
+        fn.__doc__ = op_docstring(spec)
+    return fn

@@ -1,0 +1,156 @@
+"""A tile program called on torch tensors that need autograd, on fake or functional tensors, or
+inside ``torch.compile``: one ``torch.library`` custom op per call signature
+(``torch.ops.tileprim.program_<name>_<n>``), its tensors the arguments (scalars are constants of
+the signature), a fake implementation giving the results' shapes and dtypes, and a backward that
+runs the program derived from the forward's steps (``backward.py``) as one more tile program. An
+argument broadcast over the batch gets its gradient summed back to its shape by torch
+(``sum_to_size``), as the standalone ops' broadcast operands do.
+
+Under ``torch.compile`` the call's signature is worked out from the tensors' metadata and the op
+registered by a function Dynamo runs rather than traces (``torch._dynamo.assume_constant_result``);
+the graph holds the custom op. A shape is part of the signature: a traced (symbolic) one is
+specialised."""
+from __future__ import annotations
+
+import itertools
+import re
+import sys
+import weakref
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+
+from .._dtypes import numpy_dtype
+from .._scope import ExecScope
+from .._torch_ops import after_load, define
+from .backward import derive_backward
+
+__all__ = ["ProgramOp", "call_program_op", "number_program", "torch_compiling"]
+
+_OPS: Dict[tuple, "ProgramOp"] = {}
+_PROGRAMS: "weakref.WeakValueDictionary[int, object]" = weakref.WeakValueDictionary()
+_NUMBERS = itertools.count(1)
+
+
+def number_program(program) -> int:
+    """A number naming ``program`` in this process (what a compiled graph's constants can hold)."""
+    number = next(_NUMBERS)
+    _PROGRAMS[number] = program
+    return number
+
+
+def call_program_op(program, args, batch_dims, scope, backend, target, out):
+    """Runs the call through its signature's custom op (registered on its first call)."""
+    import torch
+    described = tuple((str(x.dtype).replace("torch.", ""), tuple(x.shape), tuple(x.stride()), str(x.device))
+                      if isinstance(x, torch.Tensor) else x for x in args)
+    scope_parts = None if scope is None else (scope.kind, scope.threads)
+    name, one_in_a_tuple = op_name(program._number, described, batch_dims, scope_parts, backend, target)
+    result = getattr(torch.ops.tileprim, name).default(*(x for x in args if isinstance(x, torch.Tensor)))
+    if one_in_a_tuple:
+        result = (result,)
+    if out is None:
+        return result
+    outs, results = (out, result) if isinstance(result, (tuple, list)) else ((out,), (result,))
+    for o, r in zip(outs, results):
+        o.copy_(r)  # the graph records the copy: autograd sees out=
+    return out
+
+
+def op_name(number: int, described: tuple, batch_dims, scope_parts, backend, target) -> Tuple[str, bool]:
+    """The custom op's name for this signature (registered the first time), and whether the
+    program returns its one result in a tuple (the op returns it bare: a schema's one-element
+    tuple is a Tensor). Shapes and strides as ints: a traced (symbolic) one is specialised, as a
+    program's plan is per shape."""
+    described = tuple((d[0], tuple(map(int, d[1])), tuple(map(int, d[2])), d[3]) if type(d) is tuple else d
+                      for d in described)
+    key = (number, described, batch_dims, scope_parts, backend, target)
+    op = _OPS.get(key)
+    if op is None:
+        scope = None if scope_parts is None else ExecScope(*scope_parts)
+        op = _OPS[key] = ProgramOp(_PROGRAMS[number], described, dict(batch_dims=batch_dims, scope=scope,
+                                                                          backend=backend, target=target))
+    return op.name, op.as_tuple and len(op.results) == 1
+
+
+def _constant_under_dynamo() -> None:
+    import torch
+    torch._dynamo.assume_constant_result(op_name)
+
+
+after_load("torch._dynamo", _constant_under_dynamo)  # Dynamo runs op_name, not traces it
+
+
+class ProgramOp:
+    """One program call signature as a torch custom op with a derived backward."""
+
+    def __init__(self, program, described: tuple, options: dict):
+        import torch
+        self.program, self.options = program, options
+        self.is_tensor = [type(d) is tuple for d in described]
+        self.scalars = [d for d in described if type(d) is not tuple]
+        # traced on stand-ins of the tensors' shapes and dtypes (fake tensors hold no values) and
+        # planned for the CPU: only the steps and the results' shapes are read here
+        stand_ins = [np.broadcast_to(np.zeros((), numpy_dtype(d[0])), d[1]) if type(d) is tuple else d
+                     for d in described]
+        bound = program._prepare(stand_ins, options["batch_dims"], options["scope"], "cpu", None)
+        self.trace, self.output_ids, self.as_tuple = bound.trace, bound.output_ids, bound.as_tuple
+        # a result tile of shape () is one value per batch entry: its gradient goes in as (..., 1)
+        self.scalar_results = [bound.trace.tiles[i].shape == () for i in bound.output_ids]
+        self.results = [(shape, getattr(torch, dtype)) for (shape, _), dtype in zip(bound.results, bound.result_dtypes)]
+        self.backwards: Dict[Tuple[bool, ...], Optional[tuple]] = {}
+        params = [name for name, t in zip(program._params, self.is_tensor) if t]
+        self.several = len(self.results) > 1
+        schema = "(" + ", ".join(f"Tensor {_identifier(n)}" for n in params) + ") -> " + (
+            "(" + ", ".join("Tensor" for _ in self.results) + ")" if self.several else "Tensor")
+        self.name = f"program_{_identifier(program.__name__)}_{len(_OPS)}"
+        define(self.name, schema, self._impl, self._fake, self._backward, self._setup)
+
+    def _arguments(self, tensors):
+        it, scalars = iter(tensors), iter(self.scalars)
+        return [next(it) if t else next(scalars) for t in self.is_tensor]
+
+    def _impl(self, *tensors):
+        result = self.program(*self._arguments(tensors), **self.options)  # grad mode is off in here
+        return result[0] if self.as_tuple and not self.several else result
+
+    def _fake(self, *tensors):
+        made = tuple(tensors[0].new_empty(shape, dtype=dtype) for shape, dtype in self.results)
+        return made if self.several else made[0]
+
+    def _setup(self, ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    def _backward(self, ctx, *grads):
+        import torch
+        inputs = ctx.saved_tensors
+        derived = self._derived(tuple(ctx.needs_input_grad))
+        if derived is None:
+            return (None,) * len(inputs)
+        program, wanted = derived
+        grads = [torch.zeros(shape, dtype=dtype, device=inputs[0].device) if g is None else g
+                 for g, (shape, dtype) in zip(grads, self.results)]
+        grads = [g.reshape(*g.shape, 1) if scalar else g for g, scalar in zip(grads, self.scalar_results)]
+        computed = program(*inputs, *grads, **self.options)
+        out = [None] * len(inputs)
+        for i, g in zip(wanted, computed):
+            out[i] = g if g.shape == inputs[i].shape else g.sum_to_size(inputs[i].shape)
+        return tuple(out)
+
+    def _derived(self, needs: Tuple[bool, ...]):
+        """(the backward program, the arguments it gives gradients) for these needs, or None."""
+        if needs not in self.backwards:
+            derived = derive_backward(self.trace, self.output_ids, needs)
+            if derived is not None:  # a program of the forward's kind, scope and storage
+                derived = (type(self.program)(derived[0], self.trace.scope, self.program._storage), derived[1])
+            self.backwards[needs] = derived
+        return self.backwards[needs]
+
+
+def torch_compiling() -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
+
+
+def _identifier(name: str) -> str:
+    return re.sub(r"\W", "_", name) or "program"

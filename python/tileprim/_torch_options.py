@@ -1,0 +1,47 @@
+"""The call options of tileprim's torch custom ops. Each op's schema is fixed; what is not a tensor
+or the axes travels as ``options``, the name of an entry in a table of call options (scope,
+storage, layouts, batch_dims, target, backend, dispatch, dtype, config), interned once per
+distinct set of options: the same options give the same string, so a compiled graph holds a
+constant and never recompiles per call."""
+from __future__ import annotations
+
+from typing import Dict
+
+from ._scope import ExecScope
+
+__all__ = ["OPTION_NAMES", "intern_options", "options_name", "options_of"]
+
+OPTION_NAMES = ("scope", "storage", "layout", "out_layout", "batch_dims", "target", "backend", "dispatch", "extra")
+_OPTIONS_BY_KEY: Dict[tuple, str] = {}
+_OPTIONS: Dict[str, dict] = {}
+
+
+def intern_options(kind, threads, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
+                   config) -> str:
+    """The options' name in the table: readable, and the same for the same options. The scope comes
+    as its kind and threads (constants to torch.compile, where the scope object may be one it made)."""
+    key = (ExecScope(kind, threads), storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
+           tuple(sorted(config.items())))
+    name = _OPTIONS_BY_KEY.get(key)
+    if name is None:
+        values = dict(zip(OPTION_NAMES, key[:-1]), config=dict(key[-1]))
+        name = ";".join(f"{k}={v!r}" for k, v in values.items() if v is not None and v != {})
+        if name in _OPTIONS:  # two option sets printing alike: numbered apart
+            name = f"{name}#{len(_OPTIONS)}"
+        _OPTIONS_BY_KEY[key], _OPTIONS[name] = name, values
+    return name
+
+
+def options_name(options: dict) -> str:
+    """The name of ``options`` (a dict of OPTION_NAMES and config) in the table."""
+    scope = options["scope"]
+    return intern_options(scope.kind, scope.threads, *(options[k] for k in OPTION_NAMES[1:]), options["config"])
+
+
+def options_of(name: str) -> dict:
+    try:
+        return _OPTIONS[name]
+    except KeyError:
+        raise ValueError(f"options: {name!r} is not a set of call options of this process; tileprim's custom ops "
+                         f"take the options tileprim's op functions intern (call tp.<op>, not torch.ops.tileprim)"
+                         ) from None

@@ -1,0 +1,230 @@
+"""Autograd through tile programs: the backward derived from the traced steps (a second tile
+program, one kernel), checked by torch.autograd.gradcheck in float64 on the CPU backend, against
+float64 NumPy gradients for float32 programs, ties of max split as torch.amax splits them, and (on
+a GPU) the same bits on the CPU and the GPU."""
+import numpy as np
+import pytest
+
+import tileprim as tp
+from conftest import cuda_usable
+
+torch = pytest.importorskip("torch")
+
+SCOPES = [pytest.param(tp.thread, id="thread"), pytest.param(tp.warp, id="warp"),
+          pytest.param(tp.cta(64), id="cta64")]
+
+
+def softmax_fn(x):
+    m = tp.max(x, axes=-1, keepdims=True)
+    e = tp.exp(x - m)
+    return e / tp.sum(e, axes=-1, keepdims=True)
+
+
+def rmsnorm_fn(x, w, eps):
+    ms = tp.sum(x * x, axes=-1, keepdims=True) / x.shape[-1]
+    return x * tp.rsqrt(ms + eps) * w
+
+
+def logsumexp_fn(x):
+    m = tp.max(x, axes=-1, keepdims=True)
+    return tp.log(tp.sum(tp.exp(x - m), axes=-1)) + tp.max(x, axes=-1)
+
+
+def add_rmsnorm_fn(x, r, w):
+    h = x + r
+    return h * tp.rsqrt(tp.sum(h * h, axes=-1, keepdims=True) / x.shape[-1] + 1e-6) * w, h
+
+
+def every_map_fn(a, b, c):
+    p = tp.sqrt(a) + tp.log(a) - tp.log2(b) + tp.rsqrt(b) * tp.exp2(c) + tp.reciprocal(a)
+    q = tp.fma(a, c, tp.silu(c)) / b + tp.maximum(a, c) - 2.5 * tp.exp(c)
+    return tp.cast(p * q, "float64") + tp.zero(c) + tp.fill(a, 3.0)
+
+
+def tile_broadcast_fn(x, col, row):
+    # a 2-d tile: a column (k, 1) and a row (n,) broadcast inside the tile, reductions along both dims
+    y = x * col + row
+    return tp.sum(y, axes=0, keepdims=True) * tp.max(y, axes=-1, keepdims=True) + tp.sum(y, axes=(0, 1))
+
+
+def leaf(shape, low=-2.0, high=2.0, seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.rand(shape, generator=g, dtype=torch.float64) * (high - low) + low).to(dtype).requires_grad_()
+
+
+def gradcheck(fn, *args):
+    assert torch.autograd.gradcheck(fn, args, eps=1e-6, atol=1e-7, rtol=1e-5)
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+def test_gradcheck_softmax_rmsnorm_logsumexp(scope):
+    softmax, rmsnorm, logsumexp = (tp.program(f, scope=scope) for f in (softmax_fn, rmsnorm_fn, logsumexp_fn))
+    x = leaf((5, 37), seed=1)
+    w = leaf((37,), 0.5, 1.5, seed=2)
+    gradcheck(lambda x: softmax(x, batch_dims=1, backend="cpu"), x)
+    gradcheck(lambda x, w: rmsnorm(x, w, 1e-6, batch_dims=1, backend="cpu"), x, w)
+    gradcheck(lambda x: logsumexp(x, batch_dims=1, backend="cpu"), x)
+
+
+def test_gradcheck_two_results_every_map_and_broadcasts_inside_the_tile():
+    add_rmsnorm = tp.program(add_rmsnorm_fn, scope=tp.warp)
+    x, r, w = leaf((3, 40), seed=3), leaf((3, 40), seed=4), leaf((40,), 0.5, 1.5, seed=5)
+    gradcheck(lambda x, r, w: add_rmsnorm(x, r, w, batch_dims=1, backend="cpu"), x, r, w)
+    every_map = tp.program(every_map_fn)
+    a, b, c = leaf((4, 9), 0.5, 3.0, seed=6), leaf((4, 9), 0.5, 3.0, seed=7), leaf((4, 9), seed=8)
+    gradcheck(lambda a, b, c: every_map(a, b, c, batch_dims=1, backend="cpu"), a, b, c)
+    broadcast = tp.program(tile_broadcast_fn, scope=tp.cta(32))
+    x, col, row = leaf((2, 6, 11), seed=9), leaf((6, 1), seed=10), leaf((2, 1, 11), seed=11)
+    gradcheck(lambda x, col, row: broadcast(x, col, row, batch_dims=1, backend="cpu"), x, col, row)
+
+
+def test_second_derivatives_through_the_backward_programs_own_backward():
+    softmax, rmsnorm = tp.program(softmax_fn, scope=tp.warp), tp.program(rmsnorm_fn, scope=tp.cta(64))
+    x, w = leaf((3, 9), seed=24), leaf((9,), 0.5, 1.5, seed=25)
+    assert torch.autograd.gradgradcheck(lambda x: softmax(x, batch_dims=1, backend="cpu"), (x,))
+    assert torch.autograd.gradgradcheck(lambda x, w: rmsnorm(x, w, 1e-6, batch_dims=1, backend="cpu"), (x, w))
+
+
+def test_float32_gradients_match_float64_numpy():
+    rng = np.random.default_rng(12)
+    x64 = rng.standard_normal((33, 300)) * 3
+    w64 = rng.uniform(0.5, 1.5, 300)
+    g64 = rng.standard_normal((33, 300))
+    x = torch.tensor(x64, dtype=torch.float32, requires_grad=True)
+    w = torch.tensor(w64, dtype=torch.float32, requires_grad=True)
+    g = torch.tensor(g64, dtype=torch.float32)
+    softmax = tp.program(softmax_fn, scope=tp.cta(64))
+    y64 = np.exp(x64 - x64.max(-1, keepdims=True))
+    y64 /= y64.sum(-1, keepdims=True)
+    want = y64 * (g64 - (g64 * y64).sum(-1, keepdims=True))
+    (got,) = torch.autograd.grad(softmax(x, batch_dims=1, backend="cpu"), x, g)
+    assert np.max(np.abs(got.numpy() - want)) <= 1e-6 * np.max(np.abs(want))
+    rmsnorm = tp.program(rmsnorm_fn, scope=tp.cta(64))
+    rstd = 1 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + 1e-6)
+    gw64 = (g64 * x64 * rstd).sum(0)
+    gx64 = rstd * (g64 * w64 - x64 * rstd ** 2 * (g64 * w64 * x64).mean(-1, keepdims=True))
+    gx, gw = torch.autograd.grad(rmsnorm(x, w, 1e-6, batch_dims=1, backend="cpu"), (x, w), g)
+    assert np.max(np.abs(gx.numpy() - gx64)) <= 1e-5 * np.max(np.abs(gx64))
+    assert np.max(np.abs(gw.numpy() - gw64)) <= 1e-5 * np.max(np.abs(gw64))
+
+
+def test_ties_split_as_amax_and_nan_passes_no_gradient():
+    @tp.program(scope=tp.warp)
+    def row_max(x):
+        return tp.max(x, axes=-1)
+
+    x = torch.tensor([[1.0, 3.0, 3.0, -2.0, 3.0], [float("nan"), 2.0, 5.0, 5.0, 0.0]], dtype=torch.float64,
+                     requires_grad=True)
+    g = torch.tensor([6.0, 4.0], dtype=torch.float64)
+    (got,) = torch.autograd.grad(row_max(x, batch_dims=1, backend="cpu"), x, g)
+    expected = torch.tensor([[0, 2, 2, 0, 2], [0, 0, 2, 2, 0]], dtype=torch.float64)
+    assert torch.equal(got, expected)
+    y = torch.tensor([[1.0, 3.0, 3.0, -2.0, 3.0]], dtype=torch.float64, requires_grad=True)
+    (amax,) = torch.autograd.grad(torch.amax(y, -1), y, g[:1])
+    (ours,) = torch.autograd.grad(row_max(y, batch_dims=1, backend="cpu"), y, g[:1])
+    assert torch.equal(ours, amax)
+
+
+def test_backward_is_one_program_and_one_kernel():
+    from tileprim._program.backward import derive_backward
+    softmax = tp.program(softmax_fn, scope=tp.cta(256))
+    x = np.random.default_rng(13).standard_normal((8, 512)).astype(np.float32)
+    prepared = softmax._prepare((x,), 1, None, "cpu", None)
+    fn, wanted = derive_backward(prepared.trace, prepared.output_ids, [True])
+    assert wanted == [0] and fn.__name__ == "softmax_fn_backward"
+    program = tp.program(fn, scope=tp.cta(256))
+    plan = tp.plan(program, x, x, batch_dims=1, backend="cpu")
+    # the forward values the products read are recomputed in it; the ties' mask is tp.eq
+    assert {"max", "exp", "sum", "eq", "fdiv"} <= {s.op for s in plan.steps}
+    kernel = tp.lower(program, x, x, batch_dims=1, target="sm_90a")
+    assert kernel.source.count("__global__") == 1
+
+
+def test_gradient_flows_only_where_needed_and_out_is_recorded():
+    rmsnorm = tp.program(rmsnorm_fn, scope=tp.warp)
+    x = leaf((4, 32), seed=14)
+    w = leaf((32,), seed=15).detach()  # needs no gradient
+    y = rmsnorm(x, w, 1e-6, batch_dims=1, backend="cpu")
+    assert y.grad_fn is not None and y.requires_grad
+    (gx,) = torch.autograd.grad(y.sum(), x)
+    assert gx.shape == x.shape and torch.isfinite(gx).all()
+    out = torch.full((4, 32), float("nan"), dtype=torch.float64)
+    rmsnorm(x, w, 1e-6, batch_dims=1, backend="cpu", out=out)
+    assert torch.equal(out.detach(), y.detach()) and out.grad_fn is not None
+    with torch.no_grad():
+        plain = rmsnorm(x, w, 1e-6, batch_dims=1, backend="cpu")
+    assert plain.grad_fn is None and torch.equal(plain, y.detach())
+
+
+def test_a_reduction_that_cannot_broadcast_its_gradient_back_names_the_line():
+    @tp.program
+    def row_sums_times(x):
+        return tp.sum(x, axes=-1) * 2.0  # (k,) from a (k, n) tile: no keepdims
+
+    x = leaf((2, 3, 4), seed=16)
+    y = row_sums_times(x, batch_dims=1, backend="cpu")
+    with pytest.raises(ValueError, match=r"test_program_autograd.py:\d+: sum: .*keepdims=True"):
+        y.sum().backward()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_backward_bits_equal_on_cpu_and_gpu(dtype):
+    """Every gradient the backward program computes has the same bits on both backends; the
+    weight's (summed over the batch by torch) agrees to rounding."""
+    softmax, rmsnorm = tp.program(softmax_fn, scope=tp.cta(256)), tp.program(rmsnorm_fn, scope=tp.cta(256))
+    x = leaf((64, 1000), seed=17, dtype=dtype)
+    w = leaf((1000,), 0.5, 1.5, seed=18, dtype=dtype)
+    g = leaf((64, 1000), seed=19, dtype=dtype).detach()
+    grads = {}
+    for device, backend in (("cpu", "cpu"), ("cuda", None)):
+        xd, wd = x.detach().to(device).requires_grad_(), w.detach().to(device).requires_grad_()
+        (sx,) = torch.autograd.grad(softmax(xd, batch_dims=1, backend=backend), xd, g.to(device))
+        rx, rw = torch.autograd.grad(rmsnorm(xd, wd, 1e-6, batch_dims=1, backend=backend), (xd, wd), g.to(device))
+        grads[device] = (sx.cpu(), rx.cpu(), rw.cpu())
+    for a, b in zip(grads["cpu"][:2], grads["cuda"][:2]):
+        assert torch.equal(a, b)
+    torch.testing.assert_close(grads["cuda"][2], grads["cpu"][2])
+
+
+def test_opcheck_passes_on_a_programs_custom_op():
+    from tileprim._program.torch_op import op_name
+    add_rmsnorm = tp.program(add_rmsnorm_fn, scope=tp.warp)
+    x, r, w = leaf((3, 40), seed=20), leaf((3, 40), seed=21), leaf((40,), 0.5, 1.5, seed=22)
+    described = tuple(("float64", tuple(t.shape), t.stride(), "cpu") for t in (x, r, w))
+    name, _ = op_name(add_rmsnorm._number, described, 1, None, "cpu", None)
+    assert name.startswith("program_add_rmsnorm_fn_")
+    torch.library.opcheck(getattr(torch.ops.tileprim, name).default, (x, r, w))
+
+
+@pytest.mark.parametrize("compiler", ["graph", "aot_eager"])
+def test_torch_compile_fullgraph_holds_the_programs_custom_op_and_its_backward(compiler):
+    """One graph, no break, no recompilation for new values, gradients equal to eager bit for bit
+    (aot_eager traces the backward too: the derived program's own custom op, on fake tensors)."""
+    from torch._dynamo.utils import counters
+    softmax = tp.program(softmax_fn, scope=tp.warp)
+    rmsnorm = tp.program(rmsnorm_fn, scope=tp.warp)
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    def loss(x, w):
+        return (softmax(x, batch_dims=1, backend="cpu") * rmsnorm(x, w, 1e-6, batch_dims=1, backend="cpu")).sum()
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(loss, fullgraph=True, backend=keep if compiler == "graph" else compiler)
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for seed in (23, 24):
+            x, w = leaf((6, 50), seed=seed), leaf((50,), 0.5, 1.5, seed=seed + 10)
+            got = torch.autograd.grad(compiled(x, w), (x, w))
+            want = torch.autograd.grad(loss(x, w), (x, w))
+            assert all(torch.equal(a, b) for a, b in zip(got, want))
+    assert not counters["graph_break"]
+    if compiler == "graph":
+        targets = [str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
+        assert [t.split("_fn_")[0] for t in targets if t.startswith("tileprim.")] == [
+            "tileprim.program_softmax", "tileprim.program_rmsnorm"], targets
