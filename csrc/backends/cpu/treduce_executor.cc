@@ -35,7 +35,9 @@ void run_pieces(const TreducePlan& detail, const RunArgs& args) {
       const treduce::Piece place = treduce::locate(g, piece);
       auto load = [&](const T* from, T* into) {
         for (long long r = 0; r < place.rows; ++r) {
-          for (long long c = 0; c < place.cols; ++c) into[r * place.cols + c] = from[place.src + r * g.src[3] + c * g.src[4]];
+          for (long long c = 0; c < place.cols; ++c) {
+            into[r * place.cols + c] = from[place.src + r * g.src[3] + c * g.src[4]];
+          }
         }
       };
       const long long n = place.rows * place.cols;

@@ -70,7 +70,8 @@ class CudaTreduceRunner : public Runner {
     for (int r = 0; r < ranks; ++r) {
       Member m;
       m.device = devices_[r];
-      m.worker = static_cast<int>(std::find(detail_.workers.begin(), detail_.workers.end(), r) - detail_.workers.begin());
+      const auto& workers = detail_.workers;
+      m.worker = static_cast<int>(std::find(workers.begin(), workers.end(), r) - workers.begin());
       if (m.worker == static_cast<int>(detail_.workers.size())) m.worker = -1;
       for (int q = 0; q < ranks && (m.worker >= 0 || signalled_); ++q) {  // whom it reads or signals
         if (std::find(detail_.staged.begin(), detail_.staged.end(), q) == detail_.staged.end()) d.enable_peer_access(m.device, devices_[q]);
@@ -99,7 +100,8 @@ class CudaTreduceRunner : public Runner {
     const auto [low, high] = element_extent(source.shape, source.strides);
     extent_low_ = low;
     for (int r : detail_.staged) {  // root_pull without peer access: copies on the root's GPU
-      staged_.emplace(r, std::make_shared<DeviceBuffer>((high - low + 1) * element_bytes_, devices_[detail_.workers[0]]));
+      staged_.emplace(r, std::make_shared<DeviceBuffer>((high - low + 1) * element_bytes_,
+                                                        devices_[detail_.workers[0]]));
     }
   }
 
@@ -178,7 +180,9 @@ class CudaTreduceRunner : public Runner {
       if (!runs_here(r) || m.worker >= 0 || by_stream) continue;
       scope.use(m.device);
       if (by_events) {
-        for (int w : detail_.workers) d.check(d.cuStreamWaitEvent(stream_of(args, r), members_[w].done, 0), "cuStreamWaitEvent");
+        for (int w : detail_.workers) {
+          d.check(d.cuStreamWaitEvent(stream_of(args, r), members_[w].done, 0), "cuStreamWaitEvent");
+        }
         continue;
       }
       const signals::Pad* own = pads.pad[r];
