@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import tileprim as tp
-from tileprim.comm import _bootstrap, _communicator, _init_file
+from tileprim.comm import _communicator
+from tileprim.comm.processes import init_file as file_bootstrap, launcher
 
 
 class _Planted:
@@ -101,7 +102,7 @@ def test_a_rank_that_waits_for_the_init_file_times_out_as_told(tmp_path):
 def test_a_failed_rename_leaves_no_temp_file(tmp_path, monkeypatch):
     def fail(source, target):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(_init_file.os, "replace", fail)
+    monkeypatch.setattr(file_bootstrap.os, "replace", fail)
     with pytest.raises(ValueError, match="init_file: .* cannot be written here \\(No space left on device\\)"):
         tp.comm.init(backend="cpu", rank=0, world_size=2, init_file=tmp_path / "init", timeout=5)
     assert os.listdir(tmp_path) == []
@@ -118,7 +119,7 @@ def test_a_failed_init_leaves_no_rendezvous_segment(tmp_path, monkeypatch):
         while not init.exists():
             time.sleep(0.01)
         init_job = json.loads(init.read_bytes())["job"]
-        info = {"version": 1, "host": _bootstrap.host_id(), "pid": os.getpid(), "backend": "cpu", "device": None,
+        info = {"version": 1, "host": launcher.host_id(), "pid": os.getpid(), "backend": "cpu", "device": None,
                 "job": uuid.uuid4().hex, "transport": None}
         (tmp_path / f"init.{init_job}.1.1").write_bytes(b"tileprim-exchange 1\n" + json.dumps(info).encode())
 

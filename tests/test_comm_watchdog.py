@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from tileprim import _C
-from tileprim.comm._watchdog import WATCH_S, Watchdog, exited_ranks
+from tileprim.comm.transports.watchdog import WATCH_S, Watchdog, exited_ranks
 
 
 class FakeRendezvous:

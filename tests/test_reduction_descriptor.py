@@ -87,13 +87,14 @@ def test_treduce_takes_it(prod_test, rng):
     ranks = [factors(rng, shape, "float32") for _ in range(3)]
     dst = np.full(shape, np.nan, np.float32)
     refs = [_C.TileRef(f"tensors[{r}]", "float32", list(shape), "global", None, -1, [5, 1]) for r in range(3)]
-    config = {"op": OP, "tile_rows": 2, "tile_cols": 4, "pingpong": True, "valid": "dynamic", "accumulate": "",
-              "root": root, "processes": ""}
+
+    def options(op):
+        return _C.TreduceOptions(op=op, root=root, tile_rows=2, tile_cols=4, pingpong=True, valid="dynamic",
+                                 accumulate="", transport="")
     out = _C.TileRef("dst", "float32", list(shape), "global", None, -1, [5, 1])
-    bound = _C.prepare(_C.OpCall("treduce", refs, out, "thread", 1, [], False, config, ""), "", "cpu", [])
+    bound = _C.prepare(_C.treduce_call(refs, out, options(OP), ""), "", "cpu", [])
     bound.run_collective([x.ctypes.data for x in ranks], [-1] * 3, dst.ctypes.data, -1, [])
     want = ranks[root].astype(np.float64) * ranks[0] * ranks[2]  # the root first, then ascending
     np.testing.assert_allclose(dst, want, rtol=1e-6)
-    config["op"] = "prod"
     with pytest.raises(ValueError, match="op: 'prod' is not a treduce op; use 'sum', 'max', 'min' or 'prod_test'"):
-        _C.prepare(_C.OpCall("treduce", refs, out, "thread", 1, [], False, config, ""), "", "cpu", [])
+        _C.prepare(_C.treduce_call(refs, out, options("prod"), ""), "", "cpu", [])

@@ -223,7 +223,7 @@ def test_an_nccl_worker_whose_fold_fails_raises_and_the_root_gets_all_ones_for_i
     raises, its exchange goes on (so no rank waits), and the root's dst holds the CPU bits but for
     rank 2's shard, all-ones bytes (NaN); the next call gives the CPU bits."""
     pytest.importorskip("torch")
-    from tileprim.comm._nccl import _shards
+    from tileprim.comm.transports.nccl import _shards
     base = {"shape": [520, 640], "dtype": "float32", "op": "sum", "root": 0, "variant": "scatter_gather"}
     cases = [{**base, "seed": 1}, {**base, "seed": 2, "role": {"2": "fold-fails"}}, {**base, "seed": 3}]
     records = launch(cases, 3, tmp_path, transport="nccl-hosts", deadline=120)

@@ -9,7 +9,7 @@ import tileprim as tp
 from conftest import bits_equal
 from test_treduce_gpu import to_host
 from treduce_oracle import treduce_reference
-from tileprim.comm import _one_process
+from tileprim.comm.one_process import calls
 
 pytestmark = pytest.mark.gpu
 
@@ -27,7 +27,7 @@ def no_checking_path(monkeypatch):
     """Calls from here on fail if they reach the checking path."""
     def refuse(*args, **kwargs):
         raise AssertionError("a repeated call took the checking path")
-    return lambda: monkeypatch.setattr(_one_process, "bound_call", refuse)
+    return lambda: monkeypatch.setattr(calls, "bound_treduce", refuse)
 
 
 def gpus(torch, nranks: int) -> list:
@@ -57,7 +57,7 @@ def test_repeats_run_from_cpp_with_fresh_values_and_give_the_cpu_bits(nranks, ro
 
 
 def test_a_repeat_with_another_layout_or_shape_is_checked_and_bound_afresh(torch, rng, monkeypatch):
-    monkeypatch.setattr(_one_process, "_REPEATS", {})
+    monkeypatch.setattr(calls, "_REPEATED", {})
     devices = gpus(torch, 2)
     values = [rng.standard_normal((64, 48)).astype(np.float32) for _ in range(2)]
     xs = [torch.from_numpy(v).to(f"cuda:{d}") for v, d in zip(values, devices)]
@@ -74,7 +74,7 @@ def test_a_repeat_with_another_layout_or_shape_is_checked_and_bound_afresh(torch
     assert bits_equal(to_host(torch, out.contiguous(), "float32"), treduce_reference([v[:, :24] for v in values], 0,
                                                                                     "sum", None))
     # one set of options and array type: one table, holding each signature once
-    assert [r.signatures for r in _one_process._REPEATS.values()] == [3]
+    assert [r.signatures for r in calls._REPEATED.values()] == [3]
 
 
 def test_a_repeat_whose_dst_overlaps_a_source_raises_and_writes_nothing(torch, rng):

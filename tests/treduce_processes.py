@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tileprim as tp  # noqa: E402
-from tileprim.comm import _nccl as nccl_transport  # noqa: E402
+from tileprim.comm.transports import nccl as nccl_transport  # noqa: E402
 from test_treduce import DST_LAYOUTS, SOURCE_LAYOUTS, laid_out, np_dtype, poisoned, random_source  # noqa: E402
 
 

@@ -6,8 +6,10 @@
 #include <cstdint>
 
 #include "backends/cpu/host_flags.h"
+#include "backends/cuda/cuda_api.h"
 #include "backends/cuda/ipc.h"
 #include "bindings/bindings.h"
+#include "tileprim/comm/signals.cuh"
 
 namespace py = pybind11;
 
@@ -34,6 +36,8 @@ void bind_comm(py::module_& m) {
       [](const py::buffer& b) { return reinterpret_cast<std::uintptr_t>(b.request(true).ptr); },
       py::arg("buffer"), "The address of a writable buffer's first byte (valid while the buffer lives).");
   py::module_ cuda = m.attr("cuda");
+  cuda.attr("SIGNAL_PAD_BYTES") = sizeof(signals::Pad);  // a rank's ready and done flags
+  cuda.attr("IPC_HANDLE_BYTES") = sizeof(cuda::CUipcMemHandle);
   cuda.def(
       "ipc_export",
       [](std::uint64_t pointer, int device) {

@@ -68,8 +68,8 @@ void bind_nccl(py::module_& m) {
           py::arg("source"), py::arg("out"), py::arg("bounds"), py::arg("workers"), py::arg("root"),
           py::arg("step_bytes"), py::arg("stream"), py::arg("shard_fold"),
           "scatter_gather's exchange: shard k (bytes [bounds[k], bounds[k+1])) is folded by workers[k], "
-          "step_bytes a step; shard_fold(offset, length, at, result) folds a worker's step on `stream` (at[r]: "
-          "rank r's copy); the root receives the results into `out`.")
+          "step_bytes a step; shard_fold(offset, length, copies, result) folds a worker's step on `stream` "
+          "(copies[r]: rank r's copy); the root receives the results into `out`.")
       .def("abort", &nccl::Communicator::abort, py::call_guard<py::gil_scoped_release>(),
            "Ends the communicator now, pending operations included (from any thread).")
       .def("aborted", &nccl::Communicator::aborted, py::call_guard<py::gil_scoped_release>(),

@@ -14,6 +14,7 @@
 #include "bindings/dlpack_exchange.h"
 #include "dispatch/plan_cache.h"
 #include "errors.h"
+#include "variants/comm/dst_overlap.h"
 
 namespace py = pybind11;
 
@@ -30,18 +31,13 @@ class RepeatedCollective {
   }
 
   // Remembers a call the checking path accepted: every rank's array and dst as they are read
-  // here, the bound plan that ran them, and the bytes around a rank's and dst's pointer that
-  // their elements lie in (the checking path's, {0, 0} for none).
-  void remember(std::shared_ptr<BoundPlan> bound, const py::handle& ranks_list, const py::handle& dst, int root,
-                std::pair<int64_t, int64_t> span, std::pair<int64_t, int64_t> dst_span) {
+  // here, and the bound plan that ran them.
+  void remember(std::shared_ptr<BoundPlan> bound, const py::handle& ranks_list, const py::handle& dst) {
     if (!PyList_CheckExact(ranks_list.ptr())) return;
     const auto tensors = py::reinterpret_borrow<py::list>(ranks_list);
     if (tensors.size() > kMaxRanks) return;  // run() reads no more
     Signature s;
     s.bound = std::move(bound);
-    s.root = root;
-    s.span = span;
-    s.dst_span = dst_span;
     s.ranks.resize(tensors.size());
     for (size_t r = 0; r < tensors.size(); ++r) {
       if (!reader_.read(PyList_GET_ITEM(tensors.ptr(), r), s.ranks[r])) return;
@@ -59,7 +55,7 @@ class RepeatedCollective {
   }
 
   // dst once the call has been launched on every rank's current stream; None when the arrays
-  // match no remembered signature or may overlap dst (the checking path then decides).
+  // match no remembered signature or dst may overlap a source (the checking path then decides).
   py::object run(const py::handle& ranks_list, const py::handle& dst) const {
     if (!PyList_CheckExact(ranks_list.ptr())) return py::none();
     const auto tensors = py::reinterpret_borrow<py::list>(ranks_list);
@@ -72,8 +68,14 @@ class RepeatedCollective {
     }
     if (!reader_.read(dst.ptr(), out) || is_lazy(dst.ptr())) return py::none();
     const auto found = find(views, ranks, out);
-    if (found == signatures_.end() || overlaps(*found, views, out)) return py::none();
+    if (found == signatures_.end()) return py::none();
     const Signature* s = &*found;
+    std::uintptr_t pointers[kMaxRanks];
+    for (size_t r = 0; r < ranks; ++r) pointers[r] = views[r].pointer;
+    const OpCall& call = s->bound->plan().call;
+    if (!treduce::dst_overlaps(call.inputs, call.output, pointers, out.pointer, call.treduce->root).empty()) {
+      return py::none();
+    }
     RunArgs args;
     for (size_t r = 0; r < ranks; ++r) {
       const int device = views[r].device.device_id;
@@ -95,10 +97,8 @@ class RepeatedCollective {
 
   struct Signature {
     std::shared_ptr<BoundPlan> bound;
-    int root = 0;
     std::vector<ArrayView> ranks;
     ArrayView dst;
-    std::pair<int64_t, int64_t> span, dst_span;  // the bytes around a rank's (every rank's alike) and dst's pointer
   };
 
   std::deque<Signature>::const_iterator find(const ArrayView* views, size_t ranks, const ArrayView& out) const {
@@ -107,24 +107,6 @@ class RepeatedCollective {
       for (size_t r = 0; same && r < ranks; ++r) same = s.ranks[r].same_layout(views[r]);
       return same;
     });
-  }
-
-  // Whether dst's bytes may meet a rank's on its device, other than dst being the root's array
-  // itself (a reduction in place).
-  static bool overlaps(const Signature& s, const ArrayView* views, const ArrayView& out) {
-    const auto [d_low, d_high] = s.dst_span;
-    const auto [low, high] = s.span;
-    if (d_low == d_high || low == high) return false;
-    const int64_t d = static_cast<int64_t>(out.pointer);
-    for (size_t r = 0; r < s.ranks.size(); ++r) {
-      const int64_t p = static_cast<int64_t>(views[r].pointer);
-      if (views[r].device.device_id != out.device.device_id) continue;
-      if (!(d + d_low < p + high && p + low < d + d_high)) continue;
-      const bool in_place = static_cast<int>(r) == s.root && views[r].pointer == out.pointer &&
-                            std::equal(out.strides, out.strides + out.ndim, views[r].strides);
-      if (!in_place) return true;
-    }
-    return false;
   }
 
   bool is_lazy(PyObject* x) const {
@@ -152,7 +134,6 @@ void bind_repeated_calls(py::module_& m) {
            "For arrays of `array_type` (its DLPack C exchange table; ValueError when it has none); an array "
            "whose method `lazy_view` answers true is left to the checking path.")
       .def("remember", &RepeatedCollective::remember, py::arg("bound"), py::arg("tensors"), py::arg("dst"),
-           py::arg("root"), py::arg("span"), py::arg("dst_span"),
            "Remembers a call the checking path accepted and ran, and its bound plan.")
       .def("run", &RepeatedCollective::run, py::arg("tensors"), py::arg("dst"),
            "dst once launched, or None when the call is not one remembered (or dst may overlap a rank).")

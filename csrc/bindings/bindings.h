@@ -12,6 +12,7 @@ namespace tp {
 void bind_layout(pybind11::module_& m);
 void bind_dispatch(pybind11::module_& m);
 void bind_repeated_calls(pybind11::module_& m);
+void bind_treduce(pybind11::module_& m);
 void bind_cuda_runtime(pybind11::module_& m);
 void bind_cuda_backend(pybind11::module_& m);
 void bind_comm(pybind11::module_& m);

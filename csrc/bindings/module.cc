@@ -26,6 +26,7 @@ PYBIND11_MODULE(_C, m) {
   tp::cuda::register_cuda_executors(tp::ExecutorTable::instance());
   tp::bind_layout(m);
   tp::bind_dispatch(m);
+  tp::bind_treduce(m);
   tp::bind_repeated_calls(m);
   tp::bind_cuda_runtime(m);
   tp::bind_cuda_backend(m);

@@ -80,11 +80,8 @@ std::string OpCall::str() const {
     if (accum) os << ", accum=True";
   }
   if (def->family != OpFamily::collective) os << ", scope=" << scope.str();
-  for (const auto& [key, value] : config) {
-    // An option left at its empty default (treduce's accumulate='', processes='') says nothing.
-    const auto* text = std::get_if<std::string>(&value);
-    if (!text || !text->empty()) os << ", " << key << "=" << config_str(value);
-  }
+  if (treduce) os << ", " << treduce->str();
+  for (const auto& [key, value] : config) os << ", " << key << "=" << config_str(value);
   if (!dispatch.empty()) os << ", dispatch='" << dispatch << "'";
   os << ") -> " << output.arg << "=" << output.str();
   return os.str();

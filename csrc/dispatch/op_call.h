@@ -1,6 +1,7 @@
 // OpCall: one call of a primitive as dispatch sees it: the op, its operands (dtype, shape,
 // storage scope, layout; for collectives also device and strides), the exec scope, the op's
-// attributes and **config. key() is its canonical text: equal keys plan alike.
+// attributes and **config (treduce: its TreduceOptions). key() is its canonical text: equal
+// keys plan alike.
 #pragma once
 #include <map>
 #include <optional>
@@ -8,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "dispatch/treduce_options.h"
 #include "layout/exec_scope.h"
 #include "layout/tile_layout.h"
 #include "ops/op_table.h"
@@ -45,6 +47,7 @@ struct OpCall {
   std::vector<int> axes;  // reductions: normalised to 0..rank-1, ascending, unique
   bool accum = false;
   std::map<std::string, ConfigValue> config;
+  std::optional<TreduceOptions> treduce;  // treduce's options (the collective family); unset for the others
   std::string dispatch;  // a forced variant name, or empty
   bool program_step = false;  // planned as a step of a tile program (variants may serve only those)
 

@@ -113,7 +113,9 @@ void validate_collective(const OpCall& call) {
     throw ValueError("tensors: " + std::to_string(ranks.size()) + " ranks; a group has at most " +
                      std::to_string(kMaxGroupSize));
   }
-  const long long root = call.integer("root", 0);
+  if (!call.treduce) throw ValueError("treduce: the call carries no TreduceOptions");
+  const TreduceOptions& options = *call.treduce;
+  const long long root = options.root;
   if (root < 0 || root >= static_cast<long long>(ranks.size())) {
     throw ValueError("root: " + std::to_string(root) + " is not a rank of this group of " +
                      std::to_string(ranks.size()) + " (0 .. " + std::to_string(ranks.size() - 1) + ")");
@@ -157,17 +159,17 @@ void validate_collective(const OpCall& call) {
                      (ranks[root].device < 0 ? std::string("the host") : "GPU " + std::to_string(ranks[root].device)) +
                      "; dst lives with the root");
   }
-  const std::string op = call.text("op", "sum");
+  const std::string& op = options.op;
   const auto& table = op_table();
   if (std::none_of(table.begin(), table.end(), [&](const OpDef& d) { return d.name == op && d.reduction; })) {
     throw ValueError("op: '" + op + "' is not a treduce op; use " + reduction_op_names());
   }
-  const long long rows = call.integer("tile_rows", 0), cols = call.integer("tile_cols", 0);
+  const long long rows = options.tile_rows, cols = options.tile_cols;
   if (rows < 1 || cols < 1) {
     throw ValueError("tile: (" + std::to_string(rows) + ", " + std::to_string(cols) +
                      ") needs rows and cols of at least 1");
   }
-  const std::string valid = call.text("valid", "dynamic");
+  const std::string& valid = options.valid;
   if (valid != "dynamic" && valid != "static") {
     throw ValueError("valid: '" + valid + "' is not 'dynamic' (a partial last chunk) or 'static' (divisible)");
   }
@@ -179,12 +181,11 @@ void validate_collective(const OpCall& call) {
                      std::to_string(shape_cols) + " % " + std::to_string(cols) + " = " +
                      std::to_string(shape_cols % cols) + "; use valid='dynamic' for a partial last chunk");
   }
-  const std::string accumulate = call.text("accumulate", "");
+  const std::string& accumulate = options.accumulate;
   if (!accumulate.empty() && (accumulate != "float32" || !is_16bit_float(first.dtype))) {
     throw ValueError("accumulate: '" + accumulate + "' is not allowed for " + dtype_name(first.dtype) +
                      "; accumulate='float32' is the opt-in for float16 and bfloat16 operands");
   }
-  call.flag("pingpong");
 }
 
 }  // namespace

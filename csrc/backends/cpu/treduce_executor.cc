@@ -20,35 +20,37 @@ namespace {
 constexpr auto kPollInterval = std::chrono::milliseconds(20);
 
 template <class Op, class Acc, class T>
-void run_pieces(const TreducePlan& p, const RunArgs& args) {
-  using S = treduce::Step<Op, Acc>;
-  const treduce::Geometry& g = p.geometry;
+void run_pieces(const TreducePlan& detail, const RunArgs& args) {
+  using Fold = treduce::Step<Op, Acc>;
+  const treduce::Geometry& g = detail.geometry;
   std::vector<const T*> src;
-  for (int r : p.order) src.push_back(reinterpret_cast<const T*>(args.inputs[r].data));
+  for (int r : detail.order) src.push_back(reinterpret_cast<const T*>(args.inputs[r].data));
   T* dst = reinterpret_cast<T*>(args.output.data);
   const size_t tile = static_cast<size_t>(g.rows_per_piece * g.tile_cols);
   std::vector<Acc> acc(tile);
   std::vector<T> ping(tile), pong(tile);
   auto next_poll = std::chrono::steady_clock::now() + kPollInterval;
-  for (const auto& [begin, end] : p.shards) {
+  for (const auto& [begin, end] : detail.shards) {
     for (long long piece = begin; piece < end; ++piece) {
-      const treduce::Piece at = treduce::locate(g, piece);
+      const treduce::Piece place = treduce::locate(g, piece);
       auto load = [&](const T* from, T* into) {
-        for (long long r = 0; r < at.rows; ++r) {
-          for (long long c = 0; c < at.cols; ++c) into[r * at.cols + c] = from[at.src + r * g.src[3] + c * g.src[4]];
+        for (long long r = 0; r < place.rows; ++r) {
+          for (long long c = 0; c < place.cols; ++c) {
+            into[r * place.cols + c] = from[place.src + r * g.src[3] + c * g.src[4]];
+          }
         }
       };
-      const long long n = at.rows * at.cols;
+      const long long n = place.rows * place.cols;
       load(src[0], ping.data());
-      for (long long i = 0; i < n; ++i) acc[i] = S::first(ping[i]);
+      for (long long i = 0; i < n; ++i) acc[i] = Fold::first(ping[i]);
       for (size_t k = 1; k < src.size(); ++k) {
-        T* recv = p.pingpong && k % 2 == 0 ? pong.data() : ping.data();
+        T* recv = detail.pingpong && k % 2 == 0 ? pong.data() : ping.data();
         load(src[k], recv);
-        for (long long i = 0; i < n; ++i) acc[i] = S::next(acc[i], recv[i]);
+        for (long long i = 0; i < n; ++i) acc[i] = Fold::next(acc[i], recv[i]);
       }
-      for (long long r = 0; r < at.rows; ++r) {
-        for (long long c = 0; c < at.cols; ++c) {
-          dst[at.dst + r * g.dst[3] + c * g.dst[4]] = S::template last<T>(acc[r * at.cols + c]);
+      for (long long r = 0; r < place.rows; ++r) {
+        for (long long c = 0; c < place.cols; ++c) {
+          dst[place.dst + r * g.dst[3] + c * g.dst[4]] = Fold::template last<T>(acc[r * place.cols + c]);
         }
       }
       if (args.interrupted && std::chrono::steady_clock::now() >= next_poll) {
@@ -59,9 +61,9 @@ void run_pieces(const TreducePlan& p, const RunArgs& args) {
   }
 }
 
-template <class T, class F> void with_accumulator(const TreducePlan& p, F&& f) {
+template <class T, class F> void with_accumulator(const TreducePlan& detail, F&& f) {
   if constexpr (std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>) {
-    if (p.accumulate == DType::float32) return f(type_tag<float>{});
+    if (detail.accumulate == DType::float32) return f(type_tag<float>{});
   }
   f(type_tag<T>{});
 }
@@ -73,20 +75,20 @@ template <class F> void with_element(DType t, F&& f) {
 
 class HostTreduceRunner : public Runner {
  public:
-  explicit HostTreduceRunner(const Plan& plan) : p_(plan.detail_as<TreducePlan>()) {
-    with_element(p_.dtype, [&](auto t) {
+  explicit HostTreduceRunner(const Plan& plan) : detail_(plan.detail_as<TreducePlan>()) {
+    with_element(detail_.dtype, [&](auto t) {
       using T = typename decltype(t)::type;
-      with_accumulator<T>(p_, [&](auto a) {
+      with_accumulator<T>(detail_, [&](auto a) {
         using Acc = typename decltype(a)::type;
-        with_reduce_functor(p_.functor, [&](auto op) { run_ = &run_pieces<decltype(op), Acc, T>; });
+        with_reduce_functor(detail_.functor, [&](auto op) { run_pieces_ = &run_pieces<decltype(op), Acc, T>; });
       });
     });
   }
-  void run(const RunArgs& args) const override { run_(p_, args); }
+  void run(const RunArgs& args) const override { run_pieces_(detail_, args); }
 
  private:
-  TreducePlan p_;
-  void (*run_)(const TreducePlan&, const RunArgs&) = nullptr;
+  TreducePlan detail_;
+  void (*run_pieces_)(const TreducePlan&, const RunArgs&) = nullptr;
 };
 
 class HostTreduceExecutor : public Executor {

@@ -48,16 +48,6 @@ std::string kernel_source(const Plan& plan, const TreducePlan& p) {
   return os.str();
 }
 
-// Element offsets a strided tensor spans: [low, high].
-std::pair<long long, long long> extent(const treduce::Geometry& g) {
-  long long low = 0, high = 0;
-  for (int d = 0; d < treduce::kDims; ++d) {
-    const long long reach = (g.shape[d] - 1) * g.src[d];
-    (reach < 0 ? low : high) += reach;
-  }
-  return {low, high};
-}
-
 BuiltKernel built(const Plan& plan, const std::string& arch) {
   BuiltKernel k;
   k.source.text = kernel_source(plan, plan.detail_as<TreducePlan>());
@@ -70,20 +60,21 @@ BuiltKernel built(const Plan& plan, const std::string& arch) {
 
 class CudaTreduceRunner : public Runner {
  public:
-  CudaTreduceRunner(const Plan& plan) : p_(plan.detail_as<TreducePlan>()) {
+  CudaTreduceRunner(const Plan& plan) : detail_(plan.detail_as<TreducePlan>()) {
     Driver& d = Driver::get();
     for (const TileRef& t : plan.call.inputs) devices_.push_back(t.device);
-    element_bytes_ = dtype_size(p_.dtype);
+    element_bytes_ = dtype_size(detail_.dtype);
     const int ranks = static_cast<int>(devices_.size());
-    signalled_ = p_.staged.empty();
-    for (int w : p_.workers) workers_mask_ |= 1u << w;
+    signalled_ = detail_.staged.empty();
+    for (int w : detail_.workers) workers_mask_ |= 1u << w;
     for (int r = 0; r < ranks; ++r) {
       Member m;
       m.device = devices_[r];
-      m.worker = static_cast<int>(std::find(p_.workers.begin(), p_.workers.end(), r) - p_.workers.begin());
-      if (m.worker == static_cast<int>(p_.workers.size())) m.worker = -1;
+      const auto& workers = detail_.workers;
+      m.worker = static_cast<int>(std::find(workers.begin(), workers.end(), r) - workers.begin());
+      if (m.worker == static_cast<int>(detail_.workers.size())) m.worker = -1;
       for (int q = 0; q < ranks && (m.worker >= 0 || signalled_); ++q) {  // whom it reads or signals
-        if (std::find(p_.staged.begin(), p_.staged.end(), q) == p_.staged.end()) d.enable_peer_access(m.device, devices_[q]);
+        if (std::find(detail_.staged.begin(), detail_.staged.end(), q) == detail_.staged.end()) d.enable_peer_access(m.device, devices_[q]);
       }
       binary_ = built(plan, compile_arch(plan.context.device_target(r))).binary;
       DeviceScope scope;
@@ -102,13 +93,15 @@ class CudaTreduceRunner : public Runner {
       members_.push_back(m);
     }
     if (signalled_) {
-      pad_ = std::make_shared<DeviceBuffer>(sizeof(signals::Pad), devices_[p_.order[0]]);
+      pad_ = std::make_shared<DeviceBuffer>(sizeof(signals::Pad), devices_[detail_.order[0]]);
       pad_->zero();
     }
-    const auto [low, high] = extent(p_.geometry);
+    const TileRef& source = plan.call.inputs[0];
+    const auto [low, high] = element_extent(source.shape, source.strides);
     extent_low_ = low;
-    for (int r : p_.staged) {  // root_pull without peer access: copies on the root's GPU
-      staged_.emplace(r, std::make_shared<DeviceBuffer>((high - low + 1) * element_bytes_, devices_[p_.workers[0]]));
+    for (int r : detail_.staged) {  // root_pull without peer access: copies on the root's GPU
+      staged_.emplace(r, std::make_shared<DeviceBuffer>((high - low + 1) * element_bytes_,
+                                                        devices_[detail_.workers[0]]));
     }
   }
 
@@ -131,10 +124,10 @@ class CudaTreduceRunner : public Runner {
     for (const Member& m : members_) {
       if (m.worker >= 0) ctas += (ctas.empty() ? "" : ", ") + std::to_string(m.ctas);
     }
-    const auto [begin, end] = p_.shards[0];
+    const auto [begin, end] = detail_.shards[0];
     return {{"threads_per_cta", std::to_string(kThreads)},
             {"ctas_per_worker", ctas},
-            {"pieces_per_cta_step", std::to_string(pieces_per_step(end - begin, members_[p_.workers[0]].ctas))},
+            {"pieces_per_cta_step", std::to_string(pieces_per_step(end - begin, members_[detail_.workers[0]].ctas))},
             {"ordering", signalled_ ? "signal pad on the root's GPU" : "events, host-ordered"},
             {"kernel", binary_->origin}};
   }
@@ -167,15 +160,15 @@ class CudaTreduceRunner : public Runner {
       throw ValueError("self_rank: " + std::to_string(args.self_rank) + " is not one of the call's " +
                        std::to_string(ranks) + " ranks");
     }
-    const auto here = [&](int r) { return one_process || r == args.self_rank; };
+    const auto runs_here = [&](int r) { return one_process || r == args.self_rank; };
     const unsigned long long epoch = one_process ? ++epoch_ : args.epoch;
     signals::PadSet pads{};  // rank r's pad
     for (int r = 0; r < ranks; ++r) {
       pads.pad[r] = reinterpret_cast<signals::Pad*>(one_process ? pad_->pointer() : args.signal_pads[r]);
     }
     const Settled settled = one_process ? settle(args, scope) : Settled{};
-    for (int w : p_.workers) {
-      if (!here(w)) continue;
+    for (int w : detail_.workers) {
+      if (!runs_here(w)) continue;
       const Member& m = members_[w];
       scope.use(m.device);
       launch(m, args, stream_of(args, w), epoch, pads, settled.ready);
@@ -184,18 +177,20 @@ class CudaTreduceRunner : public Runner {
     for (int r = 0; r < ranks; ++r) {
       const Member& m = members_[r];
       const bool by_events = settled.by_events >> r & 1u, by_stream = (settled.ready >> r & 1u) && !by_events;
-      if (!here(r) || m.worker >= 0 || by_stream) continue;
+      if (!runs_here(r) || m.worker >= 0 || by_stream) continue;
       scope.use(m.device);
       if (by_events) {
-        for (int w : p_.workers) d.check(d.cuStreamWaitEvent(stream_of(args, r), members_[w].done, 0), "cuStreamWaitEvent");
+        for (int w : detail_.workers) {
+          d.check(d.cuStreamWaitEvent(stream_of(args, r), members_[w].done, 0), "cuStreamWaitEvent");
+        }
         continue;
       }
       const signals::Pad* own = pads.pad[r];
       const unsigned long long* abandoned = reinterpret_cast<const unsigned long long*>(args.abandoned);
-      unsigned long long e = epoch, timeout = signals::timeout_ns(args.timeout_s);
+      unsigned long long call_epoch = epoch, timeout = signals::timeout_ns(args.timeout_s);
       int self = r;
       unsigned workers = workers_mask_;
-      void* params[] = {&pads, &own, &abandoned, &e, &self, &workers, &timeout};
+      void* params[] = {&pads, &own, &abandoned, &call_epoch, &self, &workers, &timeout};
       d.check(d.cuLaunchKernel(m.arrive, 1, 1, 1, 1, 1, 1, 0, stream_of(args, r), params, nullptr), "cuLaunchKernel");
     }
   }
@@ -248,7 +243,7 @@ class CudaTreduceRunner : public Runner {
   void run_in_stream_order(const RunArgs& args) const {
     DeviceScope scope;
     scope.use(members_[0].device);
-    for (int w : p_.workers) launch(members_[w], args, stream_of(args, w), 0, {});
+    for (int w : detail_.workers) launch(members_[w], args, stream_of(args, w), 0, {});
   }
 
   // Events: a worker waits for every other rank's stream; every rank waits for the workers.
@@ -261,7 +256,7 @@ class CudaTreduceRunner : public Runner {
       scope.use(members_[r].device);
       d.check(d.cuEventRecord(members_[r].ready, stream_of(args, r)), "cuEventRecord");
     }
-    for (int w : p_.workers) {
+    for (int w : detail_.workers) {
       const Member& m = members_[w];
       scope.use(m.device);
       for (int r = 0; r < ranks; ++r) {
@@ -271,7 +266,7 @@ class CudaTreduceRunner : public Runner {
       d.check(d.cuEventRecord(m.done, stream_of(args, w)), "cuEventRecord");
     }
     for (int r = 0; r < ranks; ++r) {
-      for (int w : p_.workers) {
+      for (int w : detail_.workers) {
         if (w == r) continue;
         scope.use(members_[r].device);
         d.check(d.cuStreamWaitEvent(stream_of(args, r), members_[w].done, 0), "cuStreamWaitEvent");
@@ -280,12 +275,12 @@ class CudaTreduceRunner : public Runner {
   }
 
   bool read_by_another(int rank) const {
-    return std::any_of(p_.workers.begin(), p_.workers.end(), [&](int w) { return w != rank; });
+    return std::any_of(detail_.workers.begin(), detail_.workers.end(), [&](int w) { return w != rank; });
   }
 
   // Small pieces are folded several at a time by a CTA, as long as every CTA still gets a step.
   int pieces_per_step(long long pieces, int ctas) const {
-    const treduce::Geometry& g = p_.geometry;
+    const treduce::Geometry& g = detail_.geometry;
     const long long piece_elements = g.rows_per_piece * std::min(g.tile_cols, g.shape[4]);
     long long k = std::clamp(treduce::kStepElements / std::max(1ll, piece_elements), 1ll,
                              static_cast<long long>(treduce::kMaxPiecesPerStep));
@@ -296,10 +291,10 @@ class CudaTreduceRunner : public Runner {
   void launch(const Member& m, const RunArgs& args, CUstream stream, unsigned long long epoch,
               const signals::PadSet& pads, unsigned ready = 0) const {
     Driver& d = Driver::get();
-    treduce::Launch a{};
-    bool aligned = p_.geometry.src[4] == 1 && p_.geometry.dst[4] == 1;
-    for (size_t i = 0; i < p_.order.size(); ++i) {
-      const int r = p_.order[i];
+    treduce::Launch launch_args{};
+    bool aligned = detail_.geometry.src[4] == 1 && detail_.geometry.dst[4] == 1;
+    for (size_t i = 0; i < detail_.order.size(); ++i) {
+      const int r = detail_.order[i];
       CUdeviceptr src = args.inputs[r].data;
       if (auto it = staged_.find(r); it != staged_.end()) {
         const CUdeviceptr from = src + extent_low_ * element_bytes_;
@@ -308,37 +303,37 @@ class CudaTreduceRunner : public Runner {
                 "cuMemcpyPeerAsync");
         src = it->second->pointer() - extent_low_ * element_bytes_;
       }
-      a.src[i] = reinterpret_cast<const void*>(src);
+      launch_args.src[i] = reinterpret_cast<const void*>(src);
       aligned = aligned && src % 16 == 0;
     }
-    a.dst = reinterpret_cast<void*>(args.output.data);
-    a.g = p_.geometry;
-    a.ranks = static_cast<int>(p_.order.size());
-    a.vectors = aligned && args.output.data % 16 == 0;
-    a.piece_begin = p_.shards[m.worker].first;
-    a.piece_end = p_.shards[m.worker].second;
+    launch_args.dst = reinterpret_cast<void*>(args.output.data);
+    launch_args.g = detail_.geometry;
+    launch_args.ranks = static_cast<int>(detail_.order.size());
+    launch_args.vectors = aligned && args.output.data % 16 == 0;
+    launch_args.piece_begin = detail_.shards[m.worker].first;
+    launch_args.piece_end = detail_.shards[m.worker].second;
     const bool signalled = pads.pad[0] != nullptr;  // no pads: the host orders the call
     if (signalled) {
-      std::copy(std::begin(pads.pad), std::end(pads.pad), a.pads);
-      a.timeout_ns = signals::timeout_ns(args.timeout_s);
-      a.abandoned = reinterpret_cast<const unsigned long long*>(args.abandoned);
-      a.arrivals = reinterpret_cast<unsigned*>(m.arrivals->pointer());
-      a.epoch = epoch;
-      a.self = p_.workers[m.worker];
-      a.workers = workers_mask_;
-      a.ready = ready;
+      std::copy(std::begin(pads.pad), std::end(pads.pad), launch_args.pads);
+      launch_args.timeout_ns = signals::timeout_ns(args.timeout_s);
+      launch_args.abandoned = reinterpret_cast<const unsigned long long*>(args.abandoned);
+      launch_args.arrivals = reinterpret_cast<unsigned*>(m.arrivals->pointer());
+      launch_args.epoch = epoch;
+      launch_args.self = detail_.workers[m.worker];
+      launch_args.workers = workers_mask_;
+      launch_args.ready = ready;
     }
-    const long long pieces = a.piece_end - a.piece_begin;
+    const long long pieces = launch_args.piece_end - launch_args.piece_begin;
     if (pieces <= 0 && !signalled) return;  // a signalled worker still takes part
-    a.pieces_per_step = pieces_per_step(pieces, m.ctas);
-    void* params[] = {&a};
-    const long long steps = (pieces + a.pieces_per_step - 1) / a.pieces_per_step;
+    launch_args.pieces_per_step = pieces_per_step(pieces, m.ctas);
+    void* params[] = {&launch_args};
+    const long long steps = (pieces + launch_args.pieces_per_step - 1) / launch_args.pieces_per_step;
     const long long ctas = std::max(1ll, std::min<long long>(steps, m.ctas));
     d.check(d.cuLaunchKernel(m.reduce, static_cast<unsigned>(ctas), 1, 1, kThreads, 1, 1, 0, stream, params, nullptr),
             "cuLaunchKernel");
   }
 
-  TreducePlan p_;
+  TreducePlan detail_;
   std::vector<int> devices_;
   std::vector<Member> members_;  // one per rank
   bool signalled_ = false;

@@ -67,12 +67,12 @@ Communicator::~Communicator() {
 }
 
 void Communicator::abort() {
-  std::lock_guard<std::mutex> lock(enqueue_);
+  std::lock_guard<std::mutex> lock(enqueue_mutex_);
   abort_locked();
 }
 
 bool Communicator::aborted() {
-  std::lock_guard<std::mutex> lock(enqueue_);
+  std::lock_guard<std::mutex> lock(enqueue_mutex_);
   return comm_ == nullptr;
 }
 
@@ -126,7 +126,7 @@ std::optional<std::pair<double, double>> Communicator::oldest_in_flight() {
 
 std::string Communicator::async_error() {
   Library& nccl = usable();
-  std::lock_guard<std::mutex> lock(enqueue_);
+  std::lock_guard<std::mutex> lock(enqueue_mutex_);
   if (!comm_) return "";
   ncclResult_t state = ncclSuccess;
   const ncclResult_t r = nccl.ncclCommGetAsyncError(comm_, &state);
@@ -137,7 +137,7 @@ std::string Communicator::async_error() {
 
 void Communicator::send(CUdeviceptr source, size_t bytes, size_t chunk_bytes, int peer, CUstream stream) {
   Library& nccl = usable();
-  std::lock_guard<std::mutex> lock(enqueue_);
+  std::lock_guard<std::mutex> lock(enqueue_mutex_);
   if (!comm_) throw cuda::CudaError("ncclSend: the NCCL communicator was aborted");
   if (chunk_bytes == 0) throw std::invalid_argument("chunk_bytes: must be positive");
   cuda::DeviceScope scope;
@@ -183,7 +183,7 @@ void Communicator::grow_staging(size_t bytes) {
 void Communicator::gather(size_t bytes, size_t chunk_bytes, const std::vector<int>& peers, CUstream stream,
                           const Fold& fold) {
   Library& nccl = usable();
-  std::lock_guard<std::mutex> lock(enqueue_);
+  std::lock_guard<std::mutex> lock(enqueue_mutex_);
   if (!comm_) throw cuda::CudaError("ncclRecv: the NCCL communicator was aborted");
   if (chunk_bytes == 0) throw std::invalid_argument("chunk_bytes: must be positive");
   cuda::Driver& d = cuda::Driver::get();
@@ -236,7 +236,7 @@ void Communicator::exchange_shards(CUdeviceptr source, CUdeviceptr out, const st
                                    const std::vector<int>& workers, int root, size_t step_bytes, CUstream stream,
                                    const ShardFold& shard_fold) {
   Library& nccl = usable();
-  std::lock_guard<std::mutex> lock(enqueue_);
+  std::lock_guard<std::mutex> lock(enqueue_mutex_);
   if (!comm_) throw cuda::CudaError("ncclSend: the NCCL communicator was aborted");
   if (step_bytes == 0) throw std::invalid_argument("step_bytes: must be positive");
   if (bounds.size() != workers.size() + 1) throw std::invalid_argument("bounds: one more than the workers");
@@ -269,7 +269,7 @@ void Communicator::exchange_shards(CUdeviceptr source, CUdeviceptr out, const st
       for (int slot = 0; slot < 2; ++slot)  // the last call's use of the staging is over
         if (folded_recorded_[slot]) d.check(d.cuStreamWaitEvent(stream, folded_[slot], 0), "cuStreamWaitEvent");
     }
-    std::vector<CUdeviceptr> at(static_cast<size_t>(world_size_));
+    std::vector<CUdeviceptr> copies(static_cast<size_t>(world_size_));
     for (size_t step = 0; step <= steps; ++step) {
       nccl.check(nccl.ncclGroupStart(), "ncclGroupStart");
       group_open = true;
@@ -299,11 +299,11 @@ void Communicator::exchange_shards(CUdeviceptr source, CUdeviceptr out, const st
       nccl.check(nccl.ncclGroupEnd(), "ncclGroupEnd");
       if (!receiving) continue;
       const size_t offset = slice(me, step).first;
-      for (size_t i = 0; i < others.size(); ++i) at[static_cast<size_t>(others[i])] = staged + i * step_bytes;
-      at[static_cast<size_t>(rank_)] = source + offset;
+      for (size_t i = 0; i < others.size(); ++i) copies[static_cast<size_t>(others[i])] = staged + i * step_bytes;
+      copies[static_cast<size_t>(rank_)] = source + offset;
       if (!failure) {
         try {
-          shard_fold(offset, receiving, at, result);
+          shard_fold(offset, receiving, copies, result);
         } catch (...) {
           failure = std::current_exception();
         }

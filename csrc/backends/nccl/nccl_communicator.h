@@ -56,11 +56,11 @@ class Communicator {
   // `source`) and each worker's result of the step before (to the root, which receives it into
   // `out`): the two phases overlap, and each group's sends and receives progress together, so
   // no rank waits on another's next step. Between groups a worker folds what it received, on
-  // `stream`: shard_fold(offset, length, at, result), at[r] is rank r's copy of bytes
+  // `stream`: shard_fold(offset, length, copies, result), copies[r] is rank r's copy of bytes
   // [offset, offset + length) (its own read in place). If a fold throws, the remaining steps are
   // still exchanged (the peers' operations must be matched), the root getting all-ones bytes for
   // the rest of that shard (NaN, or -1), and the first error rethrown.
-  using ShardFold = std::function<void(size_t offset, size_t length, const std::vector<CUdeviceptr>& at,
+  using ShardFold = std::function<void(size_t offset, size_t length, const std::vector<CUdeviceptr>& copies,
                                        CUdeviceptr result)>;
   void exchange_shards(CUdeviceptr source, CUdeviceptr out, const std::vector<size_t>& bounds,
                        const std::vector<int>& workers, int root, size_t step_bytes, CUstream stream,
@@ -88,7 +88,7 @@ class Communicator {
   void abort_locked();
   [[noreturn]] void abandon(bool group_open, const std::exception& e);
 
-  std::mutex enqueue_;  // held while NCCL operations are enqueued, and by abort()
+  std::mutex enqueue_mutex_;  // held while NCCL operations are enqueued, and by abort()
   std::mutex watched_mutex_;
   struct InFlight {
     CUevent end;

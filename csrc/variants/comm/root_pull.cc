@@ -15,7 +15,7 @@ class RootPull : public Variant {
   RootPull() : Variant("root_pull", 10, OpFamily::collective, {}) {}
 
   void plan(Plan& plan) const override {
-    plan_treduce(plan, {static_cast<int>(plan.call.integer("root", 0))}, "root_pull");
+    plan_treduce(plan, {plan.call.treduce->root}, "root_pull");
   }
 };
 

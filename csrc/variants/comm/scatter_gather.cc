@@ -17,7 +17,7 @@ constexpr long long kMinBytesPerRank = 1 << 20;
 
 std::vector<int> non_root(const OpCall& call) {
   std::vector<int> out;
-  const int root = static_cast<int>(call.integer("root", 0));
+  const int root = call.treduce->root;
   for (int r = 0; r < static_cast<int>(call.inputs.size()); ++r) {
     if (r != root) out.push_back(r);
   }

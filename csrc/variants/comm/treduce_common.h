@@ -30,6 +30,11 @@ struct TreducePlan : VariantPlan {
 // share of the pieces, and the params and numerics both variants report.
 void plan_treduce(Plan& plan, const std::vector<int>& workers, const std::string& algorithm);
 
+// The element offsets [low, high] of a strided tensor's lowest and highest element, from its
+// first one (of a non-empty tensor).
+std::pair<long long, long long> element_extent(const std::vector<long long>& shape,
+                                               const std::vector<long long>& strides);
+
 // Why a GPU cannot read another's memory directly, or "" when every pair in `ranks` x all can.
 std::string missing_peer_access(const OpCall& call, const DispatchContext& ctx, const std::vector<int>& readers);
 

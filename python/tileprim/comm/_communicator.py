@@ -5,36 +5,24 @@ in (across hosts, calls meet through the bootstrap)."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import uuid
 import weakref
 from typing import Dict, List, Optional
 
-from .._backends import resolve_backend
-from .._checks import short_repr
-from ._bootstrap import Bootstrap, choose_bootstrap, host_id, local_rank, rank_and_world
+from .._backends import cuda_details, resolve_backend
 from ._errors import CommError
-from ._init_file import is_job
-from ._rendezvous import SLOT, Rendezvous, SharedFile, remove_segment
-from ._rendezvous_hosts import HostsRendezvous
+from ._timeout import DEFAULT_TIMEOUT, check_timeout
+from .processes.bootstrap import Bootstrap
+from .processes.init_file import is_job
+from .processes.launcher import choose_bootstrap, host_id, local_rank, rank_and_world
+from .processes.rendezvous import SLOT, Rendezvous, SharedFile, remove_segment
+from .processes.rendezvous_hosts import HostsRendezvous
+from .transports import TRANSPORTS
 
-__all__ = ["Communicator", "init", "default_communicator", "check_call_timeout"]
+__all__ = ["Communicator", "init", "default_communicator"]
 
 _DEFAULT: Optional["Communicator"] = None
-DEFAULT_TIMEOUT = 300.0  # seconds a call waits for the other ranks
-# The longest wait: a year, far below what a deadline in a double or in nanoseconds holds.
-MAX_TIMEOUT = 365 * 24 * 3600.0
-
-
-def _check_timeout(timeout) -> float:
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"timeout: expected seconds (a number), not {timeout!r}")
-    # compared before float(): an int past float's range (2**1100) would overflow there
-    if not (isinstance(timeout, int) or math.isfinite(timeout)) or not 0 < timeout <= MAX_TIMEOUT:
-        raise ValueError(f"timeout: {short_repr(timeout)} is not a positive number of seconds up to "
-                         f"{MAX_TIMEOUT:.0f} (a year)")
-    return float(timeout)
 
 
 def _choose_device(backend: str, device) -> Optional[int]:
@@ -42,7 +30,6 @@ def _choose_device(backend: str, device) -> Optional[int]:
         if device is not None:
             raise ValueError("device: only the cuda backend runs on a GPU; leave it None with backend='cpu'")
         return None
-    from .._backends import cuda_details
     count = len(cuda_details()["devices"])
     if device is None:
         device = (local_rank() or 0) % count
@@ -51,9 +38,6 @@ def _choose_device(backend: str, device) -> Optional[int]:
     if not 0 <= device < count:
         raise ValueError(f"device: GPU {device} does not exist here ({count} visible)")
     return device
-
-
-TRANSPORTS = {"shm": "cpu", "cuda_ipc": "cuda", "nccl": "cuda"}  # transport -> the backend it serves
 
 
 def _choose_transport(transport: Optional[str], backend: str, hosts: int) -> str:
@@ -113,10 +97,10 @@ class Communicator:
                  timeout: float, transport: Optional[str] = None):
         self.rank, self.world_size, self.backend, self.device = rank, world_size, backend, device
         self.timeout, self._bootstrap = timeout, bootstrap
-        mine = {"version": _INFO_VERSION, "host": host_id(), "pid": os.getpid(), "backend": backend, "device": device,
+        own_info = {"version": _INFO_VERSION, "host": host_id(), "pid": os.getpid(), "backend": backend, "device": device,
                 "job": uuid.uuid4().hex, "transport": transport}
         infos = [_peer_info(data, r) for r, data in
-                 enumerate(bootstrap.all_gather(json.dumps(mine).encode(), timeout))]
+                 enumerate(bootstrap.all_gather(json.dumps(own_info).encode(), timeout))]
         self.job: str = infos[0]["job"]
         self.hosts: List[str] = [i["host"] for i in infos]
         self.devices: List[Optional[int]] = [i["device"] for i in infos]
@@ -128,7 +112,8 @@ class Communicator:
         self.rendezvous = self._meet(timeout) if hosts == 1 else HostsRendezvous(bootstrap, rank, timeout)
         self.calls = 0                # collective calls so far: every rank numbers them alike
         self.broken: Optional[str] = None
-        self.state: Dict[str, object] = {}  # what the transports keep between calls
+        # between calls: the transport, the last agreed descriptions, the root's last call
+        self.state: Dict[str, object] = {}
         self._finalizer = weakref.finalize(self, _release, self.state, bootstrap)
 
     def _meet(self, timeout: float) -> Rendezvous:
@@ -224,13 +209,14 @@ def init(backend: Optional[str] = None, *, rank: Optional[int] = None, world_siz
     >>> comm.close()
     """
     global _DEFAULT
-    timeout = _check_timeout(timeout)
+    timeout = check_timeout(timeout)
     rank, world_size = rank_and_world(rank, world_size)
     if transport is not None and transport not in TRANSPORTS:
         raise ValueError(f"transport: expected one of {', '.join(map(repr, TRANSPORTS))} or None, not {transport!r}")
-    backend = resolve_backend(backend if backend is not None or transport is None else TRANSPORTS[transport])
-    if transport is not None and TRANSPORTS[transport] != backend:
-        raise ValueError(f"transport: {transport!r} moves {TRANSPORTS[transport]} tensors; the backend is {backend!r}")
+    backend = resolve_backend(backend if backend is not None or transport is None else TRANSPORTS[transport].backend)
+    if transport is not None and TRANSPORTS[transport].backend != backend:
+        raise ValueError(f"transport: {transport!r} moves {TRANSPORTS[transport].backend} tensors; the backend is "
+                         f"{backend!r}")
     device = _choose_device(backend, device)
     bootstrap = choose_bootstrap(rank, world_size, init_file, timeout)
     try:
@@ -245,11 +231,3 @@ def default_communicator() -> Communicator:
     if _DEFAULT is None or not _DEFAULT._finalizer.alive:
         raise ValueError("comm: no communicator; call tp.comm.init() first, or pass comm=")
     return _DEFAULT
-
-
-def check_call_timeout(timeout, comm: Optional[Communicator]) -> float:
-    """A call's timeout, checked: the communicator's when None (no communicator: the default)."""
-    if timeout is None:
-        return DEFAULT_TIMEOUT if comm is None else comm.timeout
-    return _check_timeout(timeout)
-

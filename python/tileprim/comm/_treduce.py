@@ -7,10 +7,11 @@ from typing import Optional
 
 from .._plan import Plan
 from .._torch_ops import refuse_autograd
-from ._communicator import check_call_timeout
-from ._distributed import distributed_plan, distributed_treduce
 from ._group import DistributedGroup, ParallelGroup
-from ._one_process import bound_call, run_call
+from ._options import treduce_options
+from ._timeout import call_timeout
+from .one_process.calls import bound_treduce, run_treduce
+from .processes.call import distributed_plan, distributed_treduce
 
 __all__ = ["treduce"]
 
@@ -75,19 +76,31 @@ def treduce(group: ParallelGroup, dst=None, op: str = "sum", *, tile=(64, 256), 
     """
     refuse_autograd("treduce", [*getattr(group, "tensors", ()), getattr(group, "tensor", None), dst])
     if isinstance(group, DistributedGroup):
-        return distributed_treduce(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch,
-                                   check_call_timeout(timeout, group.comm))
-    if timeout is not None:
-        check_call_timeout(timeout, None)
-    return run_call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch)
+        # its options are checked among the rank's own checks, which every rank hears of
+        return distributed_treduce(group, dst, call_timeout(timeout, group.comm.timeout), op=op, tile=tile,
+                                   pingpong=pingpong, valid=valid, accumulate=accumulate, backend=backend,
+                                   dispatch=dispatch)
+    if timeout is not None:  # nothing waits in one process, yet a bad timeout is a bad call
+        call_timeout(timeout, None)
+    _check_group(group)
+    options = treduce_options(op, group.root, tile, pingpong, valid, accumulate, backend, dispatch)
+    return run_treduce(group.tensors, dst, options)
 
 
 def _plan(group: ParallelGroup, dst=None, op: str = "sum", *, tile=(64, 256), pingpong: bool = False,
           valid: str = "dynamic", accumulate: Optional[str] = None, backend: Optional[str] = None,
           dispatch: Optional[str] = None, timeout: Optional[float] = None) -> Plan:
     if isinstance(group, DistributedGroup):
-        return distributed_plan(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch)
-    return bound_call(group, dst, op, tile, pingpong, valid, accumulate, backend, dispatch).plan
+        return distributed_plan(group, dst, op=op, tile=tile, pingpong=pingpong, valid=valid, accumulate=accumulate,
+                                dispatch=dispatch)
+    _check_group(group)
+    options = treduce_options(op, group.root, tile, pingpong, valid, accumulate, backend, dispatch)
+    return bound_treduce(group.tensors, dst, options).plan
+
+
+def _check_group(group) -> None:
+    if not isinstance(group, ParallelGroup):
+        raise TypeError(f"group: expected a tp.comm.ParallelGroup, not {type(group).__name__}")
 
 
 treduce._tp_planner = _plan  # tp.plan(tp.comm.treduce, group, ...)

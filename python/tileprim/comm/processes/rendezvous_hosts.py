@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import List
 
-from ._bootstrap import Bootstrap
+from .bootstrap import Bootstrap
 
 __all__ = ["HostsRendezvous"]
 
@@ -21,19 +21,19 @@ class HostsRendezvous:
     def post(self, epoch: int, description: bytes) -> None:
         self.posted = description
 
-    def descriptions(self, epoch: int, timeout: float, what: str) -> List[bytes]:
+    def descriptions(self, epoch: int, timeout: float, label: str) -> List[bytes]:
         return self.bootstrap.all_gather(self.posted, timeout)
 
-    def judge(self, epoch: int, error: str) -> None:
-        self.bootstrap.all_gather(error.encode(), self.timeout)
+    def publish_verdict(self, epoch: int, verdict: str) -> None:
+        self.bootstrap.all_gather(verdict.encode(), self.timeout)
 
-    def verdict(self, root: int, epoch: int, timeout: float, what: str) -> str:
+    def verdict(self, root: int, epoch: int, timeout: float, label: str) -> str:
         return self.bootstrap.all_gather(b"", timeout)[root].decode()
 
     def release(self, epoch: int) -> None:
         pass
 
-    def released(self, root: int, epoch: int, timeout: float, what: str) -> None:
+    def wait_released(self, root: int, epoch: int, timeout: float, label: str) -> None:
         pass
 
     def exited(self) -> List[int]:

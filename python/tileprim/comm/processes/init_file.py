@@ -14,8 +14,8 @@ import time
 import uuid
 from typing import Optional, Tuple
 
-from ._bootstrap import Bootstrap
-from ._errors import CommError, CommTimeout
+from .._errors import CommError, CommTimeout
+from .bootstrap import Bootstrap
 
 __all__ = ["FileBootstrap", "is_job"]
 
@@ -153,12 +153,12 @@ class FileBootstrap(Bootstrap):
                             f"{_EXCHANGE_MAX - len(_EXCHANGE_HEADER)}")
         self.exchanges += 1
         name = f"{self.path}.{self.job}.{self.exchanges}"
-        mine = f"{name}.{self.rank}"
+        own_file = f"{name}.{self.rank}"
         try:
-            self._write(mine, _EXCHANGE_HEADER + payload)
+            self._write(own_file, _EXCHANGE_HEADER + payload)
         except OSError as e:
-            raise CommError(f"init_file: {mine} cannot be written ({e.strerror})") from None
-        self.written.append(mine)
+            raise CommError(f"init_file: {own_file} cannot be written ({e.strerror})") from None
+        self.written.append(own_file)
         return [payload if r == self.rank else self._payload(f"{name}.{r}", timeout, r)
                 for r in range(self.world_size)]
 

@@ -1,8 +1,8 @@
 """A transport's watchdog thread (as PyTorch's): a call returns once its GPU work is queued, so
 a rank that dies while the others' GPUs still wait on it is seen here, not by any call. Every
-WATCH_S the thread asks look(comm) why the calls in flight cannot finish; given a reason, it
+WATCH_S the thread asks why_stuck(comm) why the calls in flight cannot finish; given a reason, it
 breaks the communicator with it (the next call raises CommError saying why) and calls
-abandon(comm), which ends the waits. The thread holds the communicator weakly: look and
+abandon(comm), which ends the waits. The thread holds the communicator weakly: why_stuck and
 abandon must not hold it either."""
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ WATCH_S = 0.1
 
 
 class Watchdog:
-    def __init__(self, comm, look: Callable[[object], str], abandon: Callable[[object], None], name: str):
+    def __init__(self, comm, why_stuck: Callable[[object], str], abandon: Callable[[object], None], name: str):
         self.stopped = threading.Event()
-        self.thread = threading.Thread(target=_watch, args=(weakref.ref(comm), look, abandon, self.stopped),
+        self.thread = threading.Thread(target=_watch, args=(weakref.ref(comm), why_stuck, abandon, self.stopped),
                                        name=f"tileprim-{name}-watchdog-{comm.rank}", daemon=True)
         self.thread.start()
 
@@ -27,12 +27,12 @@ class Watchdog:
         self.thread.join()
 
 
-def _watch(comm_ref, look, abandon, stopped: threading.Event) -> None:
+def _watch(comm_ref, why_stuck, abandon, stopped: threading.Event) -> None:
     while not stopped.wait(WATCH_S):
         comm = comm_ref()
         if comm is None:
             return
-        why = look(comm)
+        why = why_stuck(comm)
         if why:
             comm.broken = why
             abandon(comm)

@@ -1,15 +1,18 @@
-"""How the ranks of a multi-process job find each other: the launcher's environment names the
-rank and world size, and the engine the program already runs exchanges the few bytes each rank
-must tell the others once (an initialised torch.distributed group, mpi4py under mpirun, or a
-file every rank can see). Nothing here moves tensors."""
+"""How a process learns its place in a multi-process job: the launcher's environment names the
+rank and world size (and the rank on its host), and the engine the program already runs, or a
+file every rank can see, becomes the bootstrap the ranks meet through once. Nothing here moves
+tensors."""
 from __future__ import annotations
 
 import os
 import socket
-from typing import List, Optional, Tuple
+import sys
+from typing import Optional, Tuple
 
+from .bootstrap import Bootstrap, MpiBootstrap, TorchBootstrap
+from .init_file import FileBootstrap
 
-__all__ = ["rank_and_world", "local_rank", "Bootstrap", "choose_bootstrap", "host_id"]
+__all__ = ["rank_and_world", "local_rank", "choose_bootstrap", "host_id"]
 
 # (rank, world size) variables, by launcher: torchrun, Open MPI, MPICH/Intel MPI (PMI), Slurm.
 _RANK_VARIABLES = (("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
@@ -27,17 +30,16 @@ def _env_int(name: str) -> Optional[int]:
         raise ValueError(f"environment variable {name}={text!r} is not an integer") from None
 
 
-def _launcher() -> Tuple[Optional[int], Optional[int], str]:
+def _launcher() -> Tuple[Optional[int], Optional[int]]:
     for rank_name, size_name in _RANK_VARIABLES:
         rank, size = _env_int(rank_name), _env_int(size_name)
         if rank is not None and size is not None:
-            return rank, size, f"{rank_name}/{size_name}"
-    return None, None, ""
+            return rank, size
+    return None, None
 
 
 def _torch_group():
     """torch.distributed's default group when the program initialised one (never imports torch)."""
-    import sys
     torch = sys.modules.get("torch")
     if torch is None:
         return None
@@ -62,7 +64,7 @@ def rank_and_world(rank: Optional[int], world_size: Optional[int]) -> Tuple[int,
     """The rank and world size from the arguments, else torch.distributed, else the launcher's
     environment; a process started alone is rank 0 of 1. Both checked."""
     dist = _torch_group()
-    env_rank, env_size = (dist.get_rank(), dist.get_world_size()) if dist is not None else _launcher()[:2]
+    env_rank, env_size = (dist.get_rank(), dist.get_world_size()) if dist is not None else _launcher()
     rank = env_rank if rank is None else rank
     world_size = env_size if world_size is None else world_size
     if rank is None and world_size in (None, 1):
@@ -89,57 +91,17 @@ def local_rank() -> Optional[int]:
     return None
 
 
-class Bootstrap:
-    """Every rank's bytes to every rank (all_gather), through the program's own engine."""
-
-    name = "single"
-
-    def __init__(self, rank: int, world_size: int):
-        self.rank, self.world_size = rank, world_size
-
-    def all_gather(self, payload: bytes, timeout: float) -> List[bytes]:
-        return [payload]
-
-    def close(self) -> None:
-        pass
-
-
-class _TorchBootstrap(Bootstrap):
-    name = "torch.distributed"
-
-    def __init__(self, rank, world_size, dist):
-        super().__init__(rank, world_size)
-        self.dist = dist
-
-    def all_gather(self, payload, timeout):
-        out: List = [None] * self.world_size
-        self.dist.all_gather_object(out, payload)
-        return out
-
-
-class _MpiBootstrap(Bootstrap):
-    name = "mpi4py"
-
-    def __init__(self, rank, world_size, world):
-        super().__init__(rank, world_size)
-        self.world = world
-
-    def all_gather(self, payload, timeout):
-        return self.world.allgather(payload)
-
-
 def choose_bootstrap(rank: int, world_size: int, init_file, timeout: float) -> Bootstrap:
     """An explicit init_file, else torch.distributed's initialised group, else mpi4py under an MPI
     launcher; a world of one needs none."""
     if init_file is not None:
-        from ._init_file import FileBootstrap  # it builds on Bootstrap
         return FileBootstrap(rank, world_size, init_file, timeout)
     dist = _torch_group()
     if dist is not None:
-        return _TorchBootstrap(rank, world_size, dist)
+        return TorchBootstrap(rank, world_size, dist)
     world = _mpi_world()
     if world is not None:
-        return _MpiBootstrap(rank, world_size, world)
+        return MpiBootstrap(rank, world_size, world)
     if world_size == 1:
         return Bootstrap(rank, world_size)
     raise ValueError("init_file: the ranks need a way to meet: initialise torch.distributed, run under mpirun "

@@ -16,8 +16,8 @@ import tempfile
 import time
 from typing import Iterable, List, Optional, Sequence
 
-from .. import _C
-from ._errors import CommError, CommTimeout
+from ... import _C
+from .._errors import CommError, CommTimeout
 
 __all__ = ["Rendezvous", "SharedFile", "remove_segment", "source_segment"]
 
@@ -131,7 +131,7 @@ class Rendezvous:
         self.segment, self.rank, self.world_size, self.job = segment, rank, world_size, job
         self.pids = [0] * world_size
         self.written = {}  # field -> the bytes this rank last wrote there (a repeated call rewrites nothing)
-        self.versions = {at: 0 for at in VERSION}  # of this rank's texts
+        self.versions = {offset: 0 for offset in VERSION}  # of this rank's texts
         self.seen = {}  # (rank, field) -> (version, bytes) last read there
         _C.publish_flag(self._flag(rank, PID), os.getpid())
 
@@ -142,28 +142,28 @@ class Rendezvous:
     def _flag(self, rank: int, field: int) -> int:
         return self.segment.address + rank * SLOT + field
 
-    def _text(self, rank: int, at: int, data: bytes, limit: int, what: str) -> None:
-        if self.written.get(at) == data:
+    def _text(self, rank: int, offset: int, data: bytes, limit: int, label: str) -> None:
+        if self.written.get(offset) == data:
             return
         if len(data) > limit:
-            raise CommError(f"{what}: {len(data)} bytes, more than a slot holds ({limit})")
-        self.written[at] = data
-        base = rank * SLOT + at
+            raise CommError(f"{label}: {len(data)} bytes, more than a slot holds ({limit})")
+        self.written[offset] = data
+        base = rank * SLOT + offset
         self.segment.map[base:base + 8] = struct.pack("<Q", len(data))
         self.segment.map[base + 8:base + 8 + len(data)] = data
-        self.versions[at] += 1
-        _C.publish_flag(self._flag(rank, VERSION[at]), self.versions[at])
+        self.versions[offset] += 1
+        _C.publish_flag(self._flag(rank, VERSION[offset]), self.versions[offset])
 
-    def _read(self, rank: int, at: int) -> bytes:
-        """Rank's text at `at` (after observing the flag it published it with)."""
-        version = _C.observe_flag(self._flag(rank, VERSION[at]))
-        seen = self.seen.get((rank, at))
+    def _read(self, rank: int, offset: int) -> bytes:
+        """Rank's text at `offset` (after observing the flag it published it with)."""
+        version = _C.observe_flag(self._flag(rank, VERSION[offset]))
+        seen = self.seen.get((rank, offset))
         if seen is not None and seen[0] == version:
             return seen[1]
-        base = rank * SLOT + at
+        base = rank * SLOT + offset
         (n,) = struct.unpack_from("<Q", self.segment.map, base)
         data = bytes(self.segment.map[base + 8:base + 8 + n])
-        self.seen[(rank, at)] = (version, data)
+        self.seen[(rank, offset)] = (version, data)
         return data
 
     # What a rank brings to call `epoch`.
@@ -171,26 +171,27 @@ class Rendezvous:
         self._text(self.rank, DESCRIPTIONS[epoch & 1], description, DESCRIPTION_MAX, "call description")
         _C.publish_flag(self._flag(self.rank, POSTED), epoch)
 
-    def descriptions(self, epoch: int, timeout: float, what: str) -> List[bytes]:
+    def descriptions(self, epoch: int, timeout: float, label: str) -> List[bytes]:
         """Every rank's description of call `epoch`, once all posted."""
-        self.wait(range(self.world_size), POSTED, epoch, timeout, what)
+        self.wait(range(self.world_size), POSTED, epoch, timeout, label)
         return [self._read(r, DESCRIPTIONS[epoch & 1]) for r in range(self.world_size)]
 
-    def judge(self, epoch: int, error: str) -> None:
-        self._text(self.rank, VERDICT_TEXT, error.encode(), VERDICT_MAX, "verdict")
+    def publish_verdict(self, epoch: int, verdict: str) -> None:
+        """The root's verdict on call `epoch`: '' (accepted), or what every rank then hears."""
+        self._text(self.rank, VERDICT_TEXT, verdict.encode(), VERDICT_MAX, "verdict")
         _C.publish_flag(self._flag(self.rank, VERDICT), epoch)
 
-    def verdict(self, root: int, epoch: int, timeout: float, what: str) -> str:
-        self.wait([root], VERDICT, epoch, timeout, what)
+    def verdict(self, root: int, epoch: int, timeout: float, label: str) -> str:
+        self.wait([root], VERDICT, epoch, timeout, label)
         return self._read(root, VERDICT_TEXT).decode()
 
     def release(self, epoch: int) -> None:
         _C.publish_flag(self._flag(self.rank, RELEASED), epoch)
 
-    def released(self, root: int, epoch: int, timeout: float, what: str) -> None:
-        self.wait([root], RELEASED, epoch, timeout, what)
+    def wait_released(self, root: int, epoch: int, timeout: float, label: str) -> None:
+        self.wait([root], RELEASED, epoch, timeout, label)
 
-    def wait(self, ranks: Iterable[int], field: int, epoch: int, timeout: float, what: str) -> None:
+    def wait(self, ranks: Iterable[int], field: int, epoch: int, timeout: float, label: str) -> None:
         waiting = [r for r in ranks if r != self.rank]
         flags = [self._flag(r, field) for r in waiting]
         start = time.monotonic()
@@ -200,10 +201,10 @@ class Rendezvous:
             waiting, flags = [waiting[i] for i in missing], [flags[i] for i in missing]
             now = time.monotonic()
             if now >= next_look:
-                self._check_alive(waiting, what)
+                self._check_alive(waiting, label)
                 next_look = now + 0.1
                 if now - start > timeout:
-                    raise CommTimeout(f"{what}: rank{'s' if len(waiting) > 1 else ''} "
+                    raise CommTimeout(f"{label}: rank{'s' if len(waiting) > 1 else ''} "
                                       f"{', '.join(map(str, waiting))} did not arrive within {timeout:g} s "
                                       "(died, hangs, or never called)")
             time.sleep(pause)
@@ -215,11 +216,11 @@ class Rendezvous:
         ranks = [r for r in range(self.world_size) if r != self.rank] if ranks is None else ranks
         return [r for r in ranks if self.pids[r] and not _alive(self.pids[r])]
 
-    def _check_alive(self, ranks: Sequence[int], what: str) -> None:
+    def _check_alive(self, ranks: Sequence[int], label: str) -> None:
         gone = self.exited(ranks)
         if gone:
             self.remove_leftovers(gone)
-            raise CommError(f"{what}: rank {gone[0]} (pid {self.pids[gone[0]]}) exited")
+            raise CommError(f"{label}: rank {gone[0]} (pid {self.pids[gone[0]]}) exited")
 
     def remove_leftovers(self, ranks: Optional[Sequence[int]] = None) -> None:
         """Removes the shared memory that ranks which died (of `ranks`; default any) left."""

@@ -1,5 +1,5 @@
-"""The 'nccl' transport of treduce across processes (cuda backend): the one that reaches ranks on
-other hosts. root_pull: a non-root rank sends its source, packed, to the root with ncclSend, chunk
+"""NcclTransport, 'nccl': treduce across processes on the cuda backend, the transport that
+reaches ranks on other hosts. root_pull: a non-root rank sends its source, packed, to the root with ncclSend, chunk
 by chunk; the root receives every rank's next chunk into ping/pong staging buffers on its own
 stream while its caller's stream folds the last one with the one-process treduce over the staged
 chunks. scatter_gather (3+ ranks): the packed tensor is cut into one shard per non-root rank (a
@@ -9,27 +9,30 @@ one tensor instead of N - 1 and every rank's link carries about one tensor each 
 the order and the bits are the one-process ones. NCCL is loaded at the communicator's first call.
 
 A call returns once its NCCL work is enqueued, so a rank that dies mid-transfer is seen by the
-watchdog (_watchdog.py): while a call is in flight it looks for NCCL's asynchronous error, a rank
+watchdog (watchdog.py): while a call is in flight it looks for NCCL's asynchronous error, a rank
 whose process exited (one host) or a call older than its timeout, and then aborts the NCCL
 communicator (its streams go on) and breaks the tileprim communicator."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from typing import List
 
 import numpy as np
 
-from .. import _C
-from .._backends import nccl_status
-from .._interop import c_strides
-from ._errors import CommError
-from ._group import ParallelGroup
-from ._one_process import RankTensor, bound_call, contiguous_core
-from ._transport import Transport
-from ._watchdog import Watchdog, exited_ranks
+from ... import _C
+from ..._backends import nccl_status
+from ..._interop import c_strides
+from .._errors import CommError
+from .._options import TreduceOptions
+from ..one_process.calls import bound_treduce
+from ..one_process.core_plan import contiguous_plan, fold_options
+from ..one_process.rank_tensor import RankTensor
+from .transport import Transport
+from .watchdog import Watchdog, exited_ranks
 
-__all__ = ["NcclSources"]
+__all__ = ["NcclTransport"]
 
 CHUNK_BYTES = 8 << 20  # per rank per staging slot: large enough that enqueueing keeps ahead of NVLink
 # scatter_gather exchanges a shard in steps, a worker's result one step behind its slices (steps + 1
@@ -39,17 +42,20 @@ MIN_STEP_BYTES = 1 << 20
 ALIGN = 4096  # shard and step bounds: whole 16-byte vectors for the fold, whole elements of every dtype
 
 
-class NcclSources(Transport):
-    shards_apart = True  # each worker receives its shard's slices from every rank and sends the root its result
+class NcclTransport(Transport):
+    name = "nccl"
+    backend = "cuda"
+    shards_on_workers = True  # each worker receives its shard's slices from every rank and sends the root its result
 
     def __init__(self, comm):
-        self.comm, self.device = comm, comm.device
+        super().__init__(comm)
+        self.device = comm.device
         status = nccl_status()
         if not status["ok"]:
-            mine = b"!" + status["error"].encode()
+            loaded = b"!" + status["error"].encode()
         else:
-            mine = b"+" + (_C.nccl.unique_id() if comm.rank == 0 else b"")
-        gathered = comm._bootstrap.all_gather(mine, comm.timeout)
+            loaded = b"+" + (_C.nccl.unique_id() if comm.rank == 0 else b"")
+        gathered = comm._bootstrap.all_gather(loaded, comm.timeout)
         failed = [f"rank {r}: {g[1:].decode()}" for r, g in enumerate(gathered) if g.startswith(b"!")]
         if failed:
             raise CommError("transport 'nccl': NCCL could not be loaded on every rank (tp.info()['nccl'] says "
@@ -60,56 +66,58 @@ class NcclSources(Transport):
             if "invalid usage" not in str(e):
                 raise
             raise CommError(f"transport 'nccl': {e}. NCCL takes one GPU per rank on a host (it tells hosts apart "
-                            f"by $NCCL_HOSTID, else the hostname){_sharing(comm)}: give every rank a GPU of its "
+                            f"by $NCCL_HOSTID, else the hostname){_shared_gpus(comm)}: give every rank a GPU of its "
                             "own, or on one host use transport='cuda_ipc'") from e
-        self.pending = None  # a non-root rank's source, between offer and finish_non_root
-        self.watchdog = Watchdog(comm, functools.partial(_look, self.nccl), functools.partial(_abandon, self.nccl),
-                                 "nccl")
+        self.pending_source = None  # a non-root rank's source, between describe_source and finish_non_root
+        self.watchdog = Watchdog(comm, functools.partial(_why_stuck, self.nccl),
+                                 functools.partial(_abandon_calls, self.nccl), "nccl")
 
-    def offer(self, t: RankTensor, x) -> bytes:
+    def describe_source(self, t: RankTensor, x) -> bytes:
         """Keeps this rank's source for its send; nothing to tell the others."""
         nbytes = int(np.prod(t.shape)) * t.itemsize
-        self.pending = (t.adapter, x, nbytes) if nbytes else None
+        self.pending_source = (t.adapter, x, nbytes) if nbytes else None
         return b""
 
-    def finish_non_root(self, root: int, epoch: int, local, timeout: float, what: str, wheres, told: str) -> None:
+    def finish_non_root(self, root: int, epoch: int, part, timeout: float, call_label: str, source_places,
+                        root_message: str) -> None:
         """Sends the source, packed (a strided one is copied by its library), on this rank's stream,
-        to the root or, where the ranks work apart, as slices to every worker, folding its own
-        shard in between; the source may be reused in that stream's order."""
-        if self.pending is None:
+        to the root or, where the ranks run their shards, as slices to every worker, folding its
+        own shard in between; the source may be reused in that stream's order."""
+        if self.pending_source is None:
             return
-        adapter, x, nbytes = self.pending
-        self.pending = None
-        packed, stream, itemsize = adapter.contiguous(x), adapter.stream(self.device), local.tensor.itemsize
+        adapter, x, nbytes = self.pending_source
+        self.pending_source = None
+        packed, stream, itemsize = adapter.contiguous(x), adapter.stream(self.device), part.tensor.itemsize
+        world_size = self.comm.world_size
         with self._enqueueing(stream, timeout):
-            if self.works_apart(local, root):
-                op, tile, pingpong, _, accumulate, _ = local.options
-                fold = _shard_fold(self.comm.world_size, root, local.tensor.dtype, itemsize, self.device, stream,
-                                   op, tile, pingpong, accumulate)
-                self.nccl.exchange_shards(adapter.pointer(packed), 0, *_shards(nbytes, self.comm.world_size, root),
-                                          root, _step(nbytes, self.comm.world_size), stream, fold)
+            if self.shards_on_ranks(part):
+                fold = _shard_fold(part.options, world_size, part.tensor.dtype, itemsize, self.device, stream)
+                self.nccl.exchange_shards(adapter.pointer(packed), 0, *_shards(nbytes, world_size, root),
+                                          root, _step_bytes(nbytes, world_size), stream, fold)
             else:
-                self.nccl.send(adapter.pointer(packed), nbytes, _chunk(nbytes, itemsize), root, stream)
+                self.nccl.send(adapter.pointer(packed), nbytes, _chunk_bytes(nbytes, itemsize), root, stream)
 
-    def bind(self, group, wheres: List[bytes], local, dst, call):
+    def bind_root(self, x, source_places: List[bytes], part, dst):
         """The root's run of this call: every rank's chunks received and folded as they land, or,
-        where the ranks work apart, its slices sent to the workers and their shards received."""
-        root, t = group.root, local.tensor
-        bound = bound_call(ParallelGroup([group.tensor] * len(wheres), root), dst, *call)  # checks dst; the plan
-        apart = bound.plan.variant == "scatter_gather"
-        if apart != self.works_apart(local, root):
+        where the ranks run their shards, its slices sent to the workers and their shards received."""
+        options, t, ranks = part.options, part.tensor, len(source_places)
+        root = options.root
+        bound = bound_treduce([x] * ranks, dst, options)  # checks dst; the plan
+        runs_shards = bound.plan.variant == "scatter_gather"
+        if runs_shards != self.shards_on_ranks(part):
             raise CommError("the root's plan with this dst differs from the plan every rank made of the call")
-        adapter, device, dtype, itemsize, ranks = t.adapter, self.device, t.dtype, t.itemsize, len(wheres)
+        adapter, device, dtype, itemsize = t.adapter, self.device, t.dtype, t.itemsize
         nbytes = int(np.prod(t.shape)) * itemsize
         peers = [r for r in range(ranks) if r != root]
-        op, tile, pingpong, _, accumulate, backend, _, transport = call
-        tile = tuple(tile)
+        # a strided dst gets the packed result by a treduce of one rank (a copy)
+        copy_options = dataclasses.replace(options, root=0, valid="dynamic", accumulate=None, dispatch=None,
+                                           transport="")
 
-        def prepare(x, dst, timeout: float):
-            self.pending = None  # what the root offered: it sends from x itself
-            at, tensors = [0] * ranks, [None] * ranks  # the others' data is not here yet
-            at[root], tensors[root] = adapter.pointer(x), x
-            out = bound.checked_dst(at, tensors, dst)
+        def check_call(x, dst, timeout: float):
+            self.pending_source = None  # what the root described: it sends from x itself
+            pointers, tensors = [0] * ranks, [None] * ranks  # the others' data is not here yet
+            pointers[root], tensors[root] = adapter.pointer(x), x
+            out = bound.checked_dst(pointers, tensors, dst)
             return (lambda epoch: out if nbytes == 0 else run(x, out, timeout)), ""
 
         def run(x, out, timeout: float):
@@ -118,23 +126,22 @@ class NcclSources(Transport):
             stream = adapter.stream(device)
             source_at, out_at = adapter.pointer(source), adapter.pointer(packed_out)
             with self._enqueueing(stream, timeout):
-                if apart:
+                if runs_shards:
                     self.nccl.exchange_shards(source_at, out_at, *_shards(nbytes, ranks, root), root,
-                                              _step(nbytes, ranks), stream, None)
+                                              _step_bytes(nbytes, ranks), stream, None)
                 else:
-                    fold = _shard_fold(ranks, root, dtype, itemsize, device, stream, op, tile, pingpong, accumulate)
+                    fold = _shard_fold(options, ranks, dtype, itemsize, device, stream)
 
                     def staged_fold(offset: int, length: int, staged: List[int]):
-                        at = list(staged)
-                        at.insert(root, source_at + offset)
-                        fold(offset, length, at, out_at + offset)
+                        pointers = list(staged)
+                        pointers.insert(root, source_at + offset)
+                        fold(offset, length, pointers, out_at + offset)
 
-                    self.nccl.gather(nbytes, _chunk(nbytes, itemsize), peers, stream, staged_fold)
-            if packed_out is not out:  # a strided dst: the packed result copied in (a treduce of one rank)
-                bound_call(ParallelGroup([packed_out], 0), out, op, tile, pingpong, "dynamic", None, backend, None
-                           ).run([packed_out], out)
+                    self.nccl.gather(nbytes, _chunk_bytes(nbytes, itemsize), peers, stream, staged_fold)
+            if packed_out is not out:
+                bound_treduce([packed_out], out, copy_options).run([packed_out], out)
             return out
-        return prepare
+        return check_call
 
     @contextlib.contextmanager
     def _enqueueing(self, stream: int, timeout: float):
@@ -155,8 +162,8 @@ class NcclSources(Transport):
         self.nccl = None  # ncclCommDestroy, once this rank's pending operations are done
 
 
-def _look(nccl, comm) -> str:
-    """Why the oldest call in flight cannot finish, or ''."""
+def _why_stuck(nccl, comm) -> str:
+    """Why the oldest call in flight cannot finish (the watchdog asks), or ''."""
     oldest = nccl.oldest_in_flight()
     if oldest is None:
         return ""
@@ -167,11 +174,11 @@ def _look(nccl, comm) -> str:
     return f"a call's NCCL transfer was abandoned: {why}; the NCCL communicator was aborted" if why else ""
 
 
-def _abandon(nccl, comm) -> None:
+def _abandon_calls(nccl, comm) -> None:
     nccl.abort()
 
 
-def _sharing(comm) -> str:
+def _shared_gpus(comm) -> str:
     """Which ranks on one host (as tileprim tells hosts apart) name the same device, for an error."""
     first, shared = {}, []
     for r, where in enumerate(zip(comm.hosts, comm.devices)):
@@ -181,7 +188,8 @@ def _sharing(comm) -> str:
     return "; " + ", ".join(shared) if shared else ""
 
 
-def _chunk(nbytes: int, itemsize: int) -> int:
+def _chunk_bytes(nbytes: int, itemsize: int) -> int:
+    """Bytes of a rank's source root_pull sends (and the root stages) at a time."""
     return min(nbytes, CHUNK_BYTES // itemsize * itemsize)
 
 
@@ -193,23 +201,21 @@ def _shards(nbytes: int, ranks: int, root: int):
     return bounds, workers
 
 
-def _step(nbytes: int, ranks: int) -> int:
+def _step_bytes(nbytes: int, ranks: int) -> int:
     """Bytes of every shard a step exchanges."""
     shard = -(-nbytes // (ranks - 1))
     step = min(CHUNK_BYTES, max(MIN_STEP_BYTES, -(-shard // SHARD_STEPS)))
     return -(-step // ALIGN) * ALIGN
 
 
-def _shard_fold(ranks: int, root: int, dtype: str, itemsize: int, device: int, stream: int, op, tile, pingpong,
-                accumulate):
-    """fold(offset, length, at, result): on `stream`, the one-process treduce of every rank's copy
-    of bytes [offset, offset + length) (at[r]: rank r's, all on this GPU) into `result`."""
-    devices, streams = [device] * ranks, [stream] * ranks
+def _shard_fold(options: TreduceOptions, ranks: int, dtype: str, itemsize: int, device: int, stream: int):
+    """fold(offset, length, pointers, result): on `stream`, the one-process treduce of every rank's
+    copy of bytes [offset, offset + length) (pointers[r]: rank r's, all on this GPU) into `result`."""
+    devices, streams, folding = [device] * ranks, [stream] * ranks, fold_options(options)
 
-    def fold(offset: int, length: int, at: List[int], result: int) -> None:
-        core = contiguous_core(ranks, root, length // itemsize, dtype, device, op, tuple(tile), pingpong, accumulate,
-                               "nccl")
-        core.run_collective(at, devices, result, device, streams)
+    def fold(offset: int, length: int, pointers: List[int], result: int) -> None:
+        core = contiguous_plan(folding, ranks, length // itemsize, dtype, device)
+        core.run_collective(pointers, devices, result, device, streams)
     return fold
 
 
