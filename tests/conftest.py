@@ -4,6 +4,7 @@ its own (kernel cache included: never the user's) with its shared memory in a /d
 of its own, and fails at the end when tileprim left a temp file or a segment (tests/leaks.py)."""
 from __future__ import annotations
 
+import os
 import pathlib
 import sys
 
@@ -12,6 +13,10 @@ import numpy as np
 import pytest
 
 from leaks import LeakCheck
+
+# Workers share the GPU (pytest -n 8): JAX would take 75 % of its memory at its first GPU array,
+# and a launch of a kernel with spilled registers in another worker would find none left
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 LEAK_CHECK = LeakCheck.start()  # before tileprim is imported: it reads TILEPRIM_CACHE_DIR
 
@@ -55,6 +60,16 @@ def pytest_runtest_setup(item):
     marker = item.get_closest_marker("multi_gpu")
     if marker is not None and gpu_count() < marker.args[0]:
         pytest.skip(f"needs {marker.args[0]} CUDA GPUs; {gpu_count()} usable")
+
+
+def pytest_runtest_teardown(item):
+    """What a GPU test's frameworks keep cached goes back to the GPU the workers share."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized() and torch.cuda.memory_reserved() > 1 << 30:
+        torch.cuda.empty_cache()
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and cupy.get_default_memory_pool().total_bytes() > 1 << 30:
+        cupy.get_default_memory_pool().free_all_blocks()
 
 
 BACKENDS = [

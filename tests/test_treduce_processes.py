@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -49,9 +50,7 @@ def launch(cases, world_size: int, tmp_path, deadline: float = 240, transport: s
         try:
             logs.append(p.communicate(timeout=deadline)[0].decode())
         except subprocess.TimeoutExpired:
-            for q in ranks:
-                q.kill()
-            pytest.fail(f"the ranks did not finish within {deadline} s")
+            pytest.fail(f"the ranks did not finish within {deadline} s; where each waited:\n" + _stacks(ranks, logs))
     records = []
     for r in range(world_size):
         path = tmp_path / f"rank{r}.json"
@@ -59,6 +58,21 @@ def launch(cases, world_size: int, tmp_path, deadline: float = 240, transport: s
         log = logs[0 if torchrun else r]
         records.append(json.loads(path.read_text()) if path.exists() else {"exit": p.returncode, "log": log})
     return records
+
+
+def _stacks(ranks, logs: list) -> str:
+    """Each rank still running asked for its Python stacks (the worker's faulthandler), then killed;
+    the end of what each printed (``logs``: the output of the ranks already read)."""
+    for p in ranks:
+        if p.poll() is None:
+            p.send_signal(signal.SIGUSR1)
+    time.sleep(2)
+    tails = []
+    for r, p in enumerate(ranks):
+        p.kill()
+        log = logs[r] if r < len(logs) else p.communicate()[0].decode(errors="replace")
+        tails.append(f"--- rank {r} (exit {p.wait()}):\n" + log[-3000:])
+    return "\n".join(tails)
 
 
 def one_process(case: dict, world_size: int) -> np.ndarray:

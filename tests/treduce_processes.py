@@ -15,6 +15,7 @@ bits as OUT_DIR/<case>.npy (see saved_result), and per case "none" (a non-root's
 root's result saved) or "error <Type>: <message>" into OUT_DIR/rank<r>.json."""
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import signal
@@ -194,6 +195,7 @@ def run_rank(cases, comm, out_dir: str) -> None:
 
 
 if __name__ == "__main__":
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for the stacks of a rank past its deadline
     cases_path, init_file, rank, world_size, out_dir = sys.argv[1:6]
     with open(cases_path) as f:
         run_rank(json.load(f), communicator(init_file, rank, world_size, (sys.argv[6:] or ["cpu"])[0]), out_dir)

@@ -73,7 +73,8 @@ def host_small_calls(calls: int) -> List[Case]:
 
 def gpu_small_calls(torch, inputs: Inputs, calls: int) -> List[Case]:
     """A repeated 4x8 row sum of a torch CUDA tensor beside ``x.sum(-1)`` (wall time with a stream
-    synchronize, and host time without one), that host time taken apart (signature lookup, result
+    synchronize, and host time without one; eager, and both inside ``torch.compile(fullgraph=True)``),
+    that host time taken apart (signature lookup, result
     allocation, pointers and stream, the launch through ``tileprim._C``, each timed alone), and the
     NumPy 4x8 round trip through the GPU beside torch's ``from_numpy -> cuda -> sum -> cpu``.
 
@@ -93,11 +94,16 @@ def gpu_small_calls(torch, inputs: Inputs, calls: int) -> List[Case]:
     def tensor():
         return inputs.get(("small tensor",), lambda: torch.from_numpy(a).cuda())
 
-    def versus_torch(with_sync: bool):
+    def versus_torch(with_sync: bool, compiled: bool = False):
+        # compiled: both sides inside torch.compile(fullgraph=True), each compiled once beforehand
+        wrap = (lambda fn: torch.compile(fn, fullgraph=True)) if compiled else (lambda fn: fn)
+
         def measure():
             x = tensor()
+            ours, theirs = wrap(lambda t: tp.sum(t, axes=-1)), wrap(lambda t: t.sum(-1))
+            ours(x), theirs(x)
             sync = torch.cuda.current_stream().synchronize if with_sync else None
-            measured = _beside(lambda: tp.sum(x, axes=-1), {"torch": lambda: x.sum(-1)}, calls, sync)
+            measured = _beside(lambda: ours(x), {"torch": lambda: theirs(x)}, calls, sync)
             torch.cuda.synchronize()
             return measured
         return measure
@@ -114,6 +120,10 @@ def gpu_small_calls(torch, inputs: Inputs, calls: int) -> List[Case]:
                        {"torch": lambda: torch.from_numpy(a).cuda().sum(-1).cpu()}, calls)
     return [_small("small: 4x8 row sum of a torch CUDA tensor, wall + sync", versus_torch(with_sync=True)),
             _small("small: 4x8 row sum of a torch CUDA tensor, host time", versus_torch(with_sync=False)),
+            _small("small: 4x8 row sum of a torch CUDA tensor in torch.compile(fullgraph=True), wall + sync",
+                   versus_torch(with_sync=True, compiled=True)),
+            _small("small: 4x8 row sum of a torch CUDA tensor in torch.compile(fullgraph=True), host time",
+                   versus_torch(with_sync=False, compiled=True)),
             *[host_part(name) for name in HOST_PARTS],
             _small("small: NumPy 4x8 row sum round trip through the GPU", round_trip)]
 

@@ -12,6 +12,7 @@ namespace tp::cuda {
 
 typedef enum cudaError_enum {
   CUDA_SUCCESS = 0,
+  CUDA_ERROR_OUT_OF_MEMORY = 2,
   CUDA_ERROR_NOT_INITIALIZED = 3,
   CUDA_ERROR_NO_DEVICE = 100,
   CUDA_ERROR_NOT_READY = 600,
@@ -28,11 +29,13 @@ typedef struct CUevent_st* CUevent;
 
 typedef enum CUdevice_attribute_enum {
   CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+  CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR = 39,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
 } CUdevice_attribute;
 
 typedef enum CUfunction_attribute_enum {
+  CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3,
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
 } CUfunction_attribute;
 
@@ -68,6 +71,7 @@ using PFN_cuCtxEnablePeerAccess = CUresult (*)(CUcontext peer, unsigned int flag
 using PFN_cuModuleLoadData = CUresult (*)(CUmodule* module, const void* image);
 using PFN_cuModuleGetFunction = CUresult (*)(CUfunction* function, CUmodule module, const char* name);
 using PFN_cuFuncSetAttribute = CUresult (*)(CUfunction function, CUfunction_attribute attribute, int value);
+using PFN_cuFuncGetAttribute = CUresult (*)(int* value, CUfunction_attribute attribute, CUfunction function);
 using PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor = CUresult (*)(int* blocks, CUfunction function,
                                                                     int block_threads, size_t shared_bytes);
 using PFN_cuLaunchKernel = CUresult (*)(CUfunction function, unsigned int grid_x, unsigned int grid_y,

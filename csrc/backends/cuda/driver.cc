@@ -113,6 +113,9 @@ int Driver::compute_capability(int device) {
 }
 
 int Driver::multiprocessors(int device) { return attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device); }
+int Driver::threads_per_multiprocessor(int device) {
+  return attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, device);
+}
 
 int Driver::driver_version() {
   require_loaded();

@@ -42,6 +42,7 @@ struct LibraryStatus {
   X(cuModuleLoadData, "cuModuleLoadData")                    \
   X(cuModuleGetFunction, "cuModuleGetFunction")              \
   X(cuFuncSetAttribute, "cuFuncSetAttribute")                \
+  X(cuFuncGetAttribute, "cuFuncGetAttribute")                \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor") \
   X(cuLaunchKernel, "cuLaunchKernel")                        \
   X(cuMemAlloc, "cuMemAlloc_v2")                             \
@@ -83,6 +84,7 @@ class Driver {
   std::string device_name(int device);
   int compute_capability(int device);  // major * 10 + minor, e.g. 90
   int multiprocessors(int device);
+  int threads_per_multiprocessor(int device);  // the most resident at once
   int driver_version();  // e.g. 13000
   bool can_access_peer(int device, int peer);
 

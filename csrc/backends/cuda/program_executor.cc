@@ -65,10 +65,7 @@ void ProgramKernel::run_device(const std::vector<CUdeviceptr>& inputs, const std
   params.push_back(&tiles);
   DeviceScope scope;
   scope.use(context_);
-  Driver& d = Driver::get();
-  d.check(d.cuLaunchKernel(function_, static_cast<unsigned>(blocks), 1, 1, static_cast<unsigned>(l.block_threads()), 1,
-                           1, static_cast<unsigned>(l.shared_bytes()), stream, params.data(), nullptr),
-          "cuLaunchKernel");
+  launch_kernel(function_, blocks, l.block_threads(), l.shared_bytes(), stream, params.data(), device_);
 }
 
 void ProgramKernel::run_host(const std::vector<std::uintptr_t>& inputs, const std::vector<std::uintptr_t>& outputs,

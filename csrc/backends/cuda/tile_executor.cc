@@ -1,5 +1,6 @@
 #include "backends/cuda/tile_executor.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "backends/cuda/compiler.h"
@@ -112,11 +113,8 @@ class CudaTileRunner : public Runner {
     const int per_block = kernel_.source.tiles_per_block();
     const long long blocks = (tiles + per_block - 1) / per_block;
     if (blocks > 0x7fffffffLL) throw ValueError("batch: " + std::to_string(tiles) + " tiles need more blocks than a grid has");
-    Driver& d = Driver::get();
-    d.check(d.cuLaunchKernel(function_, static_cast<unsigned>(blocks), 1, 1,
-                             static_cast<unsigned>(kernel_.source.block_threads()), 1, 1,
-                             static_cast<unsigned>(kernel_.source.shared_bytes), stream, params, nullptr),
-            "cuLaunchKernel");
+    launch_kernel(function_, blocks, kernel_.source.block_threads(), kernel_.source.shared_bytes, stream, params,
+                  device_);
   }
 
   static constexpr size_t kMaxOperands = 8;  // the op table's largest arity is 3
@@ -147,6 +145,26 @@ CUfunction load_kernel(const CompiledKernel& binary, long long shared_bytes) {
             "cuFuncSetAttribute(max dynamic shared memory)");
   }
   return function;
+}
+
+void launch_kernel(CUfunction function, long long blocks, long long block_threads, long long shared_bytes,
+                   CUstream stream, void** params, int device) {
+  Driver& d = Driver::get();
+  const CUresult r = d.cuLaunchKernel(function, static_cast<unsigned>(blocks), 1, 1, static_cast<unsigned>(block_threads),
+                                      1, 1, static_cast<unsigned>(shared_bytes), stream, params, nullptr);
+  int local = 0;
+  if (r == CUDA_ERROR_OUT_OF_MEMORY &&
+      d.cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, function) == CUDA_SUCCESS && local > 0) {
+    const double gib = static_cast<double>(local) * d.multiprocessors(device) * d.threads_per_multiprocessor(device) /
+                       (1 << 30);
+    char reserve[32];
+    std::snprintf(reserve, sizeof(reserve), "%.1f GiB", gib);
+    throw CudaError("cuLaunchKernel: CUDA_ERROR_OUT_OF_MEMORY: the kernel keeps " + std::to_string(local) +
+                    " bytes per thread in local memory (registers spilled: its tiles hold more elements per thread "
+                    "than registers do), which CUDA reserves for every thread the GPU holds at once (" + reserve +
+                    " here), more than is free; a wider scope (tp.warp, tp.cta(n)) gives each thread fewer elements");
+  }
+  d.check(r, "cuLaunchKernel");
 }
 
 BuiltKernel build_kernel(const Plan& plan, const std::string& arch) {

@@ -47,6 +47,12 @@ KernelBody kernel_body(const Plan& plan);
 // process: runners are cached), allowed `shared_bytes` of dynamic shared memory per block.
 CUfunction load_kernel(const CompiledKernel& binary, long long shared_bytes);
 
+// cuLaunchKernel of a tile or program kernel on `device`'s current context. Out of memory at the
+// launch is the local memory of spilled registers, which CUDA reserves for every thread the GPU
+// holds at once: CudaError says how much and what spreads it.
+void launch_kernel(CUfunction function, long long blocks, long long block_threads, long long shared_bytes,
+                   CUstream stream, void** params, int device);
+
 // The plan's kernel for `arch`, from the kernel cache or compiled now (tp.lower).
 // ValueError when the variant has no CUDA executor.
 BuiltKernel build_kernel(const Plan& plan, const std::string& arch);
