@@ -59,15 +59,23 @@ class ExecScope:
         return "shared" if self.kind == "cta" else "local"
 
     def __getattr__(self, name: str):
+        if _compiling():  # torch.compile cannot set a partial's attributes (and its graph needs none)
+            return functools.partial(self._op(name), scope=self)
+        key = (self.kind, self.threads, name)
+        bound = _BOUND.get(key)
+        if bound is None or bound.func is not OPS.get(name):  # made once per scope and op (an op may be
+            # registered again): wrapping costs more than a small call's dispatch
+            fn = self._op(name)
+            bound = functools.update_wrapper(functools.partial(fn, scope=self), fn)
+            bound._tp_op = fn._tp_op
+            _BOUND[key] = bound
+        return bound
+
+    def _op(self, name: str):
         fn = OPS.get(name)
         if fn is None:
             raise AttributeError(f"{self!r} has no op {name!r}; the ops are {', '.join(sorted(OPS))}")
-        bound = functools.partial(fn, scope=self)
-        if _compiling():  # torch.compile cannot set a partial's attributes (and its graph needs none)
-            return bound
-        functools.update_wrapper(bound, fn)
-        bound._tp_op = fn._tp_op
-        return bound
+        return fn
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(OPS))
@@ -75,6 +83,8 @@ class ExecScope:
     def __repr__(self) -> str:
         return f"tp.cta(threads={self.threads})" if self.kind == "cta" else f"tp.{self.kind}"
 
+
+_BOUND: dict = {}  # (kind, threads, op name) -> the op bound to that scope
 
 _THREADS = {"thread": 1, "warp": 32, "warpgroup": 128}  # a CTA: 1..1024
 
