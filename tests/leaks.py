@@ -44,9 +44,10 @@ class LeakCheck:
         leaks = [os.path.join(self.shm, name) for name in sorted(os.listdir(self.shm))]
         for folder, _, names in os.walk(self.root):
             leaks += [os.path.join(folder, name) for name in names if TEMP_FILE.fullmatch(name)]
-        # pytest's own temp dirs, and the compile cache torch.compile's tests make under $TMPDIR
+        # pytest's own temp dirs, the compile cache torch.compile's tests make under $TMPDIR, and
+        # torchrun's run directories (the multi-process tests launch ranks through it)
         expected = {"kernel-cache"} | {n for n in os.listdir(self.root)
-                                       if n.startswith(("pytest-of-", "torchinductor_"))}
+                                       if n.startswith(("pytest-of-", "torchinductor_", "torchelastic_"))}
         leaks += [os.path.join(self.root, name) for name in sorted(set(os.listdir(self.root)) - expected)]
         self.remove()
         return leaks

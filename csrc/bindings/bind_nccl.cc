@@ -32,41 +32,43 @@ void bind_nccl(py::module_& m) {
       py::arg("site_dirs"), "Loads NCCL (once it has loaded, later calls only report): ok, path, version, error, tried.");
   n.def("unique_id", [] { return py::bytes(nccl::unique_id()); }, "ncclGetUniqueId's 128 bytes.");
   py::class_<nccl::Communicator>(n, "Communicator")
-      .def(py::init([](const py::bytes& id, int world_size, int rank, int device) {
+      .def(py::init([](const py::bytes& id, int world_size, int rank, int device, double timeout) {
              std::string bytes = id;
              py::gil_scoped_release release;  // collective: waits for the other ranks
-             return new nccl::Communicator(bytes, world_size, rank, device);
+             return new nccl::Communicator(bytes, world_size, rank, device, timeout);
            }),
-           py::arg("unique_id"), py::arg("world_size"), py::arg("rank"), py::arg("device"))
+           py::arg("unique_id"), py::arg("world_size"), py::arg("rank"), py::arg("device"), py::arg("timeout"))
       .def(
           "send",
           [](nccl::Communicator& c, std::uintptr_t source, size_t bytes, size_t chunk_bytes, int peer,
-             std::uintptr_t stream) {
+             std::uintptr_t stream, double timeout) {
             py::gil_scoped_release release;  // NCCL may wait to connect: the watchdog's thread runs meanwhile
-            c.send(source, bytes, chunk_bytes, peer, reinterpret_cast<nccl::CUstream>(stream));
+            c.send(source, bytes, chunk_bytes, peer, reinterpret_cast<nccl::CUstream>(stream), timeout);
           },
-          py::arg("source"), py::arg("bytes"), py::arg("chunk_bytes"), py::arg("peer"), py::arg("stream"))
+          py::arg("source"), py::arg("bytes"), py::arg("chunk_bytes"), py::arg("peer"), py::arg("stream"),
+          py::arg("timeout"))
       .def(
           "gather",
           [](nccl::Communicator& c, size_t bytes, size_t chunk_bytes, const std::vector<int>& peers,
-             std::uintptr_t stream, const nccl::Communicator::Fold& fold) {
+             std::uintptr_t stream, const nccl::Communicator::Fold& fold, double timeout) {
             py::gil_scoped_release release;  // the watchdog's thread runs meanwhile; a fold takes it back
-            c.gather(bytes, chunk_bytes, peers, reinterpret_cast<nccl::CUstream>(stream), fold);
+            c.gather(bytes, chunk_bytes, peers, reinterpret_cast<nccl::CUstream>(stream), fold, timeout);
           },
           py::arg("bytes"), py::arg("chunk_bytes"), py::arg("peers"), py::arg("stream"), py::arg("fold"),
+          py::arg("timeout"),
           "Receives every peer's bytes chunk by chunk into staging; fold(offset, length, staged) folds each "
           "on `stream` as it lands.")
       .def(
           "exchange_shards",
           [](nccl::Communicator& c, std::uintptr_t source, std::uintptr_t out, const std::vector<size_t>& bounds,
              const std::vector<int>& workers, int root, size_t step_bytes, std::uintptr_t stream,
-             const nccl::Communicator::ShardFold& shard_fold) {
+             const nccl::Communicator::ShardFold& shard_fold, double timeout) {
             py::gil_scoped_release release;  // the watchdog's thread runs meanwhile; a fold takes it back
             c.exchange_shards(source, out, bounds, workers, root, step_bytes, reinterpret_cast<nccl::CUstream>(stream),
-                              shard_fold);
+                              shard_fold, timeout);
           },
           py::arg("source"), py::arg("out"), py::arg("bounds"), py::arg("workers"), py::arg("root"),
-          py::arg("step_bytes"), py::arg("stream"), py::arg("shard_fold"),
+          py::arg("step_bytes"), py::arg("stream"), py::arg("shard_fold"), py::arg("timeout"),
           "scatter_gather's exchange: shard k (bytes [bounds[k], bounds[k+1])) is folded by workers[k], "
           "step_bytes a step; shard_fold(offset, length, copies, result) folds a worker's step on `stream` "
           "(copies[r]: rank r's copy); the root receives the results into `out`.")

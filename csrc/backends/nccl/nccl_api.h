@@ -15,7 +15,15 @@ typedef const char* (*PFN_ncclGetErrorString)(ncclResult_t);
 typedef const char* (*PFN_ncclGetLastError)(ncclComm_t);
 typedef ncclResult_t (*PFN_ncclGetVersion)(int*);
 typedef ncclResult_t (*PFN_ncclGetUniqueId)(ncclUniqueId*);
-typedef ncclResult_t (*PFN_ncclCommInitRank)(ncclComm_t*, int, ncclUniqueId, int);
+// The head of nccl.h's ncclConfig_t, as NCCL_CONFIG_INITIALIZER of NCCL 2.14 made it: NCCL reads
+// `size` bytes of it and keeps its own defaults for the fields of later versions.
+typedef struct {
+  size_t size;
+  unsigned int magic;    // 0xcafebeef
+  unsigned int version;  // NCCL_VERSION(2, 14, 0)
+  int blocking;
+} ncclConfig_t;
+typedef ncclResult_t (*PFN_ncclCommInitRankConfig)(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*);
 typedef ncclResult_t (*PFN_ncclCommDestroy)(ncclComm_t);
 typedef ncclResult_t (*PFN_ncclCommAbort)(ncclComm_t);
 typedef ncclResult_t (*PFN_ncclCommGetAsyncError)(ncclComm_t, ncclResult_t*);

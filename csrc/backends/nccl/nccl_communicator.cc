@@ -5,6 +5,7 @@
 #include <cstring>
 #include <exception>
 #include <stdexcept>
+#include <thread>
 
 #include "backends/cuda/driver.h"
 #include "backends/nccl/nccl_library.h"
@@ -19,6 +20,12 @@ Library& usable() {
   return library;
 }
 
+std::chrono::steady_clock::time_point deadline_after(double timeout_s) {
+  const double bounded = std::min(timeout_s, 1e9);  // the communicator's timeouts are checked finite
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(bounded));
+}
+
 }  // namespace
 
 std::string unique_id() {
@@ -28,7 +35,7 @@ std::string unique_id() {
   return std::string(id.internal, sizeof(id.internal));
 }
 
-Communicator::Communicator(const std::string& unique_id, int world_size, int rank, int device)
+Communicator::Communicator(const std::string& unique_id, int world_size, int rank, int device, double timeout_s)
     : world_size_(world_size), rank_(rank), device_(device) {
   Library& nccl = usable();
   if (unique_id.size() != sizeof(ncclUniqueId)) throw std::invalid_argument("unique_id: expected 128 bytes");
@@ -37,7 +44,15 @@ Communicator::Communicator(const std::string& unique_id, int world_size, int ran
   cuda::Driver& d = cuda::Driver::get();
   cuda::DeviceScope scope;
   scope.use(device);  // NCCL binds the communicator to the current device
-  nccl.check(nccl.ncclCommInitRank(&comm_, world_size, id, rank), "ncclCommInitRank");
+  ncclConfig_t config{sizeof(ncclConfig_t), 0xcafebeefu, 21400u, 0};
+  const ncclResult_t started = nccl.ncclCommInitRankConfig(&comm_, world_size, id, rank, &config);
+  if (!comm_) nccl.check(started, "ncclCommInitRankConfig");
+  try {
+    settle(started, "ncclCommInitRankConfig", deadline_after(timeout_s));
+  } catch (const std::exception&) {
+    abort_locked();
+    throw;
+  }
   d.check(d.cuStreamCreate(&receiving_, cuda::CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   for (CUevent* event : {&start_, &received_[0], &received_[1], &folded_[0], &folded_[1]})
     d.check(d.cuEventCreate(event, cuda::CU_EVENT_DISABLE_TIMING), "cuEventCreate");
@@ -135,18 +150,34 @@ std::string Communicator::async_error() {
   return nccl.ncclGetErrorString(state);
 }
 
-void Communicator::send(CUdeviceptr source, size_t bytes, size_t chunk_bytes, int peer, CUstream stream) {
+void Communicator::settle(ncclResult_t r, const char* what, std::chrono::steady_clock::time_point deadline) {
+  Library& nccl = Library::get();
+  while (r == ncclInProgress) {
+    if (std::chrono::steady_clock::now() > deadline)
+      throw cuda::CudaError(std::string(what) + ": NCCL did not finish within the call's timeout (a peer that "
+                            "never joined its part of the call)");
+    std::this_thread::yield();
+    ncclResult_t state = ncclInProgress;
+    const ncclResult_t asked = nccl.ncclCommGetAsyncError(comm_, &state);
+    r = asked != ncclSuccess ? asked : state;
+  }
+  nccl.check(r, what);
+}
+
+void Communicator::send(CUdeviceptr source, size_t bytes, size_t chunk_bytes, int peer, CUstream stream,
+                        double timeout_s) {
   Library& nccl = usable();
   std::lock_guard<std::mutex> lock(enqueue_mutex_);
   if (!comm_) throw cuda::CudaError("ncclSend: the NCCL communicator was aborted");
   if (chunk_bytes == 0) throw std::invalid_argument("chunk_bytes: must be positive");
   cuda::DeviceScope scope;
   scope.use(device_);
+  const auto deadline = deadline_after(timeout_s);
   try {
     for (size_t offset = 0; offset < bytes; offset += chunk_bytes)
-      nccl.check(nccl.ncclSend(reinterpret_cast<const void*>(source + offset), std::min(chunk_bytes, bytes - offset),
-                               ncclInt8, peer, comm_, stream),
-                 "ncclSend");
+      settle(nccl.ncclSend(reinterpret_cast<const void*>(source + offset), std::min(chunk_bytes, bytes - offset),
+                           ncclInt8, peer, comm_, stream),
+             "ncclSend", deadline);
   } catch (const std::exception& e) {
     abandon(false, e);
   }
@@ -181,7 +212,7 @@ void Communicator::grow_staging(size_t bytes) {
 }
 
 void Communicator::gather(size_t bytes, size_t chunk_bytes, const std::vector<int>& peers, CUstream stream,
-                          const Fold& fold) {
+                          const Fold& fold, double timeout_s) {
   Library& nccl = usable();
   std::lock_guard<std::mutex> lock(enqueue_mutex_);
   if (!comm_) throw cuda::CudaError("ncclRecv: the NCCL communicator was aborted");
@@ -190,6 +221,7 @@ void Communicator::gather(size_t bytes, size_t chunk_bytes, const std::vector<in
   cuda::DeviceScope scope;
   scope.use(device_);
   const size_t slot_bytes = chunk_bytes * peers.size();
+  const auto deadline = deadline_after(timeout_s);
   std::exception_ptr failure;
   bool group_open = false;
   try {
@@ -212,7 +244,7 @@ void Communicator::gather(size_t bytes, size_t chunk_bytes, const std::vector<in
           nccl.check(nccl.ncclRecv(reinterpret_cast<void*>(staged[i]), length, ncclInt8, peers[i], comm_, receiving_),
                      "ncclRecv");
         group_open = false;
-        nccl.check(nccl.ncclGroupEnd(), "ncclGroupEnd");
+        settle(nccl.ncclGroupEnd(), "ncclGroupEnd", deadline);
       }
       d.check(d.cuEventRecord(received_[slot], receiving_), "cuEventRecord");
       d.check(d.cuStreamWaitEvent(stream, received_[slot], 0), "cuStreamWaitEvent");
@@ -234,7 +266,7 @@ void Communicator::gather(size_t bytes, size_t chunk_bytes, const std::vector<in
 
 void Communicator::exchange_shards(CUdeviceptr source, CUdeviceptr out, const std::vector<size_t>& bounds,
                                    const std::vector<int>& workers, int root, size_t step_bytes, CUstream stream,
-                                   const ShardFold& shard_fold) {
+                                   const ShardFold& shard_fold, double timeout_s) {
   Library& nccl = usable();
   std::lock_guard<std::mutex> lock(enqueue_mutex_);
   if (!comm_) throw cuda::CudaError("ncclSend: the NCCL communicator was aborted");
@@ -258,6 +290,7 @@ void Communicator::exchange_shards(CUdeviceptr source, CUdeviceptr out, const st
     return std::make_pair(begin, std::min(begin + step_bytes, bounds[k + 1]) - begin);
   };
   const bool folds = worker && slice(me, 0).second > 0;  // a worker with an empty shard only sends
+  const auto deadline = deadline_after(timeout_s);
   std::exception_ptr failure;
   bool group_open = false;
   try {
@@ -296,7 +329,7 @@ void Communicator::exchange_shards(CUdeviceptr source, CUdeviceptr out, const st
                      "ncclRecv");
       }
       group_open = false;
-      nccl.check(nccl.ncclGroupEnd(), "ncclGroupEnd");
+      settle(nccl.ncclGroupEnd(), "ncclGroupEnd", deadline);
       if (!receiving) continue;
       const size_t offset = slice(me, step).first;
       for (size_t i = 0; i < others.size(); ++i) copies[static_cast<size_t>(others[i])] = staged + i * step_bytes;

@@ -32,15 +32,18 @@ std::string unique_id();
 
 class Communicator {
  public:
-  // Collective: every rank of the job calls it with the same id.
-  Communicator(const std::string& unique_id, int world_size, int rank, int device);
+  // Collective: every rank of the job calls it with the same id. The NCCL communicator is
+  // nonblocking: no NCCL call waits on a peer past the timeout of the call that made it (a peer
+  // that never joins, as one that could not enqueue its part, is no hang); initialisation is given
+  // `timeout_s`, and each transfer its own.
+  Communicator(const std::string& unique_id, int world_size, int rank, int device, double timeout_s);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
   // Sends bytes [0, bytes) of `source` to `peer` as chunks of `chunk_bytes`, on `stream`
   // (the source may be reused in that stream's order).
-  void send(CUdeviceptr source, size_t bytes, size_t chunk_bytes, int peer, CUstream stream);
+  void send(CUdeviceptr source, size_t bytes, size_t chunk_bytes, int peer, CUstream stream, double timeout_s);
 
   // fold(offset, length, staged): on `stream`, reduce bytes [offset, offset + length) given
   // each peer's copy of them at staged[i] (peers' order). Called once per chunk, in order.
@@ -48,7 +51,8 @@ class Communicator {
   // Receives bytes [0, bytes) from every peer, chunk by chunk, folding each as it lands; the
   // caller's stream holds the last fold. If a fold throws, the rest is still received (the
   // peers' sends must be matched) and the first error rethrown.
-  void gather(size_t bytes, size_t chunk_bytes, const std::vector<int>& peers, CUstream stream, const Fold& fold);
+  void gather(size_t bytes, size_t chunk_bytes, const std::vector<int>& peers, CUstream stream, const Fold& fold,
+              double timeout_s);
 
   // scatter_gather's exchange; every rank calls it with the same bounds, workers, root and step.
   // Shard k, bytes [bounds[k], bounds[k + 1]), is rank workers[k]'s to fold, `step_bytes` of it
@@ -64,7 +68,7 @@ class Communicator {
                                        CUdeviceptr result)>;
   void exchange_shards(CUdeviceptr source, CUdeviceptr out, const std::vector<size_t>& bounds,
                        const std::vector<int>& workers, int root, size_t step_bytes, CUstream stream,
-                       const ShardFold& shard_fold);
+                       const ShardFold& shard_fold, double timeout_s);
 
   // Ends the communicator now, pending operations included (a peer failed). Another thread may
   // call it (a watchdog): it waits until no send or gather is being enqueued. A send, gather or
@@ -85,6 +89,9 @@ class Communicator {
   // The staging, at least `bytes`; an outgrown buffer is freed once the work that used it is
   // done, with no host wait (the watchdog must be able to abort while a peer never finishes).
   void grow_staging(size_t bytes);
+  // r of a nonblocking NCCL call, once NCCL has finished in the background what the call began
+  // (polled until `deadline`, past which it throws); throws CudaError naming `what` on an error.
+  void settle(ncclResult_t r, const char* what, std::chrono::steady_clock::time_point deadline);
   void abort_locked();
   [[noreturn]] void abandon(bool group_open, const std::exception& e);
 

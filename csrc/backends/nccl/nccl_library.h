@@ -17,7 +17,7 @@ namespace tp::nccl {
   X(ncclGetErrorString)         \
   X(ncclGetVersion)             \
   X(ncclGetUniqueId)            \
-  X(ncclCommInitRank)           \
+  X(ncclCommInitRankConfig)     \
   X(ncclCommDestroy)            \
   X(ncclCommAbort)              \
   X(ncclCommGetAsyncError)      \

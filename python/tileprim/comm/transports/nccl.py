@@ -61,7 +61,7 @@ class NcclTransport(Transport):
             raise CommError("transport 'nccl': NCCL could not be loaded on every rank (tp.info()['nccl'] says "
                             "where it looked): " + "; ".join(failed))
         try:
-            self.nccl = _C.nccl.Communicator(gathered[0][1:], comm.world_size, comm.rank, comm.device)
+            self.nccl = _C.nccl.Communicator(gathered[0][1:], comm.world_size, comm.rank, comm.device, comm.timeout)
         except RuntimeError as e:
             if "invalid usage" not in str(e):
                 raise
@@ -93,9 +93,9 @@ class NcclTransport(Transport):
             if self.shards_on_ranks(part):
                 fold = _shard_fold(part.options, world_size, part.tensor.dtype, itemsize, self.device, stream)
                 self.nccl.exchange_shards(adapter.pointer(packed), 0, *_shards(nbytes, world_size, root),
-                                          root, _step_bytes(nbytes, world_size), stream, fold)
+                                          root, _step_bytes(nbytes, world_size), stream, fold, timeout)
             else:
-                self.nccl.send(adapter.pointer(packed), nbytes, _chunk_bytes(nbytes, itemsize), root, stream)
+                self.nccl.send(adapter.pointer(packed), nbytes, _chunk_bytes(nbytes, itemsize), root, stream, timeout)
 
     def bind_root(self, x, source_places: List[bytes], part, dst):
         """The root's run of this call: every rank's chunks received and folded as they land, or,
@@ -128,7 +128,7 @@ class NcclTransport(Transport):
             with self._enqueueing(stream, timeout):
                 if runs_shards:
                     self.nccl.exchange_shards(source_at, out_at, *_shards(nbytes, ranks, root), root,
-                                              _step_bytes(nbytes, ranks), stream, None)
+                                              _step_bytes(nbytes, ranks), stream, None, timeout)
                 else:
                     fold = _shard_fold(options, ranks, dtype, itemsize, device, stream)
 
@@ -137,7 +137,7 @@ class NcclTransport(Transport):
                         pointers.insert(root, source_at + offset)
                         fold(offset, length, pointers, out_at + offset)
 
-                    self.nccl.gather(nbytes, _chunk_bytes(nbytes, itemsize), peers, stream, staged_fold)
+                    self.nccl.gather(nbytes, _chunk_bytes(nbytes, itemsize), peers, stream, staged_fold, timeout)
             if packed_out is not out:
                 bound_treduce([packed_out], out, copy_options).run([packed_out], out)
             return out
