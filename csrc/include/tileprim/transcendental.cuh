@@ -18,6 +18,7 @@ namespace ieee_math {
 template <class T> struct Format;
 template <> struct Format<float> {
   using Bits = unsigned;
+  using SignedBits = int;
   static constexpr int kMant = 23;
   static constexpr Bits kBias = 127, kMantMask = 0x007fffffu, kSqrtHalf = 0x3f3504f3u;
   static constexpr float kShifter = 0x1.8p23f;  // v + kShifter rounds |v| < 2^22 to an integer
@@ -43,6 +44,7 @@ template <> struct Format<float> {
 };
 template <> struct Format<double> {
   using Bits = unsigned long long;
+  using SignedBits = long long;
   static constexpr int kMant = 52;
   static constexpr Bits kBias = 1023, kMantMask = 0x000fffffffffffffull, kSqrtHalf = 0x3fe6a09e667f3bcdull;
   static constexpr double kShifter = 0x1.8p52;
@@ -101,17 +103,24 @@ template <class T> TP_HD Value<T> two_sum(T a, T b) {  // the same for any a, b 
   return {hi, (a - (hi - bb)) + (b - bb), T(0)};
 }
 
-// 2^k for an integer k of the normal exponent range, from its bits
-template <class T> TP_HD T pow2(T k) {
-  using F = Format<T>;
-  return from_bits((to_bits(k + F::kShifter) - to_bits(F::kShifter) + F::kBias) << F::kMant);
+// An integer k (|k| < 2^22, or 2^51) as a two's-complement integer in Bits
+template <class T> TP_HD typename Format<T>::Bits integer_of(T k) {
+  return to_bits(k + Format<T>::kShifter) - to_bits(Format<T>::kShifter);
 }
-// v * 2^k rounded once, for k up to twice the exponent range: two exact steps, the second
-// rounding where the product is subnormal or overflows
+// 2^k for an integer k of the normal exponent range, from its bits
+template <class T> TP_HD T pow2_of(typename Format<T>::Bits k) {
+  return from_bits((k + Format<T>::kBias) << Format<T>::kMant);
+}
+template <class T> TP_HD T pow2(T k) { return pow2_of<T>(integer_of(k)); }
+// v * 2^k rounded once, for k up to twice the exponent range and v within a few powers of two
+// of 1: v * 2^floor(k/2) is exact, the second product rounds where the result is subnormal or
+// overflows (the halves split in integers: fewer instructions than in floating point)
 template <class T> TP_HD T times_pow2(T v, T k) {
   using F = Format<T>;
-  const T k1 = (k * T(0.5) + F::kShifter) - F::kShifter;
-  return (v * pow2(k1)) * pow2(k - k1);
+  using Bits = typename F::Bits;
+  const Bits ki = integer_of(k);
+  const Bits k1 = static_cast<Bits>(static_cast<typename F::SignedBits>(ki) >> 1);
+  return (v * pow2_of<T>(k1)) * pow2_of<T>(ki - k1);
 }
 
 // 1/d for d in [lo, hi] to about an ulp: the line alpha - beta d with the least relative error
