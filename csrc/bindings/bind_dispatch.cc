@@ -123,6 +123,7 @@ DispatchContext make_context(const std::string& target, const std::string& backe
 }
 
 void bind_dispatch(py::module_& m) {
+  m.attr("DEFAULT_TIMEOUT_S") = kDefaultTimeoutS;
   m.def("ops", [] {
     py::list out;
     for (const OpDef& d : op_table()) out.append(op_dict(d));
@@ -287,7 +288,7 @@ void bind_dispatch(py::module_& m) {
           },
           py::arg("inputs"), py::arg("devices"), py::arg("output"), py::arg("output_device"), py::arg("streams"),
           py::arg("signal_pads") = std::vector<std::uintptr_t>{}, py::arg("epoch") = 0,
-          py::arg("timeout") = RunArgs{}.timeout_s, py::arg("abandoned") = 0,
+          py::arg("timeout") = kDefaultTimeoutS, py::arg("abandoned") = 0,
           py::arg("self_rank") = -1,
           "Runs a collective on every rank's tensor (host addresses, or device pointers with each rank's "
           "stream); strides are the plan's. With signal_pads (every rank's), the ranks are other processes "

@@ -24,6 +24,10 @@ struct TensorArg {
   int device = -1;
 };
 
+// Seconds a collective waits for another rank by default: tp.comm's default timeout (Python reads
+// it as _C.DEFAULT_TIMEOUT_S).
+inline constexpr double kDefaultTimeoutS = 300;
+
 struct RunArgs {
   std::vector<TensorArg> inputs;  // one per call input; a scalar operand has data 0
   std::vector<double> scalars;    // one per call input; read where the operand is a scalar
@@ -39,7 +43,7 @@ struct RunArgs {
   int self_rank = -1;
   std::uintptr_t abandoned = 0;  // this process's host gave up on calls up to this one (mapped host memory)
   // Collectives: a GPU that waits longer than this for another rank traps (its stream errs).
-  double timeout_s = 300;
+  double timeout_s = kDefaultTimeoutS;
   // Host work polls this between pieces of at most a few milliseconds; true stops the run
   // with Interrupted (the caller then reports its own error, e.g. KeyboardInterrupt).
   std::function<bool()> interrupted;

@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from .. import _C
 from .._checks import short_repr
 
 __all__ = ["DEFAULT_TIMEOUT", "check_timeout", "call_timeout"]
 
-DEFAULT_TIMEOUT = 300.0  # seconds a call waits for the other ranks
+DEFAULT_TIMEOUT = float(_C.DEFAULT_TIMEOUT_S)  # seconds a call waits for the other ranks (C++'s default too)
 # The longest wait: a year, far below what a deadline in a double or in nanoseconds holds.
 MAX_TIMEOUT = 365 * 24 * 3600.0
 
