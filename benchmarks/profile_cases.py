@@ -4,7 +4,8 @@
         --section SpeedOfLight --section Occupancy --section WarpStateStats \
         python3 benchmarks/profile_cases.py "sum K=128 thread"
 
-Each case is named as `python -m tileprim bench --list` names it; its first calls compile."""
+Each case is named as `python -m tileprim bench --list` names it ("program softmax 32768x4096
+bfloat16" too: the tile program at the scope the benchmark takes); its first calls compile."""
 from __future__ import annotations
 
 import sys
@@ -12,6 +13,7 @@ import sys
 import torch
 
 import tileprim as tp
+from tileprim_bench import program_workloads as workloads
 from tileprim_bench.cases import GPU_SCOPES, MAPS, MAP_TILE, scope_name
 
 ELEMENTS = 1 << 28
@@ -20,7 +22,13 @@ ELEMENTS = 1 << 28
 def run(case: str, calls: int = 4) -> None:
     words = case.split()
     op = words[0]
-    if op in MAPS:
+    if op == "program":  # program softmax|logsumexp ROWSxN dtype: the one-input workloads
+        rows, n = map(int, words[2].split("x"))
+        x = torch.randn(rows, n, device="cuda", dtype=getattr(torch, words[3]))
+        prog = tp.program(getattr(workloads, words[1]), scope=workloads.scope_for(n, words[3], words[1]))
+        def call():
+            return prog(x, batch_dims=1)
+    elif op in MAPS:
         dtype = getattr(torch, words[1])
         arrays = [torch.rand(ELEMENTS // MAP_TILE, MAP_TILE, device="cuda", dtype=dtype) + 0.5
                   for _ in range(MAPS[op])]
