@@ -25,9 +25,9 @@ def run(case: str, calls: int = 4) -> None:
     if op == "program":  # program softmax|logsumexp ROWSxN dtype: the one-input workloads
         rows, n = map(int, words[2].split("x"))
         x = torch.randn(rows, n, device="cuda", dtype=getattr(torch, words[3]))
-        prog = tp.program(getattr(workloads, words[1]), scope=workloads.scope_for(n, words[3], words[1]))
+        prog, scope = getattr(workloads, words[1]), workloads.scope_for(n, words[3], words[1])
         def call():
-            return prog(x, batch_dims=1)
+            return prog(x, batch_dims=1, scope=scope)
     elif op in MAPS:
         dtype = getattr(torch, words[1])
         arrays = [torch.rand(ELEMENTS // MAP_TILE, MAP_TILE, device="cuda", dtype=dtype) + 0.5

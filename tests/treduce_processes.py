@@ -137,16 +137,16 @@ def run_rank(cases, comm, out_dir: str) -> None:
         if "exit-after-posting" in roles:  # its call (and new shared buffer) posted, before the root maps it
             comm.rendezvous.post = lambda *args, post=comm.rendezvous.post: (post(*args), os._exit(6))
         if "exit-mid-transfer" in roles:  # once the root accepted the call, before sending a byte
-            comm.state["sources"].finish_non_root = lambda *args: os._exit(5)
+            comm.state["transport"].finish_non_root = lambda *args: os._exit(5)
         # killed (no exit handlers) where the others' GPUs are left waiting for this rank: a non-root
         # once it posted its call, before its stream says "ready"; the root once it accepted the call
         if "killed-after-posting" in roles:
-            comm.state["sources"].arrive = lambda *args: os.kill(os.getpid(), signal.SIGKILL)
+            comm.state["transport"].arrive = lambda *args: os.kill(os.getpid(), signal.SIGKILL)
         if "killed-after-verdict" in roles:
-            comm.rendezvous.judge = lambda *args, judge=comm.rendezvous.judge: (judge(*args),
-                                                                                os.kill(os.getpid(), signal.SIGKILL))
+            comm.rendezvous.publish_verdict = lambda *args, publish=comm.rendezvous.publish_verdict: (
+                publish(*args), os.kill(os.getpid(), signal.SIGKILL))
         if "share-fails" in roles:  # a rank that works apart fails once the root told it where dst lies
-            comm.state["sources"]._map = _injected_failure
+            comm.state["transport"]._map = _injected_failure
         if "fold-fails" in roles:  # a worker under nccl whose every fold of its shard fails
             nccl_transport._shard_fold = lambda *args: _injected_failure
         if "staging-fails" in roles:  # its NCCL staging cannot be allocated (a switch compiled into the build)
@@ -175,7 +175,7 @@ def run_rank(cases, comm, out_dir: str) -> None:
             continue
         finally:
             if "share-fails" in roles:
-                del comm.state["sources"]._map
+                del comm.state["transport"]._map
             nccl_transport._shard_fold = SHARD_FOLD
             os.environ.pop("TILEPRIM_INJECT_FAULT", None)
         if planned != case.get("variant"):
