@@ -171,3 +171,24 @@ def test_step_options_dispatch_config_layouts_and_scope_methods(rng):
 
     with pytest.raises(TypeError, match="test_program_plan.py:.*exp: unexpected keyword argument 'thread_reduce'"):
         bad(x, batch_dims=1)
+
+
+def test_tiles_past_a_threads_registers_are_said_to_spill_with_the_fix():
+    """Rows of 65536 at cta(1024) keep 64 float32 per thread in each of three live tiles: 192
+    registers, past the 64 a thread of a 1024-thread block holds; rows of 4096 at cta(256) fit.
+    A float64 element takes two registers."""
+    @tp.program
+    def softmax_rows(x):
+        e = tp.exp(x - tp.max(x, axes=-1, keepdims=True))
+        return e / tp.sum(e, axes=-1, keepdims=True)
+
+    long = tp.plan(softmax_rows, np.ones((3, 65536), np.float32), batch_dims=1, scope=tp.cta(1024))
+    assert long.register_budget == 64 and long.registers > 64
+    assert (f"spills: the tiles live at once take {long.registers} registers per thread; a thread of scope "
+            "cta(1024) holds at most 64") in str(long)
+    assert "Fix: fewer elements per thread" in str(long)
+    short = tp.plan(softmax_rows, np.ones((3, 4096), np.float32), batch_dims=1, scope=tp.cta(256))
+    assert short.register_budget == 255 and short.registers <= 255 and "spills" not in str(short)
+    wide = tp.plan(softmax_rows, np.ones((3, 4096), np.float64), batch_dims=1, scope=tp.cta(256))
+    narrow = tp.plan(softmax_rows, np.ones((3, 4096), np.float32), batch_dims=1, scope=tp.cta(256))
+    assert wide.registers == 2 * narrow.registers

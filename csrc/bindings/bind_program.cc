@@ -91,6 +91,8 @@ void bind_program(py::module_& m) {
       .def_readonly("name", &ProgramPlan::name)
       .def_readonly("shared_bytes", &ProgramPlan::shared_bytes)
       .def_readonly("peak_register_slots", &ProgramPlan::peak_register_slots)
+      .def_readonly("peak_registers", &ProgramPlan::peak_registers)
+      .def_property_readonly("register_budget", &ProgramPlan::register_budget)
       .def_readonly("outputs", &ProgramPlan::outputs)
       .def_property_readonly("scope", [](const ProgramPlan& p) { return p.scope.str(); })
       .def_property_readonly("backend", [](const ProgramPlan& p) { return p.context.backend; })

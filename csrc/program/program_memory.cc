@@ -56,12 +56,15 @@ void size_shared_memory(ProgramPlan& plan) {
   }
   // registers per thread over the tiles live at once
   for (int k = 0; k <= end; ++k) {
-    long long slots = 0;
+    long long slots = 0, registers = 0;
     for (const ProgramValue& v : plan.values) {
       if (!v.layout || v.storage != Storage::local || v.written > k || v.last_read < k) continue;
-      slots += place_in_registers(*v.layout, plan.scope, v.name).slots;
+      const long long own = place_in_registers(*v.layout, plan.scope, v.name).slots;
+      slots += own;
+      registers += own * ((dtype_size(v.dtype) + 3) / 4);
     }
     plan.peak_register_slots = std::max(plan.peak_register_slots, slots);
+    plan.peak_registers = std::max(plan.peak_registers, registers);
   }
 }
 

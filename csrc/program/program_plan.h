@@ -5,6 +5,7 @@
 // what the step's variant takes (with the reason), checks that every tile fits the scope and
 // sizes shared memory for the whole program by live range. Backends run the result.
 #pragma once
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -90,6 +91,10 @@ struct ProgramPlan {
   std::vector<int> outputs;
   long long shared_bytes = 0;          // the whole program's shared memory, reused by live range
   long long peak_register_slots = 0;   // per thread, over the tiles live at once
+  long long peak_registers = 0;        // the same in 32-bit registers (a 64-bit element takes two)
+
+  // The registers a thread of the scope may hold: 65536 per block, 255 at most.
+  long long register_budget() const { return std::min<long long>(255, 65536 / std::max(1, scope.threads)); }
 
   std::string str() const;  // a table: one row per step
 };

@@ -50,6 +50,12 @@ class ProgramPlan:
         How the program rounds: each step as its standalone op (the steps' numerics by step).
     shared_bytes : int
         Shared memory of the whole program, tiles reusing bytes when their live ranges do not meet.
+    registers : int
+        32-bit registers per thread of the tiles live at once in registers, at the peak (a 64-bit
+        element takes two).
+    register_budget : int
+        The registers a thread of the scope may hold (65536 per block, 255 per thread); past it the
+        GPU spills the rest to local memory, and the plan's text says so with the fix.
     tiles : list of dict
         Every tile: name, dtype, shape, storage, layout, live range, shared offset.
     out_shapes : list of tuple
@@ -74,6 +80,8 @@ class ProgramPlan:
 
     variants = property(lambda self: [s.variant for s in self.steps], doc="the steps' variants, in order")
     shared_bytes = property(lambda self: self._core.shared_bytes)
+    registers = property(lambda self: self._core.peak_registers)
+    register_budget = property(lambda self: self._core.register_budget)
     scope = property(lambda self: self._core.scope)
     backend = property(lambda self: self._core.backend)
 
