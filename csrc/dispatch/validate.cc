@@ -208,7 +208,8 @@ void validate_call(OpCall& call) {
   for (const TileRef& t : call.inputs) {
     if (t.scalar) continue;
     if (t.shape.empty()) {
-      throw ValueError(t.arg + ": a tile has at least one dim; a 0-d array has none (reshape it to (1,))");
+      throw ValueError(t.arg + ": a 0-d array holds one value, not a tile; reshape it to (1,) (e.g. " + t.arg +
+                       ".reshape(1))");
     }
     if (t.shape.size() > static_cast<size_t>(kMaxRank)) {
       throw ValueError(t.arg + ": tiles have at most " + std::to_string(kMaxRank) + " dims");

@@ -171,9 +171,7 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
     scalar_ok = (lambda i: False) if reduction or op in ("zero", "cast") else \
         (lambda i: i == 1) if op == "fill" else (lambda i: True)
     operands = _operands(op, spec["operands"], values, scalar_ok)
-    arrays = [o for o in operands if o.kind != "scalar"]
-    if not arrays:
-        raise ValueError(f"{op}: at least one operand must be an array (all are scalars)")
+    arrays = [o for o in operands if o.kind != "scalar"]  # none, or a 0-d tile: validate.cc says so
     if len({o.kind for o in arrays}) > 1:
         raise TypeError(f"{op}: operands mix NumPy and device arrays; move them to one place first")
     try:
@@ -181,11 +179,8 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
     except ValueError:
         shapes = ", ".join(f"{o.arg} {o.shape}" for o in arrays)
         raise ValueError(f"{op}: operand shapes do not broadcast: {shapes}") from None
-    if not full_shape:
-        raise ValueError(f"{arrays[0].arg}: a 0-d array holds one value, not a tile; reshape it to (1,) "
-                         f"(e.g. {arrays[0].arg}.reshape(1))")
     batch_dims = as_int(batch_dims, "batch_dims")
-    if not 0 <= batch_dims < len(full_shape):
+    if full_shape and not 0 <= batch_dims < len(full_shape):
         raise ValueError(f"batch_dims: {batch_dims} must leave at least one tile dim of the "
                          f"{len(full_shape)}-dim operand {full_shape}")
     batch_shape, tile_shape = tuple(full_shape[:batch_dims]), tuple(full_shape[batch_dims:])
@@ -197,7 +192,7 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
     expect(storage, str, "storage", "one of 'local', 'shared', 'shared.dyn'")
     expect(dispatch, OPTIONAL_STR, "dispatch", "a variant name")
     expect(target, OPTIONAL_STR, "target", "an architecture string such as 'sm_90a'")
-    in_dtype = arrays[0].dtype
+    in_dtype = arrays[0].dtype if arrays else "float32"  # no array: validate.cc refuses the call
     out_dtype = dtype_name(extra, "dtype") if spec["extra_arg"] == "dtype" else in_dtype
     core_layout = layout._core if layout is not None else None
     refs = [_C.TileRef.scalar(o.arg) if o.kind == "scalar"
@@ -209,7 +204,7 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
         raise ValueError("accum: accum=True folds the result into out=, so out= must be given")
     call = _C.OpCall(op, refs, out_ref, scope.kind, scope.threads, axes_list, accum, config, dispatch or "")
 
-    on_device = arrays[0].kind == "device"
+    on_device = bool(arrays) and arrays[0].kind == "device"
     backend = resolve_backend(backend, device_operands=on_device)
     devices = sorted({o.device for o in arrays}) if on_device else []
     if len(devices) > 1:
