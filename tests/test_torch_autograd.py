@@ -82,6 +82,21 @@ def test_ties_split_the_gradient_evenly_as_amax_and_maximum_do(device):
     assert all(torch.equal(g, e) for g, e in zip(got, expected))
 
 
+def test_a_maximum_whose_operands_both_need_a_gradient_makes_its_tie_masks_once(monkeypatch):
+    """Both operands' shares read the same masks and count: one backward runs each map once."""
+    from tileprim import _op_table
+    calls = []
+    eq = _op_table.OPS["eq"]
+    monkeypatch.setitem(_op_table.OPS, "eq", lambda *args, **kw: calls.append(1) or eq(*args, **kw))
+    a, b = leaf((4, 6), "cpu", seed=3), leaf((4, 6), "cpu", seed=4)
+    with torch.no_grad():
+        b[0, :3] = a[0, :3]  # ties too
+    ga, gb = torch.autograd.grad(tp.maximum(a, b, backend="cpu").sum(), (a, b))
+    assert len(calls) == 2  # a == y and b == y, not again for b's share
+    want = torch.autograd.grad(torch.maximum(a, b).sum(), (a, b))
+    assert torch.equal(ga, want[0]) and torch.equal(gb, want[1])
+
+
 def test_nan_loses_max_and_passes_no_gradient(device):
     x = torch.tensor([[float("nan"), 2.0, -1.0], [float("nan")] * 3], dtype=torch.float64, device=device,
                      requires_grad=True)

@@ -19,11 +19,13 @@ __all__ = ["backward_of"]
 
 
 class _Ops:
-    """tileprim's op functions with the backward's options bound."""
+    """tileprim's op functions with the backward's options bound. One backward's identical map
+    calls run once (the tie masks both operands of a maximum share, say)."""
 
     def __init__(self, options_name: str):
         o = options_of(options_name)
         self._ops, self.options = OPS, o
+        self._made = {}  # (op, operands by identity or value, options) -> (result, the operands kept alive)
         self._reduce = {k: o[k] for k in ("scope", "storage", "layout", "out_layout", "batch_dims", "target",
                                           "backend")}
         self._map = {"scope": thread, "target": o["target"], "backend": o["backend"]}
@@ -32,9 +34,18 @@ class _Ops:
         fn = self._ops[name]
         if name in ("sum", "max", "min"):
             return lambda *args, **more: fn(*args, **{**self._reduce, **more})
-        return lambda *args, **more: self._run_map(fn, args, more)
+        return lambda *args, **more: self._run_map(name, fn, args, more)
 
-    def _run_map(self, fn, args, more):
+    def _run_map(self, name, fn, args, more):
+        import torch
+        # tensors by identity (kept alive beside the result), scalars by repr (-0.0 is not 0.0)
+        key = (name, tuple(id(a) if isinstance(a, torch.Tensor) else repr(a) for a in args),
+               repr(sorted(more.items())))
+        if key not in self._made:
+            self._made[key] = (self._map_once(fn, args, more), args)
+        return self._made[key][0]
+
+    def _map_once(self, fn, args, more):
         import torch
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         shape = torch.broadcast_shapes(*(t.shape for t in tensors))
