@@ -93,8 +93,11 @@ struct ProgramPlan {
   long long peak_register_slots = 0;   // per thread, over the tiles live at once
   long long peak_registers = 0;        // the same in 32-bit registers (a 64-bit element takes two)
 
-  // The registers a thread of the scope may hold: 65536 per block, 255 at most.
-  long long register_budget() const { return std::min<long long>(255, 65536 / std::max(1, scope.threads)); }
+  // The registers a thread of the scope may hold: its share of a block's, within a thread's limit.
+  static constexpr long long kRegistersPerBlock = 65536, kRegistersPerThread = 255;
+  long long register_budget() const {
+    return std::min<long long>(kRegistersPerThread, kRegistersPerBlock / std::max(1, scope.threads));
+  }
 
   std::string str() const;  // a table: one row per step
 };

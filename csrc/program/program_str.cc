@@ -46,8 +46,9 @@ std::string ProgramPlan::str() const {
          "registers " + std::to_string(peak_register_slots) + " slots per thread at most";
   if (peak_registers > register_budget()) {
     out += "\nspills: the tiles live at once take " + std::to_string(peak_registers) + " registers per thread; a "
-           "thread of scope " + scope.str() + " holds at most " + std::to_string(register_budget()) + " (65536 per "
-           "block, 255 per thread), so on a GPU the rest spill to local memory, slowly. Fix: fewer elements per "
+           "thread of scope " + scope.str() + " holds at most " + std::to_string(register_budget()) + " (" +
+           std::to_string(kRegistersPerBlock) + " per block, " + std::to_string(kRegistersPerThread) +
+           " per thread), so on a GPU the rest spill to local memory, slowly. Fix: fewer elements per "
            "thread (a wider scope, more batch_dims), or storage='shared' for the steps whose tiles need not stay in "
            "registers";
   }
