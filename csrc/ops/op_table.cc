@@ -98,7 +98,10 @@ OpDef map(const std::string& name, std::vector<std::string> operands, std::vecto
 // `benchmarks/accuracy.py --exhaustive` measures it (float32: every input of the binades where
 // the error is largest plus 2^21 samples; float64: 2^17.7 samples against mpmath), rounded up
 // with a margin of 0.01 for the inputs not checked; float16 and bfloat16 round once, every input
-// checked (benchmarks/results/accuracy.md)
+// checked (benchmarks/results/accuracy.md). float64 exp, exp2 and silu state the bound of a result
+// rounded twice into the subnormal range instead (hi rounded, then hi * 2^k to the subnormal grid:
+// 0.75 ulp plus hi + lo's error): sampling found 0.745 for exp2 first, a later sample 0.765.
+constexpr double kWideSubnormalUlp = 0.82;
 OpDef measured(OpDef d, double f32_ulp, double f64_ulp) {
   d.max_ulp.emplace_back(F32, f32_ulp);
   d.max_ulp.emplace_back(F64, f64_ulp);
@@ -153,8 +156,9 @@ std::vector<OpDef> build_table() {
                                   "a tile shaped like src with every element value")),
       map<map_op::Reciprocal, 1>("reciprocal", {"src"}, {0}, kFloats, "tp::map_op::Reciprocal", "1 / src"),
       map<map_op::Sqrt, 1>("sqrt", {"src"}, {0}, kFloats, "tp::map_op::Sqrt", "the square root of src"),
-      measured(map<map_op::Exp, 1>("exp", {"src"}, {0}, k16, "tp::map_op::Exp", "e ** src"), 0.78, 0.77),
-      measured(map<map_op::Exp2, 1>("exp2", {"src"}, {0}, k16, "tp::map_op::Exp2", "2 ** src"), 0.80, 0.76),
+      measured(map<map_op::Exp, 1>("exp", {"src"}, {0}, k16, "tp::map_op::Exp", "e ** src"), 0.78, kWideSubnormalUlp),
+      measured(map<map_op::Exp2, 1>("exp2", {"src"}, {0}, k16, "tp::map_op::Exp2", "2 ** src"), 0.80,
+               kWideSubnormalUlp),
       measured(map<map_op::Log2, 1>("log2", {"src"}, {0}, k16, "tp::map_op::Log2", "the base-2 logarithm of src"),
                0.75, 0.67),
       measured(map<map_op::Log, 1>("log", {"src"}, {0}, k16, "tp::map_op::Log", "the natural logarithm of src"),
@@ -162,7 +166,7 @@ std::vector<OpDef> build_table() {
       measured(map<map_op::Rsqrt, 1>("rsqrt", {"src"}, {0}, k16, "tp::map_op::Rsqrt", "1 / sqrt(src)"), 0.52, 0.51),
       measured(map<map_op::Silu, 1>("silu", {"src"}, {0}, k16, "tp::map_op::Silu",
                                     "src * sigmoid(src) = src / (1 + exp(-src)), finite wherever the result is"),
-               0.82, 0.76),
+               0.82, kWideSubnormalUlp),
       map<map_op::Add, 2>("add", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Add", "a + b"),
       map<map_op::Sub, 2>("sub", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Sub", "a - b"),
       map<map_op::Mul, 2>("mul", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Mul", "a * b"),
