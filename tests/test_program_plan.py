@@ -60,7 +60,7 @@ def test_shared_memory_reused_by_live_range():
     x = np.ones((2, 1024), np.float32)
     p = tp.plan(chain, x, batch_dims=1)
     tiles = {t["name"]: t for t in p.tiles}
-    shared = [t for t in p.tiles if t["storage"] == "shared"]
+    shared = [t for t in p.tiles if t["storage"] == "shared" and t["shared_offset"] >= 0]  # between steps
     # a dies when s1 is made; b is written later and reuses bytes of a tile no longer live
     assert tiles["b"]["written"] > tiles["a"]["last_read"]
     assert p.shared_bytes < sum(t["shared_bytes"] for t in shared)

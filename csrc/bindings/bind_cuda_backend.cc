@@ -72,15 +72,15 @@ py::dict binary_dict(const std::string& source, const std::string& arch, const s
   return d;
 }
 
-py::dict launch_dict(const ProgramLaunch& l) {
+// The launch shape of a kernel, program or not.
+py::dict launch_dict(const KernelSource& k) {
   py::dict d;
-  d["block_threads"] = l.block_threads();
-  d["instances"] = l.instances;
-  d["tiles_per_block"] = l.instances;
-  d["instances_why"] = l.why;
-  d["shared_bytes"] = l.shared_bytes();
-  d["tile_bytes"] = l.tile_bytes;
-  d["scratch_bytes"] = l.scratch_bytes;
+  d["block_threads"] = k.block_threads();
+  d["instances"] = k.instances;
+  d["rounds"] = k.rounds;
+  d["tiles_per_block"] = k.tiles_per_block();
+  d["instances_why"] = k.why;
+  d["shared_bytes"] = k.shared_bytes;
   return d;
 }
 
@@ -102,11 +102,7 @@ void bind_cuda_backend(py::module_& m) {
           k = cuda::build_kernel(*plan, arch);
         }
         py::dict d = binary_dict(k.source.text, k.arch, k.options, *k.binary);
-        d["block_threads"] = k.source.block_threads();
-        d["instances"] = k.source.instances;
-        d["tiles_per_block"] = k.source.tiles_per_block();
-        d["instances_why"] = k.source.why;
-        d["shared_bytes"] = k.source.shared_bytes;
+        d.attr("update")(launch_dict(k.source));
         return d;
       },
       py::arg("plan"), py::arg("arch"), "The plan's kernel for arch: source, PTX, CUBIN and its launch shape.");
@@ -119,13 +115,16 @@ void bind_cuda_backend(py::module_& m) {
           k = cuda::build_program(*plan, arch);
         }
         py::dict d = binary_dict(k.source.text, k.arch, k.options, *k.binary);
-        d.attr("update")(launch_dict(k.source.launch));
+        d.attr("update")(launch_dict(k.source));
         return d;
       },
       py::arg("plan"), py::arg("arch"), "The program's one kernel for arch: source, PTX, CUBIN and its launch shape.");
-  c.def("program_launch", [](const std::shared_ptr<ProgramPlan>& plan, const std::string& arch) {
+  c.def("launch", [](const std::shared_ptr<ProgramPlan>& plan, const std::string& arch) {
     return launch_dict(program_launch(*plan, arch));
-  }, py::arg("plan"), py::arg("arch"), "The program kernel's launch shape for arch; nothing is compiled.");
+  }, py::arg("plan"), py::arg("arch"), "The program kernel's launch shape for arch; nothing is rendered or compiled.");
+  c.def("launch", [](const std::shared_ptr<Plan>& plan, const std::string& arch) {
+    return launch_dict(cuda::kernel_launch(*plan, arch));
+  }, py::arg("plan"), py::arg("arch"), "The tile kernel's launch shape for arch; nothing is rendered or compiled.");
   py::class_<cuda::ProgramKernel, std::shared_ptr<cuda::ProgramKernel>>(c, "ProgramKernel")
       .def(py::init([](const std::shared_ptr<ProgramPlan>& plan) {
              py::gil_scoped_release release;

@@ -12,19 +12,28 @@ namespace {
 constexpr long long kMaxSharedBytes = 227 * 1024;  // the most any architecture gives one block
 }  // namespace
 
-// Live range [written, last_read] of each shared tile; first fit by start, so tiles that
-// are never live at once share bytes.
+// Live range [written, last_read] of each shared tile between steps; first fit by start, so
+// tiles that are never live at once share bytes. The program's inputs and outputs are the
+// kernel frame's to stage (offset -1 here).
 void size_shared_memory(ProgramPlan& plan) {
   const int end = static_cast<int>(plan.steps.size());
   for (int id : plan.outputs) plan.values.at(id).last_read = end;
-  std::vector<int> shared;
+  std::vector<int> shared, all_shared;
+  long long staged_bytes = 0;  // the inputs' and outputs' tiles, which the frame holds beside them
   for (size_t i = 0; i < plan.values.size(); ++i) {
     ProgramValue& v = plan.values[i];
     if (!v.layout || !is_shared(v.storage)) continue;
     if (v.last_read < 0) v.last_read = v.written;  // written, never read
     const long long bytes = (v.layout->span() * dtype_size(v.dtype) + 15) / 16 * 16;
     v.shared_bytes = bytes;
-    shared.push_back(static_cast<int>(i));
+    const bool staged = v.input >= 0 || std::find(plan.outputs.begin(), plan.outputs.end(), static_cast<int>(i)) !=
+                                            plan.outputs.end();
+    if (staged) {
+      staged_bytes += bytes;
+    } else {
+      shared.push_back(static_cast<int>(i));
+    }
+    all_shared.push_back(static_cast<int>(i));
   }
   for (int i : shared) {
     ProgramValue& v = plan.values.at(i);
@@ -43,13 +52,13 @@ void size_shared_memory(ProgramPlan& plan) {
     v.shared_offset = at;
     plan.shared_bytes = std::max(plan.shared_bytes, at + v.shared_bytes);
   }
-  if (plan.shared_bytes > kMaxSharedBytes) {
+  if (plan.shared_bytes + staged_bytes > kMaxSharedBytes) {
     std::string live;
-    for (int i : shared) {
+    for (int i : all_shared) {
       const ProgramValue& v = plan.values.at(i);
       live += (live.empty() ? "" : ", ") + v.name + " " + std::to_string(v.shared_bytes) + " B";
     }
-    throw ValueError(plan.name + ": the program needs " + std::to_string(plan.shared_bytes) +
+    throw ValueError(plan.name + ": the program needs " + std::to_string(plan.shared_bytes + staged_bytes) +
                      " bytes of shared memory (tiles " + live + "); a block has at most 227 KiB (232448 bytes). "
                      "Fix: a smaller tile (more batch_dims), or storage='local' for the steps whose tiles "
                      "can live in registers");

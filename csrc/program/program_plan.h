@@ -63,7 +63,8 @@ struct ProgramValue {
   bool batch_broadcast = false;
   int written = -1;                  // step index that writes it (-1: staged before step 0)
   int last_read = -1;                // last step index reading it (outputs: the number of steps)
-  long long shared_offset = -1;      // shared tiles: byte offset in the program's shared memory
+  long long shared_offset = -1;      // shared tiles between steps: byte offset in the program's shared
+                                     // memory; -1 for inputs and outputs (the kernel frame stages those)
   long long shared_bytes = 0;
 
   long long elements() const;
@@ -89,7 +90,7 @@ struct ProgramPlan {
   std::vector<ProgramValue> values;
   std::vector<ProgramStep> steps;
   std::vector<int> outputs;
-  long long shared_bytes = 0;          // the whole program's shared memory, reused by live range
+  long long shared_bytes = 0;          // per instance, the tiles between steps, reused by live range
   long long peak_register_slots = 0;   // per thread, over the tiles live at once
   long long peak_registers = 0;        // the same in 32-bit registers (a 64-bit element takes two)
 

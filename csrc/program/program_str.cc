@@ -42,7 +42,7 @@ std::string ProgramPlan::str() const {
   }
   std::string outs;
   for (int id : outputs) outs += (outs.empty() ? "" : ", ") + values[id].name;
-  out += "outputs: " + outs + "; shared memory " + std::to_string(shared_bytes) + " bytes (by live range); " +
+  out += "outputs: " + outs + "; shared memory between steps " + std::to_string(shared_bytes) + " bytes (by live range); " +
          "registers " + std::to_string(peak_register_slots) + " slots per thread at most";
   if (peak_registers > register_budget()) {
     out += "\nspills: the tiles live at once take " + std::to_string(peak_registers) + " registers per thread; a "

@@ -49,8 +49,6 @@ std::string indented(const std::string& text, const std::string& pad) {
   return os.str();
 }
 
-std::string name_of(const OperandStaging& s) { return s.operand < 0 ? "out" : "in" + std::to_string(s.operand); }
-
 // `in_memory`: indexed at run time, so the device holds it (a constexpr array is host-only).
 std::string int_table(const std::string& name, const std::vector<int>& values, bool in_memory) {
   std::ostringstream os;
@@ -66,31 +64,39 @@ std::string int_table(const std::string& name, const std::vector<int>& values, b
 // thread-private tile), else [slot * kThreads + lane].
 bool per_slot(const RegisterPlacement& p, bool loads) { return p.threads == 1 || (loads && p.thread_private); }
 
+// Where an operand is staged (the frame's header says why each).
+bool in_closed_form(const FrameOperand& s) {
+  return !(s.place->thread_private && s.place->threads > 1) && run_form(*s.place).first > 0;
+}
+
 class Frame {
  public:
-  Frame(const Plan& plan, const KernelBody& body, const std::string& arch)
-      : plan_(plan), body_(body), threads_(plan.call.scope.threads), async_(sm_version(arch) >= 80) {
-    std::tie(instances_, why_) = scope_instances(plan.call.scope);
-    for (const OperandStaging& s : plan.staging) {
-      if (s.kind == Staging::registers) {
-        if (!lane_runs(s)) {
-          staged_.push_back(&s);
-        } else if (run_bytes(s) <= 16) {
-          direct_.push_back(&s);
-        } else if (read_in_place(s)) {
-          runs_.push_back(&s);
-        } else {
-          staged_.push_back(&s);
-        }
+  Frame(const FrameSpec& spec, const std::string& arch)
+      : spec_(spec), body_(spec.body), scope_(spec.scope), threads_(spec.scope.threads),
+        async_(sm_version(arch) >= 80) {
+    std::tie(instances_, why_) = scope_instances(scope_);
+    for (const FrameOperand& s : spec.operands) {
+      if (!s.staged()) continue;
+      if (s.batch_broadcast) {
+        (s.kind == Staging::registers ? once_ : once_tiles_).push_back(&s);
+      } else if (s.kind == Staging::shared) {
+        tiles_.push_back(&s);
+      } else if (lane_runs(s) && run_bytes(s) <= 16) {
+        direct_.push_back(&s);
+      } else if (lane_runs(s) && read_in_place(s)) {
+        runs_.push_back(&s);
+      } else if (!lane_runs(s) && in_closed_form(s)) {
+        placed_.push_back(&s);
+      } else {
+        staged_.push_back(&s);
       }
-      if (s.kind == Staging::shared) tiles_.push_back(&s);
     }
-    block_tiles_ = std::all_of(tiles_.begin(), tiles_.end(), [&](const OperandStaging* s) { return row_major(*s); });
+    block_tiles_ = std::all_of(tiles_.begin(), tiles_.end(), [&](const FrameOperand* s) { return row_major(*s); });
     const long long limit = max_shared_per_block(arch);
     if (shared_bytes(1, 1) > limit) {
-      throw ValueError("shared memory: this kernel needs " + std::to_string(shared_bytes(1, 1)) +
+      throw ValueError(spec.title + ": shared memory: the kernel needs " + std::to_string(shared_bytes(1, 1)) +
                        " bytes per block for one scope instance; " + arch + " allows " + std::to_string(limit) +
-                       " (use smaller tiles or batch_dims)");
+                       ". Fix: smaller tiles (more batch_dims) or a scope with more threads");
     }
     const int wanted = instances_;
     while (instances_ > 1 && shared_bytes(instances_, 1) > kSharedPerBlockTarget) --instances_;
@@ -142,10 +148,13 @@ class Frame {
   // A map over many slots per thread takes them a chunk at a time (the largest divisor of the
   // slots up to kMapChunkSlots), where every register operand is staged with the same slots.
   void chunk_map_slots() {
-    if (!body_.maps_slots || staged_.empty() || !direct_.empty() || !runs_.empty() || !tiles_.empty()) return;
+    if (!body_.maps_slots || staged_.empty() || !direct_.empty() || !runs_.empty() || !tiles_.empty() ||
+        !placed_.empty() || !once_.empty() || !once_tiles_.empty()) {
+      return;
+    }
     const int slots = staged_.front()->place->slots;
     if (slots <= kMapChunkSlots) return;
-    for (const OperandStaging* s : staged_) {
+    for (const FrameOperand* s : staged_) {
       if (s->place->slots != slots) return;
     }
     chunk_slots_ = kMapChunkSlots;
@@ -165,14 +174,13 @@ class Frame {
   long long shared_bytes(int instances, int rounds) const {
     const long long tiles = static_cast<long long>(instances) * rounds;
     long long bytes = 0;
-    for (const OperandStaging* s : staged_) {
+    for (const FrameOperand* s : staged_) {
       bytes += align16(static_cast<long long>(skewed_span(static_cast<int>(tiles * s->elements))) * dtype_size(s->dtype));
     }
-    for (const OperandStaging* s : tiles_) {
-      bytes += block_tiles_ ? align16(tiles * s->elements * dtype_size(s->dtype))
-                            : instances * align16(s->layout->span() * dtype_size(s->dtype));
+    for (const FrameOperand* s : tiles_) {
+      bytes += block_tiles_ ? align16(tiles * s->elements * dtype_size(s->dtype)) : instances * tile_span(*s);
     }
-    return bytes;
+    return bytes + instances * (once_bytes() + align16(body_.shared_bytes));
   }
 
   std::string text() {
@@ -180,15 +188,19 @@ class Frame {
     declare_tables(decls);
     params(head);
     block_staging(load, store);
+    staged_once(load);
     direct_prefetch(prefetch);
     instance_operands(run);
     body_call(run);
     instance_results(run);
+    // the body's shared tiles are the instance's for every round: the next round's writes wait
+    // for this one's reads
+    if (body_.shared_bytes > 0 && rounds_ > 1 && threads_ > 1) run << "      " << cuda_scope_sync(scope_, instances_) << "\n";
 
     // Rounds index the prefetched registers, so their loops unroll wherever there are some.
     const char* unroll = direct_load_bytes() > 0 ? "#pragma unroll\n" : "";
     std::ostringstream os;
-    os << "// tileprim kernel: " << plan_.call.str() << " [" << plan_.variant << "]\n";
+    os << "// " << spec_.title << "\n";
     if (uses(DType::float16)) os << "#define TP_WITH_FP16 1\n";
     if (uses(DType::bfloat16)) os << "#define TP_WITH_BF16 1\n";
     os << "#include <tileprim/tileprim.cuh>\n\n"
@@ -198,7 +210,7 @@ class Frame {
        << "constexpr int kRounds = " << rounds_ << ";\n"
        << "constexpr int kStages = " << stages_ << ";  // parts of the run, each synced once it is staged\n";
     if (body_.maps_slots) {
-      os << "constexpr int kBodySlots = " << (chunk_slots_ > 0 ? chunk_slots_ : plan_.staged_output().place->slots)
+      os << "constexpr int kBodySlots = " << (chunk_slots_ > 0 ? chunk_slots_ : first_output().place->slots)
          << ";  // slots per body call\n";
     }
     os << decls.str() << body_.decls << "}  // namespace tp_gen\n\n"
@@ -211,6 +223,10 @@ class Frame {
        << "  const int valid = static_cast<int>(tiles - first < kInstances * kRounds ? tiles - first : kInstances * kRounds);\n"
        << "  (void)lane; (void)valid;\n";
     if (launch_shared_bytes() > 0) os << "  extern __shared__ __align__(16) unsigned char tp_smem[];\n";
+    if (body_.shared_bytes > 0) {
+      os << "  unsigned char* const smem = tp_smem + " << body_offset() << " + static_cast<long long>(instance) * "
+         << align16(body_.shared_bytes) << ";  // the body's own tiles\n";
+    }
     os << load.str() << prefetch.str() << unroll << "  for (int stage = 0; stage < kStages; ++stage) {\n"
        << stage_sync_ << unroll
        << "    for (int round = stage * (kRounds / kStages); round < (stage + 1) * (kRounds / kStages); ++round) {\n"
@@ -225,19 +241,20 @@ class Frame {
   }
 
  private:
-  bool uses(DType t) const {
-    if (plan_.call.output.dtype == t) return true;
-    return std::any_of(plan_.call.inputs.begin(), plan_.call.inputs.end(),
-                       [&](const TileRef& r) { return !r.scalar && r.dtype == t; });
+  bool uses(DType t) const { return std::find(spec_.dtypes.begin(), spec_.dtypes.end(), t) != spec_.dtypes.end(); }
+
+  const FrameOperand& first_output() const {
+    return *std::find_if(spec_.operands.begin(), spec_.operands.end(),
+                         [](const FrameOperand& s) { return s.output && s.place; });
   }
 
-  // Register operands gather and scatter through tables named after their placement.
-  const std::string& table(const OperandStaging& s, bool loads) {
+  // Register operands gather and scatter through tables named after their placement (one table
+  // per distinct placement: operands placed alike share it).
+  const std::string& table(const FrameOperand& s, bool loads) {
     auto& names = loads ? load_tables_ : store_tables_;
-    auto it = names.find(s.place.get());
-    if (it == names.end()) {
-      it = names.emplace(s.place.get(), (loads ? "kLoad" : "kStore") + std::to_string(names.size())).first;
-    }
+    const std::pair<std::vector<int>, bool> key{loads ? s.place->load : s.place->store, per_slot(*s.place, loads)};
+    auto it = names.find(key);
+    if (it == names.end()) it = names.emplace(key, (loads ? "kLoad" : "kStore") + std::to_string(names.size())).first;
     return it->second;
   }
 
@@ -249,34 +266,51 @@ class Frame {
       for (int k = 0; k < p.slots; ++k) slots[k] = full[static_cast<size_t>(k) * p.threads];
       return slots;
     };
-    for (const OperandStaging* s : staged_) {
+    for (const FrameOperand* s : staged_) {
       if (s->load) tables[table(*s, true)] = pick(*s->place, s->place->load, true);
       if (s->store) tables[table(*s, false)] = pick(*s->place, s->place->store, false);
     }
-    for (const OperandStaging* s : direct_) {  // runs load whole; only replicas' stores need a table
+    for (const FrameOperand* s : direct_) {  // runs load whole; only replicas' stores need a table
       if (s->store && !stores_every_slot(*s)) tables[table(*s, false)] = pick(*s->place, s->place->store, false);
     }
-    for (const OperandStaging* s : tiles_) {
+    for (const FrameOperand* s : tiles_) {
       if (block_tiles_) break;  // staged by the block as they are
-      os << "constexpr tp::MemLayout kMem_" << name_of(*s) << " = " << cuda_mem_layout(s->layout->memory_layout())
+      os << "constexpr tp::MemLayout kMem_" << s->name << " = " << cuda_mem_layout(s->layout->memory_layout())
+         << ";\n";
+    }
+    for (const FrameOperand* s : once_tiles_) {
+      os << "constexpr tp::MemLayout kMem_" << s->name << " = " << cuda_mem_layout(s->layout->memory_layout())
          << ";\n";
     }
     for (const auto& [name, values] : tables) os << int_table(name, values, chunk_slots_ > 0);
+    for (const FrameOperand* s : placed_) os << place_type(*s);
+    for (const FrameOperand* s : once_) os << place_type(*s);
+  }
+
+  // The placement of an operand loaded and stored where it lies, as a type: in closed form, or
+  // by its tables [slot * kThreads + lane].
+  static std::string place_type(const FrameOperand& s) {
+    const std::string place = "Place_" + s.name;
+    const auto [owners, vec] = run_form(*s.place);
+    if (owners > 0 && in_closed_form(s)) {
+      return "using " + place + " = tp::RunPlace<" + std::to_string(owners) + ", " + std::to_string(vec) + ">;\n";
+    }
+    return int_table(place + "_load", s.place->load, true) + int_table(place + "_store", s.place->store, true) +
+           "using " + place + " = tp::TablePlace<kThreads, " + place + "_load, " + place + "_store>;\n";
   }
 
   void params(std::ostream& os) const {
-    for (size_t i = 0; i < plan_.call.inputs.size(); ++i) {
-      const TileRef& r = plan_.call.inputs[i];
-      if (r.scalar) {
-        os << "double s" << i << ", ";
+    for (const FrameOperand& s : spec_.operands) {
+      if (s.kind == Staging::scalar) {
+        os << "double " << s.name << ", ";
       } else {
-        os << "const " << dtype_cuda_name(r.dtype) << "* __restrict__ g_in" << i << ", ";
+        os << (s.output ? "" : "const ") << dtype_cuda_name(s.dtype) << "* __restrict__ " << global(s) << ", ";
       }
     }
-    os << dtype_cuda_name(plan_.call.output.dtype) << "* __restrict__ g_out, long long tiles";
+    os << "long long tiles";
   }
 
-  std::string global(const OperandStaging& s) const { return "g_" + name_of(s); }
+  std::string global(const FrameOperand& s) const { return "g_" + s.name; }
 
   // The block copies its contiguous run of tiles of every staged register operand (skewed)
   // and, when they are block-staged, of every shared tile (as it is) to shared memory. Shared
@@ -287,7 +321,7 @@ class Frame {
     long long offset = 0;
     bool loads = false, waits = false;
     std::ostringstream parts;
-    auto stage = [&](const OperandStaging& s, const std::string& name, bool skew, long long bytes) {
+    auto stage = [&](const FrameOperand& s, const std::string& name, bool skew, long long bytes) {
       const char* T = dtype_cuda_name(s.dtype);
       load << "  " << T << "* " << name << " = reinterpret_cast<" << T << "*>(tp_smem + " << offset << ");\n";
       offset += align16(bytes);
@@ -310,12 +344,12 @@ class Frame {
               << ", threadIdx.x, blockDim.x);\n";
       }
     };
-    for (const OperandStaging* s : staged_) {
-      stage(*s, "stage_" + name_of(*s), true,
+    for (const FrameOperand* s : staged_) {
+      stage(*s, "stage_" + s->name, true,
             static_cast<long long>(skewed_span(static_cast<int>(tiles * s->elements))) * dtype_size(s->dtype));
     }
     if (block_tiles_) {
-      for (const OperandStaging* s : tiles_) stage(*s, "tiles_" + name_of(*s), false, tiles * s->elements * dtype_size(s->dtype));
+      for (const FrameOperand* s : tiles_) stage(*s, "tiles_" + s->name, false, tiles * s->elements * dtype_size(s->dtype));
     }
     if (waits) {
       load << "  for (int stage = 0; stage < kStages; ++stage) {  // tiles [from, from + count) of the run\n"
@@ -331,12 +365,44 @@ class Frame {
     tile_offset_ = offset;
   }
 
+  // Operands the whole batch shares: each instance stages its one tile before the rounds.
+  void staged_once(std::ostream& os) const {
+    for (const FrameOperand* s : once_) {
+      os << "  " << dtype_cuda_name(s->dtype) << " " << s->name << "[" << s->place->slots << "];  // the batch's one tile\n"
+         << "  tp::load_tile<Place_" << s->name << ">(" << s->name << ", " << global(*s) << ", lane);\n";
+    }
+    long long offset = once_offset();
+    for (const FrameOperand* s : once_tiles_) {
+      const char* T = dtype_cuda_name(s->dtype);
+      os << "  " << T << "* const " << s->name << " = reinterpret_cast<" << T << "*>(tp_smem + " << offset
+         << " + static_cast<long long>(instance) * " << once_bytes() << ");  // the batch's one tile\n"
+         << "  tp::load_shared_tile<kThreads>(" << s->name << ", kMem_" << s->name << ", " << global(*s) << ", "
+         << s->elements << ", lane);\n";
+      offset += tile_span(*s);
+    }
+    if (!once_tiles_.empty() && threads_ > 1) os << "  " << cuda_scope_sync(scope_, instances_) << "\n";
+  }
+
+  static long long tile_span(const FrameOperand& s) { return align16(s.layout->span() * dtype_size(s.dtype)); }
+  long long once_bytes() const {
+    long long bytes = 0;
+    for (const FrameOperand* s : once_tiles_) bytes += tile_span(*s);
+    return bytes;
+  }
+  // Where the per-instance regions start: after the block's staging and its instances' tiles.
+  long long once_offset() const {
+    long long bytes = 0;
+    for (const FrameOperand* s : tiles_) bytes += block_tiles_ ? 0 : tile_span(*s);
+    return tile_offset_ + instances_ * bytes;
+  }
+  long long body_offset() const { return once_offset() + instances_ * once_bytes(); }
+
   // Registers loaded straight from global memory: every round's, before the rounds run, so
   // that all of them are in flight at once.
   void direct_prefetch(std::ostream& os) const {
-    for (const OperandStaging* s : direct_) {
+    for (const FrameOperand* s : direct_) {
       if (!s->load) continue;
-      const std::string n = name_of(*s);
+      const std::string n = s->name;
       os << "  " << dtype_cuda_name(s->dtype) << " " << n << "_rounds[kRounds][" << s->place->slots << "];\n"
          << "#pragma unroll\n"
          << "  for (int round = 0; round < kRounds; ++round) {\n"
@@ -349,37 +415,44 @@ class Frame {
   // This instance's registers gathered from the staging area; its shared tiles found (block
   // staged) or filled.
   void instance_operands(std::ostream& os) {
-    for (const OperandStaging* s : direct_) {
+    for (const FrameOperand* s : direct_) {
       const char* T = dtype_cuda_name(s->dtype);
-      const std::string n = name_of(*s);
+      const std::string n = s->name;
       if (s->load) {
         os << "      " << T << " (&" << n << ")[" << s->place->slots << "] = " << n << "_rounds[round];\n";
       } else {
         os << "      " << T << " " << n << "[" << s->place->slots << "];\n";
       }
     }
+    for (const FrameOperand* s : placed_) {
+      os << "      " << dtype_cuda_name(s->dtype) << " " << s->name << "[" << s->place->slots << "];\n";
+      if (s->load) {
+        os << "      tp::load_tile<Place_" << s->name << ">(" << s->name << ", " << global(*s) << " + tile * "
+           << s->elements << ", lane);\n";
+      }
+    }
     if (chunk_slots_ > 0) {
       os << "#pragma unroll 1\n"
          << "      for (int chunk = 0; chunk < " << staged_.front()->place->slots / chunk_slots_ << "; ++chunk) {\n";
     }
-    for (const OperandStaging* s : staged_) {
+    for (const FrameOperand* s : staged_) {
       const char* T = dtype_cuda_name(s->dtype);
       const RegisterPlacement& p = *s->place;
-      os << "      " << T << " " << name_of(*s) << "[" << slots_per_call(p) << "];\n";
+      os << "      " << T << " " << s->name << "[" << slots_per_call(p) << "];\n";
       if (!s->load) continue;
       os << "#pragma unroll\n"
          << "      for (int s = 0; s < " << slots_per_call(p) << "; ++s) {\n"
          << "        const int e = " << table(*s, true) << table_index(p, true) << ";\n"
-         << "        " << name_of(*s) << "[s] = e >= 0 ? stage_" << name_of(*s) << "[tp::skewed(slot * "
+         << "        " << s->name << "[s] = e >= 0 ? stage_" << s->name << "[tp::skewed(slot * "
          << s->elements << " + e)] : tp::limits<" << T << ">::quiet_nan();\n"
          << "      }\n";
     }
     long long offset = tile_offset_;
     long long per_instance = 0;
-    for (const OperandStaging* s : tiles_) per_instance += align16(s->layout->span() * dtype_size(s->dtype));
-    for (const OperandStaging* s : tiles_) {
+    for (const FrameOperand* s : tiles_) per_instance += align16(s->layout->span() * dtype_size(s->dtype));
+    for (const FrameOperand* s : tiles_) {
       const char* T = dtype_cuda_name(s->dtype);
-      const std::string n = name_of(*s);
+      const std::string n = s->name;
       if (block_tiles_) {
         os << "      " << T << "* " << n << " = tiles_" << n << " + static_cast<long long>(slot) * " << s->elements << ";\n";
         continue;
@@ -393,7 +466,7 @@ class Frame {
     }
     // tiles the instance filled itself must be whole before the body reads them, and read
     // before it stores them (block-staged ones are synced by the block)
-    if (!tiles_.empty() && !block_tiles_ && threads_ > 1) os << "      " << cuda_scope_sync(plan_.call.scope, instances_) << "\n";
+    if (!tiles_.empty() && !block_tiles_ && threads_ > 1) os << "      " << cuda_scope_sync(scope_, instances_) << "\n";
   }
 
   // The body's call; with runs read in place, once for 16-byte aligned runs (read by vectors)
@@ -401,29 +474,29 @@ class Frame {
   // windows, once for warps whose lanes all hold a tile with aligned runs.
   void body_call(std::ostream& os) const {
     if (runs_.empty()) {
-      os << "      " << body_.call << "\n";
+      os << indented(body_.call, "      ");
       return;
     }
     std::string aligned;
-    for (const OperandStaging* s : runs_) {
-      os << "      const " << dtype_cuda_name(s->dtype) << "* " << name_of(*s) << "_at = " << lane_run(*s) << ";\n";
-      aligned += (aligned.empty() ? "" : " && ") + std::string("tp::aligned16(") + name_of(*s) + "_at)";
+    for (const FrameOperand* s : runs_) {
+      os << "      const " << dtype_cuda_name(s->dtype) << "* " << s->name << "_at = " << lane_run(*s) << ";\n";
+      aligned += (aligned.empty() ? "" : " && ") + std::string("tp::aligned16(") + s->name + "_at)";
     }
     auto views = [&](bool vectors) {
-      for (const OperandStaging* s : runs_) {
+      for (const FrameOperand* s : runs_) {
         os << "        const tp::GlobalRun<" << dtype_cuda_name(s->dtype) << ", " << (vectors ? "true" : "false") << "> "
-           << name_of(*s) << "{" << name_of(*s) << "_at};\n";
+           << s->name << "{" << s->name << "_at};\n";
       }
       os << "        " << body_.call << "\n";
     };
     os << "      ";
     if (window_stages_ > 0) {
-      const OperandStaging& s = *runs_.front();
+      const FrameOperand& s = *runs_.front();
       // lane 31's tile is in too (thread scope: a warp's lanes hold consecutive tiles)
       os << "if (tile + (31 - threadIdx.x % 32) / kThreads < tiles && __all_sync(~0u, " << aligned << ")) {\n"
-         << "        const tp::WindowRun<" << dtype_cuda_name(s.dtype) << ", " << window_stages_ << "> " << name_of(s)
+         << "        const tp::WindowRun<" << dtype_cuda_name(s.dtype) << ", " << window_stages_ << "> " << s.name
          << "{reinterpret_cast<char*>(tp_smem) + " << align16(shared_bytes(instances_, rounds_)) << " + threadIdx.x / 32 * "
-         << window_stages_ * tp::kWindowSlotBytes << ", " << name_of(s) << "_at, " << s.place->slots
+         << window_stages_ * tp::kWindowSlotBytes << ", " << s.name << "_at, " << s.place->slots
          << ", static_cast<int>(threadIdx.x % 32)};\n"
          << "        " << body_.call << "\n"
          << "      } else ";
@@ -436,37 +509,42 @@ class Frame {
   }
 
   void instance_results(std::ostream& os) {
-    if (!tiles_.empty() && !block_tiles_ && threads_ > 1) os << "      " << cuda_scope_sync(plan_.call.scope, instances_) << "\n";
-    for (const OperandStaging* s : tiles_) {
+    if (!tiles_.empty() && !block_tiles_ && threads_ > 1) os << "      " << cuda_scope_sync(scope_, instances_) << "\n";
+    for (const FrameOperand* s : tiles_) {
       if (!s->store || block_tiles_) continue;
-      const std::string n = name_of(*s);
+      const std::string n = s->name;
       os << "      for (long long e = lane; e < " << s->elements << "; e += kThreads) (" << global(*s) << " + tile * "
          << s->elements << ")[e] = " << n << "[tp::memory_offset(kMem_" << n << ", e)];\n";
     }
-    for (const OperandStaging* s : direct_) {
+    for (const FrameOperand* s : direct_) {
       if (!s->store) continue;
       if (stores_every_slot(*s)) {
-        os << "      tp::store_run(" << lane_run(*s) << ", " << name_of(*s) << ");\n";
+        os << "      tp::store_run(" << lane_run(*s) << ", " << s->name << ");\n";
       } else {  // replicas: the lanes the store table names write their slots
         const RegisterPlacement& p = *s->place;
         os << "#pragma unroll\n"
            << "      for (int s = 0; s < " << p.slots << "; ++s) {\n"
            << "        const int e = " << table(*s, false) << table_index(p, false) << ";\n"
-           << "        if (e >= 0) " << global(*s) << "[tile * " << s->elements << " + e] = " << name_of(*s) << "[s];\n"
+           << "        if (e >= 0) " << global(*s) << "[tile * " << s->elements << " + e] = " << s->name << "[s];\n"
            << "      }\n";
       }
     }
-    for (const OperandStaging* s : staged_) {
+    for (const FrameOperand* s : placed_) {
+      if (!s->store) continue;
+      os << "      tp::store_tile<Place_" << s->name << ">(" << global(*s) << " + tile * " << s->elements << ", "
+         << s->name << ", lane);\n";
+    }
+    for (const FrameOperand* s : staged_) {
       if (!s->store) continue;
       const RegisterPlacement& p = *s->place;
       // with accum, threads holding a copy of an output read its old value from the staging
       // slot its owner now overwrites: all of them must have read first
-      if (threads_ > 1) os << "      " << cuda_scope_sync(plan_.call.scope, instances_) << "\n";
+      if (threads_ > 1) os << "      " << cuda_scope_sync(scope_, instances_) << "\n";
       os << "#pragma unroll\n"
          << "      for (int s = 0; s < " << slots_per_call(p) << "; ++s) {\n"
          << "        const int e = " << table(*s, false) << table_index(p, false) << ";\n"
-         << "        if (e >= 0) stage_" << name_of(*s) << "[tp::skewed(slot * " << s->elements << " + e)] = "
-         << name_of(*s) << "[s];\n"
+         << "        if (e >= 0) stage_" << s->name << "[tp::skewed(slot * " << s->elements << " + e)] = "
+         << s->name << "[s];\n"
          << "      }\n";
     }
     if (chunk_slots_ > 0) os << "      }\n";
@@ -482,7 +560,7 @@ class Frame {
 
   // Whether every thread's slots are a run of the tile's elements in order: thread t holds
   // t * slots + k in slot k (a thread's replicas of an output may store nothing).
-  static bool lane_runs(const OperandStaging& s) {
+  static bool lane_runs(const FrameOperand& s) {
     const RegisterPlacement& p = *s.place;
     if (p.thread_private && p.threads > 1) return false;
     for (int t = 0; t < p.threads; ++t) {
@@ -496,11 +574,11 @@ class Frame {
     return true;
   }
 
-  static bool stores_every_slot(const OperandStaging& s) {
+  static bool stores_every_slot(const FrameOperand& s) {
     return std::find(s.place->store.begin(), s.place->store.end(), -1) == s.place->store.end();
   }
 
-  static long long run_bytes(const OperandStaging& s) {
+  static long long run_bytes(const FrameOperand& s) {
     return static_cast<long long>(s.place->slots) * dtype_size(s.dtype);
   }
 
@@ -510,7 +588,7 @@ class Frame {
   // place, as the body folds it, when staging it would not fit a full block in shared memory
   // (hundreds of elements per thread: the lines a warp touches are read whole by its next few
   // loads, and no array of them has to live in local memory).
-  bool read_in_place(const OperandStaging& s) const {
+  bool read_in_place(const FrameOperand& s) const {
     const long long staging = align16(static_cast<long long>(skewed_span(static_cast<int>(
                                   std::min<long long>(instances_ * s.elements, 1 << 30)))) * dtype_size(s.dtype));
     return body_.indexes_sources && s.load && !s.store && staging > kSharedPerBlockTarget;
@@ -518,31 +596,30 @@ class Frame {
 
   // The tile's output is one element: a body folds each lane's run once, in order.
   bool one_output() const {
-    return std::any_of(plan_.staging.begin(), plan_.staging.end(),
-                       [](const OperandStaging& s) { return s.operand < 0 && s.elements == 1; });
+    return std::count_if(spec_.operands.begin(), spec_.operands.end(), [](const FrameOperand& s) { return s.output; }) == 1 &&
+           std::any_of(spec_.operands.begin(), spec_.operands.end(),
+                       [](const FrameOperand& s) { return s.output && s.elements == 1; });
   }
 
   // Bytes a thread loads straight into registers per tile.
   long long direct_load_bytes() const {
     long long bytes = 0;
-    for (const OperandStaging* s : direct_) {
+    for (const FrameOperand* s : direct_) {
       if (s->load) bytes += static_cast<long long>(s->place->slots) * dtype_size(s->dtype);
     }
     return bytes;
   }
 
-  std::string lane_run(const OperandStaging& s) const {
+  std::string lane_run(const FrameOperand& s) const {
     return global(s) + " + tile * " + std::to_string(s.elements) +
            (s.place->threads > 1 ? " + lane * " + std::to_string(s.place->slots) : "");
   }
 
-  bool row_major(const OperandStaging& s) const {
-    const TileRef& ref = s.operand < 0 ? plan_.call.output : plan_.call.inputs[s.operand];
-    return *s.layout == TileLayout::row_major(ref.shape);
-  }
+  static bool row_major(const FrameOperand& s) { return *s.layout == TileLayout::row_major(s.shape); }
 
-  const Plan& plan_;
+  const FrameSpec& spec_;
   const KernelBody& body_;
+  const ExecScope& scope_;
   int threads_;
   int instances_ = 1;
   int rounds_ = 1;
@@ -554,8 +631,8 @@ class Frame {
   long long tile_offset_ = 0;
   int window_stages_ = 0;  // chunks of each warp's run window; 0: runs read in place by GlobalRun
   int chunk_slots_ = 0;    // a map's slots per body call where a thread's are taken in chunks; 0: all
-  std::vector<const OperandStaging*> staged_, direct_, runs_, tiles_;
-  std::map<const RegisterPlacement*, std::string> load_tables_, store_tables_;
+  std::vector<const FrameOperand*> staged_, direct_, runs_, tiles_, placed_, once_, once_tiles_;
+  std::map<std::pair<std::vector<int>, bool>, std::string> load_tables_, store_tables_;
 };
 
 }  // namespace
@@ -577,15 +654,24 @@ std::pair<int, std::string> scope_instances(const ExecScope& scope) {
                  " threads, each synced by its own named barrier"};
 }
 
-KernelSource render_kernel(const Plan& plan, const KernelBody& body, const std::string& arch) {
-  Frame frame(plan, body, arch);
+namespace {
+KernelSource launch_of(const Frame& frame, const FrameSpec& spec) {
   KernelSource k;
-  k.text = frame.text();
-  k.threads = plan.call.scope.threads;
+  k.threads = spec.scope.threads;
   k.instances = frame.instances();
   k.rounds = frame.rounds();
   k.shared_bytes = frame.launch_shared_bytes();
   k.why = frame.why();
+  return k;
+}
+}  // namespace
+
+KernelSource frame_launch(const FrameSpec& spec, const std::string& arch) { return launch_of(Frame(spec, arch), spec); }
+
+KernelSource render_kernel(const FrameSpec& spec, const std::string& arch) {
+  Frame frame(spec, arch);
+  KernelSource k = launch_of(frame, spec);
+  k.text = frame.text();
   return k;
 }
 
@@ -611,6 +697,26 @@ std::string cuda_scope_sync(const ExecScope& scope, int instances) {
       return "asm volatile(\"bar.sync %0, %1;\" :: \"r\"(1 + instance), \"n\"(kThreads) : \"memory\");";
   }
   return "";
+}
+
+std::pair<int, int> run_form(const RegisterPlacement& p) {
+  const int T = p.threads, S = p.slots;
+  int owners = 0;
+  while (owners < T && p.store[static_cast<size_t>(owners)] >= 0) ++owners;
+  if (owners == 0) return {0, 0};
+  for (int vec = S; vec >= 1; --vec) {
+    if (S % vec != 0) continue;
+    bool ok = true;
+    for (int s = 0; s < S && ok; ++s) {
+      for (int t = 0; t < T && ok; ++t) {
+        const int e = ((s / vec) * owners + t % owners) * vec + s % vec;
+        const size_t at = static_cast<size_t>(s) * T + t;
+        ok = p.load[at] == e && p.store[at] == (t < owners ? e : -1);
+      }
+    }
+    if (ok) return {owners, vec};
+  }
+  return {0, 0};
 }
 
 long long max_shared_per_block(const std::string& arch) {

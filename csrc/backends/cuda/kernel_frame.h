@@ -1,16 +1,23 @@
-// The CUDA backend's tile frame: one kernel template, filled from the plan. Every kernel is
-//   tp_kernel(<one parameter per call input: a device pointer, or a double for a scalar>,
-//             <the output's device pointer>, long long tiles)
-// and runs like the specification's demonstration programs: global -> storage scope ->
-// primitive -> global. A block holds `instances` scope instances of `threads` threads, each
+// The CUDA backend's one kernel frame. Every tile kernel, a standalone call's and a tile
+// program's alike, is this frame around a body:
+//   tp_kernel(<one parameter per kernel input: a device pointer, or a double for a scalar>,
+//             <one device pointer per output>, long long tiles)
+// and runs like the specification's demonstration programs: global -> storage scope -> the
+// body's steps -> global. A block holds `instances` scope instances of `threads` threads, each
 // taking `rounds` tiles in turn: in round r, instance i of block b runs tile
-// b * instances * rounds + r * instances + i. Register operands are staged through shared
-// memory (the block copies its run of tiles with 16-byte accesses, then each thread gathers
-// its registers by the placement table); shared operands laid out row-major are staged by
-// the block too, others get a tile per instance filled by their layout. In between, the
-// variant's body: its declarations and one call of its device template on the staged
-// operands `in<i>` and `out`.
+// b * instances * rounds + r * instances + i. How each operand is staged follows from its
+// placement: register runs of at most 16 bytes per thread move straight between global memory
+// and registers; other register placements in closed form (tp::RunPlace) load and store by
+// vectors where they lie; the rest go through a skewed staging area the block copies with
+// 16-byte accesses; long runs may be read in place; shared tiles laid out row-major are staged
+// by the block (asynchronously, pipelined), others per instance by their layout; an operand
+// the whole batch shares is staged once per instance. In between, the body: declarations and
+// statements on the staged operands, by name (in0, ..., out, out1, ...). A standalone call's
+// body is one call of its variant's device template (a program of one step); a program's is
+// one such call per step with the scope's barrier where a step's output crosses threads.
 #pragma once
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,29 +29,63 @@ namespace tp {
 
 struct KernelBody {
   std::string decls;  // constexpr descriptors, inside namespace tp_gen
-  std::string call;   // one statement on this instance's staged operands
+  std::string call;   // statements on this instance's staged operands
   // The call reads its register sources only by index (never as an array), so a large
   // thread's run can be read from global memory as it is used (tp::GlobalRun).
   bool indexes_sources = false;
   // Each slot's result is a function of that slot alone (a map), so a thread's slots may be
   // taken a chunk at a time: the call then covers kBodySlots slots, which the frame declares.
   bool maps_slots = false;
+  // Shared memory of each instance the body uses itself (a program's tiles between steps), at
+  // `smem`; the frame syncs the instance between rounds where it is used.
+  long long shared_bytes = 0;
 };
 
+// One parameter of the kernel and how the frame stages it around the body.
+struct FrameOperand {
+  std::string name;       // what the body reads or writes: in0, in1, ..., out, out1, ...
+  bool output = false;    // outputs follow the inputs among the parameters
+  // registers or shared; scalar: a double parameter named s<i> (the body reads it); an operand
+  // with neither a placement nor a layout is a parameter the body never touches
+  Staging kind = Staging::registers;
+  DType dtype = DType::float32;
+  std::vector<long long> shape;  // of one tile
+  long long elements = 1;        // per tile
+  bool load = true;        // read from global memory before the body
+  bool store = false;      // written back after it
+  bool batch_broadcast = false;  // one tile that every tile of the batch reads
+  std::shared_ptr<const RegisterPlacement> place;  // registers
+  std::optional<TileLayout> layout;                // shared
+  bool staged() const { return kind != Staging::scalar && (place || layout); }
+};
+
+struct FrameSpec {
+  std::string title;     // the source's first line
+  ExecScope scope;
+  std::vector<FrameOperand> operands;  // in parameter order: the inputs, then the outputs
+  std::vector<DType> dtypes;           // every element type the kernel touches
+  KernelBody body;
+};
+
+// The launch shape and the source.
 struct KernelSource {
   std::string text;
   int threads = 1;    // per scope instance
   int instances = 1;  // scope instances per block
   int rounds = 1;     // tiles each instance takes in turn
-  long long shared_bytes = 0;  // per block, at launch: staging, then the warps' run windows
-  std::string why;             // why this many instances per block
+  long long shared_bytes = 0;  // per block, at launch: staging, per-instance tiles, the body's, windows
+  std::string why;             // why this many instances per block and rounds
   int block_threads() const { return threads * instances; }
   int tiles_per_block() const { return instances * rounds; }
 };
 
-// Fills the frame for `arch` (its shared-memory limit bounds the instances per block);
-// ValueError when one instance needs more shared memory than the arch has.
-KernelSource render_kernel(const Plan& plan, const KernelBody& body, const std::string& arch);
+// The launch shape for `arch` (its shared-memory limit bounds the instances per block), with no
+// text: the host-side value, made and checked without a GPU or a compiler; the body's text may
+// follow from it (a program's barriers name the instances). ValueError when one instance needs
+// more shared memory than the arch has.
+KernelSource frame_launch(const FrameSpec& spec, const std::string& arch);
+// The same, and the kernel's source.
+KernelSource render_kernel(const FrameSpec& spec, const std::string& arch);
 
 // Scope instances per block before shared memory limits them, and why (one per block for a
 // CTA that is not whole warps; warpgroup and CTA instances each sync on a named barrier).
@@ -58,5 +99,9 @@ std::string cuda_scope_sync(const ExecScope& scope, int instances);
 
 // Shared memory one block may use on an architecture ("sm_90a" -> 227 KiB).
 long long max_shared_per_block(const std::string& arch);
+
+// A placement in closed form (tp::RunPlace): lane l holds in slot s element
+// ((s / vec) * owners + l % owners) * vec + s % vec, lanes < owners write back. {0, 0}: none.
+std::pair<int, int> run_form(const RegisterPlacement& p);
 
 }  // namespace tp

@@ -45,7 +45,7 @@ ProgramKernel::ProgramKernel(std::shared_ptr<const ProgramPlan> plan)
   context_ = Driver::get().context(device_);
   DeviceScope scope;
   scope.use(context_);
-  function_ = load_kernel(*built_.binary, built_.source.launch.shared_bytes());
+  function_ = load_kernel(*built_.binary, built_.source.shared_bytes);
 }
 
 void ProgramKernel::run_device(const std::vector<CUdeviceptr>& inputs, const std::vector<CUdeviceptr>& outputs,
@@ -55,8 +55,8 @@ void ProgramKernel::run_device(const std::vector<CUdeviceptr>& inputs, const std
                      std::to_string(output_bytes_.size()) + " outputs");
   }
   if (tiles <= 0) return;
-  const ProgramLaunch& l = built_.source.launch;
-  const long long blocks = (tiles + l.instances - 1) / l.instances;
+  const KernelSource& l = built_.source;
+  const long long blocks = (tiles + l.tiles_per_block() - 1) / l.tiles_per_block();
   if (blocks > 0x7fffffffLL) throw ValueError("batch: " + std::to_string(tiles) + " tiles need more blocks than a grid has");
   std::vector<CUdeviceptr> pointers(inputs);
   pointers.insert(pointers.end(), outputs.begin(), outputs.end());
@@ -65,7 +65,7 @@ void ProgramKernel::run_device(const std::vector<CUdeviceptr>& inputs, const std
   params.push_back(&tiles);
   DeviceScope scope;
   scope.use(context_);
-  launch_kernel(function_, blocks, l.block_threads(), l.shared_bytes(), stream, params.data(), device_);
+  launch_kernel(function_, blocks, l.block_threads(), l.shared_bytes, stream, params.data(), device_);
 }
 
 void ProgramKernel::run_host(const std::vector<std::uintptr_t>& inputs, const std::vector<std::uintptr_t>& outputs,

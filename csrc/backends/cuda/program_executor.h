@@ -1,4 +1,5 @@
-// A tile program on the GPU: its one kernel (program_frame.h) compiled through the kernel
+// A tile program on the GPU: its one kernel (the frame of kernel_frame.h around the program's
+// body, program_frame.h) compiled through the kernel
 // cache, loaded once per program call signature, and launched on the caller's stream over
 // device arrays in place, or over NumPy arrays through the device's staging arena.
 #pragma once
@@ -14,7 +15,7 @@
 namespace tp::cuda {
 
 struct BuiltProgram {
-  ProgramSource source;
+  KernelSource source;
   std::string arch;
   std::vector<std::string> options;
   std::shared_ptr<const CompiledKernel> binary;

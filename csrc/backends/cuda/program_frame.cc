@@ -3,20 +3,16 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <sstream>
 
-#include "backends/cuda/kernel_frame.h"
 #include "backends/cuda/tile_executor.h"
-#include "dispatch/architecture.h"
 #include "errors.h"
 #include "layout/placement.h"
 
 namespace tp {
 
 namespace {
-
-// Shared memory a block takes before the frame stops adding instances (kernel_frame.cc's).
-constexpr long long kSharedPerBlockTarget = 100 * 1024;
 
 long long align16(long long bytes) { return (bytes + 15) / 16 * 16; }
 
@@ -46,28 +42,6 @@ bool spills(const ProgramPlan& plan, const ProgramStep& step) {
   const ProgramValue& src = plan.values.at(step.operands[0]);
   const ProgramValue& dst = plan.values.at(step.result);
   return in_registers(src) && !held_by_every_lane(src, plan.scope) && (in_registers(dst) || src.shape != dst.shape);
-}
-
-// A placement in closed form (tp::RunPlace): lane l holds in slot s element
-// ((s / vec) * owners + l % owners) * vec + s % vec, lanes < owners write back. {0, 0}: none.
-std::pair<int, int> run_form(const RegisterPlacement& p) {
-  const int T = p.threads, S = p.slots;
-  int owners = 0;
-  while (owners < T && p.store[static_cast<size_t>(owners)] >= 0) ++owners;
-  if (owners == 0) return {0, 0};
-  for (int vec = S; vec >= 1; --vec) {
-    if (S % vec != 0) continue;
-    bool ok = true;
-    for (int s = 0; s < S && ok; ++s) {
-      for (int t = 0; t < T && ok; ++t) {
-        const int e = ((s / vec) * owners + t % owners) * vec + s % vec;
-        const size_t at = static_cast<size_t>(s) * T + t;
-        ok = p.load[at] == e && p.store[at] == (t < owners ? e : -1);
-      }
-    }
-    if (ok) return {owners, vec};
-  }
-  return {0, 0};
 }
 
 std::string table(const std::string& name, const std::vector<int>& values) {
@@ -106,83 +80,131 @@ MemLayout broadcast_map(const std::vector<long long>& from, const std::vector<lo
 
 std::string named(const char* prefix, int id) { return prefix + std::to_string(id); }
 
-class ProgramFrame {
+// Kernel parameter names: in<i> for input i; out for the first output, out<j> for the others.
+std::string input_name(int i) { return "in" + std::to_string(i); }
+std::string output_name(size_t j) { return j == 0 ? "out" : "out" + std::to_string(j); }
+
+// A program value as the frame stages it.
+FrameOperand operand_of(const ProgramValue& v, const ExecScope& scope, const std::string& name, bool output) {
+  FrameOperand o;
+  o.name = name;
+  o.output = output;
+  o.dtype = v.dtype;
+  o.shape = v.shape;
+  o.elements = v.elements();
+  o.load = !output;
+  o.store = output;
+  o.batch_broadcast = v.batch_broadcast;
+  if (!v.layout) return o;  // an input nobody reads: a parameter only
+  if (in_registers(v)) {
+    o.place = std::make_shared<const RegisterPlacement>(place_in_registers(*v.layout, scope, v.name));
+  } else {
+    o.kind = Staging::shared;
+    o.layout = v.layout;
+  }
+  return o;
+}
+
+// The program's shared memory per instance: its tiles between steps by live range, then the
+// scratch area where a copy moves register tiles between threads.
+struct BodyMemory {
+  long long tile_bytes = 0, scratch_bytes = 0;
+  long long total() const { return tile_bytes + scratch_bytes; }
+};
+BodyMemory body_memory(const ProgramPlan& plan) {
+  BodyMemory m;
+  m.tile_bytes = align16(plan.shared_bytes);
+  for (const ProgramStep& s : plan.steps) {
+    if (!spills(plan, s)) continue;
+    const ProgramValue& src = plan.values.at(s.operands[0]);
+    m.scratch_bytes = std::max(m.scratch_bytes, align16(src.elements() * dtype_size(src.dtype)));
+  }
+  return m;
+}
+
+// The body: each tile between steps declared (registers as an array, shared tiles at their
+// live-range offset in the instance's `smem`), the inputs and outputs named as the frame stages
+// them, then one block per step.
+class ProgramBody {
  public:
-  ProgramFrame(const ProgramPlan& plan, const std::string& arch)
-      : plan_(plan), arch_(arch), async_(sm_version(arch) >= 80) {
-    launch_ = program_launch(plan, arch);
-    for (size_t i = 0; i < plan.values.size(); ++i) {
-      const ProgramValue& v = plan.values[i];
-      if (v.input >= 0) inputs_.push_back(static_cast<int>(i));
+  ProgramBody(const ProgramPlan& plan, int instances)
+      : plan_(plan), instances_(instances), memory_(body_memory(plan)) {}
+
+  // What the launch shape depends on, before the text: the body's shared memory and how it
+  // reads its operands.
+  KernelBody launch_body() const {
+    KernelBody body;
+    if (one_call()) {
+      const KernelBody step = cuda::kernel_body(plan_.steps.front().bound->plan());
+      body.indexes_sources = step.indexes_sources;
+      body.maps_slots = step.maps_slots;
+    } else {
+      body.shared_bytes = memory_.total();
     }
-    std::sort(inputs_.begin(), inputs_.end(),
-              [&](int a, int b) { return plan.values[a].input < plan.values[b].input; });
+    return body;
   }
 
-  const ProgramLaunch& launch() const { return launch_; }
-
-  std::string text() {
-    std::ostringstream decls, body;
-    declare(decls, body);
-    stage_inputs(body);
-    for (size_t k = 0; k < plan_.steps.size(); ++k) step(body, decls, k);
-    store_outputs(body);
-
-    std::ostringstream os;
-    os << "// tileprim program kernel: " << plan_.name << " at " << plan_.scope.str() << ", " << plan_.steps.size()
-       << " steps in one kernel\n";
-    bool f16 = false, bf16 = false;
-    for (const ProgramValue& v : plan_.values) {
-      f16 |= v.dtype == DType::float16;
-      bf16 |= v.dtype == DType::bfloat16;
+  KernelBody render() {
+    if (one_call()) {  // the program of one step: its standalone body, on the frame's operands
+      const ProgramStep& s = plan_.steps.front();
+      KernelBody body = cuda::kernel_body(s.bound->plan());
+      std::ostringstream constants;
+      for (size_t i = 0; i < s.operands.size(); ++i) {
+        if (s.operands[i] < 0) constants << "const double s" << i << " = " << exact_double(s.scalars.at(i)) << ";\n";
+      }
+      body.call = constants.str() + body.call;
+      return body;
     }
-    if (f16) os << "#define TP_WITH_FP16 1\n";
-    if (bf16) os << "#define TP_WITH_BF16 1\n";
-    os << "#include <tileprim/tileprim.cuh>\n#include <tileprim/program.cuh>\n\n"
-       << "namespace tp_gen {\n"
-       << "constexpr int kThreads = " << launch_.threads << ";\n"
-       << "constexpr int kInstances = " << launch_.instances << ";\n"
-       << decls.str() << "}  // namespace tp_gen\n\n"
-       << "extern \"C\" __global__ void __launch_bounds__(" << launch_.block_threads() << ")\n"
-       << "tp_kernel(" << params() << ") {\n"
-       << "  using namespace tp_gen;\n"
-       << "  const int instance = threadIdx.x / kThreads;\n"
-       << "  const int lane = threadIdx.x % kThreads;\n"
-       << "  const long long tile = static_cast<long long>(blockIdx.x) * kInstances + instance;\n"
-       << "  if (tile >= tiles) return;  // an instance's barriers are its own\n"
-       << "  (void)lane;\n";
-    if (launch_.shared_bytes() > 0) {
-      os << "  extern __shared__ __align__(16) unsigned char tp_smem[];\n"
-         << "  unsigned char* const smem = tp_smem + static_cast<long long>(instance) * " << launch_.instance_bytes()
-         << ";\n"
-         << "  unsigned char* const scratch = smem + " << launch_.tile_bytes << ";\n"
-         << "  (void)scratch;\n";
-    }
-    os << body.str() << "}\n";
-    return os.str();
+    std::ostringstream decls, os;
+    declare(decls, os);
+    for (size_t k = 0; k < plan_.steps.size(); ++k) step(os, decls, k);
+    copy_out(os);
+    KernelBody body;
+    body.decls = decls.str();
+    body.call = os.str();
+    body.shared_bytes = memory_.total();
+    return body;
   }
 
  private:
   const ProgramValue& value(int id) const { return plan_.values.at(static_cast<size_t>(id)); }
   const char* type(int id) const { return dtype_cuda_name(value(id).dtype); }
 
-  std::string params() const {
-    std::ostringstream os;
-    for (int id : inputs_) os << "const " << type(id) << "* __restrict__ arg" << value(id).input << ", ";
-    for (size_t j = 0; j < plan_.outputs.size(); ++j) os << type(plan_.outputs[j]) << "* __restrict__ res" << j << ", ";
-    os << "long long tiles";
-    return os.str();
+  // One step, not a copy, reading input i as its operand i (every input once) and writing the
+  // one output: the frame's operands are the step's own.
+  bool one_call() const {
+    if (plan_.steps.size() != 1 || plan_.outputs.size() != 1) return false;
+    const ProgramStep& s = plan_.steps.front();
+    if (s.op == "copy" || s.result != plan_.outputs.front()) return false;
+    int inputs = 0;
+    for (const ProgramValue& v : plan_.values) inputs += v.input >= 0 ? 1 : 0;
+    int read = 0;
+    for (size_t i = 0; i < s.operands.size(); ++i) {
+      if (s.operands[i] < 0) continue;
+      if (value(s.operands[i]).input != static_cast<int>(i)) return false;
+      ++read;
+    }
+    return read == inputs;
   }
 
-  // Each placed tile: registers as an array with its placement type, shared tiles as a pointer
-  // at their live-range offset with their memory layout.
-  void declare(std::ostream& decls, std::ostream& body) {
+  // The first output that is this value, where the frame's operand can hold it from the start
+  // (an input returned as it is, or a value returned twice, is copied out at the end).
+  int output_of(int id) const {
+    if (value(id).input >= 0) return -1;
+    const auto it = std::find(plan_.outputs.begin(), plan_.outputs.end(), id);
+    return it == plan_.outputs.end() ? -1 : static_cast<int>(it - plan_.outputs.begin());
+  }
+
+  void declare(std::ostream& decls, std::ostream& os) {
+    if (memory_.scratch_bytes > 0) os << "unsigned char* const scratch = smem + " << memory_.tile_bytes << ";\n";
     for (size_t i = 0; i < plan_.values.size(); ++i) {
       const ProgramValue& v = plan_.values[i];
       if (!v.layout) continue;
       const int id = static_cast<int>(i);
       const char* T = type(id);
-      body << "  // " << v.name << ": " << dtype_name(v.dtype) << shape_str(v.shape) << " " << v.placement() << "\n";
+      os << "// " << v.name << ": " << dtype_name(v.dtype) << shape_str(v.shape) << " " << v.placement() << "\n";
+      const int out = output_of(id);
+      const std::string staged = v.input >= 0 ? input_name(v.input) : out >= 0 ? output_name(out) : "";
       if (in_registers(v)) {
         const RegisterPlacement p = place_in_registers(*v.layout, plan_.scope, v.name);
         const auto [owners, vec] = run_form(p);
@@ -193,57 +215,27 @@ class ProgramFrame {
                 << named("P", id) << " = tp::TablePlace<kThreads, " << named("kLoad", id) << ", "
                 << named("kStore", id) << ">;\n";
         }
-        body << "  " << T << " " << named("v", id) << "[" << p.slots << "];\n";
+        if (!staged.empty()) {
+          os << "auto& " << named("v", id) << " = " << staged << ";\n";
+        } else {
+          os << T << " " << named("v", id) << "[" << p.slots << "];\n";
+        }
       } else {
         decls << "constexpr tp::MemLayout " << named("kMem", id) << " = " << cuda_mem_layout(v.layout->memory_layout())
               << ";\n";
-        body << "  " << T << "* const " << named("v", id) << " = reinterpret_cast<" << T << "*>(smem + "
-             << v.shared_offset << ");\n";
+        if (!staged.empty()) {
+          os << T << "* const " << named("v", id) << " = " << staged << ";\n";
+        } else {
+          os << T << "* const " << named("v", id) << " = reinterpret_cast<" << T << "*>(smem + " << v.shared_offset
+             << ");\n";
+        }
       }
     }
-  }
-
-  std::string tile_of(int id, const std::string& base) const {
-    const ProgramValue& v = value(id);
-    return v.batch_broadcast ? base : base + " + tile * " + std::to_string(elements_of(v));
-  }
-
-  bool row_major(const ProgramValue& v) const { return *v.layout == TileLayout::row_major(v.shape); }
-
-  // Shared inputs first (asynchronously where the arch allows), register inputs straight into
-  // registers while those are in flight, then one barrier.
-  void stage_inputs(std::ostream& os) {
-    bool shared = false, waits = false;
-    for (int id : inputs_) {
-      const ProgramValue& v = value(id);
-      if (!v.layout || in_registers(v)) continue;
-      shared = true;
-      const std::string from = tile_of(id, "arg" + std::to_string(v.input));
-      const std::string n = std::to_string(elements_of(v));
-      if (row_major(v) && async_) {
-        os << "  tp::copy_to_shared_async(" << named("v", id) << ", " << from << ", " << n << ", lane, kThreads);\n";
-        waits = true;
-      } else if (row_major(v)) {
-        os << "  tp::copy_to_shared<false>(" << named("v", id) << ", " << from << ", " << n << ", lane, kThreads);\n";
-      } else {
-        os << "  tp::load_shared_tile<kThreads>(" << named("v", id) << ", " << named("kMem", id) << ", " << from
-           << ", " << n << ", lane);\n";
-      }
-    }
-    if (waits) os << "  tp::commit_async();\n";
-    for (int id : inputs_) {
-      const ProgramValue& v = value(id);
-      if (!in_registers(v)) continue;
-      os << "  tp::load_tile<" << named("P", id) << ">(" << named("v", id) << ", "
-         << tile_of(id, "arg" + std::to_string(v.input)) << ", lane);\n";
-    }
-    if (waits) os << "  tp::wait_async(0);\n";
-    if (shared) sync(os);
   }
 
   void sync(std::ostream& os) {
-    if (synced_ || launch_.threads == 1) return;
-    os << "  " << cuda_scope_sync(plan_.scope, launch_.instances) << "\n";
+    if (synced_ || plan_.scope.threads == 1) return;
+    os << cuda_scope_sync(plan_.scope, instances_) << "\n";
     synced_ = true;
   }
 
@@ -257,7 +249,7 @@ class ProgramFrame {
 
   void step(std::ostream& os, std::ostream& decls, size_t k) {
     const ProgramStep& s = plan_.steps[k];
-    os << "  // step " << k << ": " << value(s.result).name << " = " << s.op << " [" << s.bound->plan().variant << "]"
+    os << "// step " << k << ": " << value(s.result).name << " = " << s.op << " [" << s.bound->plan().variant << "]"
        << (s.where.empty() ? "" : " at " + s.where) << "\n";
     const bool own_registers = s.op == "copy" && held_by_every_lane(value(s.operands[0]), plan_.scope) &&
                                in_registers(value(s.result));
@@ -279,24 +271,24 @@ class ProgramFrame {
     decls << "namespace " << ns << " {\n" << body.decls;
     if (body.maps_slots) decls << "constexpr int kBodySlots = " << plan.staged_output().place->slots << ";\n";
     decls << "}  // namespace " << ns << "\n";
-    os << "  {\n    using namespace tp_gen::" << ns << ";\n";
+    os << "{\n  using namespace tp_gen::" << ns << ";\n";
     for (size_t i = 0; i < s.operands.size(); ++i) {
       const int id = s.operands[i];
       if (id < 0) {
-        os << "    const double s" << i << " = " << exact_double(s.scalars.at(i)) << ";\n";
+        os << "  const double s" << i << " = " << exact_double(s.scalars.at(i)) << ";\n";
       } else {
         alias(os, "in" + std::to_string(i), id);
       }
     }
     alias(os, "out", s.result);
-    os << "    " << body.call << "\n  }\n";
+    os << "  " << body.call << "\n}\n";
   }
 
   void alias(std::ostream& os, const std::string& name, int id) const {
     if (in_registers(value(id))) {
-      os << "    auto& " << name << " = " << named("v", id) << ";\n";
+      os << "  auto& " << name << " = " << named("v", id) << ";\n";
     } else {
-      os << "    " << type(id) << "* const " << name << " = " << named("v", id) << ";\n";
+      os << "  " << type(id) << "* const " << name << " = " << named("v", id) << ";\n";
     }
   }
 
@@ -316,14 +308,14 @@ class ProgramFrame {
     if (held_by_every_lane(src, plan_.scope)) {
       source = named("v", a) + "[" + index + "]";
     } else if (in_registers(src) && !in_registers(dst) && !broadcast) {
-      os << "  tp::scatter<" << named("P", a) << ">(" << named("v", a) << ", lane, [&](long long e, " << T
-         << " x) { " << named("v", r) << "[tp::memory_offset(" << named("kMem", r) << ", e)] = x; });\n";
+      os << "tp::scatter<" << named("P", a) << ">(" << named("v", a) << ", lane, [&](long long e, " << T << " x) { "
+         << named("v", r) << "[tp::memory_offset(" << named("kMem", r) << ", e)] = x; });\n";
       return;
     } else if (in_registers(src)) {
       sync(os);  // the scratch area's last readers are done
-      os << "  {\n    " << T << "* const spill = reinterpret_cast<" << T << "*>(scratch);\n"
-         << "    tp::scatter<" << named("P", a) << ">(" << named("v", a) << ", lane, [&](long long e, " << T
-         << " x) { spill[e] = x; });\n  }\n";
+      os << "{\n  " << T << "* const spill = reinterpret_cast<" << T << "*>(scratch);\n"
+         << "  tp::scatter<" << named("P", a) << ">(" << named("v", a) << ", lane, [&](long long e, " << T
+         << " x) { spill[e] = x; });\n}\n";
       synced_ = false;
       sync(os);
       source = "reinterpret_cast<const " + std::string(T) + "*>(scratch)[" + index + "]";
@@ -331,78 +323,106 @@ class ProgramFrame {
       source = named("v", a) + "[tp::memory_offset(" + named("kMem", a) + ", " + index + ")]";
     }
     if (in_registers(dst)) {
-      os << "  tp::gather<" << named("P", r) << ">(" << named("v", r) << ", lane, [&](long long e) { return "
-         << source << "; });\n";
+      os << "tp::gather<" << named("P", r) << ">(" << named("v", r) << ", lane, [&](long long e) { return " << source
+         << "; });\n";
     } else {
-      os << "  tp::fill_shared<kThreads>(" << named("v", r) << ", " << named("kMem", r) << ", " << elements_of(dst)
+      os << "tp::fill_shared<kThreads>(" << named("v", r) << ", " << named("kMem", r) << ", " << elements_of(dst)
          << ", lane, [&](long long e) { return " << source << "; });\n";
     }
   }
 
-  void store_outputs(std::ostream& os) {
-    os << "  // results\n";
+  // Outputs the frame's operand could not hold from the start: an input returned as it is, or
+  // a value returned twice; the same placement, so a copy slot by slot (or element by element).
+  void copy_out(std::ostream& os) {
     for (size_t j = 0; j < plan_.outputs.size(); ++j) {
       const int id = plan_.outputs[j];
+      if (output_of(id) == static_cast<int>(j)) continue;
       const ProgramValue& v = value(id);
-      const std::string to = "res" + std::to_string(j) + " + tile * " + std::to_string(elements_of(v));
       if (in_registers(v)) {
-        os << "  tp::store_tile<" << named("P", id) << ">(" << to << ", " << named("v", id) << ", lane);\n";
-        continue;
-      }
-      sync(os);
-      if (row_major(v)) {
-        os << "  tp::copy_from_shared<false>(" << to << ", " << named("v", id) << ", " << elements_of(v)
-           << ", lane, kThreads);\n";
+        os << "for (int s = 0; s < " << place_in_registers(*v.layout, plan_.scope, v.name).slots << "; ++s) "
+           << output_name(j) << "[s] = " << named("v", id) << "[s];\n";
       } else {
-        os << "  tp::store_shared_tile<kThreads>(" << to << ", " << named("v", id) << ", " << named("kMem", id)
-           << ", " << elements_of(v) << ", lane);\n";
+        sync(os);
+        os << "for (long long e = lane; e < " << v.layout->span() << "; e += kThreads) " << output_name(j)
+           << "[e] = " << named("v", id) << "[e];\n";
       }
     }
   }
 
   const ProgramPlan& plan_;
-  std::string arch_;
-  bool async_;
-  ProgramLaunch launch_;
-  std::vector<int> inputs_;  // value ids of the program's inputs, in argument order
-  bool synced_ = false;      // nothing has run since the last barrier
+  int instances_;
+  BodyMemory memory_;
+  bool synced_ = true;  // the frame syncs the instance after staging its inputs
 };
+
+// The frame's operands (the program's inputs in argument order, then its outputs) and what the
+// launch shape depends on; the body's text comes once the instances per block are known.
+FrameSpec program_operands(const ProgramPlan& plan) {
+  FrameSpec spec;
+  spec.title = "tileprim program kernel: " + plan.name + " at " + plan.scope.str() + ", " +
+               std::to_string(plan.steps.size()) + " steps in one kernel";
+  spec.scope = plan.scope;
+  std::vector<const ProgramValue*> inputs;
+  for (const ProgramValue& v : plan.values) {
+    if (v.input >= 0) inputs.push_back(&v);
+    if (std::find(spec.dtypes.begin(), spec.dtypes.end(), v.dtype) == spec.dtypes.end()) spec.dtypes.push_back(v.dtype);
+  }
+  std::sort(inputs.begin(), inputs.end(), [](const ProgramValue* a, const ProgramValue* b) { return a->input < b->input; });
+  for (const ProgramValue* v : inputs) spec.operands.push_back(operand_of(*v, plan.scope, input_name(v->input), false));
+  for (size_t j = 0; j < plan.outputs.size(); ++j) {
+    spec.operands.push_back(operand_of(plan.values.at(plan.outputs[j]), plan.scope, output_name(j), true));
+  }
+  spec.body = ProgramBody(plan, 1).launch_body();
+  return spec;
+}
 
 }  // namespace
 
-ProgramLaunch program_launch(const ProgramPlan& plan, const std::string& arch) {
-  ProgramLaunch l;
-  l.threads = plan.scope.threads;
-  std::tie(l.instances, l.why) = scope_instances(plan.scope);
-  l.tile_bytes = align16(plan.shared_bytes);
-  for (const ProgramStep& s : plan.steps) {
-    if (!spills(plan, s)) continue;
-    const ProgramValue& src = plan.values.at(s.operands[0]);
-    l.scratch_bytes = std::max(l.scratch_bytes, align16(src.elements() * dtype_size(src.dtype)));
+FrameSpec call_frame(const Plan& plan, KernelBody body) {
+  const OpCall& call = plan.call;
+  FrameSpec spec;
+  spec.title = "tileprim kernel: " + call.str() + " [" + plan.variant + "]";
+  spec.scope = call.scope;
+  spec.dtypes.push_back(call.output.dtype);
+  for (size_t i = 0; i < call.inputs.size(); ++i) {
+    const TileRef& r = call.inputs[i];
+    FrameOperand o;
+    o.name = r.scalar ? "s" + std::to_string(i) : input_name(static_cast<int>(i));
+    o.kind = r.scalar ? Staging::scalar : Staging::registers;
+    o.dtype = r.dtype;
+    o.load = false;  // until its staging says otherwise (zero and fill read only the shape)
+    if (!r.scalar) spec.dtypes.push_back(r.dtype);
+    spec.operands.push_back(o);
   }
-  const long long limit = max_shared_per_block(arch);
-  if (l.instance_bytes() > limit) {
-    throw ValueError(plan.name + ": one instance needs " + std::to_string(l.instance_bytes()) +
-                     " bytes of shared memory (tiles " + std::to_string(l.tile_bytes) + ", copy scratch " +
-                     std::to_string(l.scratch_bytes) + "); " + arch + " allows " + std::to_string(limit) +
-                     " per block. Fix: a smaller tile (more batch_dims) or a scope with more threads");
+  FrameOperand out;
+  out.name = output_name(0);
+  out.output = true;
+  out.dtype = call.output.dtype;
+  spec.operands.push_back(out);
+  for (const OperandStaging& s : plan.staging) {
+    if (s.kind == Staging::scalar) continue;
+    FrameOperand& o = s.operand < 0 ? spec.operands.back() : spec.operands.at(static_cast<size_t>(s.operand));
+    const TileRef& ref = s.operand < 0 ? call.output : call.inputs[s.operand];
+    o.kind = s.kind;
+    o.shape = ref.shape;
+    o.elements = s.elements;
+    o.load = s.load;
+    o.store = s.store;
+    o.place = s.place;
+    o.layout = s.layout;
   }
-  const int wanted = l.instances;
-  while (l.instances > 1 && l.shared_bytes() > kSharedPerBlockTarget) --l.instances;
-  if (l.instances < wanted) {
-    l.why = std::to_string(l.instances) + " instances: one more would take " +
-            std::to_string((l.instances + 1) * l.instance_bytes()) + " bytes of shared memory, past " +
-            std::to_string(kSharedPerBlockTarget);
-  }
-  return l;
+  spec.body = std::move(body);
+  return spec;
 }
 
-ProgramSource render_program(const ProgramPlan& plan, const std::string& arch) {
-  ProgramFrame frame(plan, arch);
-  ProgramSource out;
-  out.text = frame.text();
-  out.launch = frame.launch();
-  return out;
+KernelSource program_launch(const ProgramPlan& plan, const std::string& arch) {
+  return frame_launch(program_operands(plan), arch);
+}
+
+KernelSource render_program(const ProgramPlan& plan, const std::string& arch) {
+  FrameSpec spec = program_operands(plan);
+  spec.body = ProgramBody(plan, frame_launch(spec, arch).instances).render();
+  return render_kernel(spec, arch);
 }
 
 }  // namespace tp

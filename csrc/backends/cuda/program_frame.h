@@ -1,41 +1,24 @@
-// The CUDA frame of a tile program: ONE kernel per program. A host-side launch shape (scope
-// instances per block, each instance's shared memory: the program's tiles by live range plus a
-// scratch area where a copy moves register tiles between threads) and the generated source:
-// declarations (each step's descriptors, each tile's placement), then per instance: the inputs
-// staged once where their first reader wants them, one call of each step's device template (the
-// same call a standalone kernel makes, executors.cc) with the scope's barrier where a step reads
-// or writes shared memory, and the outputs stored once.
+// What the one kernel frame (kernel_frame.h) runs, made from a plan: a tile program's inputs and
+// outputs as the frame's operands and its steps as the body (declarations of the tiles between
+// steps, each step's device template called as its standalone kernel calls it, copies, and the
+// scope's barrier where a step reads what another thread wrote), and a standalone call as the
+// program of one step: its plan's operands and its variant's one call.
 //
 //   tp_kernel(<one const pointer per program input>, <one pointer per output>, long long tiles)
-//
-// Block b's instance i runs tile b * instances + i; an input the whole batch shares is one tile.
 #pragma once
 #include <string>
 
+#include "backends/cuda/kernel_frame.h"
 #include "program/program_plan.h"
 
 namespace tp {
 
-struct ProgramLaunch {
-  int threads = 1;                  // per scope instance
-  int instances = 1;                // scope instances per block
-  long long tile_bytes = 0;         // per instance: the program's shared tiles, reused by live range
-  long long scratch_bytes = 0;      // per instance: where register tiles cross threads in a copy
-  std::string why;                  // why this many instances per block
-  long long instance_bytes() const { return tile_bytes + scratch_bytes; }
-  long long shared_bytes() const { return instances * instance_bytes(); }
-  int block_threads() const { return threads * instances; }
-};
+// A standalone call: the frame's operands are its plan's, the body its variant's one call.
+FrameSpec call_frame(const Plan& plan, KernelBody body);
 
-// The launch shape for `arch`; ValueError naming the program when one instance needs more
-// shared memory than the arch gives a block.
-ProgramLaunch program_launch(const ProgramPlan& plan, const std::string& arch);
-
-struct ProgramSource {
-  std::string text;
-  ProgramLaunch launch;
-};
-
-ProgramSource render_program(const ProgramPlan& plan, const std::string& arch);
+// A program for `arch`: its launch shape (nothing rendered; ValueError naming the program when
+// one instance needs more shared memory than the arch gives a block) and its kernel.
+KernelSource program_launch(const ProgramPlan& plan, const std::string& arch);
+KernelSource render_program(const ProgramPlan& plan, const std::string& arch);
 
 }  // namespace tp

@@ -6,6 +6,7 @@
 #include "backends/cuda/compiler.h"
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/driver.h"
+#include "backends/cuda/program_frame.h"
 #include "errors.h"
 
 namespace tp::cuda {
@@ -179,9 +180,13 @@ KernelBody kernel_body(const Plan& plan) {
   return executor->body(plan);
 }
 
+KernelSource kernel_launch(const Plan& plan, const std::string& arch) {
+  return frame_launch(call_frame(plan, kernel_body(plan)), arch);
+}
+
 BuiltKernel CudaTileExecutor::build(const Plan& plan, const std::string& arch) const {
   BuiltKernel k;
-  k.source = render_kernel(plan, make_(plan), arch);
+  k.source = render_kernel(call_frame(plan, make_(plan)), arch);
   k.arch = arch;
   k.options = kernel_options(k.source.text);
   k.binary = compile_cached(k.source.text, arch, k.options);

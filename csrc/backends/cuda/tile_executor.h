@@ -53,6 +53,9 @@ CUfunction load_kernel(const CompiledKernel& binary, long long shared_bytes);
 void launch_kernel(CUfunction function, long long blocks, long long block_threads, long long shared_bytes,
                    CUstream stream, void** params, int device);
 
+// The launch shape of the plan's kernel for `arch`; nothing rendered or compiled.
+KernelSource kernel_launch(const Plan& plan, const std::string& arch);
+
 // The plan's kernel for `arch`, from the kernel cache or compiled now (tp.lower).
 // ValueError when the variant has no CUDA executor.
 BuiltKernel build_kernel(const Plan& plan, const std::string& arch);

@@ -6,6 +6,7 @@
 #include "lanes.cuh"
 #include "layout.cuh"
 #include "numeric.cuh"
+#include "program.cuh"
 #include "reduction/lane_reduce.cuh"
 #include "reduction/shared_groups.cuh"
 #include "reduction/sm100_packed.cuh"

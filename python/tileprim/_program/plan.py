@@ -107,8 +107,9 @@ _COLOURS = {"local": "#e8f1fb", "shared": "#fdf0dc", "shared.dyn": "#fdf0dc", ""
 
 def _tile_box(tile: dict) -> str:
     colour = _COLOURS.get(tile["storage"], "#eee")
-    where = (f"shared @{tile['shared_offset']} ({tile['shared_bytes']} B)" if tile["storage"].startswith("shared")
-             else tile["storage"] or "not staged")
+    where = (tile["storage"] or "not staged") if not tile["storage"].startswith("shared") else (
+        f"shared @{tile['shared_offset']} ({tile['shared_bytes']} B)" if tile["shared_offset"] >= 0
+        else f"shared, staged by the kernel ({tile['shared_bytes']} B)")
     return (f'<span style="background:{colour}; border:1px solid #999; border-radius:3px; padding:0 4px; '
             f'white-space:nowrap"><b>{escape(tile["name"])}</b> {escape(tile["dtype"])}{list(tile["shape"])} '
             f'{escape(where)} <code>{escape(tile["layout"])}</code></span>')
@@ -136,5 +137,5 @@ def program_html(p: ProgramPlan) -> str:
                     f'<td style="{style}"><small>{"<br>".join(escape(r) for r in s.reasons)}</small></td></tr>')
     outs = ", ".join(escape(tiles[i]["name"]) for i in p._core.outputs)
     return (f'<div><b>program {escape(p._core.name)}</b> at {escape(p.scope)} on {escape(p.backend)}: '
-            f'{len(p.steps)} steps, shared memory {p.shared_bytes} B (by live range); outputs {outs}'
+            f'{len(p.steps)} steps, shared memory between steps {p.shared_bytes} B (by live range); outputs {outs}'
             f'<table style="border-collapse:collapse">{"".join(rows)}</table></div>')
