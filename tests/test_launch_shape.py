@@ -68,14 +68,14 @@ def test_small_register_tiles_take_rounds_and_shared_tiles_are_staged_by_the_blo
     assert shape["shared_bytes"] >= shape["tiles_per_block"] * 16 * 256 * 4  # every tile of the block's run
 
 
-def test_a_program_input_the_batch_shares_is_staged_once_per_instance():
+def test_a_program_input_the_batch_shares_is_read_from_its_one_tile():
     @tp.program(scope=tp.cta(256))
     def scale(x, w):
         return x * w
 
     x, w = np.ones((8, 4096), np.float32), np.ones(4096, np.float32)
     k = tp.lower(scale, x, w, batch_dims=1, target=ARCH)
-    assert "tp::load_tile<Place_in1>(in1, g_in1, lane);" in k.source  # no tile offset, before the rounds
+    assert "tp::load_tile<Place_in1>(in1, g_in1, lane);" in k.source  # no tile offset
     assert "g_in0 + tile * 4096" in k.source
     assert shape_of(launch(tp.plan(scale, x, w, batch_dims=1, target=ARCH)))["shared_bytes"] == 0
 

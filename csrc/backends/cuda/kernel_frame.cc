@@ -77,8 +77,10 @@ class Frame {
     std::tie(instances_, why_) = scope_instances(scope_);
     for (const FrameOperand& s : spec.operands) {
       if (!s.staged()) continue;
-      if (s.batch_broadcast) {
-        (s.kind == Staging::registers ? once_ : once_tiles_).push_back(&s);
+      if (s.batch_broadcast && s.kind == Staging::shared) {
+        once_tiles_.push_back(&s);
+      } else if (s.batch_broadcast) {  // the batch's one tile, loaded where it lies (from L2 after the first)
+        placed_.push_back(&s);
       } else if (s.kind == Staging::shared) {
         tiles_.push_back(&s);
       } else if (lane_runs(s) && run_bytes(s) <= 16) {
@@ -149,7 +151,7 @@ class Frame {
   // slots up to kMapChunkSlots), where every register operand is staged with the same slots.
   void chunk_map_slots() {
     if (!body_.maps_slots || staged_.empty() || !direct_.empty() || !runs_.empty() || !tiles_.empty() ||
-        !placed_.empty() || !once_.empty() || !once_tiles_.empty()) {
+        !placed_.empty() || !once_tiles_.empty()) {
       return;
     }
     const int slots = staged_.front()->place->slots;
@@ -284,7 +286,6 @@ class Frame {
     }
     for (const auto& [name, values] : tables) os << int_table(name, values, chunk_slots_ > 0);
     for (const FrameOperand* s : placed_) os << place_type(*s);
-    for (const FrameOperand* s : once_) os << place_type(*s);
   }
 
   // The placement of an operand loaded and stored where it lies, as a type: in closed form, or
@@ -365,12 +366,8 @@ class Frame {
     tile_offset_ = offset;
   }
 
-  // Operands the whole batch shares: each instance stages its one tile before the rounds.
+  // Shared tiles the whole batch shares: each instance stages its one tile before the rounds.
   void staged_once(std::ostream& os) const {
-    for (const FrameOperand* s : once_) {
-      os << "  " << dtype_cuda_name(s->dtype) << " " << s->name << "[" << s->place->slots << "];  // the batch's one tile\n"
-         << "  tp::load_tile<Place_" << s->name << ">(" << s->name << ", " << global(*s) << ", lane);\n";
-    }
     long long offset = once_offset();
     for (const FrameOperand* s : once_tiles_) {
       const char* T = dtype_cuda_name(s->dtype);
@@ -427,8 +424,8 @@ class Frame {
     for (const FrameOperand* s : placed_) {
       os << "      " << dtype_cuda_name(s->dtype) << " " << s->name << "[" << s->place->slots << "];\n";
       if (s->load) {
-        os << "      tp::load_tile<Place_" << s->name << ">(" << s->name << ", " << global(*s) << " + tile * "
-           << s->elements << ", lane);\n";
+        os << "      tp::load_tile<Place_" << s->name << ">(" << s->name << ", " << global(*s)
+           << (s->batch_broadcast ? "" : " + tile * " + std::to_string(s->elements)) << ", lane);\n";
       }
     }
     if (chunk_slots_ > 0) {
@@ -631,7 +628,7 @@ class Frame {
   long long tile_offset_ = 0;
   int window_stages_ = 0;  // chunks of each warp's run window; 0: runs read in place by GlobalRun
   int chunk_slots_ = 0;    // a map's slots per body call where a thread's are taken in chunks; 0: all
-  std::vector<const FrameOperand*> staged_, direct_, runs_, tiles_, placed_, once_, once_tiles_;
+  std::vector<const FrameOperand*> staged_, direct_, runs_, tiles_, placed_, once_tiles_;
   std::map<std::pair<std::vector<int>, bool>, std::string> load_tables_, store_tables_;
 };
 

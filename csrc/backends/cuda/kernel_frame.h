@@ -11,7 +11,8 @@
 // vectors where they lie; the rest go through a skewed staging area the block copies with
 // 16-byte accesses; long runs may be read in place; shared tiles laid out row-major are staged
 // by the block (asynchronously, pipelined), others per instance by their layout; an operand
-// the whole batch shares is staged once per instance. In between, the body: declarations and
+// the whole batch shares is read from its one tile (registers where they lie, a shared tile
+// staged once per instance). In between, the body: declarations and
 // statements on the staged operands, by name (in0, ..., out, out1, ...). A standalone call's
 // body is one call of its variant's device template (a program of one step); a program's is
 // one such call per step with the scope's barrier where a step's output crosses threads.
