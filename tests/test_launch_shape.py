@@ -104,3 +104,21 @@ def test_one_instance_past_the_arch_limit_is_refused_with_the_fix():
 
     with pytest.raises(ValueError, match="227 KiB|allows"):
         _C.cuda.launch(tp.plan(staged, x, batch_dims=1, target=ARCH)._core, ARCH)
+
+
+def test_instances_that_sync_pass_the_same_barriers_past_the_batch_end():
+    """A body with the instance's barriers (here cross_warp's) runs in every instance of a block,
+    one past the batch's end on the last tile again with its stores skipped: instances on named
+    barriers then pass the same ones (compute-sanitizer racecheck flagged a partial last block
+    otherwise)."""
+    @tp.program(scope=tp.cta(64))
+    def normalized(x):
+        return x / tp.sum(x, axes=-1, keepdims=True)
+
+    k = tp.lower(normalized, np.ones((5, 1024), np.float32), batch_dims=1, target=ARCH)
+    assert k.instances_per_block > 1 and "tp::CtaLanes" in k.source
+    assert "const bool live = first + slot < tiles;" in k.source and "if (tile < tiles)" not in k.source
+    assert "if (live) tp::store_tile<Place_out>" in k.source
+    # a body without barriers keeps its instances past the end out entirely
+    k = tp.lower(tp.exp, np.ones((5, 8), np.float32), batch_dims=1, target=ARCH)
+    assert "if (tile < tiles)" in k.source and "live" not in k.source

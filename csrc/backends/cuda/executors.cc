@@ -56,6 +56,7 @@ KernelBody cross_warp_body(const Plan& plan) {
                               "tp::lane_reduce", "out, 0, in0, 0, kView, kMasks, ",
                               "tp::CtaLanes<kThreads, kInstances>{{lane}, instance}");
   body.indexes_sources = false;
+  body.syncs_instances = true;
   return body;
 }
 

@@ -145,6 +145,7 @@ class Frame {
       }
     }
     chunk_map_slots();
+    clamped_ = body_.syncs_instances && instances_ > 1 && scope_.kind != ScopeKind::warp;
   }
 
   // A map over many slots per thread takes them a chunk at a time (the largest divisor of the
@@ -233,8 +234,11 @@ class Frame {
        << stage_sync_ << unroll
        << "    for (int round = stage * (kRounds / kStages); round < (stage + 1) * (kRounds / kStages); ++round) {\n"
        << "      const int slot = round * kInstances + instance;  // this instance's tile within the block's run\n"
-       << "      const long long tile = first + slot;\n"
-       << "      if (tile < tiles) {  // a whole scope instance is in or out together\n"
+       << (clamped_ ? "      const bool live = first + slot < tiles;  // past the end: the last tile again, nothing stored\n"
+                      "      const long long tile = live ? first + slot : tiles - 1;\n"
+                      "      {  // every instance passes the body's barriers\n"
+                    : "      const long long tile = first + slot;\n"
+                      "      if (tile < tiles) {  // a whole scope instance is in or out together\n")
        << indented(run.str(), "  ") << "      }\n"
        << "    }\n"
        << "  }\n"
@@ -507,29 +511,31 @@ class Frame {
 
   void instance_results(std::ostream& os) {
     if (!tiles_.empty() && !block_tiles_ && threads_ > 1) os << "      " << cuda_scope_sync(scope_, instances_) << "\n";
+    const std::string live = clamped_ ? "if (live) " : "";
     for (const FrameOperand* s : tiles_) {
       if (!s->store || block_tiles_) continue;
       const std::string n = s->name;
-      os << "      for (long long e = lane; e < " << s->elements << "; e += kThreads) (" << global(*s) << " + tile * "
+      os << "      " << live << "for (long long e = lane; e < " << s->elements << "; e += kThreads) (" << global(*s) << " + tile * "
          << s->elements << ")[e] = " << n << "[tp::memory_offset(kMem_" << n << ", e)];\n";
     }
     for (const FrameOperand* s : direct_) {
       if (!s->store) continue;
       if (stores_every_slot(*s)) {
-        os << "      tp::store_run(" << lane_run(*s) << ", " << s->name << ");\n";
+        os << "      " << live << "tp::store_run(" << lane_run(*s) << ", " << s->name << ");\n";
       } else {  // replicas: the lanes the store table names write their slots
         const RegisterPlacement& p = *s->place;
         os << "#pragma unroll\n"
            << "      for (int s = 0; s < " << p.slots << "; ++s) {\n"
            << "        const int e = " << table(*s, false) << table_index(p, false) << ";\n"
-           << "        if (e >= 0) " << global(*s) << "[tile * " << s->elements << " + e] = " << s->name << "[s];\n"
+           << "        if (" << (clamped_ ? "live && " : "") << "e >= 0) " << global(*s) << "[tile * " << s->elements
+           << " + e] = " << s->name << "[s];\n"
            << "      }\n";
       }
     }
     for (const FrameOperand* s : placed_) {
       if (!s->store) continue;
-      os << "      tp::store_tile<Place_" << s->name << ">(" << global(*s) << " + tile * " << s->elements << ", "
-         << s->name << ", lane);\n";
+      os << "      " << live << "tp::store_tile<Place_" << s->name << ">(" << global(*s) << " + tile * " << s->elements
+         << ", " << s->name << ", lane);\n";
     }
     for (const FrameOperand* s : staged_) {
       if (!s->store) continue;
@@ -624,6 +630,7 @@ class Frame {
   bool async_;  // cp.async (sm_80 and later) stages row-major shared tiles
   std::string stage_sync_;  // what a part of the run waits for before its rounds
   bool block_tiles_ = false;  // every shared tile row-major: the block stages them as they are
+  bool clamped_ = false;      // instances past the batch's end run the body too (KernelBody::syncs_instances)
   std::string why_;
   long long tile_offset_ = 0;
   int window_stages_ = 0;  // chunks of each warp's run window; 0: runs read in place by GlobalRun

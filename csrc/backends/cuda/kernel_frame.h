@@ -40,6 +40,10 @@ struct KernelBody {
   // Shared memory of each instance the body uses itself (a program's tiles between steps), at
   // `smem`; the frame syncs the instance between rounds where it is used.
   long long shared_bytes = 0;
+  // The body syncs its instance (a program's barriers between steps): where instances sync on
+  // named barriers, one past the batch's end runs the last tile's body again and stores nothing,
+  // so that every instance of the block passes the same barriers.
+  bool syncs_instances = false;
 };
 
 // One parameter of the kernel and how the frame stages it around the body.

@@ -163,6 +163,7 @@ class ProgramBody {
     body.decls = decls.str();
     body.call = os.str();
     body.shared_bytes = memory_.total();
+    body.syncs_instances = syncs_;
     return body;
   }
 
@@ -236,7 +237,7 @@ class ProgramBody {
   void sync(std::ostream& os) {
     if (synced_ || plan_.scope.threads == 1) return;
     os << cuda_scope_sync(plan_.scope, instances_) << "\n";
-    synced_ = true;
+    synced_ = syncs_ = true;
   }
 
   bool touches_shared(const ProgramStep& s) const {
@@ -267,6 +268,7 @@ class ProgramBody {
   void call(std::ostream& os, std::ostream& decls, const ProgramStep& s, size_t k) {
     const Plan& plan = s.bound->plan();
     const KernelBody body = cuda::kernel_body(plan);
+    syncs_ |= body.syncs_instances;
     const std::string ns = "step" + std::to_string(k);
     decls << "namespace " << ns << " {\n" << body.decls;
     if (body.maps_slots) decls << "constexpr int kBodySlots = " << plan.staged_output().place->slots << ";\n";
@@ -353,6 +355,7 @@ class ProgramBody {
   int instances_;
   BodyMemory memory_;
   bool synced_ = true;  // the frame syncs the instance after staging its inputs
+  bool syncs_ = false;  // a barrier was emitted
 };
 
 // The frame's operands (the program's inputs in argument order, then its outputs) and what the
