@@ -64,7 +64,8 @@ std::string int_table(const std::string& name, const std::vector<int>& values, b
 // thread-private tile), else [slot * kThreads + lane].
 bool per_slot(const RegisterPlacement& p, bool loads) { return p.threads == 1 || (loads && p.thread_private); }
 
-// Where an operand is staged (the frame's header says why each).
+// A register placement that tp::RunPlace names (every thread holding the whole tile at a scope
+// of several threads is left to the staging area: a broadcast read, not a vector per lane).
 bool in_closed_form(const FrameOperand& s) {
   return !(s.place->thread_private && s.place->threads > 1) && run_form(*s.place).first > 0;
 }
