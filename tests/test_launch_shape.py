@@ -122,3 +122,22 @@ def test_instances_that_sync_pass_the_same_barriers_past_the_batch_end():
     # a body without barriers keeps its instances past the end out entirely
     k = tp.lower(tp.exp, np.ones((5, 8), np.float32), batch_dims=1, target=ARCH)
     assert "if (tile < tiles)" in k.source and "live" not in k.source
+
+
+def test_the_launch_says_how_each_operand_is_staged():
+    @tp.program(scope=tp.cta(256))
+    def rmsnorm(x, w, eps):
+        xf = tp.cast(x, "float32")
+        ms = tp.sum(xf * xf, axes=-1, keepdims=True) / x.shape[-1]
+        return tp.cast(xf * tp.rsqrt(ms + eps) * tp.cast(w, "float32"), x.dtype)
+
+    x, w = np.ones((4, 4096), ml_dtypes.bfloat16), np.ones(4096, ml_dtypes.bfloat16)
+    staging = launch(tp.plan(rmsnorm, x, w, 1e-6, batch_dims=1, target=ARCH))["staging"]
+    assert list(staging) == ["in0", "in1", "out"]
+    assert "where the tile lies" in staging["in0"] and "where the tile lies" in staging["out"]
+    assert "the batch's one tile" in staging["in1"]
+    k = tp.lower(tp.exp, np.ones((64, 8), np.float16), batch_dims=1, target=ARCH)
+    assert k.staging == {"in0": k.staging["in0"], "out": k.staging["out"]} and "16 bytes" in k.staging["in0"]
+    shared = launch(tp.plan(tp.cta(32).sum, np.ones((64, 16, 256), np.float32), axes=-1, batch_dims=1,
+                            storage="shared", target=ARCH))["staging"]
+    assert "cp.async" in shared["in0"] and "copied as it is" in shared["out"]

@@ -81,6 +81,9 @@ py::dict launch_dict(const KernelSource& k) {
   d["tiles_per_block"] = k.tiles_per_block();
   d["instances_why"] = k.why;
   d["shared_bytes"] = k.shared_bytes;
+  py::dict staging;
+  for (const auto& [name, how] : k.staging) staging[py::str(name)] = how;
+  d["staging"] = staging;
   return d;
 }
 

@@ -15,8 +15,8 @@ __all__ = ["Kernel", "lower", "kernel_origin_words"]
 
 class Kernel:
     """A lowered call: .plan, .source (CUDA C++), .ptx, .cubin, and how it was built: its
-    architecture, NVRTC options, launch shape, and where the binary came from (``origin``:
-    'compiled', 'disk' or 'memory')."""
+    architecture, NVRTC options, launch shape, how each operand is staged (``staging``: name ->
+    words), and where the binary came from (``origin``: 'compiled', 'disk' or 'memory')."""
 
     def __init__(self, plan: Plan, built: dict):
         self.plan = plan
@@ -32,6 +32,7 @@ class Kernel:
         self.tiles_per_block: int = built["tiles_per_block"]  # instances x the tiles each takes in turn
         self.instances_why: str = built["instances_why"]    # why the block is shaped so
         self.shared_bytes: int = built["shared_bytes"]
+        self.staging: dict = dict(built.get("staging", {}))  # operand -> how the frame moves it
 
     @property
     def origin_words(self) -> str:

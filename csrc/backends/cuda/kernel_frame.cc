@@ -173,6 +173,37 @@ class Frame {
   }
 
   int instances() const { return instances_; }
+
+  // In words, per staged operand: where the frame puts it and how it gets there.
+  std::vector<std::pair<std::string, std::string>> staging() const {
+    std::vector<std::pair<std::string, std::string>> out;
+    auto in = [](const std::vector<const FrameOperand*>& list, const FrameOperand& s) {
+      return std::find(list.begin(), list.end(), &s) != list.end();
+    };
+    for (const FrameOperand& s : spec_.operands) {
+      if (!s.staged()) continue;
+      std::string how;
+      if (in(once_tiles_, s)) {
+        how = "shared: the batch's one tile, staged once per instance";
+      } else if (in(placed_, s)) {
+        how = s.batch_broadcast ? "registers: read from the batch's one tile where it lies"
+                                : "registers: loaded and stored where the tile lies (its placement in closed form, by vectors)";
+      } else if (in(tiles_, s)) {
+        how = block_tiles_ ? std::string("shared: the block's run of tiles, copied as it is") +
+                                 (async_ && s.load ? " (cp.async)" : "")
+                           : "shared: each instance's tile, moved element by element by its layout";
+      } else if (in(direct_, s)) {
+        how = "registers: each thread's run of at most 16 bytes, straight from global memory";
+      } else if (in(runs_, s)) {
+        how = window_stages_ > 0 ? "registers: each thread's run streamed through its warp's shared window"
+                                 : "registers: each thread's run read in place as the body folds it";
+      } else {
+        how = "registers: through the block's skewed staging area (16-byte copies, then gathers by table)";
+      }
+      out.emplace_back(s.name, how);
+    }
+    return out;
+  }
   int rounds() const { return rounds_; }
   const std::string& why() const { return why_; }
   long long shared_bytes(int instances, int rounds) const {
@@ -667,6 +698,7 @@ KernelSource launch_of(const Frame& frame, const FrameSpec& spec) {
   k.rounds = frame.rounds();
   k.shared_bytes = frame.launch_shared_bytes();
   k.why = frame.why();
+  k.staging = frame.staging();
   return k;
 }
 }  // namespace

@@ -80,6 +80,8 @@ struct KernelSource {
   int rounds = 1;     // tiles each instance takes in turn
   long long shared_bytes = 0;  // per block, at launch: staging, per-instance tiles, the body's, windows
   std::string why;             // why this many instances per block and rounds
+  // How each staged operand moves between global memory and the body, by name, in order
+  std::vector<std::pair<std::string, std::string>> staging;
   int block_threads() const { return threads * instances; }
   int tiles_per_block() const { return instances * rounds; }
 };
