@@ -122,6 +122,37 @@ BodyMemory body_memory(const ProgramPlan& plan) {
   return m;
 }
 
+// One step, not a copy, reading input i as its operand i (every input once) and writing the one
+// output: the frame's operands are the step's own, and its body the standalone call's.
+bool one_call(const ProgramPlan& plan) {
+  if (plan.steps.size() != 1 || plan.outputs.size() != 1) return false;
+  const ProgramStep& s = plan.steps.front();
+  if (s.op == "copy" || s.result != plan.outputs.front()) return false;
+  int inputs = 0;
+  for (const ProgramValue& v : plan.values) inputs += v.input >= 0 ? 1 : 0;
+  int read = 0;
+  for (size_t i = 0; i < s.operands.size(); ++i) {
+    if (s.operands[i] < 0) continue;
+    if (plan.values.at(s.operands[i]).input != static_cast<int>(i)) return false;
+    ++read;
+  }
+  return read == inputs;
+}
+
+// What the launch shape depends on, before the body's text: its shared memory and how it reads
+// its operands.
+KernelBody launch_body(const ProgramPlan& plan) {
+  KernelBody body;
+  if (one_call(plan)) {
+    const KernelBody step = cuda::kernel_body(plan.steps.front().bound->plan());
+    body.indexes_sources = step.indexes_sources;
+    body.maps_slots = step.maps_slots;
+  } else {
+    body.shared_bytes = body_memory(plan).total();
+  }
+  return body;
+}
+
 // The body: each tile between steps declared (registers as an array, shared tiles at their
 // live-range offset in the instance's `smem`), the inputs and outputs named as the frame stages
 // them, then one block per step.
@@ -130,22 +161,9 @@ class ProgramBody {
   ProgramBody(const ProgramPlan& plan, int instances)
       : plan_(plan), instances_(instances), memory_(body_memory(plan)) {}
 
-  // What the launch shape depends on, before the text: the body's shared memory and how it
-  // reads its operands.
-  KernelBody launch_body() const {
-    KernelBody body;
-    if (one_call()) {
-      const KernelBody step = cuda::kernel_body(plan_.steps.front().bound->plan());
-      body.indexes_sources = step.indexes_sources;
-      body.maps_slots = step.maps_slots;
-    } else {
-      body.shared_bytes = memory_.total();
-    }
-    return body;
-  }
 
   KernelBody render() {
-    if (one_call()) {  // the program of one step: its standalone body, on the frame's operands
+    if (one_call(plan_)) {  // the program of one step: its standalone body, on the frame's operands
       const ProgramStep& s = plan_.steps.front();
       KernelBody body = cuda::kernel_body(s.bound->plan());
       std::ostringstream constants;
@@ -171,22 +189,6 @@ class ProgramBody {
   const ProgramValue& value(int id) const { return plan_.values.at(static_cast<size_t>(id)); }
   const char* type(int id) const { return dtype_cuda_name(value(id).dtype); }
 
-  // One step, not a copy, reading input i as its operand i (every input once) and writing the
-  // one output: the frame's operands are the step's own.
-  bool one_call() const {
-    if (plan_.steps.size() != 1 || plan_.outputs.size() != 1) return false;
-    const ProgramStep& s = plan_.steps.front();
-    if (s.op == "copy" || s.result != plan_.outputs.front()) return false;
-    int inputs = 0;
-    for (const ProgramValue& v : plan_.values) inputs += v.input >= 0 ? 1 : 0;
-    int read = 0;
-    for (size_t i = 0; i < s.operands.size(); ++i) {
-      if (s.operands[i] < 0) continue;
-      if (value(s.operands[i]).input != static_cast<int>(i)) return false;
-      ++read;
-    }
-    return read == inputs;
-  }
 
   // The first output that is this value, where the frame's operand can hold it from the start
   // (an input returned as it is, or a value returned twice, is copied out at the end).
@@ -375,7 +377,7 @@ FrameSpec program_operands(const ProgramPlan& plan) {
   for (size_t j = 0; j < plan.outputs.size(); ++j) {
     spec.operands.push_back(operand_of(plan.values.at(plan.outputs[j]), plan.scope, output_name(j), true));
   }
-  spec.body = ProgramBody(plan, 1).launch_body();
+  spec.body = launch_body(plan);
   return spec;
 }
 
