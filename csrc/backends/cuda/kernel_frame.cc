@@ -213,9 +213,9 @@ class Frame {
       bytes += align16(static_cast<long long>(skewed_span(static_cast<int>(tiles * s->elements))) * dtype_size(s->dtype));
     }
     for (const FrameOperand* s : tiles_) {
-      bytes += block_tiles_ ? align16(tiles * s->elements * dtype_size(s->dtype)) : instances * tile_span(*s);
+      if (block_tiles_) bytes += align16(tiles * s->elements * dtype_size(s->dtype));
     }
-    return bytes + instances * (once_bytes() + align16(body_.shared_bytes));
+    return bytes + instances * (instance_tiles_bytes() + once_bytes() + align16(body_.shared_bytes));
   }
 
   std::string text() {
@@ -321,19 +321,7 @@ class Frame {
          << ";\n";
     }
     for (const auto& [name, values] : tables) os << int_table(name, values, chunk_slots_ > 0);
-    for (const FrameOperand* s : placed_) os << place_type(*s);
-  }
-
-  // The placement of an operand loaded and stored where it lies, as a type: in closed form, or
-  // by its tables [slot * kThreads + lane].
-  static std::string place_type(const FrameOperand& s) {
-    const std::string place = "Place_" + s.name;
-    const auto [owners, vec] = run_form(*s.place);
-    if (owners > 0 && in_closed_form(s)) {
-      return "using " + place + " = tp::RunPlace<" + std::to_string(owners) + ", " + std::to_string(vec) + ">;\n";
-    }
-    return int_table(place + "_load", s.place->load, true) + int_table(place + "_store", s.place->store, true) +
-           "using " + place + " = tp::TablePlace<kThreads, " + place + "_load, " + place + "_store>;\n";
+    for (const FrameOperand* s : placed_) os << cuda_place_type("Place_" + s->name, *s->place);
   }
 
   void params(std::ostream& os) const {
@@ -417,17 +405,17 @@ class Frame {
   }
 
   static long long tile_span(const FrameOperand& s) { return align16(s.layout->span() * dtype_size(s.dtype)); }
-  long long once_bytes() const {
+  static long long spans(const std::vector<const FrameOperand*>& tiles) {
     long long bytes = 0;
-    for (const FrameOperand* s : once_tiles_) bytes += tile_span(*s);
+    for (const FrameOperand* s : tiles) bytes += tile_span(*s);
     return bytes;
   }
+  // Each instance's own shared tiles (where the block does not stage them), and the batch's
+  // one tiles.
+  long long instance_tiles_bytes() const { return block_tiles_ ? 0 : spans(tiles_); }
+  long long once_bytes() const { return spans(once_tiles_); }
   // Where the per-instance regions start: after the block's staging and its instances' tiles.
-  long long once_offset() const {
-    long long bytes = 0;
-    for (const FrameOperand* s : tiles_) bytes += block_tiles_ ? 0 : tile_span(*s);
-    return tile_offset_ + instances_ * bytes;
-  }
+  long long once_offset() const { return tile_offset_ + instances_ * instance_tiles_bytes(); }
   long long body_offset() const { return once_offset() + instances_ * once_bytes(); }
 
   // Registers loaded straight from global memory: every round's, before the rounds run, so
@@ -481,8 +469,7 @@ class Frame {
          << "      }\n";
     }
     long long offset = tile_offset_;
-    long long per_instance = 0;
-    for (const FrameOperand* s : tiles_) per_instance += align16(s->layout->span() * dtype_size(s->dtype));
+    const long long per_instance = instance_tiles_bytes();
     for (const FrameOperand* s : tiles_) {
       const char* T = dtype_cuda_name(s->dtype);
       const std::string n = s->name;
@@ -492,7 +479,7 @@ class Frame {
       }
       os << "      " << T << "* " << n << " = reinterpret_cast<" << T << "*>(tp_smem + " << offset
          << " + static_cast<long long>(instance) * " << per_instance << ");\n";
-      offset += align16(s->layout->span() * dtype_size(s->dtype));
+      offset += tile_span(*s);
       if (!s->load) continue;
       os << "      for (long long e = lane; e < " << s->elements << "; e += kThreads) " << n
          << "[tp::memory_offset(kMem_" << n << ", e)] = (" << global(*s) << " + tile * " << s->elements << ")[e];\n";
@@ -754,6 +741,13 @@ std::pair<int, int> run_form(const RegisterPlacement& p) {
     if (ok) return {owners, vec};
   }
   return {0, 0};
+}
+
+std::string cuda_place_type(const std::string& name, const RegisterPlacement& p) {
+  const auto [owners, vec] = run_form(p);
+  if (owners > 0) return "using " + name + " = tp::RunPlace<" + std::to_string(owners) + ", " + std::to_string(vec) + ">;\n";
+  return int_table(name + "_load", p.load, true) + int_table(name + "_store", p.store, true) + "using " + name +
+         " = tp::TablePlace<kThreads, " + name + "_load, " + name + "_store>;\n";
 }
 
 long long max_shared_per_block(const std::string& arch) {

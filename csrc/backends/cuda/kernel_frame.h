@@ -111,4 +111,9 @@ long long max_shared_per_block(const std::string& arch);
 // ((s / vec) * owners + l % owners) * vec + s % vec, lanes < owners write back. {0, 0}: none.
 std::pair<int, int> run_form(const RegisterPlacement& p);
 
+// Declarations of `name`, the type through which tp::load_tile, store_tile, gather and scatter
+// see a register placement: tp::RunPlace where it has a closed form, else tp::TablePlace over
+// its tables (`name`_load, `name`_store).
+std::string cuda_place_type(const std::string& name, const RegisterPlacement& p);
+
 }  // namespace tp

@@ -44,14 +44,6 @@ bool spills(const ProgramPlan& plan, const ProgramStep& step) {
   return in_registers(src) && !held_by_every_lane(src, plan.scope) && (in_registers(dst) || src.shape != dst.shape);
 }
 
-std::string table(const std::string& name, const std::vector<int>& values) {
-  std::ostringstream os;
-  os << "__device__ constexpr int " << name << "[" << values.size() << "] = {";
-  for (size_t i = 0; i < values.size(); ++i) os << (i ? (i % 32 ? ", " : ",\n    ") : "") << values[i];
-  os << "};\n";
-  return os.str();
-}
-
 // A double constant, bit for bit (NaN payloads and infinities too).
 std::string exact_double(double x) {
   unsigned long long bits = 0;
@@ -210,14 +202,7 @@ class ProgramBody {
       const std::string staged = v.input >= 0 ? input_name(v.input) : out >= 0 ? output_name(out) : "";
       if (in_registers(v)) {
         const RegisterPlacement p = place_in_registers(*v.layout, plan_.scope, v.name);
-        const auto [owners, vec] = run_form(p);
-        if (owners > 0) {
-          decls << "using " << named("P", id) << " = tp::RunPlace<" << owners << ", " << vec << ">;\n";
-        } else {
-          decls << table(named("kLoad", id), p.load) << table(named("kStore", id), p.store) << "using "
-                << named("P", id) << " = tp::TablePlace<kThreads, " << named("kLoad", id) << ", "
-                << named("kStore", id) << ">;\n";
-        }
+        decls << cuda_place_type(named("P", id), p);
         if (!staged.empty()) {
           os << "auto& " << named("v", id) << " = " << staged << ";\n";
         } else {
