@@ -171,3 +171,27 @@ def test_cuda_graph_capture(rng):
     g.replay()
     torch.cuda.synchronize()
     assert bits_equal(out.cpu().numpy(), want.cpu().numpy())
+
+
+# Rows in passes (staging "streamed" and "shared", named so that short rows take them too): shapes
+# whose rows are several chunks per thread, blocks of several instances (cta(96)), ragged batches
+ROWS_IN_PASSES = [(tp.warp, 2048), (tp.cta(256), 16384), (tp.cta(96), 3072)]
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("staging", ["streamed", "shared"])
+@pytest.mark.parametrize("scope,n", ROWS_IN_PASSES, ids=lambda v: str(v))
+def test_rows_in_passes_give_the_cpu_bits(name, dtype, staging, scope, n, rng):
+    whole = PROGRAMS[name]
+    passes = tp.program(whole._fn, staging=staging)
+    for rows in (5, 1):
+        args = _args(whole, (rows, n), dtype, rng)
+        plan = tp.plan(passes, *args, batch_dims=1, scope=scope)
+        assert plan.staging == staging and plan.rows["chunks"] >= 2
+        want = whole(*args, batch_dims=1, scope=scope, backend="cpu")
+        wants = want if isinstance(want, tuple) else (want,)
+        out = _poisoned_like(wants)
+        passes(*args, batch_dims=1, scope=scope, backend="cuda", out=out if isinstance(want, tuple) else out[0])
+        for w, o in zip(wants, out):
+            assert bits_equal(o, w), (name, dtype, staging, scope, rows)

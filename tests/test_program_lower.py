@@ -41,3 +41,22 @@ def test_every_example_program_is_one_kernel(name, target):
     assert k.arch == target and ".entry tp_kernel" in k.ptx
     assert isinstance(k.plan, tp.ProgramPlan) and len(k.plan.steps) >= 1
     assert 0 <= k.shared_bytes <= 227 * 1024 and k.block_threads % k.instances_per_block == 0
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+@pytest.mark.parametrize("name", ["softmax", "logsumexp", "rmsnorm"])
+@pytest.mark.parametrize("dtype,staging", [("float32", "streamed"), ("bfloat16", "shared")])
+def test_long_rows_lower_to_one_kernel_in_passes_without_spills(name, dtype, staging, target):
+    """Rows of 65536 at cta(1024) pass a thread's registers: the kernel takes them in passes over
+    chunks (float32 re-read from global memory, bfloat16 staged in shared memory), and no register
+    spills to local memory."""
+    prog, args = cases()[name]
+    x = np.ones((4, 65536), dtype=ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float32)
+    args = (x,) if name != "rmsnorm" else (x, np.ones(65536, x.dtype), 1e-6)
+    k = tp.lower(prog, *args, batch_dims=1, scope=tp.cta(1024), target=target)
+    assert k.plan.staging == staging and k.plan.rows["chunks"] == 4
+    assert k.source.count("__global__") == 1 and "kChunks = 4" in k.source
+    assert "ld.local" not in k.ptx and "st.local" not in k.ptx
+    moved = [name for name, how in k.staging.items() if "a chunk at a time" in how]
+    assert ("in0" in moved) == (staging == "streamed") and k.staging["in0"].startswith("shared") == (staging == "shared")
+    assert ("out" in moved) == (name != "logsumexp")  # logsumexp returns one value per row

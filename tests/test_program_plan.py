@@ -1,5 +1,6 @@
 """tp.plan on a program (steps, variants, inserted copies and their reasons, the planner's
 layouts, shared memory by live range, syncs, str and HTML), tp.copy standalone, keepdims."""
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -173,22 +174,66 @@ def test_step_options_dispatch_config_layouts_and_scope_methods(rng):
         bad(x, batch_dims=1)
 
 
-def test_tiles_past_a_threads_registers_are_said_to_spill_with_the_fix():
-    """Rows of 65536 at cta(1024) keep 64 float32 per thread in each of three live tiles: 192
-    registers, past the 64 a thread of a 1024-thread block holds; rows of 4096 at cta(256) fit.
-    A float64 element takes two registers."""
-    @tp.program
-    def softmax_rows(x):
-        e = tp.exp(x - tp.max(x, axes=-1, keepdims=True))
-        return e / tp.sum(e, axes=-1, keepdims=True)
+def _softmax_rows(x):
+    e = tp.exp(x - tp.max(x, axes=-1, keepdims=True))
+    return e / tp.sum(e, axes=-1, keepdims=True)
 
+
+def test_rows_past_a_threads_registers_run_in_passes_and_the_plan_says_why():
+    """Rows of 65536 at cta(1024) keep 64 float32 per thread in each of three live tiles: 192
+    registers, past the 64 a thread of a 1024-thread block holds, so the registers staging
+    declines and the rows run in passes over chunks: float32 rows (256 KiB) do not fit in shared
+    memory and stream from global memory; bfloat16 ones (128 KiB) are staged in shared memory.
+    Rows of 4096 at cta(256) fit in registers. A float64 element takes two registers."""
+    softmax_rows = tp.program(_softmax_rows)
     long = tp.plan(softmax_rows, np.ones((3, 65536), np.float32), batch_dims=1, scope=tp.cta(1024))
-    assert long.register_budget == 64 and long.registers > 64
-    assert (f"spills: the tiles live at once take {long.registers} registers per thread; a thread of scope "
-            "cta(1024) holds at most 64") in str(long)
-    assert "Fix: fewer elements per thread" in str(long)
+    assert long.register_budget == 64 and long.registers == 192
+    assert long.staging == "streamed"
+    trace = {v["name"]: v for v in long.staging_trace}
+    assert [v["name"] for v in long.staging_trace] == ["registers", "shared", "streamed", "spilled"]
+    assert not trace["registers"]["accepted"]
+    assert ("the tiles live at once take 192 registers per thread; a thread of scope cta(1024) holds at most 64"
+            in trace["registers"]["reasons"][0])
+    assert not trace["shared"]["accepted"] and "262144 bytes of shared memory" in trace["shared"]["reasons"][-1]
+    assert trace["streamed"]["accepted"] and "3 passes" in trace["streamed"]["reasons"][0]
+    assert long.rows == {"shape": (65536,), "slots": 64, "chunks": 4, "chunk_slots": 16, "chunk_elements": 16384}
+    assert "staging: streamed" in str(long) and "streamed (runs)" in str(long)
+
+    half = tp.plan(softmax_rows, np.ones((3, 65536), ml_dtypes.bfloat16), batch_dims=1, scope=tp.cta(1024))
+    assert half.staging == "shared" and "131072 bytes of shared memory per instance" in str(half)
+
     short = tp.plan(softmax_rows, np.ones((3, 4096), np.float32), batch_dims=1, scope=tp.cta(256))
-    assert short.register_budget == 255 and short.registers <= 255 and "spills" not in str(short)
+    assert short.register_budget == 255 and short.registers <= 255 and short.staging == "registers"
+    assert short.rows is None and "registers (runs)" in str(short)
     wide = tp.plan(softmax_rows, np.ones((3, 4096), np.float64), batch_dims=1, scope=tp.cta(256))
-    narrow = tp.plan(softmax_rows, np.ones((3, 4096), np.float32), batch_dims=1, scope=tp.cta(256))
-    assert wide.registers == 2 * narrow.registers
+    assert wide.registers == 2 * short.registers
+
+
+def test_tiles_past_a_threads_registers_that_cannot_run_in_passes_are_said_to_spill_with_the_fix():
+    """A tile of four rows folds each row into its own element: no pass takes a whole row, so the
+    program spills, and the plan says so with the fix."""
+    softmax_rows = tp.program(_softmax_rows)
+    p = tp.plan(softmax_rows, np.ones((2, 4, 16384), np.float32), batch_dims=1, scope=tp.cta(1024))
+    assert p.staging == "spilled" and p.rows is None
+    trace = {v["name"]: v for v in p.staging_trace}
+    assert not trace["streamed"]["accepted"]
+    assert "is neither a row" in trace["streamed"]["reasons"][0]
+    assert "so on a GPU the rest spill to local memory, slowly. Fix: fewer elements per thread" in str(p)
+
+
+def test_a_named_staging_runs_or_declines_with_its_reasons():
+    x = np.random.default_rng(5).standard_normal((3, 4096)).astype(np.float32)
+    streamed = tp.program(_softmax_rows, staging="streamed")
+    p = tp.plan(streamed, x, batch_dims=1, scope=tp.cta(256))
+    assert p.staging == "streamed" and p.rows["chunks"] == 1
+    # the steps and their bits do not depend on the staging
+    assert p.variants == tp.plan(tp.program(_softmax_rows), x, batch_dims=1, scope=tp.cta(256)).variants
+    np.testing.assert_array_equal(streamed(x, batch_dims=1, scope=tp.cta(256), backend="cpu"),
+                                  tp.program(_softmax_rows)(x, batch_dims=1, scope=tp.cta(256), backend="cpu"))
+    with pytest.raises(tp.DispatchError, match=r"staging='registers' declines:\n  the tiles live at once take 192"):
+        tp.plan(tp.program(_softmax_rows, staging="registers"), np.ones((3, 65536), np.float32), batch_dims=1,
+                scope=tp.cta(1024))
+    with pytest.raises(tp.DispatchError, match="at thread scope a row is one thread's"):
+        tp.plan(streamed, x[:, :64], batch_dims=1, scope=tp.thread)
+    with pytest.raises(ValueError, match="staging: 'rows' is not one of registers, shared, streamed, spilled"):
+        tp.program(_softmax_rows, staging="rows")

@@ -93,6 +93,28 @@ void bind_program(py::module_& m) {
       .def_readonly("peak_register_slots", &ProgramPlan::peak_register_slots)
       .def_readonly("peak_registers", &ProgramPlan::peak_registers)
       .def_property_readonly("register_budget", &ProgramPlan::register_budget)
+      .def_readonly("staging", &ProgramPlan::staging)
+      .def_property_readonly("staging_trace", [](const ProgramPlan& p) {
+        py::list out;
+        for (const StagingVerdict& v : p.staging_trace) {
+          py::dict d;
+          d["name"] = v.name;
+          d["accepted"] = v.accepted;
+          d["reasons"] = v.reasons;
+          out.append(d);
+        }
+        return out;
+      })
+      .def_property_readonly("rows", [](const ProgramPlan& p) -> py::object {
+        if (!p.rows) return py::none();
+        py::dict d;
+        d["shape"] = py::tuple(py::cast(p.rows->shape));
+        d["slots"] = p.rows->slots;
+        d["chunks"] = p.rows->chunks();
+        d["chunk_slots"] = p.rows->chunk_slots;
+        d["chunk_elements"] = p.rows->chunk_elements();
+        return std::move(d);
+      })
       .def_readonly("outputs", &ProgramPlan::outputs)
       .def_property_readonly("scope", [](const ProgramPlan& p) { return p.scope.str(); })
       .def_property_readonly("backend", [](const ProgramPlan& p) { return p.context.backend; })
@@ -134,15 +156,17 @@ void bind_program(py::module_& m) {
           "[tiles][tile], written.")
       .def("__str__", &ProgramPlan::str);
 
+  m.def("staging_names", &staging_names, "How a program's kernel may hold its rows, in priority order.");
   m.def(
       "plan_program",
       [](const std::string& name, const py::list& inputs, const py::list& steps, const std::vector<int>& outputs,
-         const std::string& scope, int threads, const std::string& storage, const std::string& target,
-         const std::string& backend, const std::vector<int>& devices) {
+         const std::string& scope, int threads, const std::string& storage, const std::string& staging,
+         const std::string& target, const std::string& backend, const std::vector<int>& devices) {
         ProgramSpec spec;
         spec.name = name;
         spec.scope = ExecScope::named(scope, threads);
         spec.storage = storage;
+        spec.staging = staging;
         for (const py::handle& h : inputs) {
           const py::tuple t = py::reinterpret_borrow<py::tuple>(h);
           ProgramInput in;
@@ -157,7 +181,7 @@ void bind_program(py::module_& m) {
         return std::const_pointer_cast<ProgramPlan>(plan_program(spec, make_context(target, backend, devices)));
       },
       py::arg("name"), py::arg("inputs"), py::arg("steps"), py::arg("outputs"), py::arg("scope"), py::arg("threads"),
-      py::arg("storage"), py::arg("target"), py::arg("backend"), py::arg("devices") = std::vector<int>{},
+      py::arg("storage"), py::arg("staging"), py::arg("target"), py::arg("backend"), py::arg("devices") = std::vector<int>{},
       "Plans a traced program: each step through the registry, copies where placements differ, shared memory "
       "by live range.");
 }

@@ -18,4 +18,8 @@ int sm_version(const std::string& target);
 // 'a' suffix where the arch-specific features live (wgmma, tcgen05: sm_90a, sm_100a, sm_103a).
 std::string sm_target(int cc);
 
+// The most shared memory any architecture gives one block (sm_90, sm_100: 227 KiB), which
+// plans check against before a target is known; the frame checks its own arch's.
+constexpr long long kMaxSharedBytes = 227 * 1024;
+
 }  // namespace tp

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "dispatch/architecture.h"
 #include "errors.h"
 #include "layout/placement.h"
 #include "tileprim/config.cuh"
@@ -12,13 +13,10 @@ namespace {
 
 constexpr int kTreduceMaxDims = 5;
 
-// The most shared memory any architecture gives one block (sm_90/sm_100: 227 KiB).
-constexpr long long kMaxSharedTileBytes = 227 * 1024;
-
 // A shared tile fits in shared memory and gives every element its own address.
 void check_shared_addresses(const TileLayout& L, DType dtype, const std::string& arg) {
   const long long span = L.span();
-  if (span > kMaxSharedTileBytes / dtype_size(dtype)) {
+  if (span > kMaxSharedBytes / dtype_size(dtype)) {
     throw ValueError(arg + ": " + L.str() + " spans " + std::to_string(span) + " elements of shared memory (" +
                      std::to_string(span) + " x " + std::to_string(dtype_size(dtype)) +
                      " bytes); a shared tile must fit in 227 KiB");

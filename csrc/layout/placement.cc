@@ -83,4 +83,24 @@ RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& 
   return p;
 }
 
+std::pair<int, int> run_form(const RegisterPlacement& p) {
+  const int T = p.threads, S = p.slots;
+  int owners = 0;
+  while (owners < T && p.store[static_cast<size_t>(owners)] >= 0) ++owners;
+  if (owners == 0) return {0, 0};
+  for (int vec = S; vec >= 1; --vec) {
+    if (S % vec != 0) continue;
+    bool ok = true;
+    for (int s = 0; s < S && ok; ++s) {
+      for (int t = 0; t < T && ok; ++t) {
+        const int e = ((s / vec) * owners + t % owners) * vec + s % vec;
+        const size_t at = static_cast<size_t>(s) * T + t;
+        ok = p.load[at] == e && p.store[at] == (t < owners ? e : -1);
+      }
+    }
+    if (ok) return {owners, vec};
+  }
+  return {0, 0};
+}
+
 }  // namespace tp

@@ -3,6 +3,7 @@
 // tables and the generated kernels carry them.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "layout/exec_scope.h"
@@ -30,5 +31,9 @@ long long thread_of(const Position& pos);
 // thread the scope does not have, or puts two elements in one register.
 RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& scope,
                                      const std::string& arg);
+
+// A placement in closed form (tp::RunPlace): lane l holds in slot s element
+// ((s / vec) * owners + l % owners) * vec + s % vec, lanes < owners write back. {0, 0}: none.
+std::pair<int, int> run_form(const RegisterPlacement& p);
 
 }  // namespace tp

@@ -2,15 +2,12 @@
 #include <algorithm>
 #include <string>
 
+#include "dispatch/architecture.h"
 #include "errors.h"
 #include "layout/placement.h"
 #include "program/program_plan.h"
 
 namespace tp {
-
-namespace {
-constexpr long long kMaxSharedBytes = 227 * 1024;  // the most any architecture gives one block
-}  // namespace
 
 // Live range [written, last_read] of each shared tile between steps; first fit by start, so
 // tiles that are never live at once share bytes. The program's inputs and outputs are the

@@ -116,6 +116,7 @@ class ProgramPlanner {
     }
     size_shared_memory(*plan_);
     mark_syncs(*plan_);
+    choose_staging(*plan_, spec_.staging);
     return plan_;
   }
 

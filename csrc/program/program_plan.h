@@ -17,6 +17,7 @@
 #include "dispatch/plan_cache.h"
 #include "layout/exec_scope.h"
 #include "layout/tile_layout.h"
+#include "program/row_staging.h"
 
 namespace tp {
 
@@ -47,6 +48,7 @@ struct ProgramSpec {
   std::string name;
   ExecScope scope;
   std::string storage;  // the program's default storage for its steps; empty: the planner's choice
+  std::string staging;  // how the kernel holds the rows (row_staging.h); empty: the first that accepts
   std::vector<ProgramInput> inputs;
   std::vector<StepSpec> steps;
   std::vector<int> outputs;  // value ids
@@ -69,6 +71,10 @@ struct ProgramValue {
 
   long long elements() const;
   std::string placement() const;  // "shared S[4096 : 1]"
+  bool in_registers() const { return layout && storage == Storage::local; }
+  // In registers, every thread of the scope holding element k in slot k (a reduction's result
+  // replicated over the threads): a thread reads any element of it from its own registers.
+  bool held_by_every_lane(const ExecScope& scope) const;
 };
 
 struct ProgramStep {
@@ -93,6 +99,9 @@ struct ProgramPlan {
   long long shared_bytes = 0;          // per instance, the tiles between steps, reused by live range
   long long peak_register_slots = 0;   // per thread, over the tiles live at once
   long long peak_registers = 0;        // the same in 32-bit registers (a 64-bit element takes two)
+  std::string staging = "registers";   // how the kernel holds the rows (row_staging.h)
+  std::vector<StagingVerdict> staging_trace;  // every candidate's verdict, in priority order
+  std::optional<RowChunks> rows;       // shared and streamed: the rows and their chunks
 
   // The registers a thread of the scope may hold: its share of a block's, within a thread's limit.
   static constexpr long long kRegistersPerBlock = 65536, kRegistersPerThread = 255;

@@ -1,6 +1,8 @@
 // A program's values and plan as text.
 #include "program/program_plan.h"
 
+#include "layout/placement.h"
+
 namespace tp {
 
 namespace {
@@ -12,6 +14,18 @@ long long product(const std::vector<long long>& shape) {
 }  // namespace
 
 long long ProgramValue::elements() const { return product(shape); }
+
+bool ProgramValue::held_by_every_lane(const ExecScope& scope) const {
+  if (!in_registers()) return false;
+  const RegisterPlacement p = place_in_registers(*layout, scope, name);
+  if (p.slots != elements()) return false;
+  for (int s = 0; s < p.slots; ++s) {
+    for (int t = 0; t < p.threads; ++t) {
+      if (p.element_at(t, s) != s) return false;
+    }
+  }
+  return true;
+}
 
 std::string ProgramValue::placement() const {
   return layout ? std::string(storage_name(storage)) + " " + layout->str() : std::string("not staged");
@@ -44,13 +58,10 @@ std::string ProgramPlan::str() const {
   for (int id : outputs) outs += (outs.empty() ? "" : ", ") + values[id].name;
   out += "outputs: " + outs + "; shared memory between steps " + std::to_string(shared_bytes) + " bytes (by live range); " +
          "registers " + std::to_string(peak_register_slots) + " slots per thread at most";
-  if (peak_registers > register_budget()) {
-    out += "\nspills: the tiles live at once take " + std::to_string(peak_registers) + " registers per thread; a "
-           "thread of scope " + scope.str() + " holds at most " + std::to_string(register_budget()) + " (" +
-           std::to_string(kRegistersPerBlock) + " per block, " + std::to_string(kRegistersPerThread) +
-           " per thread), so on a GPU the rest spill to local memory, slowly. Fix: fewer elements per "
-           "thread (a wider scope, more batch_dims), or storage='shared' for the steps whose tiles need not stay in "
-           "registers";
+  out += "\nstaging: " + staging;
+  for (const StagingVerdict& v : staging_trace) {
+    out += "\n  " + v.name + (v.name == staging ? " (runs)" : v.accepted ? " (accepts)" : " (declines)") + ":";
+    for (const std::string& why : v.reasons) out += "\n      " + why;
   }
   return out;
 }

@@ -36,10 +36,15 @@ const char* accum_of(const Plan& plan) { return plan.call.accum ? "true" : "fals
 KernelBody lane_body(const Plan& plan, bool thread_wise, std::string decls, const std::string& lane_fn,
                      const std::string& lane_args, const std::string& lanes = "tp::DeviceLanes{lane}") {
   const std::string op = reduce_functor(plan.call);
-  return {std::move(decls),
-          thread_wise ? "tp::thread_reduce<" + op + ">(out, in0, kView, " + accum_of(plan) + ");"
-                      : lane_fn + "<" + op + ">(" + lanes + ", " + lane_args + accum_of(plan) + ");",
-          true};
+  KernelBody body{std::move(decls),
+                  thread_wise ? "tp::thread_reduce<" + op + ">(out, in0, kView, " + accum_of(plan) + ");"
+                              : lane_fn + "<" + op + ">(" + lanes + ", " + lane_args + accum_of(plan) + ");",
+                  true};
+  if (!thread_wise && lane_fn == "tp::lane_reduce") {
+    body.fold_op = op;
+    body.fold_lanes = lanes;
+  }
+  return body;
 }
 
 KernelBody local_body(const Plan& plan) {

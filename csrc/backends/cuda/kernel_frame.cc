@@ -181,6 +181,7 @@ class Frame {
       return std::find(list.begin(), list.end(), &s) != list.end();
     };
     for (const FrameOperand& s : spec_.operands) {
+      if (s.moved_by_body) out.emplace_back(s.name, "registers: the body moves it a chunk at a time (the program's rows in passes)");
       if (!s.staged()) continue;
       std::string how;
       if (in(once_tiles_, s)) {
@@ -269,8 +270,9 @@ class Frame {
        << (clamped_ ? "      const bool live = first + slot < tiles;  // past the end: the last tile again, nothing stored\n"
                       "      const long long tile = live ? first + slot : tiles - 1;\n"
                       "      {  // every instance passes the body's barriers\n"
-                    : "      const long long tile = first + slot;\n"
-                      "      if (tile < tiles) {  // a whole scope instance is in or out together\n")
+                    : std::string("      const long long tile = first + slot;\n"
+                                  "      if (tile < tiles) {  // a whole scope instance is in or out together\n") +
+                          (body_.stores_itself ? "        constexpr bool live = true;\n" : ""))
        << indented(run.str(), "  ") << "      }\n"
        << "    }\n"
        << "  }\n"
@@ -723,26 +725,6 @@ std::string cuda_scope_sync(const ExecScope& scope, int instances) {
   return "";
 }
 
-std::pair<int, int> run_form(const RegisterPlacement& p) {
-  const int T = p.threads, S = p.slots;
-  int owners = 0;
-  while (owners < T && p.store[static_cast<size_t>(owners)] >= 0) ++owners;
-  if (owners == 0) return {0, 0};
-  for (int vec = S; vec >= 1; --vec) {
-    if (S % vec != 0) continue;
-    bool ok = true;
-    for (int s = 0; s < S && ok; ++s) {
-      for (int t = 0; t < T && ok; ++t) {
-        const int e = ((s / vec) * owners + t % owners) * vec + s % vec;
-        const size_t at = static_cast<size_t>(s) * T + t;
-        ok = p.load[at] == e && p.store[at] == (t < owners ? e : -1);
-      }
-    }
-    if (ok) return {owners, vec};
-  }
-  return {0, 0};
-}
-
 std::string cuda_place_type(const std::string& name, const RegisterPlacement& p) {
   const auto [owners, vec] = run_form(p);
   if (owners > 0) return "using " + name + " = tp::RunPlace<" + std::to_string(owners) + ", " + std::to_string(vec) + ">;\n";
@@ -753,7 +735,7 @@ std::string cuda_place_type(const std::string& name, const RegisterPlacement& p)
 long long max_shared_per_block(const std::string& arch) {
   const int sm = sm_version(arch);
   if (sm >= 120) return 99 * 1024;
-  if (sm >= 90) return 227 * 1024;
+  if (sm >= 90) return kMaxSharedBytes;
   if (sm == 80 || sm == 87) return 163 * 1024;
   if (sm >= 86) return 99 * 1024;
   return 64 * 1024;

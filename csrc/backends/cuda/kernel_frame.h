@@ -44,6 +44,12 @@ struct KernelBody {
   // named barriers, one past the batch's end runs the last tile's body again and stores nothing,
   // so that every instance of the block passes the same barriers.
   bool syncs_instances = false;
+  // The body moves some operands between global memory and registers itself (a program's rows
+  // taken a chunk at a time): the frame names `live`, false where it must store nothing.
+  bool stores_itself = false;
+  // A fold of each lane's registers then across lanes (tp::lane_reduce): its functor and lane
+  // group, so that a program may fold a row a chunk at a time with the same bits.
+  std::string fold_op, fold_lanes;
 };
 
 // One parameter of the kernel and how the frame stages it around the body.
@@ -59,6 +65,7 @@ struct FrameOperand {
   bool load = true;        // read from global memory before the body
   bool store = false;      // written back after it
   bool batch_broadcast = false;  // one tile that every tile of the batch reads
+  bool moved_by_body = false;    // neither placed nor laid out: the body moves it itself, by chunks
   std::shared_ptr<const RegisterPlacement> place;  // registers
   std::optional<TileLayout> layout;                // shared
   bool staged() const { return kind != Staging::scalar && (place || layout); }
@@ -106,10 +113,6 @@ std::string cuda_scope_sync(const ExecScope& scope, int instances);
 
 // Shared memory one block may use on an architecture ("sm_90a" -> 227 KiB).
 long long max_shared_per_block(const std::string& arch);
-
-// A placement in closed form (tp::RunPlace): lane l holds in slot s element
-// ((s / vec) * owners + l % owners) * vec + s % vec, lanes < owners write back. {0, 0}: none.
-std::pair<int, int> run_form(const RegisterPlacement& p);
 
 // Declarations of `name`, the type through which tp::load_tile, store_tile, gather and scatter
 // see a register placement: tp::RunPlace where it has a closed form, else tp::TablePlace over

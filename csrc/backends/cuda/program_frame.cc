@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "backends/cuda/tile_executor.h"
@@ -18,22 +19,6 @@ long long align16(long long bytes) { return (bytes + 15) / 16 * 16; }
 
 long long elements_of(const ProgramValue& v) { return v.elements(); }
 
-bool in_registers(const ProgramValue& v) { return v.layout && v.storage == Storage::local; }
-
-// Every lane holds every element of the tile, element k in slot k (a reduction's result
-// replicated over the scope's threads): a copy reads it from the lane's own registers.
-bool held_by_every_lane(const ProgramValue& v, const ExecScope& scope) {
-  if (!v.layout || v.storage != Storage::local) return false;
-  const RegisterPlacement p = place_in_registers(*v.layout, scope, v.name);
-  if (p.slots != v.elements()) return false;
-  for (int s = 0; s < p.slots; ++s) {
-    for (int t = 0; t < p.threads; ++t) {
-      if (p.element_at(t, s) != s) return false;
-    }
-  }
-  return true;
-}
-
 // The copy reads its source from a scratch area: a register source is spilled there whenever
 // the result is not a shared tile of the same shape (another thread may hold what this one
 // needs).
@@ -41,7 +26,7 @@ bool spills(const ProgramPlan& plan, const ProgramStep& step) {
   if (step.op != "copy") return false;
   const ProgramValue& src = plan.values.at(step.operands[0]);
   const ProgramValue& dst = plan.values.at(step.result);
-  return in_registers(src) && !held_by_every_lane(src, plan.scope) && (in_registers(dst) || src.shape != dst.shape);
+  return src.in_registers() && !src.held_by_every_lane(plan.scope) && (dst.in_registers() || src.shape != dst.shape);
 }
 
 // A double constant, bit for bit (NaN payloads and infinities too).
@@ -76,8 +61,16 @@ std::string named(const char* prefix, int id) { return prefix + std::to_string(i
 std::string input_name(int i) { return "in" + std::to_string(i); }
 std::string output_name(size_t j) { return j == 0 ? "out" : "out" + std::to_string(j); }
 
+// A row of a program that runs in passes (ProgramPlan::rows): the body moves it itself, but for
+// each instance's row inputs under the shared staging, which the frame stages in shared memory.
+bool chunked_row(const ProgramPlan& plan, const ProgramValue& v) { return plan.rows && v.shape == plan.rows->shape; }
+bool staged_in_shared(const ProgramPlan& plan, const ProgramValue& v) {
+  return plan.staging == "shared" && chunked_row(plan, v) && v.input >= 0 && !v.batch_broadcast;
+}
+
 // A program value as the frame stages it.
-FrameOperand operand_of(const ProgramValue& v, const ExecScope& scope, const std::string& name, bool output) {
+FrameOperand operand_of(const ProgramPlan& plan, const ProgramValue& v, const std::string& name, bool output) {
+  const ExecScope& scope = plan.scope;
   FrameOperand o;
   o.name = name;
   o.output = output;
@@ -88,7 +81,16 @@ FrameOperand operand_of(const ProgramValue& v, const ExecScope& scope, const std
   o.store = output;
   o.batch_broadcast = v.batch_broadcast;
   if (!v.layout) return o;  // an input nobody reads: a parameter only
-  if (in_registers(v)) {
+  if (chunked_row(plan, v)) {
+    if (staged_in_shared(plan, v)) {
+      o.kind = Staging::shared;
+      o.layout = TileLayout::row_major(v.shape);
+    } else {
+      o.moved_by_body = true;
+    }
+    return o;
+  }
+  if (v.in_registers()) {
     o.place = std::make_shared<const RegisterPlacement>(place_in_registers(*v.layout, scope, v.name));
   } else {
     o.kind = Staging::shared;
@@ -165,6 +167,7 @@ class ProgramBody {
       body.call = constants.str() + body.call;
       return body;
     }
+    if (plan_.rows) return passes();
     std::ostringstream decls, os;
     declare(decls, os);
     for (size_t k = 0; k < plan_.steps.size(); ++k) step(os, decls, k);
@@ -200,7 +203,7 @@ class ProgramBody {
       os << "// " << v.name << ": " << dtype_name(v.dtype) << shape_str(v.shape) << " " << v.placement() << "\n";
       const int out = output_of(id);
       const std::string staged = v.input >= 0 ? input_name(v.input) : out >= 0 ? output_name(out) : "";
-      if (in_registers(v)) {
+      if (v.in_registers()) {
         const RegisterPlacement p = place_in_registers(*v.layout, plan_.scope, v.name);
         decls << cuda_place_type(named("P", id), p);
         if (!staged.empty()) {
@@ -228,9 +231,9 @@ class ProgramBody {
   }
 
   bool touches_shared(const ProgramStep& s) const {
-    if (!in_registers(value(s.result))) return true;
+    if (!value(s.result).in_registers()) return true;
     for (int id : s.operands) {
-      if (id >= 0 && !in_registers(value(id))) return true;
+      if (id >= 0 && !value(id).in_registers()) return true;
     }
     return false;
   }
@@ -239,8 +242,8 @@ class ProgramBody {
     const ProgramStep& s = plan_.steps[k];
     os << "// step " << k << ": " << value(s.result).name << " = " << s.op << " [" << s.bound->plan().variant << "]"
        << (s.where.empty() ? "" : " at " + s.where) << "\n";
-    const bool own_registers = s.op == "copy" && held_by_every_lane(value(s.operands[0]), plan_.scope) &&
-                               in_registers(value(s.result));
+    const bool own_registers = s.op == "copy" && value(s.operands[0]).held_by_every_lane(plan_.scope) &&
+                               value(s.result).in_registers();
     if ((!s.sync_before.empty() && !own_registers) || touches_shared(s)) sync(os);
     if (s.op == "copy") {
       copy(os, decls, s, k);
@@ -253,14 +256,8 @@ class ProgramBody {
   // One call of the step's device template, as its standalone kernel makes it, on this
   // program's tiles.
   void call(std::ostream& os, std::ostream& decls, const ProgramStep& s, size_t k) {
-    const Plan& plan = s.bound->plan();
-    const KernelBody body = cuda::kernel_body(plan);
-    syncs_ |= body.syncs_instances;
-    const std::string ns = "step" + std::to_string(k);
-    decls << "namespace " << ns << " {\n" << body.decls;
-    if (body.maps_slots) decls << "constexpr int kBodySlots = " << plan.staged_output().place->slots << ";\n";
-    decls << "}  // namespace " << ns << "\n";
-    os << "{\n  using namespace tp_gen::" << ns << ";\n";
+    const KernelBody body = step_namespace(decls, s, k);
+    os << "{\n  using namespace tp_gen::step" << k << ";\n";
     for (size_t i = 0; i < s.operands.size(); ++i) {
       const int id = s.operands[i];
       if (id < 0) {
@@ -273,8 +270,139 @@ class ProgramBody {
     os << "  " << body.call << "\n}\n";
   }
 
+  // The step's descriptors in namespace step<k>, once; a map's kBodySlots are its result's
+  // registers per thread (a chunk's, where the rows run in passes).
+  KernelBody step_namespace(std::ostream& decls, const ProgramStep& s, size_t k) {
+    const Plan& plan = s.bound->plan();
+    KernelBody body = cuda::kernel_body(plan);
+    syncs_ |= body.syncs_instances;
+    if (!declared_.insert(k).second) return body;
+    const std::string ns = "step" + std::to_string(k);
+    decls << "namespace " << ns << " {\n" << body.decls;
+    if (body.maps_slots) {
+      const bool row = chunked_row(plan_, value(s.result));
+      decls << "constexpr int kBodySlots = " << (row ? plan_.rows->chunk_slots : plan.staged_output().place->slots)
+            << ";\n";
+    }
+    decls << "}  // namespace " << ns << "\n";
+    return body;
+  }
+
+  // ---- a program in passes over chunks of its rows (staging shared or streamed) -------------
+  // Each reduction of a row is a pass: the chunks of the row inputs it needs are read in turn,
+  // the maps and broadcasts that lead to the reduced row computed on each chunk, and each
+  // lane's slots folded into its part as they come (the lane's fold in slot order, as the whole
+  // row's); the parts then fold across lanes as the step's own call would. The values of one
+  // element each are computed once, in program order; a last pass computes and stores the
+  // rows the program returns.
+  KernelBody passes() {
+    const RowChunks& rows = *plan_.rows;
+    std::ostringstream decls, os;
+    decls << "using PRow = tp::RunPlace<" << rows.owners << ", " << rows.vec << ">;  // a chunk of a row\n"
+          << "constexpr int kChunks = " << rows.chunks() << ";\n"
+          << "constexpr long long kChunkElements = " << rows.chunk_elements() << ";\n";
+    for (size_t i = 0; i < plan_.values.size(); ++i) {
+      const ProgramValue& v = plan_.values[i];
+      if (!v.layout || chunked_row(plan_, v)) continue;
+      const int id = static_cast<int>(i), out = output_of(id);
+      os << "// " << v.name << ": " << dtype_name(v.dtype) << shape_str(v.shape) << " " << v.placement() << "\n";
+      if (v.input >= 0 || out >= 0) {
+        os << "auto& " << named("v", id) << " = " << (v.input >= 0 ? input_name(v.input) : output_name(out)) << ";\n";
+      } else {
+        os << type(id) << " " << named("v", id) << "[1];\n";
+      }
+    }
+    for (size_t k = 0; k < plan_.steps.size(); ++k) {
+      const ProgramStep& s = plan_.steps[k];
+      if (chunked_row(plan_, value(s.result))) continue;  // computed in the passes that need it
+      const bool folds_row = s.op != "copy" && chunked_row(plan_, value(s.operands.front())) &&
+                             s.bound->plan().call.def->family == OpFamily::reduction;
+      if (folds_row) {
+        pass(os, decls, {s.operands.front()}, &s, k);
+      } else {
+        os << "// step " << k << ": " << value(s.result).name << " = " << s.op << " [" << s.bound->plan().variant
+           << "]" << (s.where.empty() ? "" : " at " + s.where) << "\n";
+        call(os, decls, s, k);
+      }
+    }
+    std::vector<int> stored;
+    for (int id : plan_.outputs) {
+      if (chunked_row(plan_, value(id))) stored.push_back(id);
+    }
+    if (!stored.empty()) pass(os, decls, stored, nullptr, 0);
+    KernelBody body;
+    body.decls = decls.str();
+    body.call = os.str();
+    body.syncs_instances = syncs_;
+    body.stores_itself = true;
+    return body;
+  }
+
+  // One pass: the rows `targets` computed chunk by chunk; with `fold`, folded by that step into
+  // its result, else stored as the program's outputs.
+  void pass(std::ostream& os, std::ostream& decls, const std::vector<int>& targets, const ProgramStep* fold, size_t k) {
+    std::set<int> needed(targets.begin(), targets.end());
+    for (size_t j = plan_.steps.size(); j-- > 0;) {
+      const ProgramStep& s = plan_.steps[j];
+      if (!needed.count(s.result)) continue;
+      for (int id : s.operands) {
+        if (id >= 0 && chunked_row(plan_, value(id))) needed.insert(id);
+      }
+    }
+    KernelBody folding;
+    if (fold) {
+      folding = step_namespace(decls, *fold, k);
+      os << "// step " << k << ": " << value(fold->result).name << " = " << fold->op << " [" << fold->bound->plan().variant
+         << "], a pass over the row's chunks" << (fold->where.empty() ? "" : " at " + fold->where) << "\n"
+         << "{\n  " << type(fold->operands.front()) << " part = " << folding.fold_op << "::identity<"
+         << type(fold->operands.front()) << ">();  // this lane's fold\n";
+    } else {
+      os << "// the outputs, a pass over the row's chunks\n{\n";
+    }
+    os << "#pragma unroll 1\n  for (int chunk = 0; chunk < kChunks; ++chunk) {\n";
+    std::ostringstream body;
+    for (int id : needed) {
+      const ProgramValue& v = value(id);
+      if (v.input < 0) continue;
+      const std::string row = staged_in_shared(plan_, v) ? input_name(v.input)
+                              : "g_" + input_name(v.input) + (v.batch_broadcast ? "" : " + tile * " + std::to_string(v.elements()));
+      body << type(id) << " " << named("v", id) << "[" << plan_.rows->chunk_slots << "];\n"
+           << "tp::load_tile<PRow>(" << named("v", id) << ", " << row << " + chunk * kChunkElements, lane);\n";
+    }
+    for (size_t j = 0; j < plan_.steps.size(); ++j) {
+      const ProgramStep& s = plan_.steps[j];
+      if (!needed.count(s.result) || !chunked_row(plan_, value(s.result))) continue;
+      body << "// step " << j << ": " << value(s.result).name << " = " << s.op << " [" << s.bound->plan().variant << "]\n"
+           << type(s.result) << " " << named("v", s.result) << "[" << plan_.rows->chunk_slots << "];\n";
+      if (s.op == "copy") {  // one value every lane holds, over the chunk
+        body << "tp::gather<PRow>(" << named("v", s.result) << ", lane, [&](long long) { return " << named("v", s.operands[0])
+             << "[0]; });\n";
+      } else {
+        call(body, decls, s, j);
+      }
+    }
+    if (fold) {
+      body << "tp::fold_run<" << folding.fold_op << ">(part, " << named("v", fold->operands.front()) << ");\n";
+    } else {
+      for (size_t j = 0; j < plan_.outputs.size(); ++j) {
+        const int id = plan_.outputs[j];
+        if (!chunked_row(plan_, value(id))) continue;
+        body << "if (live) tp::store_tile<PRow>(g_" << output_name(j) << " + tile * " << value(id).elements()
+             << " + chunk * kChunkElements, " << named("v", id) << ", lane);\n";
+      }
+    }
+    std::istringstream lines(body.str());
+    for (std::string line; std::getline(lines, line);) os << "    " << line << "\n";
+    os << "  }\n";
+    if (fold) {
+      os << "  " << named("v", fold->result) << "[0] = tp::butterfly<" << folding.fold_op << ">(" << folding.fold_lanes
+         << ", part, tp_gen::step" << k << "::kMasks);\n";
+    }
+    os << "}\n";
+  }
+
   void alias(std::ostream& os, const std::string& name, int id) const {
-    if (in_registers(value(id))) {
+    if (value(id).in_registers()) {
       os << "  auto& " << name << " = " << named("v", id) << ";\n";
     } else {
       os << "  " << type(id) << "* const " << name << " = " << named("v", id) << ";\n";
@@ -294,13 +422,13 @@ class ProgramBody {
             << ";\n";
     }
     std::string source;
-    if (held_by_every_lane(src, plan_.scope)) {
+    if (src.held_by_every_lane(plan_.scope)) {
       source = named("v", a) + "[" + index + "]";
-    } else if (in_registers(src) && !in_registers(dst) && !broadcast) {
+    } else if (src.in_registers() && !dst.in_registers() && !broadcast) {
       os << "tp::scatter<" << named("P", a) << ">(" << named("v", a) << ", lane, [&](long long e, " << T << " x) { "
          << named("v", r) << "[tp::memory_offset(" << named("kMem", r) << ", e)] = x; });\n";
       return;
-    } else if (in_registers(src)) {
+    } else if (src.in_registers()) {
       sync(os);  // the scratch area's last readers are done
       os << "{\n  " << T << "* const spill = reinterpret_cast<" << T << "*>(scratch);\n"
          << "  tp::scatter<" << named("P", a) << ">(" << named("v", a) << ", lane, [&](long long e, " << T
@@ -311,7 +439,7 @@ class ProgramBody {
     } else {
       source = named("v", a) + "[tp::memory_offset(" + named("kMem", a) + ", " + index + ")]";
     }
-    if (in_registers(dst)) {
+    if (dst.in_registers()) {
       os << "tp::gather<" << named("P", r) << ">(" << named("v", r) << ", lane, [&](long long e) { return " << source
          << "; });\n";
     } else {
@@ -327,7 +455,7 @@ class ProgramBody {
       const int id = plan_.outputs[j];
       if (output_of(id) == static_cast<int>(j)) continue;
       const ProgramValue& v = value(id);
-      if (in_registers(v)) {
+      if (v.in_registers()) {
         os << "for (int s = 0; s < " << place_in_registers(*v.layout, plan_.scope, v.name).slots << "; ++s) "
            << output_name(j) << "[s] = " << named("v", id) << "[s];\n";
       } else {
@@ -343,6 +471,7 @@ class ProgramBody {
   BodyMemory memory_;
   bool synced_ = true;  // the frame syncs the instance after staging its inputs
   bool syncs_ = false;  // a barrier was emitted
+  std::set<size_t> declared_;  // steps whose namespace is declared
 };
 
 // The frame's operands (the program's inputs in argument order, then its outputs) and what the
@@ -358,9 +487,9 @@ FrameSpec program_operands(const ProgramPlan& plan) {
     if (std::find(spec.dtypes.begin(), spec.dtypes.end(), v.dtype) == spec.dtypes.end()) spec.dtypes.push_back(v.dtype);
   }
   std::sort(inputs.begin(), inputs.end(), [](const ProgramValue* a, const ProgramValue* b) { return a->input < b->input; });
-  for (const ProgramValue* v : inputs) spec.operands.push_back(operand_of(*v, plan.scope, input_name(v->input), false));
+  for (const ProgramValue* v : inputs) spec.operands.push_back(operand_of(plan, *v, input_name(v->input), false));
   for (size_t j = 0; j < plan.outputs.size(); ++j) {
-    spec.operands.push_back(operand_of(plan.values.at(plan.outputs[j]), plan.scope, output_name(j), true));
+    spec.operands.push_back(operand_of(plan, plan.values.at(plan.outputs[j]), output_name(j), true));
   }
   spec.body = launch_body(plan);
   return spec;

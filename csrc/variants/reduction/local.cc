@@ -261,6 +261,17 @@ Analysis cross_warp_valid(const OpCall& call, const DispatchContext&) {
   return std::make_shared<const LocalAnalysis>(analyze(call, true));
 }
 
+// One output per lane, folded from the lane's slots 0, 1, ... in turn (then across lanes): a
+// frame may hand the lane its slots a run at a time and fold each run as it comes (a program's
+// streamed rows) for the same bits.
+bool lane_folds_in_slot_order(const LocalAnalysis& a) {
+  if (a.path == "thread_wise" || a.view.spatial != 1) return false;
+  for (int j = 0; j < a.view.reduce; ++j) {
+    if (a.view.src_slot(0, j) != j) return false;
+  }
+  return true;
+}
+
 class LocalReduction : public Variant {
  public:
   explicit LocalReduction(bool cross_warp)
@@ -283,6 +294,7 @@ class LocalReduction : public Variant {
     plan.set("sources_per_output", static_cast<long long>(a.view.reduce));
     plan.set("shuffle_masks", std::vector<long long>(a.masks.mask, a.masks.mask + a.masks.count));
     plan.set("n_shuffles", static_cast<long long>(a.masks.count));
+    plan.set("lane_folds_in_slot_order", lane_folds_in_slot_order(a));
     note_reduction_numerics(plan);
     plan.note("order", a.masks.count
                            ? "each lane folds its registers in order from the identity, then XOR butterfly over "

@@ -10,14 +10,12 @@
 #include <memory>
 
 #include "dispatch/registry.h"
+#include "dispatch/architecture.h"
 #include "errors.h"
 #include "variants/reduction/reduction_common.h"
 
 namespace tp {
 namespace {
-
-// The most shared memory any architecture gives one block (sm_90 / sm_100: 227 KiB).
-constexpr long long kMaxSharedBytes = 227 * 1024;
 
 long long next_pow2(long long x) {
   long long p = 1;

@@ -54,8 +54,20 @@ class ProgramPlan:
         32-bit registers per thread of the tiles live at once in registers, at the peak (a 64-bit
         element takes two).
     register_budget : int
-        The registers a thread of the scope may hold (65536 per block, 255 per thread); past it the
-        GPU spills the rest to local memory, and the plan's text says so with the fix.
+        The registers a thread of the scope may hold (65536 per block, 255 per thread).
+    staging : str
+        How the kernel holds the rows, chosen like a variant (the first candidate whose predicate
+        accepts, or the program's ``staging=``): ``"registers"`` (every tile in registers for the
+        whole program), ``"shared"`` (the row inputs staged once in shared memory, each pass of the
+        program, up to a reduction and then the outputs, taking them a chunk of registers at a
+        time), ``"streamed"`` (the same passes re-reading the rows from global memory) or
+        ``"spilled"`` (registers past the budget, which the GPU spills to local memory; with the
+        fix). The steps and their bits are the same whichever runs.
+    staging_trace : list of dict
+        Every candidate in priority order: name, accepted, reasons.
+    rows : dict or None
+        For ``"shared"`` and ``"streamed"``: the row shape, registers per thread for a whole row,
+        the chunks and their size.
     tiles : list of dict
         Every tile: name, dtype, shape, storage, layout, live range, shared offset.
     out_shapes : list of tuple
@@ -82,6 +94,9 @@ class ProgramPlan:
     shared_bytes = property(lambda self: self._core.shared_bytes)
     registers = property(lambda self: self._core.peak_registers)
     register_budget = property(lambda self: self._core.register_budget)
+    staging = property(lambda self: self._core.staging)
+    staging_trace = property(lambda self: self._core.staging_trace)
+    rows = property(lambda self: self._core.rows)
     scope = property(lambda self: self._core.scope)
     backend = property(lambda self: self._core.backend)
 

@@ -29,12 +29,18 @@ __all__ = ["Program", "program"]
 
 _SCALARS = (int, float, bool, np.integer, np.floating)
 _MEMO_LIMIT = 256  # signatures per program; more start over
+STAGINGS = tuple(_C.staging_names())  # how the kernel may hold the rows, in priority order
 
 
-def program(fn=None, *, scope: Optional[ExecScope] = None, storage: Optional[str] = None):
+def program(fn=None, *, scope: Optional[ExecScope] = None, storage: Optional[str] = None,
+            staging: Optional[str] = None):
     """Makes ``fn`` a tile program: its arguments are tiles (one instance of the batch each) and
     Python scalars; its body calls tileprim ops. Bare ``@tp.program`` or ``@tp.program(scope=...,
-    storage=...)`` (the call's defaults).
+    storage=..., staging=...)`` (the call's defaults).
+
+    ``staging`` names how the kernel holds the rows (``"registers"``, ``"shared"``, ``"streamed"``
+    or ``"spilled"``; see ``ProgramPlan.staging``); None: the first whose predicate accepts, as the
+    plan's staging trace shows. A named staging that declines raises DispatchError with its reasons.
 
     Examples
     --------
@@ -50,20 +56,22 @@ def program(fn=None, *, scope: Optional[ExecScope] = None, storage: Optional[str
         raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")
     if storage is not None and storage not in STORAGE_SCOPES:
         raise ValueError(f"storage: {storage!r} is not one of {', '.join(STORAGE_SCOPES)}")
+    if staging is not None and staging not in STAGINGS:
+        raise ValueError(f"staging: {staging!r} is not one of {', '.join(STAGINGS)}")
     if fn is None:
-        return lambda f: Program(f, scope, storage)
-    return Program(fn, scope, storage)
+        return lambda f: Program(f, scope, storage, staging)
+    return Program(fn, scope, storage, staging)
 
 
 class Program:
     """A traced tile program; call it like a tileprim op:
     ``prog(*args, batch_dims=0, scope=None, backend=None, target=None, out=None)``."""
 
-    def __init__(self, fn, scope: Optional[ExecScope], storage: Optional[str]):
+    def __init__(self, fn, scope: Optional[ExecScope], storage: Optional[str], staging: Optional[str] = None):
         if not callable(fn):
             raise TypeError(f"tp.program: expected a function, not {fn!r}")
         functools.update_wrapper(self, fn)
-        self._fn, self._scope, self._storage = fn, scope, storage
+        self._fn, self._scope, self._storage, self._staging = fn, scope, storage, staging
         self._params = list(inspect.signature(fn).parameters)
         self._memo: Dict[tuple, "_PreparedProgram"] = {}
         self._number = number_program(self)  # its name in a compiled graph's custom op
@@ -191,7 +199,7 @@ class Program:
         if backend == "cuda" and not target:
             target = device_arch(device)
         core = _C.plan_program(self.__name__, trace.inputs, trace.steps, [t._id for t in outputs], scope.kind,
-                               scope.threads, self._storage or "", target or "", backend,
+                               scope.threads, self._storage or "", self._staging or "", target or "", backend,
                                [device] if backend == "cuda" else [])
         plan = ProgramPlan(core, [batch_shape + t.shape for t in outputs])
         kernel = _C.cuda.ProgramKernel(core) if backend == "cuda" else None

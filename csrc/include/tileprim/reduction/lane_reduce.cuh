@@ -31,4 +31,12 @@ TP_HD void lane_reduce(const Lanes& g, T* dst_regs, int dst_stride, Src src_regs
   }
 }
 
+// lane_reduce over a source a lane gets a run at a time (a program's rows in passes): each run
+// folded into the lane's `part` (the identity before the first) in order, then butterfly<Op> over
+// the parts: the same bits as lane_reduce where its view takes the lane's slots in order.
+template <class Op, class T, int N> TP_HD void fold_run(T& part, const T (&run)[N]) {
+  TP_UNROLL
+  for (int j = 0; j < N; ++j) part = Op::apply(part, run[j]);
+}
+
 }  // namespace tp

@@ -1,0 +1,209 @@
+#include "program/row_staging.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "dispatch/architecture.h"
+#include "errors.h"
+#include "layout/placement.h"
+#include "program/program_plan.h"
+
+namespace tp {
+
+namespace {
+
+constexpr int kChunkSlotsTarget = 16;              // registers per thread per row tile and chunk
+
+std::string registers_held(const ProgramPlan& plan) {
+  return "the tiles live at once take " + std::to_string(plan.peak_registers) + " registers per thread";
+}
+std::string budget_of(const ProgramPlan& plan) {
+  return "a thread of scope " + plan.scope.str() + " holds at most " + std::to_string(plan.register_budget()) + " (" +
+         std::to_string(ProgramPlan::kRegistersPerBlock) + " per block, " +
+         std::to_string(ProgramPlan::kRegistersPerThread) + " per thread)";
+}
+bool fits_registers(const ProgramPlan& plan) { return plan.peak_registers <= plan.register_budget(); }
+// A program of one step is its standalone call, whose kernel frame stages long tiles itself.
+bool one_step(const ProgramPlan& plan) { return plan.steps.size() == 1 && plan.steps.front().op != "copy"; }
+
+std::string described(const ProgramValue& v) { return v.name + " " + dtype_name(v.dtype) + shape_str(v.shape); }
+
+// Whether the program can run in passes over chunks of its rows, and how: every tile is a row
+// (one shape, one register placement in closed form) or one value every thread holds; maps
+// take rows to rows or such values to such values; copies broadcast such a value over a row;
+// reductions fold a whole row, each lane its slots in order. Reasons either way.
+std::optional<RowChunks> row_chunks(const ProgramPlan& plan, std::vector<std::string>& why) {
+  if (one_step(plan)) {
+    why.push_back("a program of one step runs as its standalone call");
+    return std::nullopt;
+  }
+  if (plan.scope.threads == 1) {
+    why.push_back("at thread scope a row is one thread's: there are no rows spread over threads to take a chunk "
+                  "at a time");
+    return std::nullopt;
+  }
+  const ProgramValue* row = nullptr;
+  for (const ProgramValue& v : plan.values) {
+    if (v.in_registers() && (!row || v.elements() > row->elements())) row = &v;
+  }
+  if (!row || row->elements() == 1) {
+    why.push_back("no tile is a row of more than one element");
+    return std::nullopt;
+  }
+  auto is_row = [&](const ProgramValue& v) {
+    return v.in_registers() && v.shape == row->shape && *v.layout == *row->layout;
+  };
+  auto is_one = [&](const ProgramValue& v) { return v.elements() == 1 && v.held_by_every_lane(plan.scope); };
+  for (const ProgramValue& v : plan.values) {
+    if (!v.layout) continue;
+    if (is_shared(v.storage)) {
+      why.push_back(described(v) + " is a shared tile: the passes hold the rows in registers");
+      return std::nullopt;
+    }
+    if (!is_row(v) && !is_one(v)) {
+      why.push_back(described(v) + " " + v.placement() + " is neither a row (" + shape_str(row->shape) + " " +
+                    row->placement() + ") nor one value that every thread holds");
+      return std::nullopt;
+    }
+  }
+  for (size_t k = 0; k < plan.steps.size(); ++k) {
+    const ProgramStep& s = plan.steps[k];
+    const ProgramValue& result = plan.values.at(s.result);
+    const std::string step = "step " + std::to_string(k) + " (" + s.op + " -> " + result.name + ")";
+    std::vector<const ProgramValue*> operands;
+    for (int id : s.operands) {
+      if (id >= 0) operands.push_back(&plan.values.at(id));
+    }
+    const Plan& p = s.bound->plan();
+    if (s.op == "copy") {
+      if (!is_one(*operands.front()) || !is_row(result)) {
+        why.push_back(step + " moves a row between placements; the passes only broadcast one value over a row");
+        return std::nullopt;
+      }
+    } else if (p.call.def->family == OpFamily::reduction) {
+      bool in_order = false;
+      for (const auto& [key, value] : p.params) {
+        if (key == "lane_folds_in_slot_order") in_order = std::get<bool>(value);
+      }
+      if (!is_row(*operands.front()) || !is_one(result) || !in_order || p.call.accum) {
+        why.push_back(step + " [" + p.variant + "] does not fold a whole row with each lane's slots in order, "
+                      "which a pass must take a chunk at a time");
+        return std::nullopt;
+      }
+    } else {
+      const bool rows = is_row(result), ones = is_one(result);
+      for (const ProgramValue* o : operands) {
+        if (!(rows ? is_row(*o) : ones && is_one(*o))) {
+          why.push_back(step + " mixes rows and other tiles");
+          return std::nullopt;
+        }
+      }
+    }
+  }
+  for (int id : plan.outputs) {
+    if (plan.values.at(id).input >= 0) {
+      why.push_back("the program returns its input " + plan.values.at(id).name + " as it is");
+      return std::nullopt;
+    }
+  }
+  const RegisterPlacement place = place_in_registers(*row->layout, plan.scope, row->name);
+  const auto [owners, vec] = run_form(place);
+  if (owners == 0) {
+    why.push_back("the rows' placement " + row->layout->str() + " has no closed form to take a chunk of");
+    return std::nullopt;
+  }
+  RowChunks rows;
+  rows.shape = row->shape;
+  rows.slots = place.slots;
+  rows.owners = owners;
+  rows.vec = vec;
+  rows.chunk_slots = vec;  // the most slots up to the target that are whole runs and divide the row
+  for (int c = vec; c <= std::max(vec, kChunkSlotsTarget); c += vec) {
+    if (rows.slots % c == 0) rows.chunk_slots = c;
+  }
+  int passes = 1;
+  for (const ProgramStep& s : plan.steps) passes += s.bound->plan().call.def->family == OpFamily::reduction ? 1 : 0;
+  why.push_back("every row " + shape_str(rows.shape) + " lies as " + row->layout->str() + ": " +
+                std::to_string(passes) + " passes (one per reduction, then the outputs), each over " +
+                std::to_string(rows.chunks()) + (rows.chunks() == 1 ? " chunk of " : " chunks of ") + std::to_string(rows.chunk_elements()) + " elements (" +
+                std::to_string(rows.chunk_slots) + " registers per thread and row tile)");
+  return rows;
+}
+
+// The bytes per instance of the row inputs the shared staging keeps for the whole program (each
+// instance's own: a row the whole batch shares is read where it lies, from L2 after the first).
+long long row_input_bytes(const ProgramPlan& plan, const RowChunks& rows) {
+  long long bytes = 0;
+  for (const ProgramValue& v : plan.values) {
+    if (v.input >= 0 && !v.batch_broadcast && v.shape == rows.shape && v.layout) {
+      bytes += (v.elements() * dtype_size(v.dtype) + 15) / 16 * 16;
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
+
+const std::vector<std::string>& staging_names() {
+  static const std::vector<std::string> names = {"registers", "shared", "streamed", "spilled"};
+  return names;
+}
+
+void choose_staging(ProgramPlan& plan, const std::string& forced) {
+  const std::vector<std::string>& names = staging_names();
+  if (!forced.empty() && std::find(names.begin(), names.end(), forced) == names.end()) {
+    throw ValueError("staging: '" + forced + "' is not one of registers, shared, streamed, spilled");
+  }
+  std::vector<StagingVerdict> verdicts(names.size());
+  for (size_t i = 0; i < names.size(); ++i) verdicts[i].name = names[i];
+  StagingVerdict &registers = verdicts[0], &shared = verdicts[1], &streamed = verdicts[2], &spilled = verdicts[3];
+
+  registers.accepted = one_step(plan) || fits_registers(plan);
+  registers.reasons.push_back(
+      one_step(plan) ? "a program of one step runs as its standalone call, whose kernel stages the tiles as it does (a map "
+                 "a chunk of registers at a time, a long run read as it is folded)"
+      : registers.accepted ? registers_held(plan) + ", within the " + std::to_string(plan.register_budget()) +
+                                 " a thread of scope " + plan.scope.str() + " holds"
+                           : registers_held(plan) + "; " + budget_of(plan));
+
+  std::vector<std::string> why;
+  const std::optional<RowChunks> rows = row_chunks(plan, why);
+  streamed.accepted = rows.has_value();
+  streamed.reasons = why;
+  if (rows) {
+    streamed.reasons.push_back("each pass re-reads the row inputs from global memory (L2 serves the re-reads while "
+                               "the rows in flight fit in it)");
+    const long long bytes = row_input_bytes(plan, *rows);
+    shared.accepted = bytes <= kMaxSharedBytes;
+    shared.reasons = why;
+    shared.reasons.push_back("the row inputs take " + std::to_string(bytes) + " bytes of shared memory per instance" +
+                             (shared.accepted ? ": staged once, each pass reads them there"
+                                              : "; a block has at most 227 KiB (232448 bytes)"));
+  } else {
+    shared.reasons = why;
+  }
+
+  spilled.accepted = !fits_registers(plan) && !one_step(plan);
+  spilled.reasons.push_back(
+      spilled.accepted ? registers_held(plan) + "; " + budget_of(plan) +
+                             ", so on a GPU the rest spill to local memory, slowly. Fix: fewer elements per thread (a "
+                             "wider scope, more batch_dims), or storage='shared' for the steps whose tiles need not "
+                             "stay in registers"
+                       : one_step(plan) ? "a program of one step runs as its standalone call" : "the tiles fit in registers");
+
+  const StagingVerdict* chosen = nullptr;
+  for (const StagingVerdict& v : verdicts) {
+    if (v.accepted && (forced.empty() ? !chosen : v.name == forced)) chosen = &v;
+  }
+  if (!chosen) {
+    const StagingVerdict& v = *std::find_if(verdicts.begin(), verdicts.end(), [&](const auto& c) { return c.name == forced; });
+    std::string reasons;
+    for (const std::string& r : v.reasons) reasons += "\n  " + r;
+    throw DispatchError(plan.name + ": staging='" + forced + "' declines:" + reasons);
+  }
+  plan.staging = chosen->name;
+  if (plan.staging == "shared" || plan.staging == "streamed") plan.rows = rows;
+  plan.staging_trace = std::move(verdicts);
+}
+
+}  // namespace tp

@@ -1,0 +1,49 @@
+// How a program's kernel holds its rows, chosen like a variant: candidates in priority order,
+// each a predicate with its reasons, the first that accepts runs, and the plan shows them all.
+//   registers  every tile in registers for the whole program (the tiles live at once fit a
+//              thread's share of the block's registers)
+//   shared     each instance's row inputs staged once in shared memory; each pass of the program
+//              (up to a reduction, then the outputs) reads them from there a chunk of registers at
+//              a time (a row the whole batch shares is read from global memory, as streamed)
+//   streamed   the same passes, each re-reading the rows from global memory a chunk at a time
+//              (L2 serves the re-reads while the rows in flight fit in it)
+//   spilled    every tile in registers past the budget: the GPU spills the rest to local memory
+//              (accepted only where nothing above is; the plan says so with the fix)
+// The steps, their variants and their bits are the same whichever staging runs: a chunked pass
+// recomputes its maps slot for slot, and each reduction folds a lane's slots in the same order
+// (its variant says so: `lane_folds_in_slot_order`), one chunk after the other.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace tp {
+
+struct ProgramPlan;
+
+// One candidate's verdict, as the plan shows it.
+struct StagingVerdict {
+  std::string name;
+  bool accepted = false;
+  std::vector<std::string> reasons;
+};
+
+// The rows of a chunked (shared or streamed) program: every row tile has `shape` and the same
+// register placement in closed form, tp::RunPlace<owners, vec> over `slots` slots per thread,
+// which a pass takes `chunk_slots` at a time (a contiguous run of chunk_elements of the row).
+struct RowChunks {
+  std::vector<long long> shape;
+  int slots = 0;
+  int owners = 0, vec = 0;
+  int chunk_slots = 0;
+  int chunks() const { return slots / chunk_slots; }
+  long long chunk_elements() const { return static_cast<long long>(chunk_slots) * owners; }
+};
+
+// The staging names in priority order.
+const std::vector<std::string>& staging_names();
+
+// Sets plan.staging, plan.staging_trace and (chunked) plan.rows. `forced` (the program's
+// staging=) names the one candidate tried; DispatchError with its reasons when it declines.
+void choose_staging(ProgramPlan& plan, const std::string& forced);
+
+}  // namespace tp
