@@ -174,8 +174,8 @@ def test_cuda_graph_capture(rng):
 
 
 # Rows in passes (staging "streamed" and "shared", named so that short rows take them too): shapes
-# whose rows are several chunks per thread, blocks of several instances (cta(96)), ragged batches
-ROWS_IN_PASSES = [(tp.warp, 2048), (tp.cta(256), 16384), (tp.cta(96), 3072)]
+# whose rows are several chunks per thread, blocks of several instances (cta(128)), ragged batches
+ROWS_IN_PASSES = [(tp.warp, 2048), (tp.cta(256), 16384), (tp.cta(128), 4096)]
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))

@@ -42,7 +42,7 @@ from tileprim._dtypes import numpy_dtype
 from .baselines import GpuLibrary, NumpyLibrary
 from .cases import Case, Inputs, Measured, scope_name
 from .program_sides import side_for
-from .program_workloads import GRADIENT_WORKLOADS, WORKLOADS, Workload, scope_for
+from .program_workloads import GRADIENT_WORKLOADS, WORKLOADS, Workload, program_for, scope_for
 from .report import reason
 from .runner import Sizes, Suite, cuda_usable, run_as_asked
 
@@ -166,10 +166,11 @@ def _measure(side, inputs: Inputs, workload: Workload, shape: tuple, dtype: str,
     x, r, w = inputs.get(("program", shape, dtype), lambda: side.inputs(shape, dtype))
     args = workload.arguments(x, r, w)
     scope = scope_for(shape[-1], dtype, workload.name)
+    program = program_for(workload, shape[-1], dtype)
     peers, missing = side.peers(workload, args)
     detail = {"scope": scope_name(scope), "unit": "µs" if per_call else "TB/s", "tolerance": TOLERANCE[dtype],
-              "n/a": missing}
-    ours = functools.partial(workload.program, *args, batch_dims=1, scope=scope, **side.options)
+              "n/a": missing, "staging": tp.plan(program, *args, batch_dims=1, scope=scope, **side.options).staging}
+    ours = functools.partial(program, *args, batch_dims=1, scope=scope, **side.options)
     return _checked_and_timed(side.small_timer if per_call else side.timer, ours, peers, detail,
                               lambda results: _worst_error(side, workload, args, _as_tuple(results), dtype),
                               lambda results: _bits(side, workload, args, _as_tuple(results), scope),

@@ -367,7 +367,8 @@ class ProgramBody {
       const std::string row = staged_in_shared(plan_, v) ? input_name(v.input)
                               : "g_" + input_name(v.input) + (v.batch_broadcast ? "" : " + tile * " + std::to_string(v.elements()));
       body << type(id) << " " << named("v", id) << "[" << plan_.rows->chunk_slots << "];\n"
-           << "tp::load_tile<PRow>(" << named("v", id) << ", " << row << " + chunk * kChunkElements, lane);\n";
+           << "tp::load_tile<PRow, " << access(v, fold) << ">(" << named("v", id) << ", " << row
+           << " + chunk * kChunkElements, lane);\n";
     }
     for (size_t j = 0; j < plan_.steps.size(); ++j) {
       const ProgramStep& s = plan_.steps[j];
@@ -387,7 +388,7 @@ class ProgramBody {
       for (size_t j = 0; j < plan_.outputs.size(); ++j) {
         const int id = plan_.outputs[j];
         if (!chunked_row(plan_, value(id))) continue;
-        body << "if (live) tp::store_tile<PRow>(g_" << output_name(j) << " + tile * " << value(id).elements()
+        body << "if (live) tp::store_tile<PRow, tp::LastAccess>(g_" << output_name(j) << " + tile * " << value(id).elements()
              << " + chunk * kChunkElements, " << named("v", id) << ", lane);\n";
       }
     }
@@ -399,6 +400,13 @@ class ProgramBody {
          << ", part, tp_gen::step" << k << "::kMasks);\n";
     }
     os << "}\n";
+  }
+
+  // How a pass reads a row input: from shared memory where it is staged there; else from global
+  // memory, for the last time in the outputs' pass (but a row the whole batch shares).
+  std::string access(const ProgramValue& v, const ProgramStep* fold) const {
+    if (staged_in_shared(plan_, v)) return "tp::SharedAccess";
+    return fold || v.batch_broadcast ? "tp::GlobalAccess" : "tp::LastAccess";
   }
 
   void alias(std::ostream& os, const std::string& name, int id) const {

@@ -63,10 +63,26 @@ template <> struct WordOf<16> { using type = uint4; };
 template <> struct WordOf<8> { using type = uint2; };
 template <> struct WordOf<4> { using type = unsigned; };
 
-// A register tile from or to a row-major tile in global memory: a lane's runs move in 16-, 8-
-// or 4-byte accesses where the tile is aligned for them (a warp's accesses then cover one
-// contiguous span for the planner's interleaved runs), element by element otherwise.
-template <class Place, class T, int N>
+// How load_tile and store_tile move whole words: global memory through the read-only path;
+// global memory touched for the last time (a program's last pass over rows that earlier passes
+// read: evict first, so that the rows still to be re-read stay in L2); shared memory.
+struct GlobalAccess {
+  template <class W> static __device__ __forceinline__ W load(const W* p) { return __ldg(p); }
+  template <class W> static __device__ __forceinline__ void store(W* p, const W& w) { *p = w; }
+};
+struct LastAccess {
+  template <class W> static __device__ __forceinline__ W load(const W* p) { return __ldcs(p); }
+  template <class W> static __device__ __forceinline__ void store(W* p, const W& w) { __stcs(p, w); }
+};
+struct SharedAccess {
+  template <class W> static __device__ __forceinline__ W load(const W* p) { return *p; }
+  template <class W> static __device__ __forceinline__ void store(W* p, const W& w) { *p = w; }
+};
+
+// A register tile from or to a row-major tile in memory: a lane's runs move in 16-, 8- or 4-byte
+// accesses where the tile is aligned for them (a warp's accesses then cover one contiguous span
+// for the planner's interleaved runs), element by element otherwise.
+template <class Place, class Access = GlobalAccess, class T, int N>
 __device__ __forceinline__ void load_tile(T (&regs)[N], const T* tile, int lane) {
   using R = RunWord<T, Place::kVector>;
   if constexpr (Place::kVector > 1 && N % Place::kVector == 0 && R::kBytes > 0 && R::kElements > 1) {
@@ -78,7 +94,7 @@ __device__ __forceinline__ void load_tile(T (&regs)[N], const T* tile, int lane)
           W word;
           T values[R::kElements];
         } u;
-        u.word = __ldg(reinterpret_cast<const W*>(tile + Place::load_element(lane, s)));
+        u.word = Access::load(reinterpret_cast<const W*>(tile + Place::load_element(lane, s)));
 #pragma unroll
         for (int j = 0; j < R::kElements; ++j) regs[s + j] = u.values[j];
       }
@@ -88,7 +104,7 @@ __device__ __forceinline__ void load_tile(T (&regs)[N], const T* tile, int lane)
   gather<Place>(regs, lane, [&](int e) { return tile[e]; });
 }
 
-template <class Place, class T, int N>
+template <class Place, class Access = GlobalAccess, class T, int N>
 __device__ __forceinline__ void store_tile(T* tile, const T (&regs)[N], int lane) {
   using R = RunWord<T, Place::kVector>;
   if constexpr (Place::kVector > 1 && N % Place::kVector == 0 && R::kBytes > 0 && R::kElements > 1) {
@@ -104,7 +120,7 @@ __device__ __forceinline__ void store_tile(T* tile, const T (&regs)[N], int lane
         } u;
 #pragma unroll
         for (int j = 0; j < R::kElements; ++j) u.values[j] = regs[s + j];
-        *reinterpret_cast<W*>(tile + e) = u.word;
+        Access::store(reinterpret_cast<W*>(tile + e), u.word);
       }
       return;
     }
