@@ -46,7 +46,7 @@ def test_softmax_plan_as_in_the_design():
     text = str(p)
     assert "program softmax at scope cta(256)" in text and "cta_sync" in text and "test_program_plan.py:" in text
     html = p._repr_html_()
-    assert "inserted" in html and "cta_sync" in html
+    assert "inserted" in html and "cta_sync" in html and "staging <b>registers</b>" in html
 
 
 def test_shared_memory_reused_by_live_range():

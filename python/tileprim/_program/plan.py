@@ -151,6 +151,9 @@ def program_html(p: ProgramPlan) -> str:
                     f'<td style="{style}">&rarr; {_tile_box(tiles[s.result_id])}</td>'
                     f'<td style="{style}"><small>{"<br>".join(escape(r) for r in s.reasons)}</small></td></tr>')
     outs = ", ".join(escape(tiles[i]["name"]) for i in p._core.outputs)
+    chosen = next(v for v in p.staging_trace if v["name"] == p.staging)
+    staging = (f'<div>staging <b>{escape(p.staging)}</b>: <small>{"; ".join(escape(r) for r in chosen["reasons"])}'
+               f'</small></div>')
     return (f'<div><b>program {escape(p._core.name)}</b> at {escape(p.scope)} on {escape(p.backend)}: '
             f'{len(p.steps)} steps, shared memory between steps {p.shared_bytes} B (by live range); outputs {outs}'
-            f'<table style="border-collapse:collapse">{"".join(rows)}</table></div>')
+            f'{staging}<table style="border-collapse:collapse">{"".join(rows)}</table></div>')
