@@ -145,31 +145,29 @@ template <class T> TP_HD Value<T> exp_near_zero(T a, T r, T rho) {
   return fast_two_sum(one_a.hi, one_a.lo + small);
 }
 
-// x clamped to [lo, hi] by max_num and min_num (one FMNMX each on the GPU, where selects that keep
-// a NaN take two instructions): a NaN x gives a number, so callers test x for NaN themselves.
-template <class T> TP_HD T clamped(T x, T lo, T hi) { return min_num(max_num(x, lo), hi); }
-
 // e^x = e^(a + rho) * 2^k with k = RN(x / ln2), a + rho = x - k ln2 (Cody and Waite: a's fma
 // is exact, rho = -k ln2_lo)
 template <class T> TP_HD Value<T> exp_value(T x) {
   using F = Format<T>;
-  const T xc = clamped(x, F::kExpMin, F::kExpMax);
+  T xc = x > F::kExpMax ? F::kExpMax : x;
+  xc = xc < F::kExpMin ? F::kExpMin : xc;
   const T k = fma(xc, F::kLog2e, F::kShifter) - F::kShifter;
   const T a = fma(-k, F::kLn2Hi, xc), rho = -k * F::kLn2Lo;
   Value<T> e = exp_near_zero(a, a + rho, rho);
   e.k = k;
-  return e;  // a number for a NaN x (the callers make it the canonical NaN)
+  return e;  // NaN for a NaN x (the callers make it the canonical NaN)
 }
 
 // 2^x = e^(t ln2) * 2^k with k = RN(x), t = x - k exact, t ln2 = y + rho
 template <class T> TP_HD Value<T> exp2_value(T x) {
   using F = Format<T>;
-  const T xc = clamped(x, F::kExp2Min, F::kExp2Max);
+  T xc = x > F::kExp2Max ? F::kExp2Max : x;
+  xc = xc < F::kExp2Min ? F::kExp2Min : xc;
   const T k = (xc + F::kShifter) - F::kShifter;
   const T t = xc - k, y = t * F::kLn2Hi;
   Value<T> e = exp_near_zero(y, y, fma(t, F::kLn2Hi, -y) + t * F::kLn2Lo);
   e.k = k;
-  return e;  // a number for a NaN x
+  return e;  // NaN for a NaN x
 }
 
 // log x = k ln2 + log(1 + f) with x = 2^k (1 + f), 1 + f in [sqrt(1/2), sqrt(2)); log(1 + f) =
