@@ -195,3 +195,28 @@ def test_rows_in_passes_give_the_cpu_bits(name, dtype, staging, scope, n, rng):
         passes(*args, batch_dims=1, scope=scope, backend="cuda", out=out if isinstance(want, tuple) else out[0])
         for w, o in zip(wants, out):
             assert bits_equal(o, w), (name, dtype, staging, scope, rows)
+
+
+@tp.program
+def tile_norm(x):  # a 2-D tile folded whole: the "row" of the passes is the tile
+    return x / tp.sum(x * x, axes=(-2, -1), keepdims=True)
+
+
+@tp.program
+def maps_only(x, y):  # no reduction: one pass
+    return x * tp.exp(x) + y
+
+
+@pytest.mark.parametrize("staging", ["streamed", "shared"])
+@pytest.mark.parametrize("prog,shape,dtype,scope", [
+    (tile_norm, (5, 4, 2048), "float32", tp.cta(128)), (tile_norm, (3, 4, 2048), "float64", tp.warpgroup),
+    (tile_norm, (3, 4, 2048), "float16", tp.cta(256)), (maps_only, (7, 8192), "float32", tp.warp)],
+    ids=["tile_norm-f32", "tile_norm-f64", "tile_norm-f16", "maps_only"])
+def test_tiles_and_map_programs_in_passes_give_the_cpu_bits(prog, shape, dtype, scope, staging, rng):
+    passes = tp.program(prog._fn, staging=staging)
+    args = tuple(random_tile(rng, shape, dtype) for _ in range(len(prog._params)))
+    assert tp.plan(passes, *args, batch_dims=1, scope=scope).rows["chunks"] >= 2
+    want = prog(*args, batch_dims=1, scope=scope, backend="cpu")
+    out = np.full(want.shape, np.nan, want.dtype)
+    passes(*args, batch_dims=1, scope=scope, backend="cuda", out=out)
+    assert bits_equal(out, want)
