@@ -207,14 +207,20 @@ def maps_only(x, y):  # no reduction: one pass
     return x * tp.exp(x) + y
 
 
+@tp.program
+def minus_m(x, m):  # one value per row from the caller, in shared memory (the CTA's default)
+    return tp.exp(x - m) * 0.5
+
+
 @pytest.mark.parametrize("staging", ["streamed", "shared"])
-@pytest.mark.parametrize("prog,shape,dtype,scope", [
-    (tile_norm, (5, 4, 2048), "float32", tp.cta(128)), (tile_norm, (3, 4, 2048), "float64", tp.warpgroup),
-    (tile_norm, (3, 4, 2048), "float16", tp.cta(256)), (maps_only, (7, 8192), "float32", tp.warp)],
-    ids=["tile_norm-f32", "tile_norm-f64", "tile_norm-f16", "maps_only"])
-def test_tiles_and_map_programs_in_passes_give_the_cpu_bits(prog, shape, dtype, scope, staging, rng):
+@pytest.mark.parametrize("prog,shapes,dtype,scope", [
+    (tile_norm, [(5, 4, 2048)], "float32", tp.cta(128)), (tile_norm, [(3, 4, 2048)], "float64", tp.warpgroup),
+    (tile_norm, [(3, 4, 2048)], "float16", tp.cta(256)), (maps_only, [(7, 8192)] * 2, "float32", tp.warp),
+    (minus_m, [(5, 4096), (5, 1)], "float32", tp.cta(128))],
+    ids=["tile_norm-f32", "tile_norm-f64", "tile_norm-f16", "maps_only", "minus_m"])
+def test_tiles_and_map_programs_in_passes_give_the_cpu_bits(prog, shapes, dtype, scope, staging, rng):
     passes = tp.program(prog._fn, staging=staging)
-    args = tuple(random_tile(rng, shape, dtype) for _ in range(len(prog._params)))
+    args = tuple(random_tile(rng, shape, dtype) for shape in shapes)
     assert tp.plan(passes, *args, batch_dims=1, scope=scope).rows["chunks"] >= 2
     want = prog(*args, batch_dims=1, scope=scope, backend="cpu")
     out = np.full(want.shape, np.nan, want.dtype)

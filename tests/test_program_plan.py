@@ -237,3 +237,18 @@ def test_a_named_staging_runs_or_declines_with_its_reasons():
         tp.plan(streamed, x[:, :64], batch_dims=1, scope=tp.thread)
     with pytest.raises(ValueError, match="staging: 'rows' is not one of registers, shared, streamed, spilled"):
         tp.program(_softmax_rows, staging="rows")
+
+
+def test_one_value_per_row_from_the_caller_runs_in_passes():
+    """m (one value per row, staged in shared memory at CTA scope) is read by every thread where it
+    lies, so the rows still run in passes."""
+    @tp.program
+    def minus_m(x, m):
+        return tp.exp(x - m) * 0.5
+
+    x, m = np.ones((3, 65536), np.float32), np.ones((3, 1), np.float32)
+    p = tp.plan(minus_m, x, m, batch_dims=1, scope=tp.cta(1024))
+    assert p.staging == "streamed" and p.rows["chunks"] == 4
+    assert next(t for t in p.tiles if t["name"] == "m")["storage"] == "shared"
+    k = tp.lower(minus_m, x, m, batch_dims=1, scope=tp.cta(1024), target="sm_90a")
+    assert "ld.local" not in k.ptx and k.staging["in1"].startswith("shared")

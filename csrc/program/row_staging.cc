@@ -53,10 +53,14 @@ std::optional<RowChunks> row_chunks(const ProgramPlan& plan, std::vector<std::st
   auto is_row = [&](const ProgramValue& v) {
     return v.in_registers() && v.shape == row->shape && *v.layout == *row->layout;
   };
-  auto is_one = [&](const ProgramValue& v) { return v.elements() == 1 && v.held_by_every_lane(plan.scope); };
+  // one value every thread reads where it is: in its own registers, or an input's one element in
+  // shared memory (staged by the kernel before the passes)
+  auto is_one = [&](const ProgramValue& v) {
+    return v.elements() == 1 && (v.held_by_every_lane(plan.scope) || (v.input >= 0 && is_shared(v.storage)));
+  };
   for (const ProgramValue& v : plan.values) {
     if (!v.layout) continue;
-    if (is_shared(v.storage)) {
+    if (is_shared(v.storage) && !is_one(v)) {
       why.push_back(described(v) + " is a shared tile: the passes hold the rows in registers");
       return std::nullopt;
     }
