@@ -237,6 +237,11 @@ def test_a_named_staging_runs_or_declines_with_its_reasons():
         tp.plan(streamed, x[:, :64], batch_dims=1, scope=tp.thread)
     with pytest.raises(ValueError, match="staging: 'rows' is not one of registers, shared, streamed, spilled"):
         tp.program(_softmax_rows, staging="rows")
+    # a program of maps alone reads each row once: staging it in shared memory first buys nothing
+    maps = tp.program(lambda x: x * tp.exp(x) + x)
+    assert tp.plan(maps, np.ones((3, 65536), np.float32), batch_dims=1, scope=tp.cta(1024)).staging == "streamed"
+    with pytest.raises(tp.DispatchError, match="one pass reads each row once"):
+        tp.plan(tp.program(maps._fn, staging="shared"), x, batch_dims=1, scope=tp.cta(256))
 
 
 def test_one_value_per_row_from_the_caller_runs_in_passes():

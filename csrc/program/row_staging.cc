@@ -25,6 +25,12 @@ std::string budget_of(const ProgramPlan& plan) {
 bool fits_registers(const ProgramPlan& plan) { return plan.peak_registers <= plan.register_budget(); }
 // A program of one step is its standalone call, whose kernel frame stages long tiles itself.
 bool one_step(const ProgramPlan& plan) { return plan.steps.size() == 1 && plan.steps.front().op != "copy"; }
+// One pass per reduction, then one for the outputs.
+int passes_of(const ProgramPlan& plan) {
+  int passes = 1;
+  for (const ProgramStep& s : plan.steps) passes += s.bound->plan().call.def->family == OpFamily::reduction ? 1 : 0;
+  return passes;
+}
 
 std::string described(const ProgramValue& v) { return v.name + " " + dtype_name(v.dtype) + shape_str(v.shape); }
 
@@ -125,8 +131,7 @@ std::optional<RowChunks> row_chunks(const ProgramPlan& plan, std::vector<std::st
   for (int c = vec; c <= std::max(vec, kChunkSlotsTarget); c += vec) {
     if (rows.slots % c == 0) rows.chunk_slots = c;
   }
-  int passes = 1;
-  for (const ProgramStep& s : plan.steps) passes += s.bound->plan().call.def->family == OpFamily::reduction ? 1 : 0;
+  const int passes = passes_of(plan);
   why.push_back("every row " + shape_str(rows.shape) + " lies as " + row->layout->str() + ": " +
                 std::to_string(passes) + " passes (one per reduction, then the outputs), each over " +
                 std::to_string(rows.chunks()) + (rows.chunks() == 1 ? " chunk of " : " chunks of ") + std::to_string(rows.chunk_elements()) + " elements (" +
@@ -178,11 +183,15 @@ void choose_staging(ProgramPlan& plan, const std::string& forced) {
     streamed.reasons.push_back("each pass re-reads the row inputs from global memory (L2 serves the re-reads while "
                                "the rows in flight fit in it)");
     const long long bytes = row_input_bytes(plan, *rows);
-    shared.accepted = bytes <= kMaxSharedBytes;
     shared.reasons = why;
-    shared.reasons.push_back("the row inputs take " + std::to_string(bytes) + " bytes of shared memory per instance" +
-                             (shared.accepted ? ": staged once, each pass reads them there"
-                                              : "; a block has at most 227 KiB (232448 bytes)"));
+    if (passes_of(plan) == 1) {
+      shared.reasons.push_back("one pass reads each row once: staging it first buys nothing");
+    } else {
+      shared.accepted = bytes <= kMaxSharedBytes;
+      shared.reasons.push_back("the row inputs take " + std::to_string(bytes) + " bytes of shared memory per instance" +
+                               (shared.accepted ? ": staged once, each pass reads them there"
+                                                : "; a block has at most 227 KiB (232448 bytes)"));
+    }
   } else {
     shared.reasons = why;
   }
