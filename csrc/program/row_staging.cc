@@ -12,7 +12,7 @@ namespace tp {
 
 namespace {
 
-constexpr int kChunkSlotsTarget = 16;              // registers per thread per row tile and chunk
+constexpr int kChunkSlotsTarget = 16;  // registers per thread per row tile and chunk
 
 std::string registers_held(const ProgramPlan& plan) {
   return "the tiles live at once take " + std::to_string(plan.peak_registers) + " registers per thread";
@@ -35,7 +35,8 @@ int passes_of(const ProgramPlan& plan) {
 std::string described(const ProgramValue& v) { return v.name + " " + dtype_name(v.dtype) + shape_str(v.shape); }
 
 // Whether the program can run in passes over chunks of its rows, and how: every tile is a row
-// (one shape, one register placement in closed form) or one value every thread holds; maps
+// (one shape, one register placement in closed form) or one value every thread reads where it
+// lies; maps
 // take rows to rows or such values to such values; copies broadcast such a value over a row;
 // reductions fold a whole row, each lane its slots in order. Reasons either way.
 std::optional<RowChunks> row_chunks(const ProgramPlan& plan, std::vector<std::string>& why) {
