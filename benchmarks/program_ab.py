@@ -4,8 +4,9 @@ line per case with a checksum of the result's bits, so that two processes, one u
 of a header, compare speed and bits in one lease:
 
     python benchmarks/program_ab.py new > ab.jsonl
-    cp old/transcendental.cuh "$(python -c 'import tileprim, os; print(os.path.dirname(tileprim.__file__))')/include/tileprim/"
-    python benchmarks/program_ab.py old >> ab.jsonl      # the kernel cache keys on the headers' digest
+    INC=$(python -c 'import tileprim, os; print(os.path.dirname(tileprim.__file__))')/include/tileprim
+    cp old/transcendental.cuh "$INC/"                  # the kernel cache keys on the headers' digest
+    python benchmarks/program_ab.py old >> ab.jsonl
 
 Timing as benchmarks/programs.py: CUDA events around 5 back-to-back calls after 3 warm-up calls,
 the median of 15 batches; TB/s = bytes read + written / time. Needs a GPU and torch."""

@@ -1,8 +1,8 @@
 """The documentation runs: every Python block of the README and of the docs pages (in order, one
 namespace per page; a block whose first line is '# needs a GPU' only where one is usable,
-'# needs tp.program' only where tile programs exist, '# needs torch' only where torch is
-installed), the docstrings' examples as doctests, and docs/tour.ipynb executed top to bottom on
-the default backend."""
+'# needs NVRTC' only where tp.lower can compile, '# needs tp.program' only where tile programs
+exist, '# needs torch' only where torch is installed), the docstrings' examples as doctests, and
+docs/tour.ipynb executed top to bottom on the default backend."""
 import doctest
 import importlib.util
 import pathlib
@@ -27,6 +27,8 @@ def runnable(block: str) -> bool:
         return cuda_usable()
     if block.startswith("# needs tp.program"):
         return hasattr(tp, "program")
+    if block.startswith("# needs NVRTC"):
+        return tp.info()["nvrtc"]["ok"]
     if block.startswith("# needs torch"):
         return importlib.util.find_spec("torch") is not None
     return True

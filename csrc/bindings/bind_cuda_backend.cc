@@ -10,6 +10,7 @@
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/dlpack.h"
 #include "backends/cuda/driver.h"
+#include "backends/cuda/kernel_resources.h"
 #include "backends/cuda/program_executor.h"
 #include "backends/cuda/tile_executor.h"
 #include "bindings/bindings.h"
@@ -72,6 +73,15 @@ py::dict binary_dict(const std::string& source, const std::string& arch, const s
   return d;
 }
 
+py::dict residency_dict(const cuda::Residency& r) {
+  py::dict d;
+  d["blocks"] = r.blocks;
+  d["warps"] = r.warps;
+  d["max_warps"] = r.max_warps;
+  d["limit"] = r.limit;
+  return d;
+}
+
 // The launch shape of a kernel, program or not.
 py::dict launch_dict(const KernelSource& k) {
   py::dict d;
@@ -84,6 +94,31 @@ py::dict launch_dict(const KernelSource& k) {
   py::dict staging;
   for (const auto& [name, how] : k.staging) staging[py::str(name)] = how;
   d["staging"] = staging;
+  return d;
+}
+
+// What the kernel takes of an SM: its registers and stack frame from the CUBIN (None for a PTX
+// image) and the blocks an SM of the arch then holds with the launch's shared memory and the
+// kernel's own.
+py::dict resources_dict(const cuda::CompiledKernel& binary, const std::string& arch, const KernelSource& k) {
+  py::dict d;
+  const cuda::FunctionResources f = cuda::function_resources(binary.cubin, k.function);
+  d["registers"] = f.registers < 0 ? py::object(py::none()) : py::int_(f.registers);
+  d["local_bytes"] = f.frame_bytes < 0 ? py::object(py::none()) : py::int_(f.frame_bytes);
+  py::object residency = py::none();
+  if (f.registers >= 0) {
+    residency = residency_dict(cuda::residency(arch, k.block_threads(), f.registers, k.shared_bytes + f.static_shared));
+  }
+  d["residency"] = residency;
+  return d;
+}
+
+// A built kernel as tp.lower shows it: binary, launch shape and resources.
+py::dict built_dict(const KernelSource& source, const std::string& arch, const std::vector<std::string>& options,
+                    const cuda::CompiledKernel& binary) {
+  py::dict d = binary_dict(source.text, arch, options, binary);
+  d.attr("update")(launch_dict(source));
+  d.attr("update")(resources_dict(binary, arch, source));
   return d;
 }
 
@@ -104,9 +139,7 @@ void bind_cuda_backend(py::module_& m) {
           py::gil_scoped_release release;
           k = cuda::build_kernel(*plan, arch);
         }
-        py::dict d = binary_dict(k.source.text, k.arch, k.options, *k.binary);
-        d.attr("update")(launch_dict(k.source));
-        return d;
+        return built_dict(k.source, k.arch, k.options, *k.binary);
       },
       py::arg("plan"), py::arg("arch"), "The plan's kernel for arch: source, PTX, CUBIN and its launch shape.");
   c.def(
@@ -117,11 +150,24 @@ void bind_cuda_backend(py::module_& m) {
           py::gil_scoped_release release;
           k = cuda::build_program(*plan, arch);
         }
-        py::dict d = binary_dict(k.source.text, k.arch, k.options, *k.binary);
-        d.attr("update")(launch_dict(k.source));
-        return d;
+        return built_dict(k.source, k.arch, k.options, *k.binary);
       },
       py::arg("plan"), py::arg("arch"), "The program's one kernel for arch: source, PTX, CUBIN and its launch shape.");
+  c.def(
+      "residency",
+      [](const std::string& arch, int block_threads, int registers, long long shared_bytes) {
+        return residency_dict(cuda::residency(arch, block_threads, registers, shared_bytes));
+      },
+      py::arg("arch"), py::arg("block_threads"), py::arg("registers"), py::arg("shared_bytes"),
+      "Blocks of a kernel one SM of arch holds at once under CUDA's occupancy rules, and the limit that binds.");
+  c.def(
+      "function_resources",
+      [](const py::bytes& cubin, const std::string& function) {
+        const cuda::FunctionResources f = cuda::function_resources(cubin, function);
+        return py::make_tuple(f.registers, f.frame_bytes, f.static_shared);
+      },
+      py::arg("cubin"), py::arg("function"),
+      "(registers per thread, stack frame bytes, static shared bytes) of function in a CUBIN; -1 where unknown.");
   c.def("launch", [](const std::shared_ptr<ProgramPlan>& plan, const std::string& arch) {
     return launch_dict(program_launch(*plan, arch));
   }, py::arg("plan"), py::arg("arch"), "The program kernel's launch shape for arch; nothing is rendered or compiled.");

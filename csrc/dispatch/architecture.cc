@@ -30,6 +30,27 @@ int sm_version(const std::string& target) {
   return std::stoi(target.substr(3));
 }
 
+SmLimits sm_limits(const std::string& arch) {
+  const int sm = sm_version(arch);
+  SmLimits l;  // sm_90, sm_100, sm_103, sm_110
+  if (sm <= 75) {  // and no architecture: the smallest
+    l.threads = 1024;
+    l.blocks = 16;
+    l.shared = l.shared_per_block = 64 * 1024;
+    l.shared_reserved_per_block = 0;
+  } else if (sm == 80 || sm == 87) {
+    l.blocks = sm == 87 ? 16 : 32;
+    l.shared = 164 * 1024;
+    l.shared_per_block = 163 * 1024;
+  } else if (sm < 90 || sm >= 120) {  // sm_86, sm_88, sm_89, sm_120, sm_121
+    l.threads = 1536;
+    l.blocks = sm == 86 || sm == 88 ? 16 : sm == 89 ? 24 : 32;
+    l.shared = 100 * 1024;
+    l.shared_per_block = 99 * 1024;
+  }
+  return l;
+}
+
 std::string sm_target(int cc) {
   const bool specific = cc == 90 || cc == 100 || cc == 103;
   return "sm_" + std::to_string(cc) + (specific ? "a" : "");

@@ -22,4 +22,18 @@ std::string sm_target(int cc);
 // plans check against before a target is known; the frame checks its own arch's.
 constexpr long long kMaxSharedBytes = 227 * 1024;
 
+// What one streaming multiprocessor of an architecture holds at once (the CUDA programming
+// guide's table per compute capability): the limits under which CUDA's occupancy rules say how
+// many blocks of a kernel an SM runs side by side.
+struct SmLimits {
+  int registers = 65536;  // 32-bit registers, in four partitions, taken 256 per warp at a time
+  int threads = 2048;
+  int blocks = 32;
+  long long shared = 228 * 1024;  // at the largest shared-memory carveout
+  long long shared_per_block = kMaxSharedBytes;
+  long long shared_reserved_per_block = 1024;  // CUDA's own, beside each block's
+};
+// The limits of `arch`'s SM ("sm_90a", "compute_90"); ValueError for an unknown target.
+SmLimits sm_limits(const std::string& arch);
+
 }  // namespace tp

@@ -3,6 +3,7 @@ architecture; needs NVRTC, not a GPU."""
 from __future__ import annotations
 
 import html
+from typing import Optional
 
 from . import _C
 from ._backends import cuda_details, cuda_status, device_arch
@@ -16,7 +17,11 @@ __all__ = ["Kernel", "lower", "kernel_origin_words"]
 class Kernel:
     """A lowered call: .plan, .source (CUDA C++), .ptx, .cubin, and how it was built: its
     architecture, NVRTC options, launch shape, how each operand is staged (``staging``: name ->
-    words), and where the binary came from (``origin``: 'compiled', 'disk' or 'memory')."""
+    words), where the binary came from (``origin``: 'compiled', 'disk' or 'memory'), and what it
+    takes of an SM, read from the CUBIN without a GPU: ``registers`` and ``local_bytes`` (the stack
+    frame: spilled registers, local arrays) per thread, and ``blocks_per_sm``, ``occupancy`` (warps
+    an SM holds over its most) and ``residency_why`` (the limit that binds) under CUDA's occupancy
+    rules for ``arch``; None for a PTX-only kernel."""
 
     def __init__(self, plan: Plan, built: dict):
         self.plan = plan
@@ -33,6 +38,12 @@ class Kernel:
         self.instances_why: str = built["instances_why"]    # why the block is shaped so
         self.shared_bytes: int = built["shared_bytes"]
         self.staging: dict = dict(built.get("staging", {}))  # operand -> how the frame moves it
+        self.registers: Optional[int] = built.get("registers")
+        self.local_bytes: Optional[int] = built.get("local_bytes")
+        residency = built.get("residency")
+        self.blocks_per_sm: Optional[int] = residency["blocks"] if residency else None
+        self.occupancy: Optional[float] = residency["warps"] / residency["max_warps"] if residency else None
+        self.residency_why: str = residency["limit"] if residency else "PTX only: not known until the driver loads it"
 
     @property
     def origin_words(self) -> str:
@@ -40,12 +51,23 @@ class Kernel:
         cache in 0.8 ms' or 'cached in this process'."""
         return kernel_origin_words(self.origin, self.compile_ms)
 
+    @property
+    def resources_words(self) -> str:
+        """What the kernel takes of an SM, in words: '80 registers/thread, 3 blocks/SM (38 % of
+        its warps; registers: ...)', with the local memory where it keeps any."""
+        if self.registers is None:
+            return "registers not known (PTX only)"
+        local = f", {self.local_bytes} B local/thread" if self.local_bytes else ""
+        return (f"{self.registers} registers/thread{local}, {self.blocks_per_sm} blocks/SM "
+                f"({self.occupancy:.0%} of its warps; {self.residency_why})")
+
     def __repr__(self) -> str:
         what = getattr(self.plan, "variant", None) or f"program {self.plan._core.name}"
         return (f"<tileprim.Kernel {what} for {self.arch}: {self.block_threads} threads/block, "
                 f"{self.instances_per_block} instance(s) x {self.tiles_per_block // self.instances_per_block} "
                 f"tile(s)/block, {self.shared_bytes} B shared, "
-                f"{'PTX only' if not self.cubin else f'{len(self.cubin)} B cubin'}; {self.origin_words}>")
+                f"{'PTX only' if not self.cubin else f'{len(self.cubin)} B cubin'}; {self.resources_words}; "
+                f"{self.origin_words}>")
 
     def _repr_html_(self) -> str:
         return (f"<div>{html.escape(repr(self))}{self.plan._repr_html_()}"

@@ -95,7 +95,7 @@ class Frame {
       }
     }
     block_tiles_ = std::all_of(tiles_.begin(), tiles_.end(), [&](const FrameOperand* s) { return row_major(*s); });
-    const long long limit = max_shared_per_block(arch);
+    const long long limit = sm_limits(arch).shared_per_block;
     if (shared_bytes(1, 1) > limit) {
       throw ValueError(spec.title + ": shared memory: the kernel needs " + std::to_string(shared_bytes(1, 1)) +
                        " bytes per block for one scope instance; " + arch + " allows " + std::to_string(limit) +
@@ -251,7 +251,7 @@ class Frame {
     }
     os << decls.str() << body_.decls << "}  // namespace tp_gen\n\n"
        << "extern \"C\" __global__ void __launch_bounds__(" << threads_ * instances_ << ")\n"
-       << "tp_kernel(" << head.str() << ") {\n"
+       << kKernelName << "(" << head.str() << ") {\n"
        << "  using namespace tp_gen;\n"
        << "  const int instance = threadIdx.x / kThreads;\n"
        << "  const int lane = threadIdx.x % kThreads;\n"
@@ -730,15 +730,6 @@ std::string cuda_place_type(const std::string& name, const RegisterPlacement& p)
   if (owners > 0) return "using " + name + " = tp::RunPlace<" + std::to_string(owners) + ", " + std::to_string(vec) + ">;\n";
   return int_table(name + "_load", p.load, true) + int_table(name + "_store", p.store, true) + "using " + name +
          " = tp::TablePlace<kThreads, " + name + "_load, " + name + "_store>;\n";
-}
-
-long long max_shared_per_block(const std::string& arch) {
-  const int sm = sm_version(arch);
-  if (sm >= 120) return 99 * 1024;
-  if (sm >= 90) return kMaxSharedBytes;
-  if (sm == 80 || sm == 87) return 163 * 1024;
-  if (sm >= 86) return 99 * 1024;
-  return 64 * 1024;
 }
 
 }  // namespace tp

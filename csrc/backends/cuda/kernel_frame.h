@@ -28,6 +28,9 @@
 
 namespace tp {
 
+// The frame's one __global__ function, by name (extern "C").
+constexpr const char* kKernelName = "tp_kernel";
+
 struct KernelBody {
   std::string decls;  // constexpr descriptors, inside namespace tp_gen
   std::string call;   // statements on this instance's staged operands
@@ -82,6 +85,7 @@ struct FrameSpec {
 // The launch shape and the source.
 struct KernelSource {
   std::string text;
+  std::string function = kKernelName;  // its __global__ function
   int threads = 1;    // per scope instance
   int instances = 1;  // scope instances per block
   int rounds = 1;     // tiles each instance takes in turn
@@ -110,9 +114,6 @@ std::string cuda_mem_layout(const MemLayout& L);
 
 // The barrier of one scope instance (none at thread scope) in a block of `instances`.
 std::string cuda_scope_sync(const ExecScope& scope, int instances);
-
-// Shared memory one block may use on an architecture ("sm_90a" -> 227 KiB).
-long long max_shared_per_block(const std::string& arch);
 
 // Declarations of `name`, the type through which tp::load_tile, store_tile, gather and scatter
 // see a register placement: tp::RunPlace where it has a closed form, else tp::TablePlace over

@@ -139,7 +139,7 @@ CUfunction load_kernel(const CompiledKernel& binary, long long shared_bytes) {
   CUfunction function = nullptr;
   const std::string& image = binary.cubin.empty() ? binary.ptx : binary.cubin;
   d.check(d.cuModuleLoadData(&module, image.c_str()), "cuModuleLoadData");
-  d.check(d.cuModuleGetFunction(&function, module, "tp_kernel"), "cuModuleGetFunction");
+  d.check(d.cuModuleGetFunction(&function, module, kKernelName), "cuModuleGetFunction");
   if (shared_bytes > 48 * 1024) {  // past the default, a kernel opts in
     d.check(d.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                  static_cast<int>(shared_bytes)),

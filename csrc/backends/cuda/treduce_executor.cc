@@ -31,6 +31,7 @@ namespace tp::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr const char* kTreduceKernel = "tp_treduce";  // the reduce kernel's __global__ function
 constexpr int kCtasPerSm = 8;
 
 std::string kernel_source(const Plan& plan, const TreducePlan& p) {
@@ -41,7 +42,7 @@ std::string kernel_source(const Plan& plan, const TreducePlan& p) {
   os << "#include <tileprim/comm/treduce_kernel.cuh>\n"
      << "#include <tileprim/comm/arrive_kernel.cuh>\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ")\n"
-     << "tp_treduce(const tp::treduce::Launch a) {\n"
+     << kTreduceKernel << "(const tp::treduce::Launch a) {\n"
      << "  tp::treduce::run<" << p.functor << ", " << dtype_cuda_name(p.accumulate) << ", "
      << dtype_cuda_name(p.dtype) << ", " << p.order.size() << ", " << (p.pingpong ? "true" : "false") << ">(a);\n"
      << "}\n";
@@ -51,6 +52,7 @@ std::string kernel_source(const Plan& plan, const TreducePlan& p) {
 BuiltKernel built(const Plan& plan, const std::string& arch) {
   BuiltKernel k;
   k.source.text = kernel_source(plan, plan.detail_as<TreducePlan>());
+  k.source.function = kTreduceKernel;
   k.source.threads = kThreads;
   k.arch = arch;
   k.options = kernel_options(k.source.text);
@@ -81,7 +83,7 @@ class CudaTreduceRunner : public Runner {
       scope.use(m.device);
       const std::string& image = binary_->cubin.empty() ? binary_->ptx : binary_->cubin;
       d.check(d.cuModuleLoadData(&m.module, image.c_str()), "cuModuleLoadData");
-      d.check(d.cuModuleGetFunction(&m.reduce, m.module, "tp_treduce"), "cuModuleGetFunction");
+      d.check(d.cuModuleGetFunction(&m.reduce, m.module, kTreduceKernel), "cuModuleGetFunction");
       d.check(d.cuModuleGetFunction(&m.arrive, m.module, "tp_arrive"), "cuModuleGetFunction");
       m.ctas = kCtasPerSm * d.multiprocessors(m.device);
       if (signalled_ && m.worker >= 0) {

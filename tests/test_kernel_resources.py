@@ -1,0 +1,173 @@
+"""What a lowered kernel takes of an SM, known without a GPU: registers and local memory per
+thread read from the CUBIN NVRTC builds, and the blocks an SM holds under CUDA's occupancy rules
+(tp.lower's Kernel.registers, .local_bytes, .blocks_per_sm, .occupancy, .residency_why). The
+reader of the CUBIN takes hostile bytes without crashing; on a GPU the figures match the driver's."""
+import ctypes
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import tileprim as tp
+from tileprim._backends import device_arch
+from conftest import cuda_usable
+
+pytestmark = pytest.mark.skipif(not tp.info()["nvrtc"]["ok"], reason="NVRTC is not available")
+cuda = tp._C.cuda
+
+
+@tp.program
+def softmax(x):
+    e = tp.exp(x - tp.max(x, axes=-1, keepdims=True))
+    return e / tp.sum(e, axes=-1, keepdims=True)
+
+
+@tp.program
+def centred_times_sum(x):  # every element stays live across the sum: a thread's row of 300 spills
+    y = x - tp.max(x, axes=-1, keepdims=True)
+    return y * tp.sum(y, axes=-1, keepdims=True)
+
+
+ROW = np.ones((8, 300), np.float32)
+
+
+def lowered():
+    """Kernels of every kind: a standalone map and reduction, a program, one that spills, treduce."""
+    x = np.ones((8, 1024), np.float32)
+    return {
+        "map": tp.lower(tp.exp, np.ones((1024, 32), np.float32), batch_dims=1, target="sm_90a"),
+        "cta_sum": tp.lower(tp.sum, np.ones((8, 4096), np.float32), batch_dims=1, scope=tp.cta(1024),
+                            target="sm_90a"),
+        "program": tp.lower(softmax, x, batch_dims=1, scope=tp.cta(128), target="sm_100a"),
+        "spills": tp.lower(centred_times_sum, ROW, batch_dims=1, scope=tp.thread, target="sm_90a"),
+        "treduce": tp.lower(tp.comm.treduce, tp.comm.ParallelGroup([np.ones((64, 256), np.float32)] * 2,
+                                                                   root=0), target="sm_90a"),
+    }
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    return lowered()
+
+
+def test_every_kernel_says_its_registers_and_blocks_per_sm(kernels):
+    for name, k in kernels.items():
+        assert isinstance(k.registers, int) and 1 <= k.registers <= 255, name
+        assert k.registers * k.block_threads <= 65536, name  # __launch_bounds__ holds
+        assert 1 <= k.blocks_per_sm <= 32 and 0 < k.occupancy <= 1, name
+        assert k.residency_why.split(":")[0] in ("registers", "shared memory", "threads", "blocks"), name
+        assert f"{k.registers} registers/thread" in repr(k), name
+    assert kernels["cta_sum"].registers <= 64  # 1024 threads a block: at most 64 each
+    assert kernels["cta_sum"].blocks_per_sm == 2
+    assert kernels["cta_sum"].residency_why.startswith("threads: 2048")
+
+
+def test_local_memory_shows_spilled_rows(kernels):
+    assert kernels["map"].local_bytes == 0 and kernels["program"].local_bytes == 0
+    # a thread's row of 300 float32 live at once cannot stay in 255 registers: ptxas keeps it in local memory
+    assert kernels["spills"].local_bytes >= 300 * 4
+    assert "B local/thread" in kernels["spills"].resources_words
+
+
+def test_a_ptx_only_kernel_knows_no_registers():
+    if 101 in cuda.supported_archs():
+        pytest.skip("this NVRTC knows sm_101 (CUDA 12.8/12.9); CUDA 13 renamed it sm_110")
+    k = tp.lower(tp.sum, np.ones(37, np.float32), target="sm_101a")  # PTX for the driver to finish
+    assert k.cubin == b"" and k.registers is None and k.local_bytes is None
+    assert k.blocks_per_sm is None and k.occupancy is None and "PTX only" in k.residency_why
+    assert "registers not known" in repr(k)
+
+
+@pytest.mark.parametrize("arch, threads, registers, shared, blocks, limit", [
+    ("sm_90a", 256, 80, 1024, 3, "registers"),      # 2560 registers a warp: 6 warps in each of 4 partitions
+    ("sm_90a", 256, 128, 1024, 2, "registers"),
+    ("sm_90a", 256, 96, 0, 2, "registers"),
+    ("sm_90a", 128, 32, 100 * 1024, 2, "shared memory"),  # 101 KiB a block with CUDA's 1 KiB of 228
+    ("sm_90a", 1024, 16, 0, 2, "threads"),
+    ("sm_90a", 32, 16, 0, 32, "blocks"),
+    ("sm_86", 512, 32, 0, 3, "threads"),            # 1536 threads an SM
+    ("sm_89", 32, 16, 0, 24, "blocks"),
+    ("sm_80", 128, 32, 160 * 1024, 1, "shared memory"),
+    ("sm_90a", 128, 32, 228 * 1024, 0, "shared memory"),  # past 227 KiB a block: none fits
+])
+def test_residency_follows_cudas_occupancy_rules(arch, threads, registers, shared, blocks, limit):
+    r = cuda.residency(arch, threads, registers, shared)
+    assert r["blocks"] == blocks and r["limit"].startswith(limit), r
+    assert r["warps"] == blocks * ((threads + 31) // 32)
+    assert r["max_warps"] == {"sm_86": 48, "sm_89": 48}.get(arch, 64)
+
+
+def test_residency_names_a_bad_argument():
+    with pytest.raises(ValueError, match="block_threads"):
+        cuda.residency("sm_90a", 0, 32, 0)
+    with pytest.raises(ValueError, match="target"):
+        cuda.residency("sm_42", 128, 32, 0)
+
+
+def test_the_cubin_reader_reports_unknown_for_what_is_not_a_cubin(kernels):
+    cubin = kernels["map"].cubin
+    registers, frame, static_shared = cuda.function_resources(cubin, "tp_kernel")
+    assert registers == kernels["map"].registers and frame == 0 and static_shared >= 0
+    for image, function in [(b"", "tp_kernel"), (b"garbage" * 20, "tp_kernel"), (cubin[:100], "tp_kernel"),
+                            (cubin[: len(cubin) // 2], "tp_kernel"), (cubin, "no_such_function")]:
+        assert cuda.function_resources(image, function) == (-1, -1, -1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_the_cubin_reader_survives_damaged_images(data):
+    """Bytes flipped or cut anywhere: the reader answers (a figure or -1), never reads past the image."""
+    cubin = bytearray(_small_cubin())
+    for _ in range(data.draw(st.integers(1, 8))):
+        at = data.draw(st.integers(0, len(cubin) - 1))
+        cubin[at] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(cubin)))
+    registers, frame, static_shared = cuda.function_resources(bytes(cubin[:cut]), "tp_kernel")
+    assert -1 <= registers <= 255 and frame >= -1 and static_shared >= -1
+
+
+_SMALL = []
+
+
+def _small_cubin():
+    if not _SMALL:
+        _SMALL.append(tp.lower(tp.exp, np.ones((4, 32), np.float32), batch_dims=1, target="sm_90a").cubin)
+    return _SMALL[0]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA GPU")
+def test_the_figures_are_the_drivers_on_a_gpu():
+    """On this GPU's architecture: the driver's registers, local bytes and occupancy of the same CUBINs."""
+    driver = ctypes.CDLL("libcuda.so.1")
+    arch = device_arch(0)
+    check = lambda rc, what: rc == 0 or pytest.fail(f"{what}: CUresult {rc}")  # noqa: E731
+    check(driver.cuInit(0), "cuInit")
+    device, context = ctypes.c_int(), ctypes.c_void_p()
+    check(driver.cuDeviceGet(ctypes.byref(device), 0), "cuDeviceGet")
+    check(driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), device), "cuDevicePrimaryCtxRetain")
+    check(driver.cuCtxPushCurrent_v2(context), "cuCtxPushCurrent")
+    try:
+        x = np.ones((8, 1024), np.float32)
+        for k in [tp.lower(tp.exp, np.ones((1024, 32), np.float32), batch_dims=1, target=arch),
+                  tp.lower(tp.sum, x, batch_dims=1, scope=tp.cta(256), target=arch),
+                  tp.lower(softmax, x, batch_dims=1, scope=tp.cta(128), target=arch),
+                  tp.lower(centred_times_sum, ROW, batch_dims=1, scope=tp.thread, target=arch)]:
+            module, function, value = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_int()
+            check(driver.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(k.cubin)), "cuModuleLoadData")
+            check(driver.cuModuleGetFunction(ctypes.byref(function), module, b"tp_kernel"), "GetFunction")
+            check(driver.cuFuncGetAttribute(ctypes.byref(value), 4, function), "NUM_REGS")
+            assert value.value == k.registers, k
+            check(driver.cuFuncGetAttribute(ctypes.byref(value), 3, function), "LOCAL_SIZE_BYTES")
+            assert value.value == k.local_bytes, k
+            check(driver.cuFuncSetAttribute(function, 8, k.shared_bytes), "MAX_DYNAMIC_SHARED_SIZE_BYTES")
+            check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                ctypes.byref(value), function, k.block_threads, ctypes.c_size_t(k.shared_bytes)), "occupancy")
+            if k.residency_why.startswith("shared memory"):
+                assert value.value <= k.blocks_per_sm, k  # ours: at the largest shared-memory carveout
+            else:
+                assert value.value == k.blocks_per_sm, k
+            driver.cuModuleUnload(module)
+    finally:
+        driver.cuCtxPopCurrent_v2(ctypes.byref(context))
+        driver.cuDevicePrimaryCtxRelease_v2(device)
