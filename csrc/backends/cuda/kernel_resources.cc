@@ -123,8 +123,8 @@ Residency residency(const std::string& arch, int block_threads, int registers, l
   const int by_threads = r.max_warps / warps_per_block;
   r.blocks = std::min({by_registers, by_shared, by_threads, sm.blocks});
   r.warps = r.blocks * warps_per_block;
-  const std::string warps = " allow " + std::to_string(r.blocks) + " blocks of " + std::to_string(warps_per_block) +
-                            (warps_per_block == 1 ? " warp" : " warps");
+  const std::string warps = " allow " + std::to_string(r.blocks) + (r.blocks == 1 ? " block of " : " blocks of ") +
+                            std::to_string(warps_per_block) + (warps_per_block == 1 ? " warp" : " warps");
   if (r.blocks == by_threads) {
     r.limit = "threads: " + std::to_string(sm.threads) + " per SM" + warps;
   } else if (r.blocks == sm.blocks) {
