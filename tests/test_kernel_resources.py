@@ -3,6 +3,7 @@ thread read from the CUBIN NVRTC builds, and the blocks an SM holds under CUDA's
 (tp.lower's Kernel.registers, .local_bytes, .blocks_per_sm, .occupancy, .residency_why). The
 reader of the CUBIN takes hostile bytes without crashing; on a GPU the figures match the driver's."""
 import ctypes
+import struct
 
 import numpy as np
 import pytest
@@ -102,6 +103,27 @@ def test_residency_names_a_bad_argument():
         cuda.residency("sm_90a", 0, 32, 0)
     with pytest.raises(ValueError, match="target"):
         cuda.residency("sm_42", 128, 32, 0)
+
+
+def _with_section_type(cubin: bytes, section_name: bytes, new_type: int) -> bytes:
+    """The CUBIN with one section's type changed (ELF64: section headers at e_shoff, 64 bytes each)."""
+    image = bytearray(cubin)
+    table, = struct.unpack_from("<Q", image, 0x28)
+    count, names_index = struct.unpack_from("<HH", image, 0x3C)
+    names_at, = struct.unpack_from("<Q", image, table + 64 * names_index + 24)
+    for i in range(count):
+        name, = struct.unpack_from("<I", image, table + 64 * i)
+        if image[names_at + name:].split(b"\0", 1)[0] == section_name:
+            struct.pack_into("<I", image, table + 64 * i + 4, new_type)
+            struct.pack_into("<Q", image, table + 64 * i + 32, 1 << 62)  # and a size far past the image
+    return bytes(image)
+
+
+def test_a_section_without_bytes_is_never_read(kernels):
+    """.nv.info claimed to be NOBITS with an enormous size: no figures from it, and no walk over it."""
+    hostile = _with_section_type(kernels["map"].cubin, b".nv.info", 8)
+    assert hostile != kernels["map"].cubin
+    assert cuda.function_resources(hostile, "tp_kernel")[:2] == (-1, -1)
 
 
 def test_the_cubin_reader_reports_unknown_for_what_is_not_a_cubin(kernels):

@@ -89,7 +89,7 @@ FunctionResources function_resources(const std::string& cubin, const std::string
   for (const Section& s : all) {
     const std::string name = s.name < all[names_index].size ? image.name(all[names_index].offset + s.name) : "";
     if (name == ".nv.shared." + function) r.static_shared = static_cast<long long>(s.size);
-    if (name != ".nv.info") continue;
+    if (name != ".nv.info" || s.type == kNoBits) continue;  // only sections whose bytes were checked
     for (uint64_t at = s.offset; at + 4 <= s.offset + s.size;) {
       const uint8_t format = image.read<uint8_t>(at), attribute = image.read<uint8_t>(at + 1);
       const uint16_t field = image.read<uint16_t>(at + 2);
