@@ -86,9 +86,10 @@ FunctionResources function_resources(const std::string& cubin, const std::string
   const long long symbol = symbol_index(image, all, function);
   if (all.empty() || names_index >= all.size() || symbol < 0) return r;
   r.static_shared = 0;
+  const std::string shared_section = ".nv.shared." + function;
   for (const Section& s : all) {
     const std::string name = s.name < all[names_index].size ? image.name(all[names_index].offset + s.name) : "";
-    if (name == ".nv.shared." + function) r.static_shared = static_cast<long long>(s.size);
+    if (name == shared_section) r.static_shared = static_cast<long long>(s.size);
     if (name != ".nv.info" || s.type == kNoBits) continue;  // only sections whose bytes were checked
     for (uint64_t at = s.offset; at + 4 <= s.offset + s.size;) {
       const uint8_t format = image.read<uint8_t>(at), attribute = image.read<uint8_t>(at + 1);

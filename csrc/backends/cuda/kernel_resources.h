@@ -21,7 +21,7 @@ FunctionResources function_resources(const std::string& cubin, const std::string
 
 // The blocks of `block_threads` threads, each thread holding `registers` and each block
 // `shared_bytes` of shared memory, that one SM of `arch` runs side by side, and the limit that
-// binds: in words with its figures ("registers: 128 per thread leave room for 16 warps").
+// binds: in words with its figures ("registers: 128 per thread allow 2 blocks of 8 warps").
 struct Residency {
   int blocks = 0;
   int warps = 0;      // blocks x warps per block
