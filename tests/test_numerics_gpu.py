@@ -66,3 +66,47 @@ def test_every_elementwise_op_gives_the_cpu_bits_on_the_gpu(op, dtype, tile, rng
         cpu, gpu = both(fn, *args, batch_dims=1, **kwargs)
         differ = np.sum(cpu.view(f"u{cpu.itemsize}") != gpu.view(f"u{gpu.itemsize}"))
         assert bits_equal(cpu, gpu), (op, dtype, kwargs, differ)
+
+
+def midpoint_numerators(odd: int, exponent: int) -> np.ndarray:
+    """float32 numerators a whose quotient by odd * 2^exponent is a midpoint between two subnormal
+    floats exactly, (2M+1) 2^-150: the product with the divisor's reciprocal may round it the
+    wrong way, so the GPU must divide such a bundle as the CPU does."""
+    m = np.arange(0, (1 << 24) // (2 * odd), dtype=np.float64)
+    a = (odd * (2 * m + 1)) * 2.0 ** (exponent - 150)
+    assert np.all(a.astype(np.float32).astype(np.float64) == a)
+    return a.astype(np.float32)
+
+
+@tp.program
+def over_row_max(x):  # every row divided by one value, its max (as softmax divides by its sum)
+    return x / tp.max(x, axes=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("tile", [8, 7, 1024])
+def test_division_by_one_value_gives_the_cpu_bits(tile, rng):
+    """fdiv by a scalar, and a program dividing a row by its own statistic: the GPU multiplies by
+    the divisor's reciprocal in double where that rounds as the division does; bundles with a
+    quotient that can be subnormal divide. Random bit patterns, quotients that are subnormal
+    midpoints exactly (ties: to even), bundles with and without such a quotient."""
+    hard = {3.0 * 2**10: midpoint_numerators(3, 10), 6.0: midpoint_numerators(3, 1),
+            6145.0 * 2**12: midpoint_numerators(6145, 12)}
+    rows = INPUTS // tile
+    for b in [*hard, 0.7, 1e-30, -3e38, 2.0**-140, np.inf, -0.0, np.nan, 1.0]:
+        x = random_bits(rng, "float32", rows * tile)
+        if b in hard:  # in half the rows, a third of them without one
+            n = min(hard[b].size, x.size // 2)
+            x[:n] = rng.choice(hard[b], n, replace=False)
+            x[: n : 3] = x[x.size - n // 3 - 1 : x.size - 1]
+        x = x.reshape(rows, tile)
+        cpu, gpu = both(tp.fdiv, x, np.float32(b), batch_dims=1)
+        assert bits_equal(cpu, gpu), (b, int(np.sum(cpu.view(np.uint32) != gpu.view(np.uint32))))
+    # the program: the rows of hard quotients lead with their divisor, their max; the rest random
+    x = random_bits(rng, "float32", rows * tile).reshape(rows, tile)
+    for r, b in zip(range(0, rows // 2, 2), np.resize(list(hard), rows // 4)):
+        x[r, 0], x[r, 1:] = b, rng.choice(hard[b], tile - 1)
+    scope = tp.cta(256) if tile == 1024 else tp.warp
+    cpu = over_row_max(x, batch_dims=1, scope=scope, backend="cpu")
+    gpu = over_row_max(x, batch_dims=1, scope=scope, backend="cuda")
+    assert bits_equal(cpu, gpu)
+    assert "ScalarOperand" in tp.lower(over_row_max, x, batch_dims=1, scope=scope).source

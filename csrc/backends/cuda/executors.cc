@@ -91,7 +91,7 @@ KernelBody map_body(const Plan& plan) {
     if (r.scalar) {
       os << ", tp::ScalarOperand<" << T << ">{tp::cast<" << T << ">(s" << i << ")}";
     } else {
-      os << ", tp::RegOperand<" << T << ">{in" << i << "}";
+      os << ", tp::operand(in" << i << ")";
     }
   }
   os << ");";

@@ -257,11 +257,15 @@ class ProgramBody {
   // program's tiles.
   void call(std::ostream& os, std::ostream& decls, const ProgramStep& s, size_t k) {
     const KernelBody body = step_namespace(decls, s, k);
+    const bool maps = s.bound->plan().call.def->family == OpFamily::elementwise;
     os << "{\n  using namespace tp_gen::step" << k << ";\n";
     for (size_t i = 0; i < s.operands.size(); ++i) {
       const int id = s.operands[i];
+      const std::string one = maps && id >= 0 ? one_value(id) : "";
       if (id < 0) {
         os << "  const double s" << i << " = " << exact_double(s.scalars.at(i)) << ";\n";
+      } else if (!one.empty()) {  // the map takes it as the scalar it is: one divisor for a row, say
+        os << "  const tp::ScalarOperand<" << type(id) << "> in" << i << "{" << one << "};\n";
       } else {
         alias(os, "in" + std::to_string(i), id);
       }
@@ -407,6 +411,21 @@ class ProgramBody {
   std::string access(const ProgramValue& v, const ProgramStep* fold) const {
     if (staged_in_shared(plan_, v)) return "tp::SharedAccess";
     return fold || v.batch_broadcast ? "tp::GlobalAccess" : "tp::LastAccess";
+  }
+
+  // Where `id` is a copy of one value to each of its elements (a row's sum, broadcast over the
+  // row) that every lane can read, that value's expression; else "".
+  std::string one_value(int id) const {
+    for (const ProgramStep& s : plan_.steps) {
+      if (s.result != id || s.op != "copy") continue;
+      const int a = s.operands.at(0);
+      const ProgramValue& src = value(a);
+      if (src.elements() != 1) return "";
+      // in passes over a row's chunks, each lane holds the values of one element (passes())
+      if (plan_.rows || src.held_by_every_lane(plan_.scope)) return named("v", a) + "[0]";
+      if (!src.in_registers()) return named("v", a) + "[tp::memory_offset(" + named("kMem", a) + ", 0)]";
+    }
+    return "";
   }
 
   void alias(std::ostream& os, const std::string& name, int id) const {

@@ -20,6 +20,11 @@ template <class T> struct ScalarOperand {
   TP_HD T operator[](long long) const { return value; }
 };
 
+// A map's operand as the body names it: registers (or a shared tile) by their address; a
+// scalar, which a tile program passes for a value every lane holds, as it is.
+template <class T> TP_HD RegOperand<T> operand(const T* regs) { return {regs}; }
+template <class T> TP_HD ScalarOperand<T> operand(const ScalarOperand<T>& scalar) { return scalar; }
+
 namespace map_op {
 
 struct Zero {};  // no operand: the output dtype's +0
@@ -125,11 +130,36 @@ template <class Op, class T> struct has_pair<Op, T, void_t<typename Paired<Op, T
   static constexpr bool value = true;
 };
 
+// Fdiv of floats by one scalar for the whole bundle (a row's sum, broadcast): on the GPU each
+// quotient is a product with the divisor's reciprocal (numeric.cuh's FloatDivisor, fdiv's bits),
+// but for a bundle where one may be subnormal, which divides as the host does.
+template <class Op, class... Operands> constexpr bool divides_by_one_float = false;
+template <class A> constexpr bool divides_by_one_float<map_op::Fdiv, A, ScalarOperand<float>> = true;
+
+template <int kUnroll, class A>
+TP_HD void divide_registers(float* dst, int slots, const A& a, const ScalarOperand<float>& b) {
+#if TP_ON_DEVICE
+  const FloatDivisor divisor(b.value);
+  bool may_be_subnormal = false;
+  TP_UNROLL_BY(kUnroll)
+  for (int f = 0; f < slots; ++f) may_be_subnormal |= divisor.may_be_subnormal(a[f]);
+  if (!may_be_subnormal) {
+    TP_UNROLL_BY(kUnroll)
+    for (int f = 0; f < slots; ++f) dst[f] = divisor.divide(a[f]);
+    return;
+  }
+#endif
+  TP_UNROLL_BY(kUnroll)
+  for (int f = 0; f < slots; ++f) dst[f] = fdiv(a[f], b.value);
+}
+
 // dst[f] = Op(operands[f]...) for every register slot f of one bundle; two slots per
 // instruction where the op pairs (16-bit maps run at twice the rate).
 template <class Op, int kUnroll, class TD, class... Operands>
 TP_HD void map_registers(TD* dst, int slots, const Operands&... operands) {
-  if constexpr (has_pair<Op, TD>::value) {
+  if constexpr (divides_by_one_float<Op, Operands...>) {
+    divide_registers<kUnroll>(dst, slots, operands...);
+  } else if constexpr (has_pair<Op, TD>::value) {
     using Pair = typename Paired<Op, TD>::type;
     TP_UNROLL_BY(kUnroll)
     for (int f = 0; f + 1 < slots; f += 2) {
