@@ -39,6 +39,10 @@ carried_wheels() {
 # parts, run windows, chunked maps of warps)
 MEMCHECK=(tests/test_cuda_gpu.py -k "float32 or torch or cupy or jax or graph or many_tiles or unaligned or paired or long_ or warp_rows or pipelined or many_slots")
 RACECHECK=(tests/test_cuda_gpu.py -k "many_tiles or (reductions and float32) or unaligned or pipelined or windows or long_thread_rows or (warp_rows and 256) or many_slots")
+# the tile programs: memcheck every float32 program, scope and staging, device arrays and graphs;
+# racecheck and synccheck the fused kernels with barriers (several instances per block, rows in passes)
+PROGRAM_MEMCHECK=(tests/test_program_gpu.py tests/test_numerics_gpu.py::test_division_by_one_value_gives_the_cpu_bits -k "float32 or device_arrays or graph or division")
+PROGRAM_RACECHECK=(tests/test_program_gpu.py -k "(fused and float32 and (softmax or add_rmsnorm)) or (passes and float32)")
 
 if want install; then
   step env bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvidia-smi topo -m;
@@ -62,6 +66,12 @@ if want sanitize; then
   for tool in racecheck synccheck; do
     step "sanitizer_$tool" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
       python3 -m pytest "${RACECHECK[@]}" -q -p no:cacheprovider -x
+  done
+  step sanitizer_programs_memcheck compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 \
+    python3 -m pytest "${PROGRAM_MEMCHECK[@]}" -m gpu -q -p no:cacheprovider -x
+  for tool in racecheck synccheck; do
+    step "sanitizer_programs_$tool" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
+      python3 -m pytest "${PROGRAM_RACECHECK[@]}" -m gpu -q -p no:cacheprovider -x
   done
   # treduce across processes, each rank under the tool (ranks share the GPUs there are): every
   # tool over cuda_ipc; memcheck over nccl with every rank on a host of its own (NCCL's kernels too)

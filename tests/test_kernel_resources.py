@@ -5,6 +5,7 @@ reader of the CUBIN takes hostile bytes without crashing; on a GPU the figures m
 import ctypes
 import struct
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -32,6 +33,16 @@ def centred_times_sum(x):  # every element stays live across the sum: a thread's
 ROW = np.ones((8, 300), np.float32)
 
 
+@tp.program
+def softmax16(x):  # bfloat16 rows, float32 inside
+    xf = tp.cast(x, "float32")
+    e = tp.exp(xf - tp.max(xf, axes=-1, keepdims=True))
+    return tp.cast(e / tp.sum(e, axes=-1, keepdims=True), x.dtype)
+
+
+ROWS16 = np.ones((2, 16384), ml_dtypes.bfloat16)
+
+
 def lowered():
     """Kernels of every kind: a standalone map and reduction, a program, one that spills, treduce."""
     x = np.ones((8, 1024), np.float32)
@@ -56,7 +67,7 @@ def test_every_kernel_says_its_registers_and_blocks_per_sm(kernels):
         assert isinstance(k.registers, int) and 1 <= k.registers <= 255, name
         assert k.registers * k.block_threads <= 65536, name  # __launch_bounds__ holds
         assert 1 <= k.blocks_per_sm <= 32 and 0 < k.occupancy <= 1, name
-        assert k.residency_why.split(":")[0] in ("registers", "shared memory", "threads", "blocks"), name
+        assert k.residency_why.split(":")[0] in ("registers", "shared memory", "threads", "blocks", "barriers"), name
         assert f"{k.registers} registers/thread" in repr(k), name
     assert kernels["cta_sum"].registers <= 64  # 1024 threads a block: at most 64 each
     assert kernels["cta_sum"].blocks_per_sm == 2
@@ -92,10 +103,46 @@ def test_a_ptx_only_kernel_knows_no_registers():
     ("sm_90a", 128, 32, 228 * 1024, 0, "shared memory"),  # past 227 KiB a block: none fits
 ])
 def test_residency_follows_cudas_occupancy_rules(arch, threads, registers, shared, blocks, limit):
-    r = cuda.residency(arch, threads, registers, shared)
+    r = cuda.residency(arch, threads, registers, shared, 1)
     assert r["blocks"] == blocks and r["limit"].startswith(limit), r
     assert r["warps"] == blocks * ((threads + 31) // 32)
     assert r["max_warps"] == {"sm_86": 48, "sm_89": 48}.get(arch, 64)
+
+
+@pytest.mark.parametrize("arch, barriers, blocks, limit", [
+    ("sm_90a", 16, 4, "barriers: 16 named per block (64 per SM) allow 4 blocks of 8 warps"),  # an id in a register
+    ("sm_90a", 3, 8, "threads"),      # two instances: ids 1 and 2 beside __syncthreads' 0
+    ("sm_100a", 9, 7, "barriers"),    # eight instances
+    ("sm_120", 16, 2, "barriers"),    # 32 blocks an SM, one barrier each
+    ("sm_80", 16, 8, "threads"),      # before sm_90, barriers bind nothing
+])
+def test_named_barriers_bound_the_blocks_per_sm(arch, barriers, blocks, limit):
+    r = cuda.residency(arch, 256, 32, 0, barriers)
+    assert r["blocks"] == blocks and r["limit"].startswith(limit), r
+
+
+def test_instance_barriers_are_named_by_immediates(kernels):
+    """A block of several scope instances syncs each on its own barrier, its id an immediate: ptxas
+    then counts ids 0..instances, where an id in a register would reserve all 16."""
+    k = kernels["program"]
+    assert k.instances_per_block == 2 and '"r"(1 + instance)' not in k.source
+    assert cuda.function_resources(k.cubin, "tp_kernel")[3] == 3
+    assert cuda.function_resources(kernels["cta_sum"].cubin, "tp_kernel")[3] == 1  # __syncthreads alone
+    four = tp.lower(softmax, np.ones((8, 1024), np.float32), batch_dims=1, scope=tp.cta(64), target="sm_90a")
+    assert four.instances_per_block == 4 and cuda.function_resources(four.cubin, "tp_kernel")[3] == 5
+    assert four.blocks_per_sm == 8
+
+
+def test_few_blocks_by_registers_ask_ptxas_for_one_more():
+    """bfloat16 softmax rows of 16384 at cta(256): 128 registers a thread hold an SM to 2 blocks;
+    asked for 3 (__launch_bounds__(256, 3)), ptxas fits 80 without local memory, and that kernel is
+    kept. A kernel an SM holds many of is compiled once, as it is."""
+    k = tp.lower(softmax16, ROWS16, batch_dims=1, scope=tp.cta(256), target="sm_90a")
+    assert k.min_blocks == 3 and "__launch_bounds__(256, 3)" in k.source
+    assert k.registers <= 80 and k.local_bytes == 0 and k.blocks_per_sm == 3
+    assert "as asked of ptxas" in k.resources_words
+    many = tp.lower(softmax, np.ones((8, 1024), np.float32), batch_dims=1, scope=tp.cta(128), target="sm_90a")
+    assert many.min_blocks == 0 and "__launch_bounds__(256)" in many.source
 
 
 def test_residency_names_a_bad_argument():
@@ -103,6 +150,8 @@ def test_residency_names_a_bad_argument():
         cuda.residency("sm_90a", 0, 32, 0)
     with pytest.raises(ValueError, match="target"):
         cuda.residency("sm_42", 128, 32, 0)
+    with pytest.raises(ValueError, match="barriers from 0 to 16"):
+        cuda.residency("sm_90a", 128, 32, 0, 17)
 
 
 def _with_section_type(cubin: bytes, section_name: bytes, new_type: int) -> bytes:
@@ -128,11 +177,11 @@ def test_a_section_without_bytes_is_never_read(kernels):
 
 def test_the_cubin_reader_reports_unknown_for_what_is_not_a_cubin(kernels):
     cubin = kernels["map"].cubin
-    registers, frame, static_shared = cuda.function_resources(cubin, "tp_kernel")
-    assert registers == kernels["map"].registers and frame == 0 and static_shared >= 0
+    registers, frame, static_shared, barriers = cuda.function_resources(cubin, "tp_kernel")
+    assert registers == kernels["map"].registers and frame == 0 and static_shared >= 0 and 0 <= barriers <= 16
     for image, function in [(b"", "tp_kernel"), (b"garbage" * 20, "tp_kernel"), (cubin[:100], "tp_kernel"),
                             (cubin[: len(cubin) // 2], "tp_kernel"), (cubin, "no_such_function")]:
-        assert cuda.function_resources(image, function) == (-1, -1, -1)
+        assert cuda.function_resources(image, function) == (-1, -1, -1, -1)
 
 
 @settings(max_examples=300, deadline=None)
@@ -144,8 +193,8 @@ def test_the_cubin_reader_survives_damaged_images(data):
         at = data.draw(st.integers(0, len(cubin) - 1))
         cubin[at] = data.draw(st.integers(0, 255))
     cut = data.draw(st.integers(0, len(cubin)))
-    registers, frame, static_shared = cuda.function_resources(bytes(cubin[:cut]), "tp_kernel")
-    assert -1 <= registers <= 255 and frame >= -1 and static_shared >= -1
+    registers, frame, static_shared, barriers = cuda.function_resources(bytes(cubin[:cut]), "tp_kernel")
+    assert -1 <= registers <= 255 and frame >= -1 and static_shared >= -1 and -1 <= barriers <= 16
 
 
 _SMALL = []
@@ -174,6 +223,8 @@ def test_the_figures_are_the_drivers_on_a_gpu():
         for k in [tp.lower(tp.exp, np.ones((1024, 32), np.float32), batch_dims=1, target=arch),
                   tp.lower(tp.sum, x, batch_dims=1, scope=tp.cta(256), target=arch),
                   tp.lower(softmax, x, batch_dims=1, scope=tp.cta(128), target=arch),
+                  tp.lower(softmax, x, batch_dims=1, scope=tp.cta(64), target=arch),  # 4 instances, 5 barriers
+                  tp.lower(softmax16, ROWS16, batch_dims=1, scope=tp.cta(256), target=arch),  # ptxas asked for 3
                   tp.lower(centred_times_sum, ROW, batch_dims=1, scope=tp.thread, target=arch)]:
             module, function, value = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_int()
             check(driver.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(k.cubin)), "cuModuleLoadData")

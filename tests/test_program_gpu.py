@@ -220,11 +220,9 @@ def minus_m(x, m):  # one value per row from the caller, in shared memory (the C
     (tile_norm, [(3, 4, 2048)], "float16", tp.cta(256), "streamed"),
     (tile_norm, [(3, 4, 2048)], "float16", tp.cta(256), "shared"),
     (maps_only, [(7, 8192)] * 2, "float32", tp.warp, "streamed"),  # one pass: shared declines
-    (minus_m, [(5, 4096), (5, 1)], "float32", tp.cta(128), "streamed"),
-    (minus_m, [(5, 4096), (5, 1)], "float32", tp.cta(128), "shared")],
+    (minus_m, [(5, 4096), (5, 1)], "float32", tp.cta(128), "streamed")],  # one pass too
     ids=["tile_norm-f32-streamed", "tile_norm-f32-shared", "tile_norm-f64-streamed", "tile_norm-f64-shared",
-         "tile_norm-f16-streamed", "tile_norm-f16-shared", "maps_only-streamed", "minus_m-streamed",
-         "minus_m-shared"])
+         "tile_norm-f16-streamed", "tile_norm-f16-shared", "maps_only-streamed", "minus_m-streamed"])
 def test_tiles_and_map_programs_in_passes_give_the_cpu_bits(prog, shapes, dtype, scope, staging, rng):
     passes = tp.program(prog._fn, staging=staging)
     args = tuple(random_tile(rng, shape, dtype) for shape in shapes)

@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "backends/cuda/compiler.h"
@@ -91,6 +92,7 @@ py::dict launch_dict(const KernelSource& k) {
   d["tiles_per_block"] = k.tiles_per_block();
   d["instances_why"] = k.why;
   d["shared_bytes"] = k.shared_bytes;
+  d["min_blocks"] = k.min_blocks;
   py::dict staging;
   for (const auto& [name, how] : k.staging) staging[py::str(name)] = how;
   d["staging"] = staging;
@@ -105,9 +107,11 @@ py::dict resources_dict(const cuda::CompiledKernel& binary, const std::string& a
   const cuda::FunctionResources f = cuda::function_resources(binary.cubin, k.function);
   d["registers"] = f.registers < 0 ? py::object(py::none()) : py::int_(f.registers);
   d["local_bytes"] = f.frame_bytes < 0 ? py::object(py::none()) : py::int_(f.frame_bytes);
+  d["barriers"] = f.barriers < 0 ? py::object(py::none()) : py::int_(f.barriers);
   py::object residency = py::none();
   if (f.registers >= 0) {
-    residency = residency_dict(cuda::residency(arch, k.block_threads(), f.registers, k.shared_bytes + f.static_shared));
+    residency = residency_dict(
+        cuda::residency(arch, k.block_threads(), f.registers, k.shared_bytes + f.static_shared, std::max(f.barriers, 0)));
   }
   d["residency"] = residency;
   return d;
@@ -145,7 +149,7 @@ void bind_cuda_backend(py::module_& m) {
   c.def(
       "build_program",
       [](const std::shared_ptr<ProgramPlan>& plan, const std::string& arch) {
-        cuda::BuiltProgram k;
+        cuda::BuiltKernel k;
         {
           py::gil_scoped_release release;
           k = cuda::build_program(*plan, arch);
@@ -155,19 +159,20 @@ void bind_cuda_backend(py::module_& m) {
       py::arg("plan"), py::arg("arch"), "The program's one kernel for arch: source, PTX, CUBIN and its launch shape.");
   c.def(
       "residency",
-      [](const std::string& arch, int block_threads, int registers, long long shared_bytes) {
-        return residency_dict(cuda::residency(arch, block_threads, registers, shared_bytes));
+      [](const std::string& arch, int block_threads, int registers, long long shared_bytes, int barriers) {
+        return residency_dict(cuda::residency(arch, block_threads, registers, shared_bytes, barriers));
       },
-      py::arg("arch"), py::arg("block_threads"), py::arg("registers"), py::arg("shared_bytes"),
+      py::arg("arch"), py::arg("block_threads"), py::arg("registers"), py::arg("shared_bytes"), py::arg("barriers") = 1,
       "Blocks of a kernel one SM of arch holds at once under CUDA's occupancy rules, and the limit that binds.");
   c.def(
       "function_resources",
       [](const py::bytes& cubin, const std::string& function) {
         const cuda::FunctionResources f = cuda::function_resources(cubin, function);
-        return py::make_tuple(f.registers, f.frame_bytes, f.static_shared);
+        return py::make_tuple(f.registers, f.frame_bytes, f.static_shared, f.barriers);
       },
       py::arg("cubin"), py::arg("function"),
-      "(registers per thread, stack frame bytes, static shared bytes) of function in a CUBIN; -1 where unknown.");
+      "(registers per thread, stack frame bytes, static shared bytes, named barriers per block) of function in a "
+      "CUBIN; -1 where unknown.");
   c.def("launch", [](const std::shared_ptr<ProgramPlan>& plan, const std::string& arch) {
     return launch_dict(program_launch(*plan, arch));
   }, py::arg("plan"), py::arg("arch"), "The program kernel's launch shape for arch; nothing is rendered or compiled.");

@@ -48,6 +48,7 @@ SmLimits sm_limits(const std::string& arch) {
     l.shared = 100 * 1024;
     l.shared_per_block = 99 * 1024;
   }
+  l.barriers = sm < 90 ? 0 : sm == 110 || sm >= 120 ? l.blocks : 2 * l.blocks;
   return l;
 }
 

@@ -32,6 +32,9 @@ struct SmLimits {
   long long shared = 228 * 1024;  // at the largest shared-memory carveout
   long long shared_per_block = kMaxSharedBytes;
   long long shared_reserved_per_block = 1024;  // CUDA's own, beside each block's
+  // named barriers the SM holds for its blocks together (each block takes EIATTR_NUM_BARRIERS of
+  // them), from sm_90 on; 0: not a limit
+  int barriers = 64;
 };
 // The limits of `arch`'s SM ("sm_90a", "compute_90"); ValueError for an unknown target.
 SmLimits sm_limits(const std::string& arch);

@@ -21,7 +21,9 @@ class Kernel:
     takes of an SM, read from the CUBIN without a GPU: ``registers`` and ``local_bytes`` (the stack
     frame: spilled registers, local arrays) per thread, and ``blocks_per_sm``, ``occupancy`` (warps
     an SM holds over its most) and ``residency_why`` (the limit that binds) under CUDA's occupancy
-    rules for ``arch``; None for a PTX-only kernel."""
+    rules for ``arch``; None for a PTX-only kernel. ``min_blocks``: where registers alone held an
+    SM to few blocks, the blocks per SM ptxas was asked to fit (kept only where it spilled nothing),
+    else 0."""
 
     def __init__(self, plan: Plan, built: dict):
         self.plan = plan
@@ -40,6 +42,7 @@ class Kernel:
         self.staging: dict = dict(built.get("staging", {}))  # operand -> how the frame moves it
         self.registers: Optional[int] = built.get("registers")
         self.local_bytes: Optional[int] = built.get("local_bytes")
+        self.min_blocks: int = built.get("min_blocks", 0)  # blocks per SM ptxas was asked to fit, 0: none
         residency = built.get("residency")
         self.blocks_per_sm: Optional[int] = residency["blocks"] if residency else None
         self.occupancy: Optional[float] = residency["warps"] / residency["max_warps"] if residency else None
@@ -58,7 +61,8 @@ class Kernel:
         if self.registers is None:
             return "registers not known (PTX only)"
         local = f", {self.local_bytes} B local/thread" if self.local_bytes else ""
-        return (f"{self.registers} registers/thread{local}, {self.blocks_per_sm} blocks/SM "
+        asked = f", as asked of ptxas (__launch_bounds__ for {self.min_blocks})" if self.min_blocks else ""
+        return (f"{self.registers} registers/thread{local}, {self.blocks_per_sm} blocks/SM{asked} "
                 f"({self.occupancy:.0%} of its warps; {self.residency_why})")
 
     def __repr__(self) -> str:

@@ -219,7 +219,7 @@ class Frame {
     return bytes + instances * (instance_tiles_bytes() + once_bytes() + align16(body_.shared_bytes));
   }
 
-  std::string text() {
+  std::string text(int min_blocks) {
     std::ostringstream decls, head, load, prefetch, run, store;
     declare_tables(decls);
     params(head);
@@ -250,7 +250,8 @@ class Frame {
          << ";  // slots per body call\n";
     }
     os << decls.str() << body_.decls << "}  // namespace tp_gen\n\n"
-       << "extern \"C\" __global__ void __launch_bounds__(" << threads_ * instances_ << ")\n"
+       << "extern \"C\" __global__ void __launch_bounds__(" << threads_ * instances_
+       << (min_blocks > 0 ? ", " + std::to_string(min_blocks) : "") << ")\n"
        << kKernelName << "(" << head.str() << ") {\n"
        << "  using namespace tp_gen;\n"
        << "  const int instance = threadIdx.x / kThreads;\n"
@@ -694,10 +695,11 @@ KernelSource launch_of(const Frame& frame, const FrameSpec& spec) {
 
 KernelSource frame_launch(const FrameSpec& spec, const std::string& arch) { return launch_of(Frame(spec, arch), spec); }
 
-KernelSource render_kernel(const FrameSpec& spec, const std::string& arch) {
+KernelSource render_kernel(const FrameSpec& spec, const std::string& arch, int min_blocks) {
   Frame frame(spec, arch);
   KernelSource k = launch_of(frame, spec);
-  k.text = frame.text();
+  k.min_blocks = min_blocks;
+  k.text = frame.text(min_blocks);
   return k;
 }
 
@@ -720,7 +722,7 @@ std::string cuda_scope_sync(const ExecScope& scope, int instances) {
       if (instances == 1) return "__syncthreads();";
       [[fallthrough]];
     case ScopeKind::warpgroup:  // barrier 1 + instance over this instance's threads
-      return "asm volatile(\"bar.sync %0, %1;\" :: \"r\"(1 + instance), \"n\"(kThreads) : \"memory\");";
+      return "tp::instance_sync<kThreads, kInstances>(instance);";
   }
   return "";
 }

@@ -91,6 +91,7 @@ struct KernelSource {
   int rounds = 1;     // tiles each instance takes in turn
   long long shared_bytes = 0;  // per block, at launch: staging, per-instance tiles, the body's, windows
   std::string why;             // why this many instances per block and rounds
+  int min_blocks = 0;          // the blocks per SM ptxas was asked to fit (__launch_bounds__), 0: none
   // How each staged operand moves between global memory and the body, by name, in order
   std::vector<std::pair<std::string, std::string>> staging;
   int block_threads() const { return threads * instances; }
@@ -102,8 +103,8 @@ struct KernelSource {
 // follow from it (a program's barriers name the instances). ValueError when one instance needs
 // more shared memory than the arch has.
 KernelSource frame_launch(const FrameSpec& spec, const std::string& arch);
-// The same, and the kernel's source.
-KernelSource render_kernel(const FrameSpec& spec, const std::string& arch);
+// The same, and the kernel's source; with `min_blocks`, ptxas asked to fit that many blocks per SM.
+KernelSource render_kernel(const FrameSpec& spec, const std::string& arch, int min_blocks = 0);
 
 // Scope instances per block before shared memory limits them, and why (one per block for a
 // CTA that is not whole warps; warpgroup and CTA instances each sync on a named barrier).

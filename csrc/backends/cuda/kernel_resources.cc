@@ -18,7 +18,7 @@ constexpr uint32_t kSymbolTable = 2, kNoBits = 8;  // NOBITS: a size and no byte
 // .nv.info entries: format, attribute, then a 16-bit field; EIFMT_SVAL's field is the size of the
 // payload that follows, the others' is the value itself
 constexpr uint8_t kFormatSized = 0x04;
-constexpr uint8_t kAttrRegisterCount = 0x2f, kAttrFrameSize = 0x11;
+constexpr uint8_t kAttrRegisterCount = 0x2f, kAttrFrameSize = 0x11, kAttrBarriers = 0x4c;
 
 // Bounds-checked little-endian reads of an image that may be anything.
 class Image {
@@ -86,16 +86,19 @@ FunctionResources function_resources(const std::string& cubin, const std::string
   const long long symbol = symbol_index(image, all, function);
   if (all.empty() || names_index >= all.size() || symbol < 0) return r;
   r.static_shared = 0;
-  const std::string shared_section = ".nv.shared." + function;
+  r.barriers = 0;  // none named where the function's own .nv.info says nothing
+  const std::string shared_section = ".nv.shared." + function, own_info = ".nv.info." + function;
   for (const Section& s : all) {
     const std::string name = s.name < all[names_index].size ? image.name(all[names_index].offset + s.name) : "";
     if (name == shared_section) r.static_shared = static_cast<long long>(s.size);
-    if (name != ".nv.info" || s.type == kNoBits) continue;  // only sections whose bytes were checked
+    if ((name != ".nv.info" && name != own_info) || s.type == kNoBits) continue;  // only sections whose bytes were checked
     for (uint64_t at = s.offset; at + 4 <= s.offset + s.size;) {
       const uint8_t format = image.read<uint8_t>(at), attribute = image.read<uint8_t>(at + 1);
       const uint16_t field = image.read<uint16_t>(at + 2);
       const uint64_t payload = format == kFormatSized ? field : 0;
-      if (payload >= 8 && at + 4 + payload <= s.offset + s.size && image.read<uint32_t>(at + 4) == symbol) {
+      if (name == own_info && attribute == kAttrBarriers && format != kFormatSized) r.barriers = std::min<int>(field, 16);
+      if (name == ".nv.info" && payload >= 8 && at + 4 + payload <= s.offset + s.size &&
+          image.read<uint32_t>(at + 4) == symbol) {
         const uint32_t value = image.read<uint32_t>(at + 8);
         if (attribute == kAttrRegisterCount) r.registers = static_cast<int>(std::min<uint32_t>(value, 255));
         if (attribute == kAttrFrameSize) r.frame_bytes = value;
@@ -106,9 +109,10 @@ FunctionResources function_resources(const std::string& cubin, const std::string
   return r;
 }
 
-Residency residency(const std::string& arch, int block_threads, int registers, long long shared_bytes) {
-  if (block_threads < 1 || registers < 0 || shared_bytes < 0) {
-    throw ValueError("residency: block_threads must be positive, registers and shared_bytes not negative");
+Residency residency(const std::string& arch, int block_threads, int registers, long long shared_bytes, int barriers) {
+  if (block_threads < 1 || registers < 0 || shared_bytes < 0 || barriers < 0 || barriers > 16) {
+    throw ValueError("residency: block_threads must be positive, registers and shared_bytes not negative, "
+                     "barriers from 0 to 16");
   }
   const SmLimits sm = sm_limits(arch);
   constexpr int kWarp = 32, kPartitions = 4, kRegisterUnit = 256, kSharedUnit = 128;
@@ -122,7 +126,8 @@ Residency residency(const std::string& arch, int block_threads, int registers, l
   const long long per_block = (taken + kSharedUnit - 1) / kSharedUnit * kSharedUnit;
   const int by_shared = shared_bytes > sm.shared_per_block ? 0 : static_cast<int>(sm.shared / std::max(1LL, per_block));
   const int by_threads = r.max_warps / warps_per_block;
-  r.blocks = std::min({by_registers, by_shared, by_threads, sm.blocks});
+  const int by_barriers = sm.barriers > 0 && barriers > 0 ? sm.barriers / barriers : sm.blocks;
+  r.blocks = std::min({by_registers, by_shared, by_threads, sm.blocks, by_barriers});
   r.warps = r.blocks * warps_per_block;
   const std::string warps = " allow " + std::to_string(r.blocks) + (r.blocks == 1 ? " block of " : " blocks of ") +
                             std::to_string(warps_per_block) + (warps_per_block == 1 ? " warp" : " warps");
@@ -130,6 +135,9 @@ Residency residency(const std::string& arch, int block_threads, int registers, l
     r.limit = "threads: " + std::to_string(sm.threads) + " per SM" + warps;
   } else if (r.blocks == sm.blocks) {
     r.limit = "blocks: " + std::to_string(sm.blocks) + " per SM at most";
+  } else if (r.blocks == by_barriers) {
+    r.limit = "barriers: " + std::to_string(barriers) + " named per block (" + std::to_string(sm.barriers) +
+              " per SM)" + warps;
   } else if (r.blocks == by_shared) {
     r.limit = "shared memory: " + std::to_string(shared_bytes) + " bytes per block" + warps;
   } else {

@@ -15,14 +15,7 @@ constexpr size_t kArenaAlign = 256;
 size_t aligned(size_t bytes) { return (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign; }
 }  // namespace
 
-BuiltProgram build_program(const ProgramPlan& plan, const std::string& arch) {
-  BuiltProgram b;
-  b.source = render_program(plan, arch);
-  b.arch = arch;
-  b.options = kernel_options(b.source.text);
-  b.binary = compile_cached(b.source.text, arch, b.options);
-  return b;
-}
+BuiltKernel build_program(const ProgramPlan& plan, const std::string& arch) { return build_frame(program_frame(plan, arch), arch); }
 
 ProgramKernel::ProgramKernel(std::shared_ptr<const ProgramPlan> plan)
     : plan_(std::move(plan)), device_(plan_->context.devices.empty() ? 0 : plan_->context.devices[0]) {

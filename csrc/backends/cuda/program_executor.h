@@ -9,20 +9,14 @@
 #include <vector>
 
 #include "backends/cuda/driver.h"
+#include "backends/cuda/kernel_build.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/program_frame.h"
 
 namespace tp::cuda {
 
-struct BuiltProgram {
-  KernelSource source;
-  std::string arch;
-  std::vector<std::string> options;
-  std::shared_ptr<const CompiledKernel> binary;
-};
-
 // The program's kernel for `arch`, from the kernel cache or compiled now (tp.lower).
-BuiltProgram build_program(const ProgramPlan& plan, const std::string& arch);
+BuiltKernel build_program(const ProgramPlan& plan, const std::string& arch);
 
 class ProgramKernel {
  public:
@@ -40,12 +34,12 @@ class ProgramKernel {
                 long long tiles) const;
 
   int device() const { return device_; }
-  const BuiltProgram& built() const { return built_; }
+  const BuiltKernel& built() const { return built_; }
 
  private:
   std::shared_ptr<const ProgramPlan> plan_;
   int device_;
-  BuiltProgram built_;
+  BuiltKernel built_;
   std::vector<size_t> input_bytes_;   // per tile of each input
   std::vector<bool> input_shared_;    // one tile for the whole batch
   std::vector<size_t> output_bytes_;  // per tile of each output

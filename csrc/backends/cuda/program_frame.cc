@@ -565,10 +565,10 @@ KernelSource program_launch(const ProgramPlan& plan, const std::string& arch) {
   return frame_launch(program_operands(plan), arch);
 }
 
-KernelSource render_program(const ProgramPlan& plan, const std::string& arch) {
+FrameSpec program_frame(const ProgramPlan& plan, const std::string& arch) {
   FrameSpec spec = program_operands(plan);
   spec.body = ProgramBody(plan, frame_launch(spec, arch).instances).render();
-  return render_kernel(spec, arch);
+  return spec;
 }
 
 }  // namespace tp

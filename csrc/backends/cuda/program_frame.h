@@ -17,8 +17,8 @@ namespace tp {
 FrameSpec call_frame(const Plan& plan, KernelBody body);
 
 // A program for `arch`: its launch shape (nothing rendered; ValueError naming the program when
-// one instance needs more shared memory than the arch gives a block) and its kernel.
+// one instance needs more shared memory than the arch gives a block) and its frame, body and all.
 KernelSource program_launch(const ProgramPlan& plan, const std::string& arch);
-KernelSource render_program(const ProgramPlan& plan, const std::string& arch);
+FrameSpec program_frame(const ProgramPlan& plan, const std::string& arch);
 
 }  // namespace tp

@@ -185,12 +185,7 @@ KernelSource kernel_launch(const Plan& plan, const std::string& arch) {
 }
 
 BuiltKernel CudaTileExecutor::build(const Plan& plan, const std::string& arch) const {
-  BuiltKernel k;
-  k.source = render_kernel(call_frame(plan, make_(plan)), arch);
-  k.arch = arch;
-  k.options = kernel_options(k.source.text);
-  k.binary = compile_cached(k.source.text, arch, k.options);
-  return k;
+  return build_frame(call_frame(plan, make_(plan)), arch);
 }
 
 std::shared_ptr<const Runner> CudaTileExecutor::bind(const Plan& plan) const {

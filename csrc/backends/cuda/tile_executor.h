@@ -8,18 +8,12 @@
 #include <vector>
 
 #include "backends/cuda/driver.h"
+#include "backends/cuda/kernel_build.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernel_frame.h"
 #include "dispatch/executor.h"
 
 namespace tp::cuda {
-
-struct BuiltKernel {
-  KernelSource source;
-  std::string arch;
-  std::vector<std::string> options;
-  std::shared_ptr<const CompiledKernel> binary;
-};
 
 // A CUDA executor that can show its kernel for any architecture (tp.lower), GPU or not.
 class CudaExecutor : public Executor {

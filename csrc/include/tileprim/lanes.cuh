@@ -37,6 +37,21 @@ struct DeviceLanes {
   }
 };
 
+// The barrier of scope instance `instance` of a block of kInstances (bar.sync 1 + instance over its
+// kThreads; whole warps, so each warp takes one branch). The id is an immediate: with an id in a
+// register ptxas reserves all 16 of a block's named barriers (EIATTR_NUM_BARRIERS), and an sm_90
+// SM, 64 for its blocks together, then holds at most 4 blocks.
+template <int kThreads, int kInstances, int kId = 0> __device__ __forceinline__ void instance_sync(int instance) {
+  static_assert(kInstances <= 15, "a block has 16 named barriers, 0 for __syncthreads");
+  if constexpr (kId + 1 == kInstances) {
+    asm volatile("bar.sync %0, %1;" ::"n"(1 + kId), "n"(kThreads) : "memory");
+  } else if (instance == kId) {
+    asm volatile("bar.sync %0, %1;" ::"n"(1 + kId), "n"(kThreads) : "memory");
+  } else {
+    instance_sync<kThreads, kInstances, kId + 1>(instance);
+  }
+}
+
 // The lanes of a scope instance of several warps (warpgroup, CTA): within a warp they shuffle;
 // across warps (lane masks of 32 and more) each value goes through shared memory between two of
 // the instance's barriers (bar.sync 1 + instance, or __syncthreads for a lone CTA instance, as
@@ -48,7 +63,7 @@ template <int kThreads, int kInstances> struct CtaLanes : DeviceLanes {
     if constexpr (kInstances == 1) {
       __syncthreads();
     } else {
-      asm volatile("bar.sync %0, %1;" ::"r"(1 + instance), "n"(kThreads) : "memory");
+      instance_sync<kThreads, kInstances>(instance);
     }
   }
   template <class T> __device__ T shfl_xor(const T& v, int lane_mask, int width) const {
