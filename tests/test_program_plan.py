@@ -257,3 +257,18 @@ def test_one_value_per_row_from_the_caller_runs_in_passes():
     assert next(t for t in p.tiles if t["name"] == "m")["storage"] == "shared"
     k = tp.lower(minus_m, x, m, batch_dims=1, scope=tp.cta(1024), target="sm_90a")
     assert "ld.local" not in k.ptx and k.staging["in1"].startswith("shared")
+
+
+def test_a_thread_too_long_for_a_gpu_kernel_is_refused_with_the_fix():
+    """A thread-scope softmax of 1000-element rows keeps 3000 registers live: built for a GPU its
+    unrolled kernel would take NVRTC minutes and run from local memory, so no staging takes it and
+    the plan says why and the fix; the CPU backend, which builds no kernel, runs it."""
+    x = np.random.default_rng(3).standard_normal((3, 1000)).astype(np.float32)
+    with pytest.raises(tp.DispatchError, match="no staging holds its tiles on a GPU") as info:
+        tp.plan(softmax, x, batch_dims=1, scope=tp.thread, target="sm_90a")
+    assert "past 1024 a thread's kernel unrolls until NVRTC takes minutes" in str(info.value)
+    assert "Fix: fewer elements per thread" in str(info.value)
+    p = tp.plan(softmax, x, batch_dims=1, scope=tp.thread)
+    assert p.staging == "spilled"
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(softmax(x, batch_dims=1, scope=tp.thread), e / e.sum(-1, keepdims=True), rtol=1e-5)

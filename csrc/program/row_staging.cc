@@ -13,6 +13,10 @@ namespace tp {
 namespace {
 
 constexpr int kChunkSlotsTarget = 16;  // registers per thread per row tile and chunk
+// Past this many registers live at once per thread, a kernel for a GPU is not built to spill: its
+// thread's unrolled code grows until NVRTC takes minutes (2 cores: 768 registers 18 s, a thread-scope
+// softmax of 1000-element rows, 3000 registers, 11 minutes), and it would run from local memory.
+constexpr long long kSpillableRegisters = 1024;
 
 std::string registers_held(const ProgramPlan& plan) {
   return "the tiles live at once take " + std::to_string(plan.peak_registers) + " registers per thread";
@@ -197,23 +201,37 @@ void choose_staging(ProgramPlan& plan, const std::string& forced) {
     shared.reasons = why;
   }
 
-  spilled.accepted = !fits_registers(plan) && !one_step(plan);
+  const std::string fix = "Fix: fewer elements per thread (a wider scope, more batch_dims), or storage='shared' for the "
+                          "steps whose tiles need not stay in registers";
+  const bool for_gpu = plan.context.backend == "cuda" || !plan.context.target.empty();
+  const bool unbuildable = for_gpu && plan.peak_registers > kSpillableRegisters;
+  spilled.accepted = !fits_registers(plan) && !one_step(plan) && !unbuildable;
   spilled.reasons.push_back(
-      spilled.accepted ? registers_held(plan) + "; " + budget_of(plan) +
-                             ", so on a GPU the rest spill to local memory, slowly. Fix: fewer elements per thread (a "
-                             "wider scope, more batch_dims), or storage='shared' for the steps whose tiles need not "
-                             "stay in registers"
-                       : one_step(plan) ? "a program of one step runs as its standalone call" : "the tiles fit in registers");
+      one_step(plan)          ? "a program of one step runs as its standalone call"
+      : fits_registers(plan)  ? "the tiles fit in registers"
+      : unbuildable           ? registers_held(plan) + ": past " + std::to_string(kSpillableRegisters) +
+                                  " a thread's kernel unrolls until NVRTC takes minutes to compile it, and it would run "
+                                  "from local memory. " + fix
+                              : registers_held(plan) + "; " + budget_of(plan) +
+                                  ", so on a GPU the rest spill to local memory, slowly. " + fix);
 
   const StagingVerdict* chosen = nullptr;
   for (const StagingVerdict& v : verdicts) {
     if (v.accepted && (forced.empty() ? !chosen : v.name == forced)) chosen = &v;
   }
-  if (!chosen) {
+  if (!chosen && !forced.empty()) {
     const StagingVerdict& v = *std::find_if(verdicts.begin(), verdicts.end(), [&](const auto& c) { return c.name == forced; });
     std::string reasons;
     for (const std::string& r : v.reasons) reasons += "\n  " + r;
     throw DispatchError(plan.name + ": staging='" + forced + "' declines:" + reasons);
+  }
+  if (!chosen) {
+    std::string reasons;
+    for (const StagingVerdict& v : verdicts) {
+      reasons += "\n  " + v.name + " (declines):";
+      for (const std::string& r : v.reasons) reasons += "\n      " + r;
+    }
+    throw DispatchError(plan.name + ": no staging holds its tiles on a GPU:" + reasons);
   }
   plan.staging = chosen->name;
   if (plan.staging == "shared" || plan.staging == "streamed") plan.rows = rows;
