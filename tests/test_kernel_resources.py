@@ -130,7 +130,7 @@ def test_instance_barriers_are_named_by_immediates(kernels):
     assert cuda.function_resources(kernels["cta_sum"].cubin, "tp_kernel")[3] == 1  # __syncthreads alone
     four = tp.lower(softmax, np.ones((8, 1024), np.float32), batch_dims=1, scope=tp.cta(64), target="sm_90a")
     assert four.instances_per_block == 4 and cuda.function_resources(four.cubin, "tp_kernel")[3] == 5
-    assert four.blocks_per_sm == 8
+    assert four.blocks_per_sm > 4 and not four.residency_why.startswith("barriers")  # 64 // 16 before
 
 
 def test_few_blocks_by_registers_ask_ptxas_for_one_more():

@@ -143,3 +143,25 @@ def test_the_op_table_says_every_elementwise_op_gives_the_same_bits_everywhere()
     assert pairs == 4 * len(ELEMENTWISE)
     for op in TRANSCENDENTAL:  # correctly rounded in 16 bits, not (provably) in 32 and 64
         assert sorted(TABLE[op]["exactly_rounded"]) == ["bfloat16", "float16"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_exp_of_a_bundle_within_the_normal_range_gives_the_same_bits(dtype, rng):
+    """A bundle whose every x lies within +-86 (float32; +-700 float64) scales by adding k to the
+    exponent (every result normal); one with an x beyond takes exp's clamps and two-step scaling.
+    The same x give the same bits either way; float32 stays on the float64 oracle (float64's is
+    the accuracy tests', against mpmath)."""
+    bound = 86.0 if dtype == "float32" else 700.0
+    t = np.dtype(dtype).type
+    x = rng.uniform(-bound, bound, (4096, 8)).astype(dtype)
+    edges = [bound, -bound, np.nextafter(t(bound), t(0)), np.nextafter(t(-bound), t(0)), 0.0, -0.0,
+             np.finfo(dtype).smallest_subnormal, -1e-30, 0.5 * np.log(2), -0.5 * np.log(2)]
+    x.flat[: len(edges)] = edges
+    within = tp.exp(x, batch_dims=1, backend="cpu")
+    mixed = x.copy()
+    mixed[:, 7] = 2 * bound  # beyond: e^x overflows or nearly
+    general = tp.exp(mixed, batch_dims=1, backend="cpu")
+    assert bits_equal(within[:, :7], general[:, :7])
+    if dtype == "float32":
+        want = np.exp(x.astype(np.float64))
+        assert np.all(np.abs(within - want) <= 0.78 * np.spacing(want.astype(dtype)).astype(np.float64))

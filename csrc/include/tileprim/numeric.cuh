@@ -77,8 +77,10 @@ template <> struct limits<double> {
 TP_HD bool is_nan(float x) { return x != x; }
 #if TP_ON_DEVICE
 TP_HD float magnitude(float x) { return fabsf(x); }  // |x|: a modifier on the instruction that reads it
+TP_HD double magnitude(double x) { return fabs(x); }
 #else
 inline float magnitude(float x) { return std::fabs(x); }
+inline double magnitude(double x) { return std::fabs(x); }
 #endif
 TP_HD bool is_nan(double x) { return x != x; }
 TP_HD bool sign_bit(float x) { return (bits_of(x) >> 31) != 0; }
