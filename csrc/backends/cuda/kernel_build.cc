@@ -1,5 +1,7 @@
 #include "backends/cuda/kernel_build.h"
 
+#include <utility>
+
 #include "backends/cuda/compiler.h"
 #include "backends/cuda/kernel_resources.h"
 

@@ -75,6 +75,7 @@ template <> struct limits<double> {
 };
 
 TP_HD bool is_nan(float x) { return x != x; }
+TP_HD bool is_nan(double x) { return x != x; }
 #if TP_ON_DEVICE
 TP_HD float magnitude(float x) { return fabsf(x); }  // |x|: a modifier on the instruction that reads it
 TP_HD double magnitude(double x) { return fabs(x); }
@@ -82,7 +83,6 @@ TP_HD double magnitude(double x) { return fabs(x); }
 inline float magnitude(float x) { return std::fabs(x); }
 inline double magnitude(double x) { return std::fabs(x); }
 #endif
-TP_HD bool is_nan(double x) { return x != x; }
 TP_HD bool sign_bit(float x) { return (bits_of(x) >> 31) != 0; }
 TP_HD bool sign_bit(double x) { return (bits_of(x) >> 63) != 0; }
 
@@ -104,13 +104,11 @@ TP_HD float fdiv(float a, float b) { return a / b; }
 class FloatDivisor {
  public:
   TP_HD explicit FloatDivisor(float b)
-      : b_(b), inverse_(1.0 / static_cast<double>(b)), subnormal_below_(magnitude(b) * 0x1p-124f) {}
+      : inverse_(1.0 / static_cast<double>(b)), subnormal_below_(magnitude(b) * 0x1p-124f) {}
   TP_HD float divide(float a) const { return static_cast<float>(static_cast<double>(a) * inverse_); }
   TP_HD bool may_be_subnormal(float a) const { return (magnitude(a) < subnormal_below_) & (a != 0.0f); }
-  TP_HD float divisor() const { return b_; }
 
  private:
-  float b_;
   double inverse_;
   float subnormal_below_;
 };

@@ -170,7 +170,7 @@ template <class T> TP_HD Value<T> exp_value(T x) {
 }
 // e^x for |x| <= kExpNormal, where hi (in [sqrt(1/2), sqrt(2)]) times 2^k is normal, so exact:
 // k added to hi's exponent bits (those of k + kShifter shift out of the field), with no clamp, no
-// NaN and no two-step scaling. The bits of round(exp_value(x)), about 10 instructions fewer.
+// NaN and no two-step scaling. The bits of round(exp_value(x)), about 11 instructions fewer.
 template <class T> TP_HD T exp_normal(T x) {
   const ExpParts<T> p = exp_parts(x);
   return from_bits(to_bits(p.e.hi) + (to_bits(p.shifted) << Format<T>::kMant));

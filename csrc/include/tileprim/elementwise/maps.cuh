@@ -155,7 +155,7 @@ TP_HD void divide_registers(float* dst, int slots, const A& a, const ScalarOpera
 
 // Exp of float or double registers: where every x of the bundle lies within kExpNormal, each
 // result is normal and its 2^k an add to the exponent (ieee_math::exp_normal, exp's bits, about
-// 10 instructions fewer); a bundle with an x beyond (or a NaN) takes exp.
+// 11 instructions fewer); a bundle with an x beyond (or a NaN) takes exp.
 template <class Op, class TD, class... Operands> constexpr bool exps_of_wide = false;
 template <> constexpr bool exps_of_wide<map_op::Exp, float, RegOperand<float>> = true;
 template <> constexpr bool exps_of_wide<map_op::Exp, double, RegOperand<double>> = true;
