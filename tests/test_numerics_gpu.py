@@ -115,16 +115,20 @@ def test_division_by_one_value_gives_the_cpu_bits(tile, rng):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("tile", [8, 7, 1024])
-def test_exp_within_the_normal_range_gives_the_cpu_bits(dtype, tile, rng):
-    """exp of bundles whose every x lies within +-86 (+-700), which add k to the exponent, and of
-    the same x in bundles with one beyond, which take the general path: the CPU's bits either way."""
-    bound = 86.0 if dtype == "float32" else 700.0
+@pytest.mark.parametrize("op", ["exp", "exp2"])
+def test_exp_within_the_normal_range_gives_the_cpu_bits(op, dtype, tile, rng):
+    """exp (exp2) of bundles whose every x lies within +-86 (+-124; float64 +-700, +-1020), which
+    add k to the exponent, and of the same x in bundles with one beyond, which take the general
+    path: the CPU's bits either way."""
+    bound = {("exp", "float32"): 86.0, ("exp", "float64"): 700.0, ("exp2", "float32"): 124.0,
+             ("exp2", "float64"): 1020.0}[(op, dtype)]
+    fn = getattr(tp, op)
     rows = INPUTS // tile
     x = rng.uniform(-bound, bound, (rows, tile)).astype(dtype)
     x.flat[:6] = [bound, -bound, 0.0, -0.0, np.finfo(dtype).smallest_subnormal, -np.finfo(dtype).smallest_subnormal]
-    cpu, gpu = both(tp.exp, x, batch_dims=1)
+    cpu, gpu = both(fn, x, batch_dims=1)
     assert bits_equal(cpu, gpu)
     x[::2, -1] = np.where(np.arange(x[::2].shape[0]) % 2, np.inf, np.nan)  # every other row beyond
-    cpu_mixed, gpu_mixed = both(tp.exp, x, batch_dims=1)
+    cpu_mixed, gpu_mixed = both(fn, x, batch_dims=1)
     assert bits_equal(cpu_mixed, gpu_mixed)
     assert bits_equal(gpu_mixed[1::2], gpu[1::2]) and bits_equal(gpu_mixed[::2, :-1], gpu[::2, :-1])

@@ -31,6 +31,7 @@ template <> struct Format<float> {
   static constexpr float kMinExponent = -126.0f;
   static constexpr int kNewtonSteps = 3;  // 1/d from a start 1/17 off: (1/17)^8 < 2^-32
   static constexpr float kExp2Min = -152.0f, kExp2Max = 129.0f;
+  static constexpr float kExp2Normal = 124.0f;  // |x| within: 2^x's 2^k in [2^-124, 2^124], its result normal
   static constexpr float kRsqrtBig = 0x1p100f, kRsqrtSmall = 0x1p-100f;  // x scaled by kRsqrtShift^+-1 beyond
   static constexpr float kRsqrtShift = 0x1p64f, kRsqrtPost = 0x1p32f;
   // (e^r - 1 - r - r^2/2) / r^3 on |r| <= ln2/2 (weighted error 2^-32.8)
@@ -58,6 +59,7 @@ template <> struct Format<double> {
   static constexpr double kMinExponent = -1022.0;
   static constexpr int kNewtonSteps = 4;
   static constexpr double kExp2Min = -1080.0, kExp2Max = 1025.0;
+  static constexpr double kExp2Normal = 1020.0;
   static constexpr double kRsqrtBig = 0x1p900, kRsqrtSmall = 0x1p-900;
   static constexpr double kRsqrtShift = 0x1p200, kRsqrtPost = 0x1p100;
   static TP_HD double exp_cubic(double r) {  // weighted error 2^-63.5
@@ -171,22 +173,29 @@ template <class T> TP_HD Value<T> exp_value(T x) {
 // e^x for |x| <= kExpNormal, where hi (in [sqrt(1/2), sqrt(2)]) times 2^k is normal, so exact:
 // k added to hi's exponent bits (those of k + kShifter shift out of the field), with no clamp, no
 // NaN and no two-step scaling. The bits of round(exp_value(x)), about 11 instructions fewer.
-template <class T> TP_HD T exp_normal(T x) {
-  const ExpParts<T> p = exp_parts(x);
+template <class T> TP_HD T scaled_normal(const ExpParts<T>& p) {
   return from_bits(to_bits(p.e.hi) + (to_bits(p.shifted) << Format<T>::kMant));
 }
+template <class T> TP_HD T exp_normal(T x) { return scaled_normal(exp_parts(x)); }
 
-// 2^x = e^(t ln2) * 2^k with k = RN(x), t = x - k exact, t ln2 = y + rho
+// 2^x = e^(t ln2) * 2^k with k = RN(x), t = x - k exact, t ln2 = y + rho, for x within
+// [kExp2Min, kExp2Max]
+template <class T> TP_HD ExpParts<T> exp2_parts(T x) {
+  using F = Format<T>;
+  const T shifted = x + F::kShifter, k = shifted - F::kShifter;
+  const T t = x - k, y = t * F::kLn2Hi;
+  Value<T> e = exp_near_zero(y, y, fma(t, F::kLn2Hi, -y) + t * F::kLn2Lo);
+  e.k = k;
+  return {e, shifted};
+}
 template <class T> TP_HD Value<T> exp2_value(T x) {
   using F = Format<T>;
   T xc = x > F::kExp2Max ? F::kExp2Max : x;
   xc = xc < F::kExp2Min ? F::kExp2Min : xc;
-  const T k = (xc + F::kShifter) - F::kShifter;
-  const T t = xc - k, y = t * F::kLn2Hi;
-  Value<T> e = exp_near_zero(y, y, fma(t, F::kLn2Hi, -y) + t * F::kLn2Lo);
-  e.k = k;
-  return e;  // NaN for a NaN x
+  return exp2_parts(xc).e;  // NaN for a NaN x
 }
+// 2^x for |x| <= kExp2Normal, as exp_normal: the bits of round(exp2_value(x))
+template <class T> TP_HD T exp2_normal(T x) { return scaled_normal(exp2_parts(x)); }
 
 // log x = k ln2 + log(1 + f) with x = 2^k (1 + f), 1 + f in [sqrt(1/2), sqrt(2)); log(1 + f) =
 // f - f^2/2 + s (f^2/2 + R(s^2)), s = f / (2 + f) (fdlibm's split), as f (exact) plus `lo`

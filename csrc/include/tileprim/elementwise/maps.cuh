@@ -35,11 +35,17 @@ struct Cast {};  // one rounding to the output dtype
 struct Sqrt {
   template <class T> static TP_HD T apply(T x) { return sqrt(x); }
 };
+// exp and exp2 say too where every float/double result is normal (|x| within `normal_within`):
+// there `apply_normal` gives apply's bits with 2^k an add to the exponent (exp_registers, below)
 struct Exp {
   template <class T> static TP_HD T apply(T x) { return exp(x); }
+  template <class T> static TP_HD T apply_normal(T x) { return ieee_math::exp_normal(x); }
+  template <class T> static constexpr T normal_within = ieee_math::Format<T>::kExpNormal;
 };
 struct Exp2 {
   template <class T> static TP_HD T apply(T x) { return exp2(x); }
+  template <class T> static TP_HD T apply_normal(T x) { return ieee_math::exp2_normal(x); }
+  template <class T> static constexpr T normal_within = ieee_math::Format<T>::kExp2Normal;
 };
 struct Log2 {
   template <class T> static TP_HD T apply(T x) { return log2(x); }
@@ -153,24 +159,26 @@ TP_HD void divide_registers(float* dst, int slots, const A& a, const ScalarOpera
   for (int f = 0; f < slots; ++f) dst[f] = fdiv(a[f], b.value);
 }
 
-// Exp of float or double registers: where every x of the bundle lies within kExpNormal, each
-// result is normal and its 2^k an add to the exponent (ieee_math::exp_normal, exp's bits, about
-// 11 instructions fewer); a bundle with an x beyond (or a NaN) takes exp.
+// exp or exp2 of float or double registers: where every x of the bundle lies within the op's
+// normal_within, each result is normal and its 2^k an add to the exponent (apply_normal, the
+// same bits, about 11 instructions fewer); a bundle with an x beyond (or a NaN) takes apply.
 template <class Op, class TD, class... Operands> constexpr bool exps_of_wide = false;
 template <> constexpr bool exps_of_wide<map_op::Exp, float, RegOperand<float>> = true;
 template <> constexpr bool exps_of_wide<map_op::Exp, double, RegOperand<double>> = true;
+template <> constexpr bool exps_of_wide<map_op::Exp2, float, RegOperand<float>> = true;
+template <> constexpr bool exps_of_wide<map_op::Exp2, double, RegOperand<double>> = true;
 
-template <int kUnroll, class T> TP_HD void exp_registers(T* dst, int slots, const RegOperand<T>& x) {
+template <class Op, int kUnroll, class T> TP_HD void exp_registers(T* dst, int slots, const RegOperand<T>& x) {
   bool beyond = false;
   TP_UNROLL_BY(kUnroll)
-  for (int f = 0; f < slots; ++f) beyond |= !(magnitude(x[f]) <= ieee_math::Format<T>::kExpNormal);
+  for (int f = 0; f < slots; ++f) beyond |= !(magnitude(x[f]) <= Op::template normal_within<T>);
   if (!beyond) {
     TP_UNROLL_BY(kUnroll)
-    for (int f = 0; f < slots; ++f) dst[f] = ieee_math::exp_normal(x[f]);
+    for (int f = 0; f < slots; ++f) dst[f] = Op::apply_normal(x[f]);
     return;
   }
   TP_UNROLL_BY(kUnroll)
-  for (int f = 0; f < slots; ++f) dst[f] = exp(x[f]);
+  for (int f = 0; f < slots; ++f) dst[f] = Op::apply(x[f]);
 }
 
 // dst[f] = Op(operands[f]...) for every register slot f of one bundle; two slots per
@@ -180,7 +188,7 @@ TP_HD void map_registers(TD* dst, int slots, const Operands&... operands) {
   if constexpr (divides_by_one_float<Op, Operands...>) {
     divide_registers<kUnroll>(dst, slots, operands...);
   } else if constexpr (exps_of_wide<Op, TD, Operands...>) {
-    exp_registers<kUnroll>(dst, slots, operands...);
+    exp_registers<Op, kUnroll>(dst, slots, operands...);
   } else if constexpr (has_pair<Op, TD>::value) {
     using Pair = typename Paired<Op, TD>::type;
     TP_UNROLL_BY(kUnroll)
