@@ -136,27 +136,41 @@ template <class Op, class T> struct has_pair<Op, T, void_t<typename Paired<Op, T
   static constexpr bool value = true;
 };
 
+// dst[f] = fast(x[f]) for every slot where each x of the bundle `fits`, else general(x[f]) for all:
+// a cheaper form with the general one's bits within its range, chosen once per bundle (one branch,
+// not one per element).
+template <int kUnroll, class TD, class X, class Fits, class Fast, class General>
+TP_HD void map_fast_or_general(TD* dst, int slots, const X& x, Fits fits, Fast fast, General general) {
+  bool outside = false;
+  TP_UNROLL_BY(kUnroll)
+  for (int f = 0; f < slots; ++f) outside |= !fits(x[f]);
+  if (!outside) {
+    TP_UNROLL_BY(kUnroll)
+    for (int f = 0; f < slots; ++f) dst[f] = fast(x[f]);
+    return;
+  }
+  TP_UNROLL_BY(kUnroll)
+  for (int f = 0; f < slots; ++f) dst[f] = general(x[f]);
+}
+
 // Fdiv of floats by one scalar for the whole bundle (a row's sum, broadcast): on the GPU each
 // quotient is a product with the divisor's reciprocal (numeric.cuh's FloatDivisor, fdiv's bits),
 // but for a bundle where one may be subnormal, which divides as the host does.
-template <class Op, class... Operands> constexpr bool divides_by_one_float = false;
-template <class A> constexpr bool divides_by_one_float<map_op::Fdiv, A, ScalarOperand<float>> = true;
+template <class Op, class TD, class... Operands> constexpr bool divides_by_one_float = false;
+template <class A> constexpr bool divides_by_one_float<map_op::Fdiv, float, A, ScalarOperand<float>> = true;
 
 template <int kUnroll, class A>
 TP_HD void divide_registers(float* dst, int slots, const A& a, const ScalarOperand<float>& b) {
+  const auto divide = [&](float x) { return fdiv(x, b.value); };
 #if TP_ON_DEVICE
   const FloatDivisor divisor(b.value);
-  bool may_be_subnormal = false;
+  map_fast_or_general<kUnroll>(
+      dst, slots, a, [&](float x) { return !divisor.may_be_subnormal(x); }, [&](float x) { return divisor.divide(x); },
+      divide);
+#else
   TP_UNROLL_BY(kUnroll)
-  for (int f = 0; f < slots; ++f) may_be_subnormal |= divisor.may_be_subnormal(a[f]);
-  if (!may_be_subnormal) {
-    TP_UNROLL_BY(kUnroll)
-    for (int f = 0; f < slots; ++f) dst[f] = divisor.divide(a[f]);
-    return;
-  }
+  for (int f = 0; f < slots; ++f) dst[f] = divide(a[f]);
 #endif
-  TP_UNROLL_BY(kUnroll)
-  for (int f = 0; f < slots; ++f) dst[f] = fdiv(a[f], b.value);
 }
 
 // exp or exp2 of float or double registers: where every x of the bundle lies within the op's
@@ -169,23 +183,16 @@ template <> constexpr bool exps_of_wide<map_op::Exp2, float, RegOperand<float>> 
 template <> constexpr bool exps_of_wide<map_op::Exp2, double, RegOperand<double>> = true;
 
 template <class Op, int kUnroll, class T> TP_HD void exp_registers(T* dst, int slots, const RegOperand<T>& x) {
-  bool beyond = false;
-  TP_UNROLL_BY(kUnroll)
-  for (int f = 0; f < slots; ++f) beyond |= !(magnitude(x[f]) <= Op::template normal_within<T>);
-  if (!beyond) {
-    TP_UNROLL_BY(kUnroll)
-    for (int f = 0; f < slots; ++f) dst[f] = Op::apply_normal(x[f]);
-    return;
-  }
-  TP_UNROLL_BY(kUnroll)
-  for (int f = 0; f < slots; ++f) dst[f] = Op::apply(x[f]);
+  map_fast_or_general<kUnroll>(
+      dst, slots, x, [](T v) { return magnitude(v) <= Op::template normal_within<T>; },
+      [](T v) { return Op::apply_normal(v); }, [](T v) { return Op::apply(v); });
 }
 
 // dst[f] = Op(operands[f]...) for every register slot f of one bundle; two slots per
 // instruction where the op pairs (16-bit maps run at twice the rate).
 template <class Op, int kUnroll, class TD, class... Operands>
 TP_HD void map_registers(TD* dst, int slots, const Operands&... operands) {
-  if constexpr (divides_by_one_float<Op, Operands...>) {
+  if constexpr (divides_by_one_float<Op, TD, Operands...>) {
     divide_registers<kUnroll>(dst, slots, operands...);
   } else if constexpr (exps_of_wide<Op, TD, Operands...>) {
     exp_registers<Op, kUnroll>(dst, slots, operands...);
