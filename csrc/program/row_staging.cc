@@ -15,8 +15,9 @@ namespace {
 constexpr int kChunkSlotsTarget = 16;  // registers per thread per row tile and chunk
 // Past this many registers live at once per thread, a kernel for a GPU is not built to spill: its
 // thread's unrolled code grows until NVRTC takes minutes (2 cores: 768 registers 18 s, a thread-scope
-// softmax of 1000-element rows, 3000 registers, 11 minutes), and it would run from local memory.
-constexpr long long kSpillableRegisters = 1024;
+// softmax of 1000-element rows, 3000 registers, 11 minutes), and it would run from local memory. The
+// GPU tests' ragged rows (333 elements, every thread a replica: add_rmsnorm 1665) stay under it.
+constexpr long long kSpillableRegisters = 2048;
 
 std::string registers_held(const ProgramPlan& plan) {
   return "the tiles live at once take " + std::to_string(plan.peak_registers) + " registers per thread";
