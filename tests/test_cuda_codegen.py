@@ -152,7 +152,11 @@ def test_maps_use_only_ieee_rounded_instructions(op, dtype):
     args = (f(dtype, 3, 5),) * (2 if op == "fdiv" else 1)
     ptx = tp.lower(getattr(tp, op), *args, batch_dims=1, target="sm_90a").ptx
     assert not re.findall(APPROXIMATIONS, ptx)
-    assert not re.findall(r"\bcall", ptx)  # nor a math library function
+    # nor a math library function: the one call is tileprim's own rare path (exp's beyond its
+    # normal range), kept out of line; its body is in this PTX, checked above
+    callees = re.findall(r"\bcall(?:\.uni)?\s+(?:\([^)]*\),\s*)?([\w$]+)", ptx)
+    assert all("apply_out_of_line" in c for c in callees), callees
+    assert bool(callees) == (op in ("exp", "exp2") and dtype in ("f4", "f8"))
 
 
 def test_an_arch_nvrtc_does_not_know_falls_back_to_ptx():

@@ -5,9 +5,11 @@
 
 #if defined(__CUDACC__)
 #define TP_HD __host__ __device__ __forceinline__
+#define TP_HD_OUT_OF_LINE __host__ __device__ __noinline__  // a rare path kept apart on the GPU
 #define TP_ON_DEVICE 1
 #else
 #define TP_HD inline
+#define TP_HD_OUT_OF_LINE inline
 #define TP_ON_DEVICE 0
 #endif
 
