@@ -99,14 +99,14 @@ TP_HD float fdiv(float a, float b) { return a / b; }
 // float changes (a midpoint between floats, the overflow threshold), so the two round alike;
 // zeros, infinities and NaN come out as the division's. The exception: a subnormal a/b can be a
 // midpoint exactly (b's significand not a power of two), which the product may round the wrong
-// way; `may_be_subnormal` says where a quotient can be one (0 < |a| < |b| 2^-124), and the
-// caller divides there instead.
+// way; `may_be_subnormal` says where a quotient can be one (|a| < |b| 2^-124: a zero too, so that
+// the test is one comparison per element), and the caller divides there instead.
 class FloatDivisor {
  public:
   TP_HD explicit FloatDivisor(float b)
       : inverse_(1.0 / static_cast<double>(b)), subnormal_below_(magnitude(b) * 0x1p-124f) {}
   TP_HD float divide(float a) const { return static_cast<float>(static_cast<double>(a) * inverse_); }
-  TP_HD bool may_be_subnormal(float a) const { return (magnitude(a) < subnormal_below_) & (a != 0.0f); }
+  TP_HD bool may_be_subnormal(float a) const { return magnitude(a) < subnormal_below_; }
 
  private:
   double inverse_;
