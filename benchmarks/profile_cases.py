@@ -5,7 +5,8 @@
         python3 benchmarks/profile_cases.py "sum K=128 thread"
 
 Each case is named as `python -m tileprim bench --list` names it ("program softmax 32768x4096
-bfloat16" too: the tile program at the scope the benchmark takes); its first calls compile."""
+bfloat16" too: the tile program at the scope and staging the benchmark takes, on random rows);
+its first calls compile."""
 from __future__ import annotations
 
 import sys
@@ -22,12 +23,14 @@ ELEMENTS = 1 << 28
 def run(case: str, calls: int = 4) -> None:
     words = case.split()
     op = words[0]
-    if op == "program":  # program softmax|logsumexp ROWSxN dtype: the one-input workloads
+    if op == "program":  # program WORKLOAD ROWSxN dtype
         rows, n = map(int, words[2].split("x"))
         x = torch.randn(rows, n, device="cuda", dtype=getattr(torch, words[3]))
-        prog, scope = getattr(workloads, words[1]), workloads.scope_for(n, words[3], words[1])
+        workload = next(w for w in workloads.WORKLOADS if w.name == words[1])
+        prog, scope = workloads.program_for(workload, n, words[3]), workloads.scope_for(n, words[3], words[1])
+        args = workload.arguments(x, torch.randn_like(x), torch.randn(n, device="cuda", dtype=x.dtype))
         def call():
-            return prog(x, batch_dims=1, scope=scope)
+            return prog(*args, batch_dims=1, scope=scope)
     elif op in MAPS:
         dtype = getattr(torch, words[1])
         arrays = [torch.rand(ELEMENTS // MAP_TILE, MAP_TILE, device="cuda", dtype=dtype) + 0.5
