@@ -34,6 +34,23 @@ def bits_checksum(y: torch.Tensor) -> int:
     return int((ints * weights % 1000003).sum().item())
 
 
+def median_ms(call) -> float:
+    """The median over 15 batches of 5 back-to-back calls, after 3 warm-up calls, in ms per call."""
+    for _ in range(3):
+        call()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(15):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(5):
+            call()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 5)
+    return statistics.median(times)
+
+
 def main(label: str) -> None:
     workloads = {w.name: w for w in WORKLOADS}
     for name, m, n, dtype in CASES:
@@ -41,19 +58,8 @@ def main(label: str) -> None:
         program, scope = program_for(workload, n, dtype), scope_for(n, dtype, name)
         generator = torch.Generator(device="cuda").manual_seed(1)
         x = torch.randn(m, n, device="cuda", generator=generator).to(getattr(torch, dtype))
-        for _ in range(3):
-            y = program(x, batch_dims=1, scope=scope)
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(15):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(5):
-                program(x, batch_dims=1, scope=scope)
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 5)
-        ms = statistics.median(times)
+        ms = median_ms(lambda: program(x, batch_dims=1, scope=scope))
+        y = program(x, batch_dims=1, scope=scope)
         print(json.dumps({"label": label, "case": f"{name} {m}x{n} {dtype}", "scope": str(scope), "ms": ms,
                           "tbps": workload.bytes(m, n, x.element_size()) / ms / 1e9,
                           "bits_checksum": bits_checksum(y)}), flush=True)

@@ -1,0 +1,49 @@
+"""The sweep behind `scope_for` and the stagings in benchmarks/tileprim_bench/program_workloads.py:
+each workload's program for rows of N at every CTA size (one CTA per row) and every staging that
+takes it, tileprim alone, one JSON line per run, the fastest per case last:
+
+    python benchmarks/program_scopes.py 16384 bfloat16 softmax logsumexp
+
+Timing as benchmarks/program_ab.py (the median of 15 batches of 5 calls); rows: 32768 (2^27
+elements per operand, far beyond L2). Needs a GPU and torch."""
+import json
+import sys
+
+import torch
+
+import tileprim as tp
+from program_ab import median_ms
+from tileprim_bench.program_workloads import WORKLOADS
+
+THREADS = (64, 128, 256, 512, 1024)
+STAGINGS = ("registers", "shared", "streamed")
+ROWS = 32768
+
+
+def sweep(n: int, dtype: str, name: str) -> None:
+    workload = next(w for w in WORKLOADS if w.name == name)
+    generator = torch.Generator(device="cuda").manual_seed(1)
+    x = torch.randn(ROWS, n, device="cuda", generator=generator).to(getattr(torch, dtype))
+    args = workload.arguments(x, torch.randn_like(x), torch.randn(n, device="cuda").to(x.dtype))
+    best = None
+    for staging in STAGINGS:
+        program = tp.program(workload.program._fn, staging=staging)
+        for threads in THREADS:
+            scope = tp.cta(threads)
+            try:
+                kernel = tp.lower(program, *args, batch_dims=1, scope=scope)
+            except tp.DispatchError:
+                continue  # this staging does not take rows of n at this scope
+            ms = median_ms(lambda: program(*args, batch_dims=1, scope=scope))
+            row = {"case": f"{name} {ROWS}x{n} {dtype}", "threads": threads, "staging": staging, "ms": ms,
+                   "tbps": workload.bytes(ROWS, n, x.element_size()) / ms / 1e9, "registers": kernel.registers,
+                   "blocks_per_sm": kernel.blocks_per_sm}
+            print(json.dumps(row), flush=True)
+            best = row if best is None or row["ms"] < best["ms"] else best
+    print(json.dumps({"best": best}), flush=True)
+
+
+if __name__ == "__main__":
+    n, dtype, names = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+    for name in names:
+        sweep(n, dtype, name)
