@@ -108,6 +108,8 @@ def test_one_kernel_per_program_and_its_launch(rng):
     x = random_tile(rng, (4, 4096), "float32")
     k = tp.lower(softmax, x, batch_dims=1, scope=tp.cta(256))
     assert k.source.count("__global__") == 1
+    torch = pytest.importorskip("torch")  # device arrays lower where they lie, to the same kernel
+    assert tp.lower(softmax, torch.from_numpy(x).cuda(), batch_dims=1, scope=tp.cta(256)).source == k.source
     assert k.block_threads == 256 and "cross_warp" in tp.plan(softmax, x, batch_dims=1, scope=tp.cta(256)).variants
 
 

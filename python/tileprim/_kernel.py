@@ -7,6 +7,7 @@ from typing import Optional
 
 from . import _C
 from ._backends import cuda_details, cuda_status, device_arch
+from ._interop import adapter_for
 from ._ops import plan
 from ._plan import Plan
 from ._program.program import Program
@@ -110,8 +111,10 @@ def lower(op, /, *args, target=None, **kwargs) -> Kernel:
     if not details["nvrtc"]["ok"]:
         raise RuntimeError(f"tp.lower needs NVRTC: {details['nvrtc']['error']}")
     target = target or (device_arch(0) if cuda_status()[0] else "sm_90a")
-    if isinstance(op, Program):  # planned as the CPU backend would for target: its steps are the GPU's
-        p = op._tp_planner(*args, target=target, backend="cpu", **kwargs)
+    if isinstance(op, Program):  # planned as the CPU backend would for target (its steps are the GPU's),
+        # or where device arrays lie
+        on_device = any(adapter_for(x) is not None for x in args)
+        p = op._tp_planner(*args, target=target, backend="cuda" if on_device else "cpu", **kwargs)
         return Kernel(p, _C.cuda.build_program(p._core, _C.cuda.compile_arch(target)))
     collective = getattr(op, "_tp_planner", None) is not None
     p = plan(op, *args, **kwargs) if collective else plan(op, *args, target=target, **kwargs)
