@@ -24,13 +24,14 @@ EPS = 1e-6
 
 
 # Threads per CTA (one CTA per row) by row length, dtype and workload: the fastest of a sweep over
-# cta(32 ... 1024) on one H100 (2026-11-25, the note of issue 31); rows past 16384 take 1024.
+# cta(32 ... 1024) on one H100 (2026-11-25, the note of issue 31), float32 RMSNorm at 16384 of a
+# sweep on one H200 (2026-11-28, benchmarks/program_scopes.py); rows past 16384 take 1024.
 _SCOPES = {
     (1024, "float32"): {"softmax": 64, "rmsnorm": 32, "add_rmsnorm": 32, "logsumexp": 64},
     (1024, "bfloat16"): {"softmax": 64, "rmsnorm": 64, "add_rmsnorm": 128, "logsumexp": 64},
     (4096, "float32"): {"softmax": 256, "rmsnorm": 128, "add_rmsnorm": 256, "logsumexp": 128},
     (4096, "bfloat16"): {"softmax": 128, "rmsnorm": 256, "add_rmsnorm": 256, "logsumexp": 128},
-    (16384, "float32"): {"softmax": 512, "rmsnorm": 1024, "add_rmsnorm": 1024, "logsumexp": 256},
+    (16384, "float32"): {"softmax": 512, "rmsnorm": 512, "add_rmsnorm": 1024, "logsumexp": 256},
     (16384, "bfloat16"): {"softmax": 256, "rmsnorm": 512, "add_rmsnorm": 512, "logsumexp": 256},
 }
 
@@ -45,9 +46,10 @@ def scope_for(n: int, dtype: str, workload: str = "softmax"):
 
 
 # How the kernel holds the rows where the planner's first choice (registers, as they fit) was not
-# the fastest of the stagings swept on one H100 (2026-11-25, the note of issue 31): bfloat16 RMSNorm
-# rows of 16384 at cta(512) run 2.87 TB/s staged in shared memory, 2.36 in registers.
-_STAGINGS = {(16384, "bfloat16"): {"rmsnorm": "shared"}}
+# the fastest of the stagings swept: bfloat16 RMSNorm rows of 16384 at cta(512) run 2.87 TB/s staged
+# in shared memory, 2.36 in registers (one H100, 2026-11-25, the note of issue 31); float32 ones
+# 4.04 staged at cta(512), 3.83 in registers at cta(1024), 3.98 at cta(512) (one H200, 2026-11-28).
+_STAGINGS = {(16384, "bfloat16"): {"rmsnorm": "shared"}, (16384, "float32"): {"rmsnorm": "shared"}}
 _STAGED_PROGRAMS: dict = {}
 
 
