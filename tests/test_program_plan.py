@@ -272,3 +272,23 @@ def test_a_thread_too_long_for_a_gpu_kernel_is_refused_with_the_fix():
     assert p.staging == "spilled"
     e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
     np.testing.assert_allclose(softmax(x, batch_dims=1, scope=tp.thread), e / e.sum(-1, keepdims=True), rtol=1e-5)
+
+
+def test_a_ragged_row_names_the_ctas_whose_threads_divide_it(rng):
+    """Rows of 1000 at cta(256): 8 threads own 125 elements each and the rest hold replicas (and
+    spill); the reasons name the CTAs nearest in size that divide the row, and at the one named
+    first the row spreads evenly and stays in registers."""
+    x = random_tile(rng, (3, 1000), "float32", special=False)
+    ragged = tp.plan(softmax, x, batch_dims=1, scope=tp.cta(256), target="sm_90a")
+    assert ragged.staging == "spilled"
+    assert "the other threads hold replicas (a CTA whose threads divide a tile of 1000 elements spreads it with no " \
+           "replicas: tp.cta(250) or tp.cta(200))" in str(ragged)
+    assert "; a CTA whose threads divide a tile of 1000 elements" in ragged.staging_trace[-1]["reasons"][0]
+    even = tp.plan(softmax, x, batch_dims=1, scope=tp.cta(250), target="sm_90a")
+    assert even.staging == "registers" and "1000 elements spread evenly over the 250 threads" in str(even)
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(softmax(x, batch_dims=1, scope=tp.cta(250)), e / e.sum(-1, keepdims=True), rtol=1e-5)
+    with pytest.raises(tp.DispatchError, match=r"spreads it with no replicas: tp\.cta\(273\) or tp\.cta\(315\)"):
+        tp.plan(softmax, random_tile(rng, (2, 4095), "float32"), batch_dims=1, scope=tp.cta(256), target="sm_90a")
+    with pytest.raises(tp.DispatchError, match="no CTA of 32 to 1024 threads divides a tile of 50257 elements"):
+        tp.plan(softmax, random_tile(rng, (2, 50257), "float32"), batch_dims=1, scope=tp.cta(256), target="sm_90a")

@@ -209,10 +209,12 @@ class ProgramPlanner {
     }
     const bool too_big = errors.find("register slots per thread") != std::string::npos ||
                          errors.find("must fit in 227 KiB") != std::string::npos;
+    const std::string dividing = dividing_scopes(product(in_shape), scope);
     throw DispatchError(s.where + ": " + s.op + " of " + first.name + " " + shape_str(in_shape) +
                         ": no placement is accepted at scope " + scope.str() + ":\n" + errors +
                         (too_big ? "\nFix: a scope with more threads (each thread of tp.cta(n) holds 1/n of a tile), a "
-                                   "smaller tile (more batch_dims), or storage='shared' for the steps that take it"
+                                   "smaller tile (more batch_dims), or storage='shared' for the steps that take it" +
+                                       (dividing.empty() ? "" : "; " + dividing)
                                  : ""));
   }
 
@@ -297,7 +299,8 @@ class ProgramPlanner {
              spec_.scope.str() + " (" + std::to_string(n / t) + " per thread)";
     }
     return std::to_string(n) + " elements over " + std::to_string(t) + " threads: " + std::to_string(g) +
-           " (their gcd) own " + std::to_string(n / g) + " each, the other threads hold replicas";
+           " (their gcd) own " + std::to_string(n / g) + " each, the other threads hold replicas (" +
+           dividing_scopes(n, spec_.scope) + ")";
   }
 
   // An input not yet read is staged where its reader wants it; a result read elsewhere than

@@ -127,5 +127,9 @@ void mark_syncs(ProgramPlan& plan);
 // run each; where the thread count does not divide the tile, gcd(elements, threads) threads own
 // runs and the rest hold replicas.
 std::optional<TileLayout> spread_layout(const std::vector<long long>& shape, const ExecScope& scope);
+// Where the scope's thread count does not divide a tile of n elements (so spread_layout replicates
+// it): the CTAs nearest in size whose thread counts do, as a hint for the plan's reasons; "" where
+// it divides.
+std::string dividing_scopes(long long n, const ExecScope& scope);
 
 }  // namespace tp

@@ -202,8 +202,14 @@ void choose_staging(ProgramPlan& plan, const std::string& forced) {
     shared.reasons = why;
   }
 
+  long long widest = 1;  // the largest tile in registers: replicated where the threads do not divide it
+  for (const ProgramValue& v : plan.values) {
+    if (v.in_registers()) widest = std::max(widest, v.elements());
+  }
+  const std::string dividing = dividing_scopes(widest, plan.scope);
   const std::string fix = "Fix: fewer elements per thread (a wider scope, more batch_dims), or storage='shared' for the "
-                          "steps whose tiles need not stay in registers";
+                          "steps whose tiles need not stay in registers" +
+                          (dividing.empty() ? "" : "; " + dividing);
   const bool for_gpu = plan.context.backend == "cuda" || !plan.context.target.empty();
   const bool unbuildable = for_gpu && plan.peak_registers > kSpillableRegisters;
   spilled.accepted = !fits_registers(plan) && !one_step(plan) && !unbuildable;
