@@ -266,10 +266,15 @@ def test_a_thread_too_long_for_a_gpu_kernel_is_refused_with_the_fix():
     x = np.random.default_rng(3).standard_normal((3, 1000)).astype(np.float32)
     with pytest.raises(tp.DispatchError, match="no staging holds its tiles on a GPU") as info:
         tp.plan(softmax, x, batch_dims=1, scope=tp.thread, target="sm_90a")
-    assert "past 2048 a thread's kernel unrolls until NVRTC takes minutes" in str(info.value)
+    assert "a thread holds 1000 elements of one tile in registers: past 768 its kernel unrolls until NVRTC takes " \
+           "minutes" in str(info.value)
     assert "Fix: fewer elements per thread" in str(info.value)
     p = tp.plan(softmax, x, batch_dims=1, scope=tp.thread)
     assert p.staging == "spilled"
+    # rows of 699 that every thread of a CTA holds whole (odd: one thread owns, the rest replicas):
+    # past 2048 registers, but 699 elements of one tile per thread, so built to spill
+    wide = tp.plan(softmax, x[:, :699].copy(), batch_dims=1, scope=tp.cta(256), target="sm_90a")
+    assert wide.staging == "spilled" and wide.registers > 2048
     e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
     np.testing.assert_allclose(softmax(x, batch_dims=1, scope=tp.thread), e / e.sum(-1, keepdims=True), rtol=1e-5)
 

@@ -68,6 +68,7 @@ void size_shared_memory(ProgramPlan& plan) {
       const long long own = place_in_registers(*v.layout, plan.scope, v.name).slots;
       slots += own;
       registers += own * ((dtype_size(v.dtype) + 3) / 4);
+      plan.widest_thread_slots = std::max(plan.widest_thread_slots, own);
     }
     plan.peak_register_slots = std::max(plan.peak_register_slots, slots);
     plan.peak_registers = std::max(plan.peak_registers, registers);

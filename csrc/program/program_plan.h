@@ -99,6 +99,7 @@ struct ProgramPlan {
   long long shared_bytes = 0;          // per instance, the tiles between steps, reused by live range
   long long peak_register_slots = 0;   // per thread, over the tiles live at once
   long long peak_registers = 0;        // the same in 32-bit registers (a 64-bit element takes two)
+  long long widest_thread_slots = 0;   // per thread, the most elements one tile puts in its registers
   std::string staging = "registers";   // how the kernel holds the rows (row_staging.h)
   std::vector<StagingVerdict> staging_trace;  // every candidate's verdict, in priority order
   std::optional<RowChunks> rows;       // shared and streamed: the rows and their chunks
