@@ -2,12 +2,13 @@
 # Everything one GPU lease does, in one call: build, the GPU tests, compute-sanitizer over the
 # GPU suite, the benchmarks (python -m tileprim bench; its JSON in $OUT/bench.json). Logs go to
 # $OUT/<step>.log; a summary line per step is printed.
-#   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench] [programs] [programs_backward] [profile] [treduce]
-#        [processes] [nccl]
+#   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench] [programs] [programs_backward] [profile] [scopes]
+#        [treduce] [processes] [nccl]
 #   (default: the first four; processes: the multi-process treduce tests and benchmark, 2+ GPUs;
 #   nccl: the NCCL transport's benchmark, on NVLink and on NCCL's network transport; programs: the
 #   tile-program benchmark, $OUT/programs.json, Liger installed from .whl/ where carried;
-#   programs_backward: its forward + backward cases alone, $OUT/programs_backward.json)
+#   programs_backward: its forward + backward cases alone, $OUT/programs_backward.json; scopes: the
+#   CTA-size and staging sweep of the programs, $OUT/scopes_*.log)
 set -u
 OUT=${OUT:-/tmp/tileprim-gpu}
 mkdir -p "$OUT"
@@ -103,10 +104,17 @@ if want programs_backward; then  # softmax and RMSNorm forward + backward, the p
   TAIL=20 step programs_backward python3 benchmarks/programs.py --only fwd+bwd --json "$OUT/programs_backward.json"
 fi
 if want profile; then  # the cases whose targets are hardest, through Nsight Compute
-  for case in "sum K=128 thread" "sum K=32 cta(32)" "exp float16"; do
+  for case in "sum K=128 thread" "sum K=32 cta(32)" "exp float16" "program softmax 32768x4096 bfloat16" \
+              "program softmax 32768x16384 bfloat16" "program logsumexp 32768x16384 bfloat16"; do
     step "ncu_${case//[^a-z0-9]/_}" ncu --clock-control none --kernel-name tp_kernel --launch-skip 2 --launch-count 1 \
-      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+      --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats --section Occupancy \
+      --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
       python3 benchmarks/profile_cases.py "$case"
+  done
+fi
+if want scopes; then  # the sweep behind scope_for at the row lengths
+  for spec in "4096 float32" "16384 float32" "4096 bfloat16" "16384 bfloat16"; do
+    TAIL=1 step "scopes_${spec// /_}" python3 benchmarks/program_scopes.py $spec softmax rmsnorm add_rmsnorm logsumexp
   done
 fi
 if want processes; then
