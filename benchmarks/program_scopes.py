@@ -1,6 +1,7 @@
 """The sweep behind `scope_for` and the stagings in benchmarks/tileprim_bench/program_workloads.py:
 each workload's program for rows of N at CTA sizes 128 to 1024 (one CTA per row), held in
-registers or staged in shared memory where that staging takes the rows, tileprim alone, one JSON line per run, the fastest per case last:
+registers or staged in shared memory where that staging takes the rows, tileprim alone, one JSON
+line per run, the fastest per case last:
 
     python benchmarks/program_scopes.py 16384 bfloat16 softmax logsumexp
 
@@ -13,7 +14,7 @@ import torch
 
 import tileprim as tp
 from program_ab import median_ms
-from tileprim_bench.program_workloads import WORKLOADS
+from tileprim_bench.program_workloads import WORKLOADS, staged
 
 THREADS = (128, 256, 512, 1024)
 STAGINGS = ("registers", "shared")  # "streamed" (passes re-reading global memory) is for rows past these
@@ -27,7 +28,7 @@ def sweep(n: int, dtype: str, name: str) -> None:
     args = workload.arguments(x, torch.randn_like(x), torch.randn(n, device="cuda").to(x.dtype))
     best = None
     for staging in STAGINGS:
-        program = tp.program(workload.program._fn, staging=staging)
+        program = staged(workload, staging)
         for threads in THREADS:
             scope = tp.cta(threads)
             try:

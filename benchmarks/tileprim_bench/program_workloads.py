@@ -17,7 +17,7 @@ import numpy as np
 
 import tileprim as tp
 
-__all__ = ["EPS", "scope_for", "program_for", "softmax", "rmsnorm", "add_rmsnorm", "logsumexp", "Workload", "WORKLOADS",
+__all__ = ["EPS", "scope_for", "program_for", "staged", "softmax", "rmsnorm", "add_rmsnorm", "logsumexp", "Workload", "WORKLOADS",
            "GRADIENT_WORKLOADS"]
 
 EPS = 1e-6
@@ -57,8 +57,11 @@ def program_for(workload: "Workload", n: int, dtype: str) -> tp.Program:
     """The workload's program, with the staging measured best for rows of ``n`` in ``dtype`` where
     that is not the planner's first choice (one Program per staging, so its plans are kept)."""
     staging = _STAGINGS.get((n, dtype), {}).get(workload.name)
-    if staging is None:
-        return workload.program
+    return workload.program if staging is None else staged(workload, staging)
+
+
+def staged(workload: "Workload", staging: str) -> tp.Program:
+    """The workload's program with ``staging`` named (one Program per staging, so its plans are kept)."""
     key = (workload.name, staging)
     if key not in _STAGED_PROGRAMS:
         _STAGED_PROGRAMS[key] = tp.program(workload.program._fn, staging=staging)

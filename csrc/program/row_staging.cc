@@ -38,6 +38,15 @@ int passes_of(const ProgramPlan& plan) {
   return passes;
 }
 
+// The largest tile in registers (the rows, where the program has them), or none
+const ProgramValue* widest_in_registers(const ProgramPlan& plan) {
+  const ProgramValue* widest = nullptr;
+  for (const ProgramValue& v : plan.values) {
+    if (v.in_registers() && (!widest || v.elements() > widest->elements())) widest = &v;
+  }
+  return widest;
+}
+
 std::string described(const ProgramValue& v) { return v.name + " " + dtype_name(v.dtype) + shape_str(v.shape); }
 
 // Whether the program can run in passes over chunks of its rows, and how: every tile is a row
@@ -55,10 +64,7 @@ std::optional<RowChunks> row_chunks(const ProgramPlan& plan, std::vector<std::st
                   "at a time");
     return std::nullopt;
   }
-  const ProgramValue* row = nullptr;
-  for (const ProgramValue& v : plan.values) {
-    if (v.in_registers() && (!row || v.elements() > row->elements())) row = &v;
-  }
+  const ProgramValue* row = widest_in_registers(plan);
   if (!row || row->elements() == 1) {
     why.push_back("no tile is a row of more than one element");
     return std::nullopt;
@@ -203,11 +209,9 @@ void choose_staging(ProgramPlan& plan, const std::string& forced) {
     shared.reasons = why;
   }
 
-  long long widest = 1;  // the largest tile in registers: replicated where the threads do not divide it
-  for (const ProgramValue& v : plan.values) {
-    if (v.in_registers()) widest = std::max(widest, v.elements());
-  }
-  const std::string dividing = dividing_scopes(widest, plan.scope);
+  // the largest tile in registers is replicated where the scope's threads do not divide it
+  const ProgramValue* widest = widest_in_registers(plan);
+  const std::string dividing = widest ? dividing_scopes(widest->elements(), plan.scope) : "";
   const std::string fix = "Fix: fewer elements per thread (a wider scope, more batch_dims), or storage='shared' for the "
                           "steps whose tiles need not stay in registers" +
                           (dividing.empty() ? "" : "; " + dividing);
