@@ -1,12 +1,21 @@
-"""Replays a ProgramPlan as a chain of standalone calls: each step (inserted copies included) is
-called on its own, with the storage, layouts and variant the program's step has, on the whole
-batch. The program must give these bits exactly."""
+"""Replays a ProgramPlan as a chain of separate steps over the whole batch, each result handed on
+through NumPy: a copy (inserted or not) and each map NumPy computes exactly in the operands' dtype
+(add, sub, mul, fdiv, sqrt, cast: one IEEE rounding, as tileprim's) by NumPy, so that on the CPU
+the chain does not only replay the program's own step runner; every other step (reductions, whose
+bits depend on the variant's order, and tileprim's own transcendentals) as the standalone call with
+the storage, layouts and variant the program's step has. The program must give these bits
+exactly."""
 from __future__ import annotations
 
 import numpy as np
 
 import tileprim as tp
 from tileprim._layout.value import TileLayout
+
+
+# Maps whose every result NumPy rounds once in the operands' dtype (16-bit ones through float32,
+# where one rounding is exact), as tileprim does.
+_EXACT_MAPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "fdiv": np.divide, "sqrt": np.sqrt}
 
 
 def _layout(ref):
@@ -32,14 +41,16 @@ def run_chain(prog, args, batch_dims, scope, backend="cpu"):
                 operands.append(values[vid])
         result = plan.tiles[info["result"]]
         shape = tuple(batch) + tuple(result["shape"])
-        if step.op == "copy":  # moves values unchanged: the standalone copy of the broadcast source
-            src = np.broadcast_to(operands[0].reshape(tuple(batch) + tuple(plan.tiles[info["operands"][0]]["shape"])),
-                                  shape)
-            if backend == "cuda":  # copy has no CUDA executor yet (issue 31); the values are the source's
-                values[info["result"]] = np.ascontiguousarray(src)
-            else:
-                values[info["result"]] = tp.copy(np.ascontiguousarray(src), batch_dims=batch_dims, backend="cpu",
-                                                 scope=tp.thread)
+        if step.op == "copy":  # moves values unchanged: the source broadcast to the result's shape
+            src = operands[0].reshape(tuple(batch) + tuple(plan.tiles[info["operands"][0]]["shape"]))
+            values[info["result"]] = np.ascontiguousarray(np.broadcast_to(src, shape))
+            continue
+        if backend == "cpu" and (step.op in _EXACT_MAPS or step.op == "cast"):
+            dtype = np.dtype(result["dtype"]) if step.op == "cast" else values[info["operands"][0]].dtype
+            with np.errstate(all="ignore"):
+                out = operands[0].astype(dtype) if step.op == "cast" else \
+                    _EXACT_MAPS[step.op](*[np.asarray(o, dtype) for o in operands])
+            values[info["result"]] = np.ascontiguousarray(np.broadcast_to(out, shape), dtype)
             continue
         first = next(r for r in ins if not r.is_scalar)
         kw = dict(scope=scope, storage=first.storage, layout=_layout(first), batch_dims=batch_dims, backend=backend,

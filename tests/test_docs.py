@@ -1,8 +1,7 @@
 """The documentation runs: every Python block of the README and of the docs pages (in order, one
 namespace per page; a block whose first line is '# needs a GPU' only where one is usable,
-'# needs NVRTC' only where tp.lower can compile, '# needs tp.program' only where tile programs
-exist, '# needs torch' only where torch is installed), the docstrings' examples as doctests, and
-docs/tour.ipynb executed top to bottom on the default backend."""
+'# needs NVRTC' only where tp.lower can compile, '# needs torch' only where torch is installed), the
+docstrings' examples as doctests, and docs/tour.ipynb executed top to bottom on the default backend."""
 import doctest
 import importlib.util
 import pathlib
@@ -22,16 +21,20 @@ def python_blocks(path: pathlib.Path):
     return re.findall(r"```python\n(.*?)```", path.read_text(), re.S)
 
 
+# A block's first line may name what it needs; a gate not listed here is a typo, and fails.
+GATES = {
+    "# needs a GPU": cuda_usable,
+    "# needs NVRTC": lambda: tp.info()["nvrtc"]["ok"],
+    "# needs torch": lambda: importlib.util.find_spec("torch") is not None,
+}
+
+
 def runnable(block: str) -> bool:
-    if block.startswith("# needs a GPU"):
-        return cuda_usable()
-    if block.startswith("# needs tp.program"):
-        return hasattr(tp, "program")
-    if block.startswith("# needs NVRTC"):
-        return tp.info()["nvrtc"]["ok"]
-    if block.startswith("# needs torch"):
-        return importlib.util.find_spec("torch") is not None
-    return True
+    first = block.split("\n", 1)[0].strip()
+    if not first.startswith("# needs"):
+        return True
+    assert first in GATES, f"a docs block needs {first[len('# needs'):].strip()!r}: not a gate test_docs knows"
+    return GATES[first]()
 
 
 def run_page(path: pathlib.Path) -> dict:

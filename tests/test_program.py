@@ -41,11 +41,13 @@ def softmax64(x):
 
 
 def shapes(rng, threads):
-    """Row counts and widths: odd, not a multiple of the thread count, 1-wide and 1-long."""
+    """Row counts and widths: odd, not a multiple of the thread count, 1-wide and 1-long, and a batch
+    that the CPU backend runs in several chunks of 2**14 elements (its orchestration checked too)."""
     width = int(rng.integers(2, 700))
     if width % max(threads, 2) == 0:
         width += 1
-    return [(int(rng.integers(2, 9)), width), (1, width), (5, 1), (3, threads * 2 + 3)]
+    return [(int(rng.integers(2, 9)), width), (1, width), (5, 1), (3, threads * 2 + 3),
+            (2 * (2**14 // width) + 3, width)]
 
 
 def rel_err(got, want):
