@@ -13,15 +13,13 @@ from hypothesis import given, settings, strategies as st
 import tileprim as tp
 from tileprim._backends import device_arch
 from conftest import cuda_usable
+import programs
 
 pytestmark = pytest.mark.skipif(not tp.info()["nvrtc"]["ok"], reason="NVRTC is not available")
 cuda = tp._C.cuda
 
 
-@tp.program
-def softmax(x):
-    e = tp.exp(x - tp.max(x, axes=-1, keepdims=True))
-    return e / tp.sum(e, axes=-1, keepdims=True)
+softmax = tp.program(programs.softmax)  # bfloat16 rows: float32 inside
 
 
 @tp.program
@@ -31,13 +29,6 @@ def centred_times_sum(x):  # every element stays live across the sum: a thread's
 
 
 ROW = np.ones((8, 300), np.float32)
-
-
-@tp.program
-def softmax16(x):  # bfloat16 rows, float32 inside
-    xf = tp.cast(x, "float32")
-    e = tp.exp(xf - tp.max(xf, axes=-1, keepdims=True))
-    return tp.cast(e / tp.sum(e, axes=-1, keepdims=True), x.dtype)
 
 
 ROWS16 = np.ones((2, 16384), ml_dtypes.bfloat16)
@@ -137,7 +128,7 @@ def test_few_blocks_by_registers_ask_ptxas_for_one_more():
     """bfloat16 softmax rows of 16384 at cta(256): 128 registers a thread hold an SM to 2 blocks;
     asked for 3 (__launch_bounds__(256, 3)), ptxas fits 80 without local memory, and that kernel is
     kept. A kernel an SM holds many of is compiled once, as it is."""
-    k = tp.lower(softmax16, ROWS16, batch_dims=1, scope=tp.cta(256), target="sm_90a")
+    k = tp.lower(softmax, ROWS16, batch_dims=1, scope=tp.cta(256), target="sm_90a")
     assert k.min_blocks == 3 and "__launch_bounds__(256, 3)" in k.source
     assert k.registers <= 80 and k.local_bytes == 0 and k.blocks_per_sm == 3
     assert "as asked of ptxas" in k.resources_words
@@ -224,7 +215,7 @@ def test_the_figures_are_the_drivers_on_a_gpu():
                   tp.lower(tp.sum, x, batch_dims=1, scope=tp.cta(256), target=arch),
                   tp.lower(softmax, x, batch_dims=1, scope=tp.cta(128), target=arch),
                   tp.lower(softmax, x, batch_dims=1, scope=tp.cta(64), target=arch),  # 4 instances, 5 barriers
-                  tp.lower(softmax16, ROWS16, batch_dims=1, scope=tp.cta(256), target=arch),  # ptxas asked for 3
+                  tp.lower(softmax, ROWS16, batch_dims=1, scope=tp.cta(256), target=arch),  # ptxas asked for 3
                   tp.lower(centred_times_sum, ROW, batch_dims=1, scope=tp.thread, target=arch)]:
             module, function, value = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_int()
             check(driver.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(k.cubin)), "cuModuleLoadData")

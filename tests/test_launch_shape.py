@@ -7,6 +7,7 @@ import pytest
 
 import tileprim as tp
 from tileprim import _C
+import programs
 
 ARCH = "sm_90a"
 
@@ -125,12 +126,7 @@ def test_instances_that_sync_pass_the_same_barriers_past_the_batch_end():
 
 
 def test_the_launch_says_how_each_operand_is_staged():
-    @tp.program(scope=tp.cta(256))
-    def rmsnorm(x, w, eps):
-        xf = tp.cast(x, "float32")
-        ms = tp.sum(xf * xf, axes=-1, keepdims=True) / x.shape[-1]
-        return tp.cast(xf * tp.rsqrt(ms + eps) * tp.cast(w, "float32"), x.dtype)
-
+    rmsnorm = tp.program(programs.rmsnorm, scope=tp.cta(256))
     x, w = np.ones((4, 4096), ml_dtypes.bfloat16), np.ones(4096, ml_dtypes.bfloat16)
     staging = launch(tp.plan(rmsnorm, x, w, 1e-6, batch_dims=1, target=ARCH))["staging"]
     assert list(staging) == ["in0", "in1", "out"]

@@ -7,32 +7,12 @@ import pytest
 
 import tileprim as tp
 from conftest import cuda_usable
+import programs
 
 torch = pytest.importorskip("torch")
 
 SCOPES = [pytest.param(tp.thread, id="thread"), pytest.param(tp.warp, id="warp"),
           pytest.param(tp.cta(64), id="cta64")]
-
-
-def softmax_fn(x):
-    m = tp.max(x, axes=-1, keepdims=True)
-    e = tp.exp(x - m)
-    return e / tp.sum(e, axes=-1, keepdims=True)
-
-
-def rmsnorm_fn(x, w, eps):
-    ms = tp.sum(x * x, axes=-1, keepdims=True) / x.shape[-1]
-    return x * tp.rsqrt(ms + eps) * w
-
-
-def logsumexp_fn(x):
-    m = tp.max(x, axes=-1, keepdims=True)
-    return tp.log(tp.sum(tp.exp(x - m), axes=-1)) + tp.max(x, axes=-1)
-
-
-def add_rmsnorm_fn(x, r, w):
-    h = x + r
-    return h * tp.rsqrt(tp.sum(h * h, axes=-1, keepdims=True) / x.shape[-1] + 1e-6) * w, h
 
 
 def every_map_fn(a, b, c):
@@ -58,7 +38,8 @@ def gradcheck(fn, *args):
 
 @pytest.mark.parametrize("scope", SCOPES)
 def test_gradcheck_softmax_rmsnorm_logsumexp(scope):
-    softmax, rmsnorm, logsumexp = (tp.program(f, scope=scope) for f in (softmax_fn, rmsnorm_fn, logsumexp_fn))
+    softmax, rmsnorm, logsumexp = (tp.program(f, scope=scope)
+                                   for f in (programs.softmax, programs.rmsnorm, programs.logsumexp))
     x = leaf((5, 37), seed=1)
     w = leaf((37,), 0.5, 1.5, seed=2)
     gradcheck(lambda x: softmax(x, batch_dims=1, backend="cpu"), x)
@@ -67,9 +48,9 @@ def test_gradcheck_softmax_rmsnorm_logsumexp(scope):
 
 
 def test_gradcheck_two_results_every_map_and_broadcasts_inside_the_tile():
-    add_rmsnorm = tp.program(add_rmsnorm_fn, scope=tp.warp)
+    add_rmsnorm = tp.program(programs.add_rmsnorm, scope=tp.warp)
     x, r, w = leaf((3, 40), seed=3), leaf((3, 40), seed=4), leaf((40,), 0.5, 1.5, seed=5)
-    gradcheck(lambda x, r, w: add_rmsnorm(x, r, w, batch_dims=1, backend="cpu"), x, r, w)
+    gradcheck(lambda x, r, w: add_rmsnorm(x, r, w, 1e-6, batch_dims=1, backend="cpu"), x, r, w)
     every_map = tp.program(every_map_fn)
     a, b, c = leaf((4, 9), 0.5, 3.0, seed=6), leaf((4, 9), 0.5, 3.0, seed=7), leaf((4, 9), seed=8)
     gradcheck(lambda a, b, c: every_map(a, b, c, batch_dims=1, backend="cpu"), a, b, c)
@@ -79,7 +60,7 @@ def test_gradcheck_two_results_every_map_and_broadcasts_inside_the_tile():
 
 
 def test_second_derivatives_through_the_backward_programs_own_backward():
-    softmax, rmsnorm = tp.program(softmax_fn, scope=tp.warp), tp.program(rmsnorm_fn, scope=tp.cta(64))
+    softmax, rmsnorm = tp.program(programs.softmax, scope=tp.warp), tp.program(programs.rmsnorm, scope=tp.cta(64))
     x, w = leaf((3, 9), seed=24), leaf((9,), 0.5, 1.5, seed=25)
     assert torch.autograd.gradgradcheck(lambda x: softmax(x, batch_dims=1, backend="cpu"), (x,))
     assert torch.autograd.gradgradcheck(lambda x, w: rmsnorm(x, w, 1e-6, batch_dims=1, backend="cpu"), (x, w))
@@ -93,13 +74,13 @@ def test_float32_gradients_match_float64_numpy():
     x = torch.tensor(x64, dtype=torch.float32, requires_grad=True)
     w = torch.tensor(w64, dtype=torch.float32, requires_grad=True)
     g = torch.tensor(g64, dtype=torch.float32)
-    softmax = tp.program(softmax_fn, scope=tp.cta(64))
+    softmax = tp.program(programs.softmax, scope=tp.cta(64))
     y64 = np.exp(x64 - x64.max(-1, keepdims=True))
     y64 /= y64.sum(-1, keepdims=True)
     want = y64 * (g64 - (g64 * y64).sum(-1, keepdims=True))
     (got,) = torch.autograd.grad(softmax(x, batch_dims=1, backend="cpu"), x, g)
     assert np.max(np.abs(got.numpy() - want)) <= 1e-6 * np.max(np.abs(want))
-    rmsnorm = tp.program(rmsnorm_fn, scope=tp.cta(64))
+    rmsnorm = tp.program(programs.rmsnorm, scope=tp.cta(64))
     rstd = 1 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + 1e-6)
     gw64 = (g64 * x64 * rstd).sum(0)
     gx64 = rstd * (g64 * w64 - x64 * rstd ** 2 * (g64 * w64 * x64).mean(-1, keepdims=True))
@@ -127,11 +108,11 @@ def test_ties_split_as_amax_and_nan_passes_no_gradient():
 
 def test_backward_is_one_program_and_one_kernel():
     from tileprim._program.backward import derive_backward
-    softmax = tp.program(softmax_fn, scope=tp.cta(256))
+    softmax = tp.program(programs.softmax, scope=tp.cta(256))
     x = np.random.default_rng(13).standard_normal((8, 512)).astype(np.float32)
     prepared = softmax._prepare((x,), 1, None, "cpu", None)
     fn, wanted = derive_backward(prepared.trace, prepared.output_ids, [True])
-    assert wanted == [0] and fn.__name__ == "softmax_fn_backward"
+    assert wanted == [0] and fn.__name__ == "softmax_backward"
     program = tp.program(fn, scope=tp.cta(256))
     plan = tp.plan(program, x, x, batch_dims=1, backend="cpu")
     # the forward values the products read are recomputed in it; the ties' mask is tp.eq
@@ -141,7 +122,7 @@ def test_backward_is_one_program_and_one_kernel():
 
 
 def test_gradient_flows_only_where_needed_and_out_is_recorded():
-    rmsnorm = tp.program(rmsnorm_fn, scope=tp.warp)
+    rmsnorm = tp.program(programs.rmsnorm, scope=tp.warp)
     x = leaf((4, 32), seed=14)
     w = leaf((32,), seed=15).detach()  # needs no gradient
     y = rmsnorm(x, w, 1e-6, batch_dims=1, backend="cpu")
@@ -173,7 +154,7 @@ def test_a_reduction_that_cannot_broadcast_its_gradient_back_names_the_line():
 def test_backward_bits_equal_on_cpu_and_gpu(dtype):
     """Every gradient the backward program computes has the same bits on both backends; the
     weight's (summed over the batch by torch) agrees to rounding."""
-    softmax, rmsnorm = tp.program(softmax_fn, scope=tp.cta(256)), tp.program(rmsnorm_fn, scope=tp.cta(256))
+    softmax, rmsnorm = (tp.program(f, scope=tp.cta(256)) for f in (programs.softmax, programs.rmsnorm))
     x = leaf((64, 1000), seed=17, dtype=dtype)
     w = leaf((1000,), 0.5, 1.5, seed=18, dtype=dtype)
     g = leaf((64, 1000), seed=19, dtype=dtype).detach()
@@ -190,11 +171,11 @@ def test_backward_bits_equal_on_cpu_and_gpu(dtype):
 
 def test_opcheck_passes_on_a_programs_custom_op():
     from tileprim._program.torch_op import op_name
-    add_rmsnorm = tp.program(add_rmsnorm_fn, scope=tp.warp)
+    add_rmsnorm = tp.program(programs.add_rmsnorm, scope=tp.warp)
     x, r, w = leaf((3, 40), seed=20), leaf((3, 40), seed=21), leaf((40,), 0.5, 1.5, seed=22)
-    described = tuple(("float64", tuple(t.shape), t.stride(), "cpu") for t in (x, r, w))
+    described = tuple(("float64", tuple(t.shape), t.stride(), "cpu") for t in (x, r, w)) + (1e-6,)
     name, _ = op_name(add_rmsnorm._number, described, 1, None, "cpu", None)
-    assert name.startswith("program_add_rmsnorm_fn_")
+    assert name.startswith("program_add_rmsnorm_")
     torch.library.opcheck(getattr(torch.ops.tileprim, name).default, (x, r, w))
 
 
@@ -203,8 +184,8 @@ def test_torch_compile_fullgraph_holds_the_programs_custom_op_and_its_backward(c
     """One graph, no break, no recompilation for new values, gradients equal to eager bit for bit
     (aot_eager traces the backward too: the derived program's own custom op, on fake tensors)."""
     from torch._dynamo.utils import counters
-    softmax = tp.program(softmax_fn, scope=tp.warp)
-    rmsnorm = tp.program(rmsnorm_fn, scope=tp.warp)
+    softmax = tp.program(programs.softmax, scope=tp.warp)
+    rmsnorm = tp.program(programs.rmsnorm, scope=tp.warp)
     graphs = []
 
     def keep(gm, example_inputs):
@@ -226,5 +207,5 @@ def test_torch_compile_fullgraph_holds_the_programs_custom_op_and_its_backward(c
     assert not counters["graph_break"]
     if compiler == "graph":
         targets = [str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
-        assert [t.split("_fn_")[0] for t in targets if t.startswith("tileprim.")] == [
+        assert [t.rsplit("_", 1)[0] for t in targets if t.startswith("tileprim.")] == [
             "tileprim.program_softmax", "tileprim.program_rmsnorm"], targets

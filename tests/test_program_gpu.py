@@ -8,6 +8,7 @@ import pytest
 import tileprim as tp
 from conftest import bits_equal, cuda_usable, random_tile
 from program_chain import run_chain
+import programs
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA GPU")]
 SCOPES = [tp.warp, tp.warpgroup, tp.cta(256), tp.cta(96)]
@@ -19,11 +20,7 @@ def rms_scale(x):  # exactly rounded ops only: sum, max, mul, fdiv, sqrt, sub
     return (x - tp.max(x, axes=-1, keepdims=True)) / tp.sqrt(ss / x.shape[-1])
 
 
-@tp.program
-def softmax(x):  # exp: the same bits once tileprim's own exp lands (issue 34)
-    m = tp.max(x, axes=-1, keepdims=True)
-    e = tp.exp(x - m)
-    return e / tp.sum(e, axes=-1, keepdims=True)
+softmax = tp.program(programs.softmax)
 
 
 @pytest.mark.parametrize("prog", [rms_scale, softmax], ids=["rms_scale", "softmax"])
@@ -36,25 +33,13 @@ def test_cpu_program_equals_the_gpu_chain(prog, scope, rng):
         assert bits_equal(got, gpu)
 
 
-@tp.program
-def logsumexp(x):
-    m = tp.max(x, axes=-1, keepdims=True)
-    return tp.log(tp.sum(tp.exp(x - m), axes=-1, keepdims=True)) + m
+logsumexp = tp.program(programs.logsumexp)
 
 
-@tp.program
-def rmsnorm(x, w, eps):  # 16-bit in and out, float32 inside, w shared by every row
-    xf = tp.cast(x, "float32")
-    ms = tp.sum(xf * xf, axes=-1, keepdims=True) / x.shape[-1]
-    return tp.cast(xf * tp.rsqrt(ms + eps) * tp.cast(w, "float32"), x.dtype)
+rmsnorm = tp.program(programs.rmsnorm)
 
 
-@tp.program
-def add_rmsnorm(x, r, w, eps):  # residual add + RMSNorm: two results
-    h = x + r
-    hf = tp.cast(h, "float32")
-    ms = tp.sum(hf * hf, axes=-1, keepdims=True) / x.shape[-1]
-    return tp.cast(hf * tp.rsqrt(ms + eps) * tp.cast(w, "float32"), x.dtype), h
+add_rmsnorm = tp.program(programs.add_rmsnorm)
 
 
 @tp.program

@@ -7,13 +7,10 @@ import pytest
 import tileprim as tp
 from tileprim import S, tx
 from conftest import bits_equal, random_tile
+import programs
 
 
-@tp.program(scope=tp.cta(256))
-def softmax(x):
-    m = tp.max(x, axes=-1, keepdims=True)
-    e = tp.exp(x - m)
-    return e / tp.sum(e, axes=-1, keepdims=True)
+softmax = tp.program(programs.softmax, scope=tp.cta(256))
 
 
 def test_softmax_plan_as_in_the_design():
@@ -44,7 +41,7 @@ def test_softmax_plan_as_in_the_design():
     assert any(s.sync_before == "cta_sync" for s in p.steps)
     assert "rounding" in p.numerics and len(p.numerics["steps"]) == len(p.steps)
     text = str(p)
-    assert "program softmax at scope cta(256)" in text and "cta_sync" in text and "test_program_plan.py:" in text
+    assert "program softmax at scope cta(256)" in text and "cta_sync" in text and "programs.py:" in text
     html = p._repr_html_()
     assert "inserted" in html and "cta_sync" in html and "staging <b>registers</b>" in html
 
@@ -174,18 +171,13 @@ def test_step_options_dispatch_config_layouts_and_scope_methods(rng):
         bad(x, batch_dims=1)
 
 
-def _softmax_rows(x):
-    e = tp.exp(x - tp.max(x, axes=-1, keepdims=True))
-    return e / tp.sum(e, axes=-1, keepdims=True)
-
-
 def test_rows_past_a_threads_registers_run_in_passes_and_the_plan_says_why():
     """Rows of 65536 at cta(1024) keep 64 float32 per thread in each of three live tiles: 192
     registers, past the 64 a thread of a 1024-thread block holds, so the registers staging
     declines and the rows run in passes over chunks: float32 rows (256 KiB) do not fit in shared
     memory and stream from global memory; bfloat16 ones (128 KiB) are staged in shared memory.
     Rows of 4096 at cta(256) fit in registers. A float64 element takes two registers."""
-    softmax_rows = tp.program(_softmax_rows)
+    softmax_rows = tp.program(programs.softmax)
     long = tp.plan(softmax_rows, np.ones((3, 65536), np.float32), batch_dims=1, scope=tp.cta(1024))
     assert long.register_budget == 64 and long.registers == 192
     assert long.staging == "streamed"
@@ -212,7 +204,7 @@ def test_rows_past_a_threads_registers_run_in_passes_and_the_plan_says_why():
 def test_tiles_past_a_threads_registers_that_cannot_run_in_passes_are_said_to_spill_with_the_fix():
     """A tile of four rows folds each row into its own element: no pass takes a whole row, so the
     program spills, and the plan says so with the fix."""
-    softmax_rows = tp.program(_softmax_rows)
+    softmax_rows = tp.program(programs.softmax)
     p = tp.plan(softmax_rows, np.ones((2, 4, 16384), np.float32), batch_dims=1, scope=tp.cta(1024))
     assert p.staging == "spilled" and p.rows is None
     trace = {v["name"]: v for v in p.staging_trace}
@@ -223,20 +215,20 @@ def test_tiles_past_a_threads_registers_that_cannot_run_in_passes_are_said_to_sp
 
 def test_a_named_staging_runs_or_declines_with_its_reasons():
     x = np.random.default_rng(5).standard_normal((3, 4096)).astype(np.float32)
-    streamed = tp.program(_softmax_rows, staging="streamed")
+    streamed = tp.program(programs.softmax, staging="streamed")
     p = tp.plan(streamed, x, batch_dims=1, scope=tp.cta(256))
     assert p.staging == "streamed" and p.rows["chunks"] == 1
     # the steps and their bits do not depend on the staging
-    assert p.variants == tp.plan(tp.program(_softmax_rows), x, batch_dims=1, scope=tp.cta(256)).variants
+    assert p.variants == tp.plan(tp.program(programs.softmax), x, batch_dims=1, scope=tp.cta(256)).variants
     np.testing.assert_array_equal(streamed(x, batch_dims=1, scope=tp.cta(256), backend="cpu"),
-                                  tp.program(_softmax_rows)(x, batch_dims=1, scope=tp.cta(256), backend="cpu"))
+                                  tp.program(programs.softmax)(x, batch_dims=1, scope=tp.cta(256), backend="cpu"))
     with pytest.raises(tp.DispatchError, match=r"staging='registers' declines:\n  the tiles live at once take 192"):
-        tp.plan(tp.program(_softmax_rows, staging="registers"), np.ones((3, 65536), np.float32), batch_dims=1,
+        tp.plan(tp.program(programs.softmax, staging="registers"), np.ones((3, 65536), np.float32), batch_dims=1,
                 scope=tp.cta(1024))
     with pytest.raises(tp.DispatchError, match="at thread scope a row is one thread's"):
         tp.plan(streamed, x[:, :64], batch_dims=1, scope=tp.thread)
     with pytest.raises(ValueError, match="staging: 'rows' is not one of registers, shared, streamed, spilled"):
-        tp.program(_softmax_rows, staging="rows")
+        tp.program(programs.softmax, staging="rows")
     # a program of maps alone reads each row once: staging it in shared memory first buys nothing
     maps = tp.program(lambda x: x * tp.exp(x) + x)
     assert tp.plan(maps, np.ones((3, 65536), np.float32), batch_dims=1, scope=tp.cta(1024)).staging == "streamed"
