@@ -1,5 +1,5 @@
-// The CUDA executor of both treduce variants in one process: rank r's tensor lives on its own
-// GPU. Each worker of the plan (root_pull: the root; scatter_gather: every other rank) runs
+// The CUDA executor of root_pull and scatter_gather in one process (the chain's:
+// treduce_executor_chain.cc): rank r's tensor lives on its own GPU. Each worker of the plan (root_pull: the root; scatter_gather: every other rank) runs
 // the treduce kernel over its shard of pieces on its own stream, reading the ranks' memory
 // directly (peer access) and writing dst on the root's GPU. Every rank's stream is ordered:
 // a worker starts once every rank's stream reached the call ("source ready"), and no rank's
@@ -36,10 +36,7 @@ constexpr int kCtasPerSm = 8;
 
 std::string kernel_source(const Plan& plan, const TreducePlan& p) {
   std::ostringstream os;
-  os << "// tileprim treduce kernel: " << plan.call.str() << " [" << plan.variant << "]\n";
-  if (p.dtype == DType::float16) os << "#define TP_WITH_FP16 1\n";
-  if (p.dtype == DType::bfloat16) os << "#define TP_WITH_BF16 1\n";
-  os << "#include <tileprim/comm/treduce_kernel.cuh>\n"
+  os << treduce_kernel_head(plan, p.dtype) << "#include <tileprim/comm/treduce_kernel.cuh>\n"
      << "#include <tileprim/comm/arrive_kernel.cuh>\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ")\n"
      << kTreduceKernel << "(const tp::treduce::Launch a) {\n"
@@ -365,9 +362,17 @@ class CudaTreduceExecutor : public CudaExecutor {
 
 }  // namespace
 
+std::string treduce_kernel_head(const Plan& plan, DType dtype) {
+  std::string head = "// tileprim treduce kernel: " + plan.call.str() + " [" + plan.variant + "]\n";
+  if (dtype == DType::float16) head += "#define TP_WITH_FP16 1\n";
+  if (dtype == DType::bfloat16) head += "#define TP_WITH_BF16 1\n";
+  return head;
+}
+
 void register_cuda_treduce(ExecutorTable& table) {
   table.add("root_pull", "cuda", std::make_unique<CudaTreduceExecutor>());
   table.add("scatter_gather", "cuda", std::make_unique<CudaTreduceExecutor>());
+  table.add("chain", "cuda", chain_executor());
 }
 
 }  // namespace tp::cuda
