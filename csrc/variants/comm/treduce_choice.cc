@@ -130,6 +130,7 @@ std::string why_not(const std::string& algorithm, const OpCall& call, const Disp
     return missing_peer_access(call, ctx, readers);
   }
   if (algorithm != "chain") return "";
+  if (transport == "nccl" && ranks < 2) return "1 rank: over nccl the chain needs a neighbour (root_pull copies)";
   if (transport == "nccl" && !call.treduce->accumulate.empty()) {
     return "accumulate='float32': over nccl the chain's partials travel in the operand dtype; root_pull and "
            "scatter_gather fold in float32";
