@@ -117,6 +117,9 @@ def suite(world_size: int) -> list:
     if world_size >= 3:
         cases.append({"seed": next(seed), "shape": [16, 48], "dtype": "float32", "op": "sum", "root": 2,
                       "dispatch": "scatter_gather"})
+    for root, (dtype, acc) in [(world_size - 1, ("float32", None)), (0, ("bfloat16", "float32"))]:
+        cases.append({"seed": next(seed), "shape": [13, 37], "dtype": dtype, "accumulate": acc, "op": "sum",
+                      "root": root, "dispatch": "chain"})
     return cases
 
 
@@ -156,12 +159,13 @@ def test_gpu_transports_give_the_cpu_bits_at_the_root_and_none_elsewhere(world_s
                                                             transport=transport), tmp_path)
 
 
-def apart_suite(world_size: int) -> list:
+def apart_suite(world_size: int, transport: str = "cuda_ipc") -> list:
     """Calls whose ranks work apart (scatter_gather: each non-root rank reduces a shard on its own
-    GPU, into the root's dst under cuda_ipc, sent to the root under nccl), forced or chosen for a
-    large message, between root_pull calls on the same communicator."""
+    GPU, into the root's dst under cuda_ipc, sent to the root under nccl; chain: every rank its step,
+    the partial pushed into the next rank's staging under cuda_ipc, sent on under nccl), forced or
+    chosen for a large message, between root_pull calls on the same communicator."""
     seed = itertools.count(world_size * 5000)
-    cases = []
+    cases = chain_cases(world_size, transport, seed)
     for root, (dtype, acc, op) in itertools.product(
             sorted({0, world_size - 1}), [("float32", None, "sum"), ("bfloat16", "float32", "max"),
                                           ("int32", None, "min"), ("float16", None, "sum")]):
@@ -175,11 +179,36 @@ def apart_suite(world_size: int) -> list:
                       "src": src, "dst": dst, "dispatch": "scatter_gather"})
     cases.append({"seed": next(seed), "shape": [0, 16], "dtype": "float32", "op": "sum", "root": 0,
                   "dst": "dst-contiguous", "dispatch": "scatter_gather"})
-    large = {"shape": [520, 640], "dtype": "float32", "op": "sum", "root": 1, "variant": "scatter_gather"}  # 1.3 MB
+    large = {"shape": [520, 640], "dtype": "float32", "op": "sum", "root": 1, "dispatch": "scatter_gather",
+             "variant": "scatter_gather"}  # 1.3 MB, several pieces per shard
     for dst in [None, "dst-contiguous", None]:  # repeated: the root re-tells where each call's dst lies
         cases.append({**large, "seed": next(seed), "dst": dst})
         cases.append({"seed": next(seed), "shape": [9, 37], "dtype": "float32", "op": "sum", "root": 0,
                       "variant": "root_pull"})
+    return cases
+
+
+def chain_cases(world_size: int, transport: str, seed) -> list:
+    """The chain forced: roots at either end, every op, 16-bit dtypes (a float32 accumulator where
+    the transport carries float32 partials: not nccl), partial steps, strided sources and dst, an
+    empty tensor, a call repeated with fresh dst."""
+    cases = []
+    accumulate = None if transport.startswith("nccl") else "float32"
+    for root, (dtype, acc, op) in itertools.product(
+            sorted({0, world_size - 1}), [("float32", None, "sum"), ("bfloat16", accumulate, "max"),
+                                          ("int32", None, "min"), ("float16", None, "sum")]):
+        cases.append({"seed": next(seed), "shape": [16, 48], "dtype": dtype, "accumulate": acc, "op": op,
+                      "root": root, "tile": [4, 16], "dispatch": "chain", "variant": "chain"})
+    cases.append({"seed": next(seed), "shape": [3, 20011], "dtype": "float32", "op": "sum", "root": 1,
+                  "dispatch": "chain"})
+    for src, dst in [("src-every-other-col", "dst-transposed"), ("src-transposed", "dst-every-other-element")]:
+        cases.append({"seed": next(seed), "shape": [3, 6, 37], "dtype": "float32", "op": "sum", "root": 0,
+                      "src": src, "dst": dst, "dispatch": "chain"})
+    cases.append({"seed": next(seed), "shape": [0, 16], "dtype": "float32", "op": "sum", "root": 0,
+                  "dst": "dst-contiguous", "dispatch": "chain"})
+    for dst in [None, "dst-contiguous"]:
+        cases.append({"seed": next(seed), "shape": [64, 700], "dtype": "float32", "op": "sum", "root": 1,
+                      "dst": dst, "dispatch": "chain"})
     return cases
 
 
@@ -200,9 +229,11 @@ def test_nccl_ranks_that_work_apart_give_the_cpu_bits(world_size, tmp_path):
     """Every rank on a host of its own (so they may share the GPUs there are): each worker gets
     its shard's slices from every rank, folds them and sends the root the result."""
     pytest.importorskip("torch")
-    cases = apart_suite(world_size)
+    cases = apart_suite(world_size, "nccl-hosts")
     cases.append({"seed": 7, "shape": [3, 1000, 1037], "dtype": "bfloat16", "accumulate": "float32", "op": "sum",
-                  "root": world_size - 1, "variant": "scatter_gather"})  # several steps of every shard
+                  "root": world_size - 1, "dispatch": "scatter_gather"})  # several steps of every shard
+    cases.append({"seed": 8, "shape": [3, 1000, 1037], "dtype": "bfloat16", "op": "sum", "root": 1,
+                  "dispatch": "chain"})  # several chunks of the chain
     check_gpu_records(cases, world_size, launch(cases, world_size, tmp_path, transport="nccl-hosts"), tmp_path)
 
 
@@ -222,7 +253,7 @@ def test_a_cuda_ipc_rank_whose_share_fails_raises_and_holds_up_no_gpu(tmp_path):
     timeout), and the next call gives the CPU bits."""
     pytest.importorskip("torch")
     base = {"shape": [520, 640], "dtype": "float32", "op": "sum", "root": 0, "timeout": 20,
-            "variant": "scatter_gather"}
+            "dispatch": "scatter_gather", "variant": "scatter_gather"}
     cases = [{**base, "seed": 1}, {**base, "seed": 2, "role": {"2": "share-fails"}}, {**base, "seed": 3}]
     started = time.monotonic()
     records = launch(cases, 3, tmp_path, transport="cuda_ipc", deadline=90)
@@ -238,7 +269,8 @@ def test_an_nccl_worker_whose_fold_fails_raises_and_the_root_gets_all_ones_for_i
     rank 2's shard, all-ones bytes (NaN); the next call gives the CPU bits."""
     pytest.importorskip("torch")
     from tileprim.comm.transports.nccl import _shards
-    base = {"shape": [520, 640], "dtype": "float32", "op": "sum", "root": 0, "variant": "scatter_gather"}
+    base = {"shape": [520, 640], "dtype": "float32", "op": "sum", "root": 0, "dispatch": "scatter_gather",
+            "variant": "scatter_gather"}
     cases = [{**base, "seed": 1}, {**base, "seed": 2, "role": {"2": "fold-fails"}}, {**base, "seed": 3}]
     records = launch(cases, 3, tmp_path, transport="nccl-hosts", deadline=120)
     check_rank_2_failed_the_middle_call(cases, records, tmp_path)
@@ -280,6 +312,52 @@ def test_an_nccl_rank_that_cannot_enqueue_its_part_breaks_the_communicator_on_ev
         records[failing][1] and "NCCL communicator was aborted" in records[failing][1], records[failing]
     expected = one_process(cases[0], world_size)
     assert bits_equal(saved_result(tmp_path, 0, cases[0], expected.shape), expected)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(4)
+@pytest.mark.parametrize("transport", ["cuda_ipc", "nccl"])
+def test_a_large_call_on_four_gpus_takes_the_chain_and_gives_the_cpu_bits(transport, tmp_path):
+    """A GPU per rank: 64 MiB per rank is the chain's (the cost model's choice on every rank), repeated."""
+    pytest.importorskip("torch")
+    large = {"shape": [4096, 4096], "dtype": "float32", "op": "sum", "root": 2, "variant": "chain"}
+    cases = [{**large, "seed": 1}, {**large, "seed": 2, "dst": "dst-contiguous"},
+             {"seed": 3, "shape": [9, 37], "dtype": "float32", "op": "sum", "root": 0, "variant": "root_pull"}]
+    check_gpu_records(cases, 4, launch(cases, 4, tmp_path, transport=transport, deadline=300), tmp_path)
+
+
+def eight_suite() -> list:
+    """Every algorithm with 8 ranks: the chain's 8 hops, scatter_gather's 7 shards, root_pull."""
+    seed = itertools.count(8000)
+    cases = []
+    for dispatch, root in itertools.product(["chain", "scatter_gather", "root_pull"], [0, 5]):
+        cases.append({"seed": next(seed), "shape": [13, 300], "dtype": "float32", "op": "sum", "root": root,
+                      "dispatch": dispatch, "variant": dispatch})
+    cases.append({"seed": next(seed), "shape": [3, 6, 37], "dtype": "bfloat16", "op": "max", "root": 7,
+                  "src": "src-transposed", "dst": "dst-every-other-element", "dispatch": "chain"})
+    return cases
+
+
+def test_eight_cpu_processes_give_the_one_process_bits(tmp_path):
+    cases = eight_suite()
+    records = launch(cases, 8, tmp_path)
+    for r, record in enumerate(records):
+        assert isinstance(record, list) and len(record) == len(cases), f"rank {r}: {record}"
+    for i, case in enumerate(cases):
+        assert [records[r][i] for r in range(8)] == ["dst" if r == case["root"] else "none" for r in range(8)], i
+        expected = one_process(case, 8)
+        assert bits_equal(saved_result(tmp_path, i, case, expected.shape), expected), (i, case)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(1)
+@pytest.mark.parametrize("transport", ["cuda_ipc", "nccl-hosts"])
+def test_eight_processes_on_the_gpus_there_are_give_the_cpu_bits(transport, tmp_path):
+    """8 ranks, rank r on GPU r mod the GPUs there are (two to a GPU on 4): the orchestration of
+    every algorithm at world 8 (NCCL: every rank on a host of its own, so ranks may share a GPU)."""
+    pytest.importorskip("torch")
+    cases = eight_suite()
+    check_gpu_records(cases, 8, launch(cases, 8, tmp_path, transport=transport, deadline=400), tmp_path)
 
 
 def check_rank_2_failed_the_middle_call(cases, records, tmp_path) -> None:

@@ -76,7 +76,8 @@ double nccl_us(const std::string& algorithm, const Shape& s) {
   const CostModel& m = cost_model();
   const auto chunks = [](double bytes, double chunk) { return std::max(1.0, std::ceil(bytes / chunk)); };
   if (algorithm == "chain") {
-    const double chunk = std::clamp(s.bytes / 16, 1048576.0, static_cast<double>(m.nccl_chunk_bytes));
+    // the transport's chunk: an eighth of the tensor, 4 to 8 MiB (nccl.py's _chain_chunk_bytes)
+    const double chunk = std::clamp(s.bytes / 8, 4194304.0, static_cast<double>(m.nccl_chunk_bytes));
     const double n = chunks(s.bytes, chunk);
     const double host = m.rendezvous_us + (n + 1) * m.nccl_group_us + n * m.staged_fold_us;
     const double per_chunk = over_links(chunk) + over_hbm(3 * chunk);

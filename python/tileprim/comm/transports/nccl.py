@@ -47,9 +47,11 @@ CHUNK_BYTES = 8 << 20  # per rank per staging slot: large enough that enqueueing
 SHARD_STEPS = 16
 MIN_STEP_BYTES = 1 << 20
 ALIGN = 4096  # shard and step bounds: whole 16-byte vectors for the fold, whole elements of every dtype
-# the chain sends its partial in about CHAIN_CHUNKS chunks of MIN_STEP_BYTES to CHUNK_BYTES each: every
-# chunk costs each rank an NCCL group and a fold, and the chain fills in a chunk per hop
-CHAIN_CHUNKS = 16
+# the chain sends its partial in about CHAIN_CHUNKS chunks of MIN_CHAIN_CHUNK to CHUNK_BYTES each: every
+# chunk costs each rank's host an NCCL group and a fold (tens of microseconds), and the chain fills
+# in a chunk per hop (csrc/variants/comm/treduce_choice.cc models the same)
+CHAIN_CHUNKS = 8
+MIN_CHAIN_CHUNK = 4 << 20
 _ONE_GPU_PER_RANK = ("NCCL takes one GPU per rank on a host (it tells hosts apart by $NCCL_HOSTID, else the "
                      "hostname): give every rank a GPU of its own, or on one host use transport='cuda_ipc'")
 
@@ -252,7 +254,7 @@ def _fold_order(ranks: int, root: int) -> List[int]:
 
 def _chain_chunk_bytes(nbytes: int) -> int:
     """Bytes of the chain's partial a rank receives, folds and sends on at a time."""
-    chunk = min(CHUNK_BYTES, max(MIN_STEP_BYTES, -(-nbytes // CHAIN_CHUNKS)))
+    chunk = min(CHUNK_BYTES, max(MIN_CHAIN_CHUNK, -(-nbytes // CHAIN_CHUNKS)))
     return -(-chunk // ALIGN) * ALIGN
 
 
