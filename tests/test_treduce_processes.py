@@ -224,6 +224,15 @@ def test_cuda_ipc_ranks_that_work_apart_give_the_cpu_bits(world_size, tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.multi_gpu(1)
+def test_a_cuda_ipc_chain_gives_the_cpu_bits(tmp_path):
+    """The chain alone on 3 ranks (what on_gpu.sh's sanitizers run, every rank under the tool)."""
+    pytest.importorskip("torch")
+    cases = chain_cases(3, "cuda_ipc", itertools.count(9000))
+    check_gpu_records(cases, 3, launch(cases, 3, tmp_path, transport="cuda_ipc"), tmp_path)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(1)
 @pytest.mark.parametrize("world_size", [3, 4])
 def test_nccl_ranks_that_work_apart_give_the_cpu_bits(world_size, tmp_path):
     """Every rank on a host of its own (so they may share the GPUs there are): each worker gets
