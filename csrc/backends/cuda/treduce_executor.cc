@@ -345,17 +345,21 @@ class CudaTreduceExecutor : public CudaExecutor {
  public:
   BuiltKernel build(const Plan& plan, const std::string& arch) const override { return built(plan, arch); }
   std::shared_ptr<const Runner> bind(const Plan& plan) const override {
-    for (const TileRef& t : plan.call.inputs) {
-      if (t.device < 0) {
-        throw ValueError("backend: 'cuda' runs treduce on device arrays (rank r's tensor on its GPU); "
-                         "pass them, or use backend='cpu' for NumPy arrays");
-      }
-    }
+    require_device_ranks(plan);
     return std::make_shared<CudaTreduceRunner>(plan);
   }
 };
 
 }  // namespace
+
+void require_device_ranks(const Plan& plan) {
+  for (const TileRef& t : plan.call.inputs) {
+    if (t.device < 0) {
+      throw ValueError("backend: 'cuda' runs treduce on device arrays (rank r's tensor on its GPU); "
+                       "pass them, or use backend='cpu' for NumPy arrays");
+    }
+  }
+}
 
 std::string treduce_kernel_head(const Plan& plan, DType dtype) {
   std::string head = "// tileprim treduce kernel: " + plan.call.str() + " [" + plan.variant + "]\n";

@@ -165,12 +165,7 @@ class ChainExecutor : public CudaExecutor {
  public:
   BuiltKernel build(const Plan& plan, const std::string& arch) const override { return built(plan, arch); }
   std::shared_ptr<const Runner> bind(const Plan& plan) const override {
-    for (const TileRef& t : plan.call.inputs) {
-      if (t.device < 0) {
-        throw ValueError("backend: 'cuda' runs treduce on device arrays (rank r's tensor on its GPU); "
-                         "pass them, or use backend='cpu' for NumPy arrays");
-      }
-    }
+    require_device_ranks(plan);
     return std::make_shared<ChainRunner>(plan);
   }
 };
