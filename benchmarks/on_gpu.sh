@@ -138,7 +138,8 @@ if want treduce; then
   # only, ranks of separate processes under separate tools), then the process tests alone (some
   # time their ranks)
   G=${GPUS:-2,4}
-  TAIL=80 step treduce_bench timeout 180 python3 benchmarks/treduce.py --gpus "$G" --distributed --transport cuda_ipc,nccl \
+  BENCH_S=$((85 * $(echo "$G" | tr ',' '\n' | wc -l) + 20))  # about 85 s per GPU count (both transports)
+  TAIL=80 step treduce_bench timeout "$BENCH_S" python3 benchmarks/treduce.py --gpus "$G" --distributed --transport cuda_ipc,nccl \
     --verify --sizes "${SIZES:-4K,64K,1M,16M,64M,256M}" --deadline 80 --json "$OUT/treduce.json"
   TAIL=6 step treduce_tests timeout 150 python3 -m pytest tests/test_treduce_gpu.py tests/test_treduce_repeated_gpu.py \
     -m gpu -q -p no:cacheprovider -n 8 -rfE &
