@@ -85,10 +85,11 @@ def one_process(case: dict, world_size: int) -> np.ndarray:
     return out if buffer is None else buffer
 
 
-def suite(world_size: int) -> list:
+def suite(world_size: int, transport: str = "cpu") -> list:
     """The one-process suite's kinds of cases: roots, ops, dtypes (and float32 accumulation),
-    chunkings, buffering, both algorithms (scatter_gather forced), strided sources and dst, N-D,
-    empty tensors."""
+    chunkings, buffering, every algorithm (scatter_gather and chain forced; the chain's float32
+    accumulator where the transport carries float32 partials: not nccl), strided sources and dst,
+    N-D, empty tensors."""
     seed = itertools.count(world_size * 1000)
     cases = []
     for root, op, (dtype, acc) in itertools.product(
@@ -117,7 +118,8 @@ def suite(world_size: int) -> list:
     if world_size >= 3:
         cases.append({"seed": next(seed), "shape": [16, 48], "dtype": "float32", "op": "sum", "root": 2,
                       "dispatch": "scatter_gather"})
-    for root, (dtype, acc) in [(world_size - 1, ("float32", None)), (0, ("bfloat16", "float32"))]:
+    accumulate = None if transport.startswith("nccl") else "float32"
+    for root, (dtype, acc) in [(world_size - 1, ("float32", None)), (0, ("bfloat16", accumulate))]:
         cases.append({"seed": next(seed), "shape": [13, 37], "dtype": dtype, "accumulate": acc, "op": "sum",
                       "root": root, "dispatch": "chain"})
     return cases
@@ -155,8 +157,8 @@ TRANSPORTS_OF_2 = [pytest.param(transport, marks=gpus_for(transport, 2), id=tran
 @pytest.mark.parametrize("world_size,transport", GPU_RUNS)
 def test_gpu_transports_give_the_cpu_bits_at_the_root_and_none_elsewhere(world_size, transport, tmp_path):
     pytest.importorskip("torch")
-    check_gpu_records(suite(world_size), world_size, launch(suite(world_size), world_size, tmp_path,
-                                                            transport=transport), tmp_path)
+    cases = suite(world_size, transport)
+    check_gpu_records(cases, world_size, launch(cases, world_size, tmp_path, transport=transport), tmp_path)
 
 
 def apart_suite(world_size: int, transport: str = "cuda_ipc") -> list:
@@ -250,7 +252,7 @@ def test_nccl_ranks_that_work_apart_give_the_cpu_bits(world_size, tmp_path):
 @pytest.mark.parametrize("transport", TRANSPORTS_OF_2)
 def test_under_torchrun_the_ranks_meet_through_its_process_group(transport, tmp_path):
     pytest.importorskip("torch")
-    cases = suite(2)[:4] + [c for c in suite(2) if c.get("src")][:2]  # strided sources and dst among them
+    cases = suite(2, transport)[:4] + [c for c in suite(2) if c.get("src")][:2]  # strided sources and dst among them
     check_gpu_records(cases, 2, launch(cases, 2, tmp_path, transport=transport, torchrun=True), tmp_path)
 
 
