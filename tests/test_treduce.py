@@ -1,6 +1,6 @@
 """tp.comm.treduce on the CPU backend: bit for bit the contract's fold (root first, then the other
 ranks ascending, in the operand dtype) over rank counts, roots, ops, dtypes, chunkings, pingpong,
-both algorithms, strided and N-D tensors; and every bad call raises before anything is written."""
+every algorithm, strided and N-D tensors; and every bad call raises before anything is written."""
 import itertools
 from dataclasses import dataclass, replace
 
@@ -12,7 +12,7 @@ from conftest import NP, bits_equal, random_tile
 from treduce_oracle import contract_order, fold_in_order, treduce_reference
 
 OPS = ("sum", "max", "min")
-ALGORITHMS = ("root_pull", "scatter_gather")
+ALGORITHMS = ("root_pull", "scatter_gather", "chain")
 # every operand dtype, and the float32 accumulator the 16-bit ones may opt into
 DTYPES = [pytest.param(dtype, acc, id=dtype + ("-acc-float32" if acc else ""))
           for dtype, acc in [("float32", None), ("float16", None), ("bfloat16", None), ("int32", None),
@@ -143,7 +143,7 @@ def test_nan_and_inf_follow_fmax_fmin_and_ieee_sums(root, op, dtype):
     assert bits_equal(out, expected.astype(np_dtype(dtype)))
 
 
-@pytest.mark.parametrize("dispatch", ["root_pull", "scatter_gather"])
+@pytest.mark.parametrize("dispatch", ALGORITHMS)
 @pytest.mark.parametrize("op", ["max", "min"])
 @pytest.mark.parametrize("dtype,accumulate", [("float16", None), ("float16", "float32"), ("bfloat16", None),
                                               ("bfloat16", "float32")])
@@ -255,22 +255,24 @@ def test_strided_sources_and_dst(shape, src_layout, dst_layout, dispatch, rng):
     assert bits_equal(buffer, expected_buffer(dst_layout, shape, "float32", treduce_reference(xs, 1, "sum")))
 
 
+@pytest.mark.parametrize("dispatch", ["root_pull", "chain"])
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int32"])
-def test_one_rank_is_a_copy(op, dtype, rng):
+def test_one_rank_is_a_copy(op, dtype, dispatch, rng):
     (x,) = random_sources(rng, 1, (2, 13, 37), dtype)
     dst = poisoned(x.shape, dtype)
-    treduce([x], 0, dst, op=op)
+    treduce([x], 0, dst, op=op, dispatch=dispatch)
     assert bits_equal(dst, x)
 
 
 @pytest.mark.parametrize("shape", [(0, 16), (5, 0), (0, 0), (3, 0, 16), (0, 4, 16)])
 @pytest.mark.parametrize("nranks", [1, 3])
-def test_empty_tensor_leaves_dst_untouched(shape, nranks):
+@pytest.mark.parametrize("dispatch", [None, "chain"])
+def test_empty_tensor_leaves_dst_untouched(shape, nranks, dispatch):
     xs = [np.ones(shape, np.float32) for _ in range(nranks)]
     buffer = poisoned(tuple(d + 2 for d in shape), "float32")
     dst = buffer[tuple(slice(1, 1 + d) for d in shape)]  # the empty view, inside poison
-    assert treduce(xs, 0, dst) is dst
+    assert treduce(xs, 0, dst, dispatch=dispatch) is dst
     assert np.isnan(buffer).all()
 
 
@@ -463,4 +465,4 @@ def test_plan_and_variants_take_treduce_by_name(rng):
     group = tp.comm.ParallelGroup(random_sources(rng, 3, (8, 32), "float32"), root=2)
     assert tp.plan("treduce", group).params == tp.plan(tp.comm.treduce, group).params
     assert tp.variants(tp.comm.treduce) == tp.variants("treduce")
-    assert [v[0] for v in tp.variants("treduce")] == ["scatter_gather", "root_pull"]
+    assert [v[0] for v in tp.variants("treduce")] == ["chain", "scatter_gather", "root_pull"]

@@ -12,10 +12,12 @@ from treduce_oracle import treduce_reference
 
 pytestmark = pytest.mark.gpu
 
-# (GPUs, root, algorithm): scatter_gather needs 3+ ranks
+# (GPUs, root, algorithm): scatter_gather needs 3+ ranks; the chain a GPU per rank
 RUNS = [pytest.param(n, root, dispatch, marks=pytest.mark.multi_gpu(n), id=f"{n}gpus-root{root}-{dispatch}")
         for n, root, dispatch in [(2, 0, "root_pull"), (2, 1, "root_pull"), (4, 2, "root_pull"),
-                                  (4, 0, "scatter_gather"), (4, 3, "scatter_gather")]]
+                                  (4, 0, "scatter_gather"), (4, 3, "scatter_gather"),
+                                  (2, 1, "chain"), (3, 1, "chain"), (4, 0, "chain"), (4, 3, "chain")]]
+PULLS = [run for run in RUNS if run.values[2] != "chain"]  # the kernels that pull pieces (root_pull, scatter_gather)
 
 
 @pytest.fixture
@@ -116,7 +118,7 @@ def test_gpu_many_partial_chunks_match_the_reference(nranks, root, dispatch, dty
     assert bits_equal(to_host(torch, out, dtype), treduce_reference(xs, root, "sum", accumulate))
 
 
-@pytest.mark.parametrize("nranks,root,dispatch", RUNS)
+@pytest.mark.parametrize("nranks,root,dispatch", PULLS)
 @pytest.mark.parametrize("shape,tile", [((5_000_011,), (64, 256)), ((1001, 777), (2, 8)), ((1000, 1024), (1, 64))],
                          ids=["1d-odd", "2d-ragged-tiny-tiles", "2d-aligned-rows"])
 def test_gpu_small_pieces_are_folded_several_per_cta_step_with_the_same_bits(nranks, root, dispatch, shape, tile,
@@ -139,8 +141,9 @@ def test_every_rank_on_one_gpu_is_ordered_by_its_stream(nranks, root, dispatch, 
 
 
 def lenders(nranks: int, root: int, dispatch: str) -> set:
-    """The ranks that only lend their data (no share of the work): the root under scatter_gather."""
-    return {root} if dispatch == "scatter_gather" else set(range(nranks)) - {root}
+    """The ranks that only lend their data (no share of the work): the root under scatter_gather,
+    none in a chain (every rank runs its step)."""
+    return {"scatter_gather": {root}, "chain": set()}.get(dispatch, set(range(nranks)) - {root})
 
 
 @pytest.mark.parametrize("nranks,root,dispatch", RUNS)
@@ -251,3 +254,32 @@ def test_without_peer_access_the_data_is_staged_and_the_bits_are_the_same(torch,
     out = tp.comm.treduce(group, op="sum", tile=(8, 64))
     torch.cuda.synchronize(1)
     assert bits_equal(out.cpu().numpy(), treduce_reference(xs, 1, "sum"))
+
+
+@pytest.mark.multi_gpu(4)
+@pytest.mark.parametrize("root", [0, 2])
+@pytest.mark.parametrize("dtype,accumulate", [("float32", None), ("bfloat16", "float32"), ("float16", None),
+                                              ("int32", None)])
+def test_a_chain_of_many_steps_per_cta_wraps_its_slots_and_repeats_with_the_cpu_bits(root, dtype, accumulate,
+                                                                                       torch, rng):
+    """12 MB per rank: tens of steps per CTA, so every slot of the staging is reused many times
+    within a call, and three calls back to back reuse it across calls (no host wait between)."""
+    xs = [[random_source(rng, (1000, 3000), dtype) for _ in range(4)] for _ in range(3)]
+    group_of = [tp.comm.ParallelGroup([on_device(torch, x, x, f"cuda:{r}")[0] for r, x in enumerate(call)], root=root)
+                for call in xs]
+    plan = tp.plan(tp.comm.treduce, group_of[0], dispatch="chain", accumulate=accumulate)
+    assert plan.params["steps"] > 8 * plan.params["ctas"], plan.params
+    outs = [tp.comm.treduce(g, dispatch="chain", accumulate=accumulate) for g in group_of]
+    for call, out in zip(xs, outs):
+        cpu = treduce(call, root, dispatch="root_pull", accumulate=accumulate, tile=(64, 256))
+        assert bits_equal(to_host(torch, out, dtype), cpu)
+
+
+@pytest.mark.multi_gpu(2)
+def test_a_chain_refuses_ranks_that_share_a_gpu_in_one_process_and_says_why(torch):
+    """Its ranks' kernels wait on each other: on one GPU (one stream or two) they need not run at once."""
+    xs = [torch.ones((64, 256), device="cuda:0"), torch.ones((64, 256), device="cuda:1"),
+          torch.ones((64, 256), device="cuda:0")]
+    with pytest.raises(tp.DispatchError, match="ranks 0 and 2 share GPU 0"):
+        tp.comm.treduce(tp.comm.ParallelGroup(xs, root=1), dispatch="chain")
+    assert tp.plan(tp.comm.treduce, tp.comm.ParallelGroup(xs, root=1), dispatch=None).variant != "chain"

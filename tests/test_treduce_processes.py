@@ -85,10 +85,11 @@ def one_process(case: dict, world_size: int) -> np.ndarray:
     return out if buffer is None else buffer
 
 
-def suite(world_size: int) -> list:
+def suite(world_size: int, transport: str = "cpu") -> list:
     """The one-process suite's kinds of cases: roots, ops, dtypes (and float32 accumulation),
-    chunkings, buffering, both algorithms (scatter_gather forced), strided sources and dst, N-D,
-    empty tensors."""
+    chunkings, buffering, every algorithm (scatter_gather and chain forced; the chain's float32
+    accumulator where the transport carries float32 partials: not nccl), strided sources and dst,
+    N-D, empty tensors."""
     seed = itertools.count(world_size * 1000)
     cases = []
     for root, op, (dtype, acc) in itertools.product(
@@ -117,6 +118,10 @@ def suite(world_size: int) -> list:
     if world_size >= 3:
         cases.append({"seed": next(seed), "shape": [16, 48], "dtype": "float32", "op": "sum", "root": 2,
                       "dispatch": "scatter_gather"})
+    accumulate = None if transport.startswith("nccl") else "float32"
+    for root, (dtype, acc) in [(world_size - 1, ("float32", None)), (0, ("bfloat16", accumulate))]:
+        cases.append({"seed": next(seed), "shape": [13, 37], "dtype": dtype, "accumulate": acc, "op": "sum",
+                      "root": root, "dispatch": "chain"})
     return cases
 
 
@@ -152,16 +157,17 @@ TRANSPORTS_OF_2 = [pytest.param(transport, marks=gpus_for(transport, 2), id=tran
 @pytest.mark.parametrize("world_size,transport", GPU_RUNS)
 def test_gpu_transports_give_the_cpu_bits_at_the_root_and_none_elsewhere(world_size, transport, tmp_path):
     pytest.importorskip("torch")
-    check_gpu_records(suite(world_size), world_size, launch(suite(world_size), world_size, tmp_path,
-                                                            transport=transport), tmp_path)
+    cases = suite(world_size, transport)
+    check_gpu_records(cases, world_size, launch(cases, world_size, tmp_path, transport=transport), tmp_path)
 
 
-def apart_suite(world_size: int) -> list:
+def apart_suite(world_size: int, transport: str = "cuda_ipc") -> list:
     """Calls whose ranks work apart (scatter_gather: each non-root rank reduces a shard on its own
-    GPU, into the root's dst under cuda_ipc, sent to the root under nccl), forced or chosen for a
-    large message, between root_pull calls on the same communicator."""
+    GPU, into the root's dst under cuda_ipc, sent to the root under nccl; chain: every rank its step,
+    the partial pushed into the next rank's staging under cuda_ipc, sent on under nccl), forced or
+    chosen for a large message, between root_pull calls on the same communicator."""
     seed = itertools.count(world_size * 5000)
-    cases = []
+    cases = chain_cases(world_size, transport, seed)
     for root, (dtype, acc, op) in itertools.product(
             sorted({0, world_size - 1}), [("float32", None, "sum"), ("bfloat16", "float32", "max"),
                                           ("int32", None, "min"), ("float16", None, "sum")]):
@@ -175,11 +181,36 @@ def apart_suite(world_size: int) -> list:
                       "src": src, "dst": dst, "dispatch": "scatter_gather"})
     cases.append({"seed": next(seed), "shape": [0, 16], "dtype": "float32", "op": "sum", "root": 0,
                   "dst": "dst-contiguous", "dispatch": "scatter_gather"})
-    large = {"shape": [520, 640], "dtype": "float32", "op": "sum", "root": 1, "variant": "scatter_gather"}  # 1.3 MB
+    large = {"shape": [520, 640], "dtype": "float32", "op": "sum", "root": 1, "dispatch": "scatter_gather",
+             "variant": "scatter_gather"}  # 1.3 MB, several pieces per shard
     for dst in [None, "dst-contiguous", None]:  # repeated: the root re-tells where each call's dst lies
         cases.append({**large, "seed": next(seed), "dst": dst})
         cases.append({"seed": next(seed), "shape": [9, 37], "dtype": "float32", "op": "sum", "root": 0,
                       "variant": "root_pull"})
+    return cases
+
+
+def chain_cases(world_size: int, transport: str, seed) -> list:
+    """The chain forced: roots at either end, every op, 16-bit dtypes (a float32 accumulator where
+    the transport carries float32 partials: not nccl), partial steps, strided sources and dst, an
+    empty tensor, a call repeated with fresh dst."""
+    cases = []
+    accumulate = None if transport.startswith("nccl") else "float32"
+    for root, (dtype, acc, op) in itertools.product(
+            sorted({0, world_size - 1}), [("float32", None, "sum"), ("bfloat16", accumulate, "max"),
+                                          ("int32", None, "min"), ("float16", None, "sum")]):
+        cases.append({"seed": next(seed), "shape": [16, 48], "dtype": dtype, "accumulate": acc, "op": op,
+                      "root": root, "tile": [4, 16], "dispatch": "chain", "variant": "chain"})
+    cases.append({"seed": next(seed), "shape": [3, 20011], "dtype": "float32", "op": "sum", "root": 1,
+                  "dispatch": "chain"})
+    for src, dst in [("src-every-other-col", "dst-transposed"), ("src-transposed", "dst-every-other-element")]:
+        cases.append({"seed": next(seed), "shape": [3, 6, 37], "dtype": "float32", "op": "sum", "root": 0,
+                      "src": src, "dst": dst, "dispatch": "chain"})
+    cases.append({"seed": next(seed), "shape": [0, 16], "dtype": "float32", "op": "sum", "root": 0,
+                  "dst": "dst-contiguous", "dispatch": "chain"})
+    for dst in [None, "dst-contiguous"]:
+        cases.append({"seed": next(seed), "shape": [64, 700], "dtype": "float32", "op": "sum", "root": 1,
+                      "dst": dst, "dispatch": "chain"})
     return cases
 
 
@@ -195,14 +226,25 @@ def test_cuda_ipc_ranks_that_work_apart_give_the_cpu_bits(world_size, tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.multi_gpu(1)
+def test_a_cuda_ipc_chain_gives_the_cpu_bits(tmp_path):
+    """The chain alone on 3 ranks (what on_gpu.sh's sanitizers run, every rank under the tool)."""
+    pytest.importorskip("torch")
+    cases = chain_cases(3, "cuda_ipc", itertools.count(9000))
+    check_gpu_records(cases, 3, launch(cases, 3, tmp_path, transport="cuda_ipc"), tmp_path)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(1)
 @pytest.mark.parametrize("world_size", [3, 4])
 def test_nccl_ranks_that_work_apart_give_the_cpu_bits(world_size, tmp_path):
     """Every rank on a host of its own (so they may share the GPUs there are): each worker gets
     its shard's slices from every rank, folds them and sends the root the result."""
     pytest.importorskip("torch")
-    cases = apart_suite(world_size)
+    cases = apart_suite(world_size, "nccl-hosts")
     cases.append({"seed": 7, "shape": [3, 1000, 1037], "dtype": "bfloat16", "accumulate": "float32", "op": "sum",
-                  "root": world_size - 1, "variant": "scatter_gather"})  # several steps of every shard
+                  "root": world_size - 1, "dispatch": "scatter_gather"})  # several steps of every shard
+    cases.append({"seed": 8, "shape": [3, 1000, 1037], "dtype": "bfloat16", "op": "sum", "root": 1,
+                  "dispatch": "chain"})  # several chunks of the chain
     check_gpu_records(cases, world_size, launch(cases, world_size, tmp_path, transport="nccl-hosts"), tmp_path)
 
 
@@ -210,7 +252,7 @@ def test_nccl_ranks_that_work_apart_give_the_cpu_bits(world_size, tmp_path):
 @pytest.mark.parametrize("transport", TRANSPORTS_OF_2)
 def test_under_torchrun_the_ranks_meet_through_its_process_group(transport, tmp_path):
     pytest.importorskip("torch")
-    cases = suite(2)[:4] + [c for c in suite(2) if c.get("src")][:2]  # strided sources and dst among them
+    cases = suite(2, transport)[:4] + [c for c in suite(2) if c.get("src")][:2]  # strided sources and dst among them
     check_gpu_records(cases, 2, launch(cases, 2, tmp_path, transport=transport, torchrun=True), tmp_path)
 
 
@@ -222,7 +264,7 @@ def test_a_cuda_ipc_rank_whose_share_fails_raises_and_holds_up_no_gpu(tmp_path):
     timeout), and the next call gives the CPU bits."""
     pytest.importorskip("torch")
     base = {"shape": [520, 640], "dtype": "float32", "op": "sum", "root": 0, "timeout": 20,
-            "variant": "scatter_gather"}
+            "dispatch": "scatter_gather", "variant": "scatter_gather"}
     cases = [{**base, "seed": 1}, {**base, "seed": 2, "role": {"2": "share-fails"}}, {**base, "seed": 3}]
     started = time.monotonic()
     records = launch(cases, 3, tmp_path, transport="cuda_ipc", deadline=90)
@@ -238,7 +280,8 @@ def test_an_nccl_worker_whose_fold_fails_raises_and_the_root_gets_all_ones_for_i
     rank 2's shard, all-ones bytes (NaN); the next call gives the CPU bits."""
     pytest.importorskip("torch")
     from tileprim.comm.transports.nccl import _shards
-    base = {"shape": [520, 640], "dtype": "float32", "op": "sum", "root": 0, "variant": "scatter_gather"}
+    base = {"shape": [520, 640], "dtype": "float32", "op": "sum", "root": 0, "dispatch": "scatter_gather",
+            "variant": "scatter_gather"}
     cases = [{**base, "seed": 1}, {**base, "seed": 2, "role": {"2": "fold-fails"}}, {**base, "seed": 3}]
     records = launch(cases, 3, tmp_path, transport="nccl-hosts", deadline=120)
     check_rank_2_failed_the_middle_call(cases, records, tmp_path)
@@ -280,6 +323,52 @@ def test_an_nccl_rank_that_cannot_enqueue_its_part_breaks_the_communicator_on_ev
         records[failing][1] and "NCCL communicator was aborted" in records[failing][1], records[failing]
     expected = one_process(cases[0], world_size)
     assert bits_equal(saved_result(tmp_path, 0, cases[0], expected.shape), expected)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(4)
+@pytest.mark.parametrize("transport", ["cuda_ipc", "nccl"])
+def test_a_large_call_on_four_gpus_takes_the_chain_and_gives_the_cpu_bits(transport, tmp_path):
+    """A GPU per rank: 64 MiB per rank is the chain's (the cost model's choice on every rank), repeated."""
+    pytest.importorskip("torch")
+    large = {"shape": [4096, 4096], "dtype": "float32", "op": "sum", "root": 2, "variant": "chain"}
+    cases = [{**large, "seed": 1}, {**large, "seed": 2, "dst": "dst-contiguous"},
+             {"seed": 3, "shape": [9, 37], "dtype": "float32", "op": "sum", "root": 0, "variant": "root_pull"}]
+    check_gpu_records(cases, 4, launch(cases, 4, tmp_path, transport=transport, deadline=300), tmp_path)
+
+
+def eight_suite() -> list:
+    """Every algorithm with 8 ranks: the chain's 8 hops, scatter_gather's 7 shards, root_pull."""
+    seed = itertools.count(8000)
+    cases = []
+    for dispatch, root in itertools.product(["chain", "scatter_gather", "root_pull"], [0, 5]):
+        cases.append({"seed": next(seed), "shape": [13, 300], "dtype": "float32", "op": "sum", "root": root,
+                      "dispatch": dispatch, "variant": dispatch})
+    cases.append({"seed": next(seed), "shape": [3, 6, 37], "dtype": "bfloat16", "op": "max", "root": 7,
+                  "src": "src-transposed", "dst": "dst-every-other-element", "dispatch": "chain"})
+    return cases
+
+
+def test_eight_cpu_processes_give_the_one_process_bits(tmp_path):
+    cases = eight_suite()
+    records = launch(cases, 8, tmp_path)
+    for r, record in enumerate(records):
+        assert isinstance(record, list) and len(record) == len(cases), f"rank {r}: {record}"
+    for i, case in enumerate(cases):
+        assert [records[r][i] for r in range(8)] == ["dst" if r == case["root"] else "none" for r in range(8)], i
+        expected = one_process(case, 8)
+        assert bits_equal(saved_result(tmp_path, i, case, expected.shape), expected), (i, case)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(1)
+@pytest.mark.parametrize("transport", ["cuda_ipc", "nccl-hosts"])
+def test_eight_processes_on_the_gpus_there_are_give_the_cpu_bits(transport, tmp_path):
+    """8 ranks, rank r on GPU r mod the GPUs there are (two to a GPU on 4): the orchestration of
+    every algorithm at world 8 (NCCL: every rank on a host of its own, so ranks may share a GPU)."""
+    pytest.importorskip("torch")
+    cases = eight_suite()
+    check_gpu_records(cases, 8, launch(cases, 8, tmp_path, transport=transport, deadline=400), tmp_path)
 
 
 def check_rank_2_failed_the_middle_call(cases, records, tmp_path) -> None:
@@ -364,16 +453,19 @@ def test_gpu_calls_the_ranks_disagree_on_raise_everywhere_and_hold_up_no_later_c
 @pytest.mark.multi_gpu(1)
 def test_nccl_ranks_that_share_a_gpu_of_one_host_are_told_why_nccl_refuses_them(tmp_path):
     """One rank more than the GPUs there are, on one host: rank 0 and the last share GPU 0, which
-    NCCL refuses ("invalid usage"); every rank says so, naming them, and the next call too."""
+    NCCL refuses ("invalid usage") or, on a host of several GPUs, waits on in its init: every
+    rank says so at once, before NCCL starts, naming them, and the next call too."""
     pytest.importorskip("torch")
     n = gpu_count() + 1
-    base = {"shape": [9, 37], "dtype": "float32", "op": "sum", "root": 0}
+    base = {"shape": [9, 37], "dtype": "float32", "op": "sum", "root": 0, "timeout": 60}
     cases = [{**base, "seed": 1}, {**base, "seed": 2}]
+    started = time.monotonic()
     records = launch(cases, n, tmp_path, transport="nccl", deadline=120)
+    assert time.monotonic() - started < 50, "a rank waited for NCCL's init"
     for r in range(n):
         assert isinstance(records[r], list), records[r]
         first = records[r][0]
-        assert first.startswith("error CommError: transport 'nccl': ncclCommInitRank"), first
+        assert first.startswith("error CommError: transport 'nccl': ranks 0 and"), first
         assert "NCCL takes one GPU per rank on a host" in first, first
         assert f"ranks 0 and {n - 1} both use cuda:0 on host" in first, first
         assert records[r][1].startswith("error CommError"), records[r][1]

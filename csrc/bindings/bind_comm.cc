@@ -9,6 +9,7 @@
 #include "backends/cuda/cuda_api.h"
 #include "backends/cuda/ipc.h"
 #include "bindings/bindings.h"
+#include "tileprim/comm/chain.cuh"
 #include "tileprim/comm/signals.cuh"
 
 namespace py = pybind11;
@@ -37,6 +38,7 @@ void bind_comm(py::module_& m) {
       py::arg("buffer"), "The address of a writable buffer's first byte (valid while the buffer lives).");
   py::module_ cuda = m.attr("cuda");
   cuda.attr("SIGNAL_PAD_BYTES") = sizeof(signals::Pad);  // a rank's ready and done flags
+  cuda.attr("RANK_MEMORY_BYTES") = treduce::chain::kRankBytes;  // its pad, then its chain flags and staging
   cuda.attr("IPC_HANDLE_BYTES") = sizeof(cuda::CUipcMemHandle);
   cuda.def(
       "ipc_export",
@@ -58,6 +60,9 @@ void bind_comm(py::module_& m) {
            py::arg("device"),
            "Raises `rank`'s ready (done=False) or done flag on the pad to `epoch` from a private stream: a "
            "failed call's way out.");
+  cuda.def("raise_chain_flags", &cuda::raise_chain_flags, py::arg("pad"), py::arg("epoch"), py::arg("device"),
+           "Raises every chain flag in the memory after the pad past call `epoch`'s steps, from a private stream: "
+           "a failed chain call's way out.");
 }
 
 }  // namespace tp

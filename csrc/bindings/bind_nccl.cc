@@ -72,6 +72,23 @@ void bind_nccl(py::module_& m) {
           "scatter_gather's exchange: shard k (bytes [bounds[k], bounds[k+1])) is folded by workers[k], "
           "step_bytes a step; shard_fold(offset, length, copies, result) folds a worker's step on `stream` "
           "(copies[r]: rank r's copy); the root receives the results into `out`.")
+      .def(
+          "chain",
+          [](nccl::Communicator& c, std::uintptr_t source, std::uintptr_t out, size_t bytes, size_t chunk_bytes,
+             const std::vector<int>& order, std::uintptr_t stream, const nccl::Communicator::LinkFold& link_fold,
+             double timeout) {
+            py::gil_scoped_release release;  // the watchdog's thread runs meanwhile; a fold takes it back
+            c.chain(source, out, bytes, chunk_bytes, order, reinterpret_cast<nccl::CUstream>(stream), link_fold,
+                    timeout);
+          },
+          py::arg("source"), py::arg("out"), py::arg("bytes"), py::arg("chunk_bytes"), py::arg("order"),
+          py::arg("stream"), py::arg("link_fold"), py::arg("timeout"),
+          "The chain's exchange along `order` (the root first): the root sends `source` chunk by chunk and "
+          "receives the result into `out`; every other rank receives the partial, folds its own chunk in with "
+          "link_fold(offset, length, partial, result) on `stream` and sends the result on.")
+      .def("timings", &nccl::Communicator::timings, py::call_guard<py::gil_scoped_release>(),
+           "Where this rank's host time went since the last ask: seconds enqueueing NCCL groups and folding, their "
+           "counts, calls, and blocking (1: the transfers run on a blocking communicator).")
       .def("abort", &nccl::Communicator::abort, py::call_guard<py::gil_scoped_release>(),
            "Ends the communicator now, pending operations included (from any thread).")
       .def("aborted", &nccl::Communicator::aborted, py::call_guard<py::gil_scoped_release>(),

@@ -1,5 +1,6 @@
 // tileprim._C's treduce: its options as one value (TreduceOptions), the call dispatch plans
-// from them, and the one rule for where dst may lie.
+// from them, the one rule for where dst may lie, and the plan dispatch would make on GPUs
+// described rather than present (the cost model's choice, testable without them).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -8,7 +9,10 @@
 #include <vector>
 
 #include "bindings/bindings.h"
+#include "dispatch/architecture.h"
 #include "dispatch/plan_cache.h"
+#include "dispatch/registry.h"
+#include "dispatch/validate.h"
 #include "errors.h"
 #include "variants/comm/dst_overlap.h"
 
@@ -73,6 +77,32 @@ void bind_treduce(py::module_& m) {
       },
       py::arg("bound"), py::arg("pointers"), py::arg("dst_pointer"),
       "The same, for the ranks and dst of a bound treduce plan (laid out as it was bound).");
+
+  m.def(
+      "treduce_plan_on",
+      [](OpCall call, const std::string& target, int multiprocessors, bool peer_access) {
+        validate_call(call);
+        DispatchContext ctx;
+        ctx.target = target;
+        ctx.sm_version = sm_version(target);
+        ctx.backend = "cuda";
+        ctx.multiprocessors = multiprocessors;
+        ctx.nccl = true;
+        for (const TileRef& t : call.inputs) {
+          ctx.devices.push_back(t.device);
+          ctx.device_targets.push_back(target);
+        }
+        for (int a : ctx.devices) {
+          std::vector<bool> row;
+          for (int b : ctx.devices) row.push_back(a == b || peer_access);
+          ctx.peer.push_back(row);
+        }
+        return std::const_pointer_cast<Plan>(Registry::instance().choose(call, ctx));
+      },
+      py::arg("call"), py::arg("target"), py::arg("multiprocessors"), py::arg("peer_access") = true,
+      "The plan dispatch makes of a treduce call whose ranks lie on the GPUs its TileRefs name, each of `target` "
+      "with `multiprocessors` SMs (reaching each other where peer_access): nothing is bound or run, no GPU is "
+      "needed. The ranks' transport is the call's options'.");
 }
 
 }  // namespace tp

@@ -1,4 +1,4 @@
-// Registers the CPU backend's treduce executors (root_pull and scatter_gather).
+// Registers the CPU backend's treduce executors (root_pull, scatter_gather and chain).
 #pragma once
 #include "dispatch/executor.h"
 

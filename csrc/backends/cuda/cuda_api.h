@@ -32,6 +32,7 @@ typedef enum CUdevice_attribute_enum {
   CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR = 39,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+  CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS = 122,
 } CUdevice_attribute;
 
 typedef enum CUfunction_attribute_enum {
@@ -53,6 +54,7 @@ constexpr unsigned int CU_STREAM_NON_BLOCKING = 0x1;
 constexpr unsigned int CU_MEMHOSTALLOC_PORTABLE = 0x1;
 constexpr unsigned int CU_MEMHOSTALLOC_DEVICEMAP = 0x2;
 constexpr unsigned int CU_STREAM_WRITE_VALUE_DEFAULT = 0x0;  // a memory fence first, like __threadfence_system
+constexpr unsigned int CU_STREAM_WAIT_VALUE_GEQ = 0x0;       // until (int64_t)(*address - value) >= 0
 constexpr unsigned int CU_EVENT_DISABLE_TIMING = 0x2;
 constexpr CUresult CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = static_cast<CUresult>(704);
 
@@ -96,6 +98,8 @@ using PFN_cuStreamDestroy = CUresult (*)(CUstream stream);  // _v2
 using PFN_cuStreamWaitEvent = CUresult (*)(CUstream stream, CUevent event, unsigned int flags);
 using PFN_cuStreamWriteValue64 = CUresult (*)(CUstream stream, CUdeviceptr address, unsigned long long value,  // _v2
                                               unsigned int flags);
+using PFN_cuStreamWaitValue64 = CUresult (*)(CUstream stream, CUdeviceptr address, unsigned long long value,  // _v2
+                                             unsigned int flags);
 using PFN_cuEventCreate = CUresult (*)(CUevent* event, unsigned int flags);
 using PFN_cuEventRecord = CUresult (*)(CUevent event, CUstream stream);
 using PFN_cuEventSynchronize = CUresult (*)(CUevent event);

@@ -113,6 +113,12 @@ int Driver::compute_capability(int device) {
 }
 
 int Driver::multiprocessors(int device) { return attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device); }
+bool Driver::stream_waits(int device) {
+  int value = 0;
+  return cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, device_handle(device)) ==
+             CUDA_SUCCESS &&
+         value != 0;
+}
 int Driver::threads_per_multiprocessor(int device) {
   return attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, device);
 }

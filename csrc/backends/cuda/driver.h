@@ -59,6 +59,7 @@ struct LibraryStatus {
   X(cuStreamDestroy, "cuStreamDestroy_v2")                   \
   X(cuStreamWaitEvent, "cuStreamWaitEvent")                  \
   X(cuStreamWriteValue64, "cuStreamWriteValue64_v2")         \
+  X(cuStreamWaitValue64, "cuStreamWaitValue64_v2")           \
   X(cuEventCreate, "cuEventCreate")                          \
   X(cuEventRecord, "cuEventRecord")                          \
   X(cuEventSynchronize, "cuEventSynchronize")                \
@@ -87,6 +88,7 @@ class Driver {
   int threads_per_multiprocessor(int device);  // the most resident at once
   int driver_version();  // e.g. 13000
   bool can_access_peer(int device, int peer);
+  bool stream_waits(int device);  // cuStreamWaitValue64 works on `device` (false where unknown)
 
   // Retains the device's primary context (once per process) and makes it current on the
   // calling thread.

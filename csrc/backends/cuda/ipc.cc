@@ -4,11 +4,13 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "backends/cuda/compiler.h"
 #include "backends/cuda/driver.h"
 #include "dispatch/architecture.h"
 #include "errors.h"
+#include "tileprim/comm/chain.cuh"
 #include "tileprim/comm/signals.cuh"
 #include "tileprim/config.cuh"
 
@@ -106,7 +108,11 @@ void arrive(const std::vector<std::uint64_t>& pads, std::uintptr_t abandoned, un
           "cuLaunchKernel");
 }
 
-void raise_flag(std::uint64_t pad, unsigned long long epoch, int rank, bool done, int device) {
+namespace {
+
+// Writes `values` at `at` (device memory, this process's or mapped) from a stream of this
+// process's own for `device`, which nothing else holds up, and waits for it.
+void write_on_own_stream(CUdeviceptr at, const std::vector<unsigned long long>& values, int device) {
   static std::mutex mutex;
   static std::map<int, CUstream> streams;  // one per device, for as long as the process lives
   Driver& d = Driver::get();
@@ -115,10 +121,28 @@ void raise_flag(std::uint64_t pad, unsigned long long epoch, int rank, bool done
   std::lock_guard<std::mutex> lock(mutex);
   CUstream& stream = streams[device];
   if (!stream) d.check(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  for (size_t i = 0; i < values.size(); ++i) {
+    d.check(d.cuStreamWriteValue64(stream, at + i * sizeof(unsigned long long), values[i],
+                                   CU_STREAM_WRITE_VALUE_DEFAULT),
+            "cuStreamWriteValue64");
+  }
+  d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
+}
+
+}  // namespace
+
+void raise_flag(std::uint64_t pad, unsigned long long epoch, int rank, bool done, int device) {
   const CUdeviceptr flag = pad + (done ? offsetof(signals::Pad, done) : offsetof(signals::Pad, ready)) +
                            rank * sizeof(unsigned long long);
-  d.check(d.cuStreamWriteValue64(stream, flag, epoch, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
-  d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
+  write_on_own_stream(flag, {epoch}, device);
+}
+
+void raise_chain_flags(std::uint64_t pad, unsigned long long epoch, int device) {
+  namespace chain = treduce::chain;
+  // past every step of the call: the last one a step can have (its index below 2^32 - 1)
+  const std::vector<unsigned long long> past(sizeof(chain::Flags) / sizeof(unsigned long long),
+                                             chain::tag(epoch, 0xFFFFFFFEll));
+  write_on_own_stream(pad + chain::kFlagsAt, past, device);
 }
 
 }  // namespace tp::cuda

@@ -1,8 +1,8 @@
 // CUDA IPC between the processes of one host: a process exports the allocation a device
 // pointer lies in (a 64-byte handle and the pointer's offset in it), another maps it into its
-// own address space. treduce across processes maps every rank's source and the root's signal
-// pad this way; a rank that runs no kernel of its own says "ready" and waits for "done" on
-// that pad with arrive().
+// own address space. treduce across processes maps every rank's source and every rank's signal
+// pad (with its chain memory after it) this way; a rank that runs no kernel of its own says
+// "ready" and waits for "done" on those pads with arrive().
 #pragma once
 #include <cstdint>
 #include <string>
@@ -28,5 +28,8 @@ void arrive(const std::vector<std::uint64_t>& pads, std::uintptr_t abandoned, un
 // A failed call's way out, so that no GPU waits for it: raises `rank`'s ready (or done) flag on
 // the pad to `epoch` from a stream of this process's own, which nothing else holds up.
 void raise_flag(std::uint64_t pad, unsigned long long epoch, int rank, bool done, int device);
+// The same for a chain: every ready and consumed flag of the chain memory after `pad` raised past
+// every step of call `epoch`, so that no neighbour's kernel waits on them.
+void raise_chain_flags(std::uint64_t pad, unsigned long long epoch, int device);
 
 }  // namespace tp::cuda

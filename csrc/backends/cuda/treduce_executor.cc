@@ -1,14 +1,18 @@
-// The CUDA executor of both treduce variants in one process: rank r's tensor lives on its own
-// GPU. Each worker of the plan (root_pull: the root; scatter_gather: every other rank) runs
-// the treduce kernel over its shard of pieces on its own stream, reading the ranks' memory
-// directly (peer access) and writing dst on the root's GPU. Every rank's stream is ordered:
-// a worker starts once every rank's stream reached the call ("source ready"), and no rank's
-// stream goes on before every worker is done ("source released"); so the call behaves like
-// one operation on each rank's stream, with no host synchronisation. Where every GPU reaches
-// every other, the GPUs order themselves through a signal pad (signals.cuh): one launch per
-// rank, no cross-device events on the critical path; a rank that is no worker and whose stream
-// is idle at the call needs no kernel, only an event wait after the workers. Without peer
-// access the host orders them with events, and the ranks' data reaches the root by staged copies.
+// The CUDA executor of root_pull and scatter_gather in one process (the chain's:
+// treduce_executor_chain.cc): rank r's tensor lives on its own GPU. Each worker of the plan
+// (root_pull: the root; scatter_gather: every other rank) runs the treduce kernel over its shard
+// of pieces on its own stream, reading the ranks' memory directly (peer access) and writing dst on
+// the root's GPU. Every rank's stream is ordered: a worker starts once every rank's stream reached
+// the call ("source ready"), and no rank's stream goes on before every worker is done ("source
+// released"); so the call behaves like one operation on each rank's stream, with no host
+// synchronisation. Where every GPU reaches every other, the GPUs order themselves through signal
+// pads (signals.cuh, one per rank on its GPU): one launch per worker, and for every other rank two
+// stream memory operations (its "ready" written into each worker's pad when its stream reaches the
+// call, then a wait until each worker's "done" in its own pad): no host event, query or barrier,
+// no kernel on a lender's GPU (an arrive kernel where a GPU cannot wait on memory). For a small
+// message this is the one-shot path: the root pulls every rank's data in one step, ordered by
+// flags alone. Without peer access the host orders them with events, and the ranks' data reaches
+// the root by staged copies.
 #include "backends/cuda/treduce_executor.h"
 
 #include <algorithm>
@@ -36,10 +40,7 @@ constexpr int kCtasPerSm = 8;
 
 std::string kernel_source(const Plan& plan, const TreducePlan& p) {
   std::ostringstream os;
-  os << "// tileprim treduce kernel: " << plan.call.str() << " [" << plan.variant << "]\n";
-  if (p.dtype == DType::float16) os << "#define TP_WITH_FP16 1\n";
-  if (p.dtype == DType::bfloat16) os << "#define TP_WITH_BF16 1\n";
-  os << "#include <tileprim/comm/treduce_kernel.cuh>\n"
+  os << treduce_kernel_head(plan, p.dtype) << "#include <tileprim/comm/treduce_kernel.cuh>\n"
      << "#include <tileprim/comm/arrive_kernel.cuh>\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << kThreads << ")\n"
      << kTreduceKernel << "(const tp::treduce::Launch a) {\n"
@@ -90,13 +91,14 @@ class CudaTreduceRunner : public Runner {
         m.arrivals = std::make_shared<DeviceBuffer>(sizeof(unsigned), m.device);
         m.arrivals->zero();
       }
+      m.stream_waits = d.stream_waits(m.device);
       d.check(d.cuEventCreate(&m.ready, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
       d.check(d.cuEventCreate(&m.done, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
       members_.push_back(m);
     }
-    if (signalled_) {
-      pad_ = std::make_shared<DeviceBuffer>(sizeof(signals::Pad), devices_[detail_.order[0]]);
-      pad_->zero();
+    for (int r = 0; signalled_ && r < ranks; ++r) {  // one process: rank r's pad on its GPU
+      pads_.push_back(std::make_shared<DeviceBuffer>(sizeof(signals::Pad), devices_[r]));
+      pads_.back()->zero();
     }
     const TileRef& source = plan.call.inputs[0];
     const auto [low, high] = element_extent(source.shape, source.strides);
@@ -130,7 +132,7 @@ class CudaTreduceRunner : public Runner {
     return {{"threads_per_cta", std::to_string(kThreads)},
             {"ctas_per_worker", ctas},
             {"pieces_per_cta_step", std::to_string(pieces_per_step(end - begin, members_[detail_.workers[0]].ctas))},
-            {"ordering", signalled_ ? "signal pad on the root's GPU" : "events, host-ordered"},
+            {"ordering", signalled_ ? "signal pads on every rank's GPU: flags, no host events" : "events, host-ordered"},
             {"kernel", binary_->origin}};
   }
 
@@ -141,6 +143,7 @@ class CudaTreduceRunner : public Runner {
     CUmodule module = nullptr;    // lives as long as the process: runners are cached
     CUfunction reduce = nullptr;  // a worker's share
     CUfunction arrive = nullptr;  // a rank that is no worker: ready, then wait for the workers
+    bool stream_waits = false;    // its streams can wait on memory (it orders itself by flags, no kernel)
     int ctas = 1;
     std::shared_ptr<DeviceBuffer> arrivals;
     CUevent ready = nullptr, done = nullptr;
@@ -148,11 +151,11 @@ class CudaTreduceRunner : public Runner {
 
   CUstream stream_of(const RunArgs& args, int rank) const { return reinterpret_cast<CUstream>(args.streams[rank]); }
 
-  // One launch per rank, in any order: the GPUs wait for each other through the pads (one, on
-  // the root's GPU, in one process). Across processes (args.signal_pads) this process launches
-  // rank args.self_rank's part only; the others launch their own.
-  // In one process a rank that is no worker needs no kernel where the host can order it more
-  // cheaply (settle()): that saves its GPU a launch and the call a round trip between the GPUs.
+  // One launch per worker, in any order; every other rank orders its stream by flags: stream
+  // memory operations in one process, an arrive kernel across processes (there the host abandons
+  // a call by a flag in its memory, which a kernel polls) or where its GPU cannot wait on memory.
+  // Across processes (args.signal_pads) this process runs rank args.self_rank's part only; the
+  // others launch their own.
   void run_signalled(const RunArgs& args) const {
     Driver& d = Driver::get();
     DeviceScope scope;
@@ -166,24 +169,30 @@ class CudaTreduceRunner : public Runner {
     const unsigned long long epoch = one_process ? ++epoch_ : args.epoch;
     signals::PadSet pads{};  // rank r's pad
     for (int r = 0; r < ranks; ++r) {
-      pads.pad[r] = reinterpret_cast<signals::Pad*>(one_process ? pad_->pointer() : args.signal_pads[r]);
+      pads.pad[r] = reinterpret_cast<signals::Pad*>(one_process ? pads_[r]->pointer() : args.signal_pads[r]);
     }
-    const Settled settled = one_process ? settle(args, scope) : Settled{};
+    const unsigned ordered = one_process ? ordered_by_a_stream(args) : 0;
     for (int w : detail_.workers) {
       if (!runs_here(w)) continue;
       const Member& m = members_[w];
       scope.use(m.device);
-      launch(m, args, stream_of(args, w), epoch, pads, settled.ready);
-      if (settled.by_events) d.check(d.cuEventRecord(m.done, stream_of(args, w)), "cuEventRecord");
+      launch(m, args, stream_of(args, w), epoch, pads, ordered);
     }
     for (int r = 0; r < ranks; ++r) {
       const Member& m = members_[r];
-      const bool by_events = settled.by_events >> r & 1u, by_stream = (settled.ready >> r & 1u) && !by_events;
-      if (!runs_here(r) || m.worker >= 0 || by_stream) continue;
+      if (!runs_here(r) || m.worker >= 0 || (ordered >> r & 1u)) continue;
       scope.use(m.device);
-      if (by_events) {
+      const CUstream stream = stream_of(args, r);
+      if (one_process && m.stream_waits) {
         for (int w : detail_.workers) {
-          d.check(d.cuStreamWaitEvent(stream_of(args, r), members_[w].done, 0), "cuStreamWaitEvent");
+          d.check(d.cuStreamWriteValue64(stream, reinterpret_cast<CUdeviceptr>(&pads.pad[w]->ready[r]), epoch,
+                                         CU_STREAM_WRITE_VALUE_DEFAULT),
+                  "cuStreamWriteValue64");
+        }
+        for (int w : detail_.workers) {
+          d.check(d.cuStreamWaitValue64(stream, reinterpret_cast<CUdeviceptr>(&pads.pad[r]->done[w]), epoch,
+                                        CU_STREAM_WAIT_VALUE_GEQ),
+                  "cuStreamWaitValue64");
         }
         continue;
       }
@@ -193,44 +202,27 @@ class CudaTreduceRunner : public Runner {
       int self = r;
       unsigned workers = workers_mask_;
       void* params[] = {&pads, &own, &abandoned, &call_epoch, &self, &workers, &timeout};
-      d.check(d.cuLaunchKernel(m.arrive, 1, 1, 1, 1, 1, 1, 0, stream_of(args, r), params, nullptr), "cuLaunchKernel");
+      d.check(d.cuLaunchKernel(m.arrive, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr), "cuLaunchKernel");
     }
   }
 
-  // Ranks that are no workers and need no arrive kernel (bit r), in one process:
-  //  - a rank on the stream of a worker, or of a lower such rank, is ordered by that stream
-  //    (an arrive kernel there would wait for a worker queued behind it);
-  //  - a rank whose stream is idle now has its data complete: the workers do not wait for it,
-  //    and its stream waits for them by events (by_events).
-  struct Settled {
-    unsigned ready = 0;      // the workers need not wait for these ranks
-    unsigned by_events = 0;  // of those, the ranks whose streams wait for the workers' events
-  };
-
-  Settled settle(const RunArgs& args, DeviceScope& scope) const {
-    Driver& d = Driver::get();
-    Settled s;
+  // The ranks (bit r) that are no workers and are ordered by another's stream, in one process: a
+  // rank on the stream of a worker, or of a lower such rank. Its part of the call is that stream's
+  // order (a wait of its own there would hold up the worker queued behind it).
+  unsigned ordered_by_a_stream(const RunArgs& args) const {
+    unsigned ordered = 0;
     const int ranks = static_cast<int>(members_.size());
     for (int r = 0; r < ranks; ++r) {
       if (members_[r].worker >= 0) continue;
-      const auto same_stream = [&](int q) {
-        return q != r && members_[q].device == members_[r].device && args.streams[q] == args.streams[r] &&
-               (members_[q].worker >= 0 || q < r);
-      };
-      bool shared = false;
-      for (int q = 0; q < ranks && !shared; ++q) shared = same_stream(q);
-      if (shared) {
-        s.ready |= 1u << r;
-        continue;
+      for (int q = 0; q < ranks; ++q) {
+        if (q != r && members_[q].device == members_[r].device && args.streams[q] == args.streams[r] &&
+            (members_[q].worker >= 0 || q < r)) {
+          ordered |= 1u << r;
+          break;
+        }
       }
-      scope.use(members_[r].device);
-      const CUresult state = d.cuStreamQuery(stream_of(args, r));
-      if (state == CUDA_ERROR_NOT_READY) continue;
-      d.check(state, "cuStreamQuery");
-      s.ready |= 1u << r;
-      s.by_events |= 1u << r;
     }
-    return s;
+    return ordered;
   }
 
   // Every rank's tensor on one GPU, read in one stream's order (e.g. the NCCL transport's staged
@@ -340,7 +332,7 @@ class CudaTreduceRunner : public Runner {
   std::vector<Member> members_;  // one per rank
   bool signalled_ = false;
   unsigned workers_mask_ = 0;
-  std::shared_ptr<DeviceBuffer> pad_;
+  std::vector<std::shared_ptr<DeviceBuffer>> pads_;  // one process: rank r's signal pad, on its GPU
   mutable unsigned long long epoch_ = 0;
   int element_bytes_ = 4;
   long long extent_low_ = 0;
@@ -353,21 +345,33 @@ class CudaTreduceExecutor : public CudaExecutor {
  public:
   BuiltKernel build(const Plan& plan, const std::string& arch) const override { return built(plan, arch); }
   std::shared_ptr<const Runner> bind(const Plan& plan) const override {
-    for (const TileRef& t : plan.call.inputs) {
-      if (t.device < 0) {
-        throw ValueError("backend: 'cuda' runs treduce on device arrays (rank r's tensor on its GPU); "
-                         "pass them, or use backend='cpu' for NumPy arrays");
-      }
-    }
+    require_device_ranks(plan);
     return std::make_shared<CudaTreduceRunner>(plan);
   }
 };
 
 }  // namespace
 
+void require_device_ranks(const Plan& plan) {
+  for (const TileRef& t : plan.call.inputs) {
+    if (t.device < 0) {
+      throw ValueError("backend: 'cuda' runs treduce on device arrays (rank r's tensor on its GPU); "
+                       "pass them, or use backend='cpu' for NumPy arrays");
+    }
+  }
+}
+
+std::string treduce_kernel_head(const Plan& plan, DType dtype) {
+  std::string head = "// tileprim treduce kernel: " + plan.call.str() + " [" + plan.variant + "]\n";
+  if (dtype == DType::float16) head += "#define TP_WITH_FP16 1\n";
+  if (dtype == DType::bfloat16) head += "#define TP_WITH_BF16 1\n";
+  return head;
+}
+
 void register_cuda_treduce(ExecutorTable& table) {
   table.add("root_pull", "cuda", std::make_unique<CudaTreduceExecutor>());
   table.add("scatter_gather", "cuda", std::make_unique<CudaTreduceExecutor>());
+  table.add("chain", "cuda", chain_executor());
 }
 
 }  // namespace tp::cuda

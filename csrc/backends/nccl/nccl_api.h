@@ -15,15 +15,22 @@ typedef const char* (*PFN_ncclGetErrorString)(ncclResult_t);
 typedef const char* (*PFN_ncclGetLastError)(ncclComm_t);
 typedef ncclResult_t (*PFN_ncclGetVersion)(int*);
 typedef ncclResult_t (*PFN_ncclGetUniqueId)(ncclUniqueId*);
-// The head of nccl.h's ncclConfig_t, as NCCL_CONFIG_INITIALIZER of NCCL 2.14 made it: NCCL reads
-// `size` bytes of it and keeps its own defaults for the fields of later versions.
+// The head of nccl.h's ncclConfig_t, as NCCL 2.18 made it: NCCL reads `size` bytes of it and keeps
+// its own defaults for the fields of later versions (and for those given as kNcclUndefined).
 typedef struct {
   size_t size;
   unsigned int magic;    // 0xcafebeef
-  unsigned int version;  // NCCL_VERSION(2, 14, 0)
+  unsigned int version;  // NCCL_VERSION(2, 18, 0)
   int blocking;
+  int cgaClusterSize;
+  int minCTAs;
+  int maxCTAs;
+  const char* netName;
+  int splitShare;  // a communicator split off this one shares its connections
 } ncclConfig_t;
+#define TP_NCCL_UNDEFINED (-2147483647 - 1)  // NCCL_CONFIG_UNDEF_INT
 typedef ncclResult_t (*PFN_ncclCommInitRankConfig)(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*);
+typedef ncclResult_t (*PFN_ncclCommSplit)(ncclComm_t, int, int, ncclComm_t*, ncclConfig_t*);
 typedef ncclResult_t (*PFN_ncclCommDestroy)(ncclComm_t);
 typedef ncclResult_t (*PFN_ncclCommAbort)(ncclComm_t);
 typedef ncclResult_t (*PFN_ncclCommGetAsyncError)(ncclComm_t, ncclResult_t*);

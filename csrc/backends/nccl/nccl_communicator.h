@@ -2,14 +2,24 @@
 // packed source to the root chunk by chunk; the root receives every other rank's chunk into
 // ping/pong staging buffers on its own stream while the caller's stream folds the previous
 // chunk. scatter_gather: every rank sends each worker its slice of that worker's shard, the
-// worker folds it and sends the result to the root. The fold is the caller's (tileprim's
-// one-process treduce over the staged slices), so the order and the bits are the one-process ones.
+// worker folds it and sends the result to the root. chain: the partial travels rank to rank
+// in the fold order, chunk by chunk. The folds are the caller's (tileprim's one-process treduce
+// over the staged chunks), so the order and the bits are the one-process ones.
+//
+// No NCCL call waits on a peer past its call's timeout. Setting up is collective and may wait:
+// the communicator is made nonblocking (its calls settle in the background, polled against a
+// deadline), and every pair of ranks is connected once then. The transfers then run on a
+// blocking communicator split off it that shares those connections: an enqueue that needs no
+// peer to connect returns without one, and with no background thread per NCCL group (each cost
+// a thread and a poll, about a hundred microseconds a call). Where NCCL cannot split, the
+// nonblocking communicator carries the transfers too.
 #pragma once
 #include <chrono>
 #include <cstddef>
 #include <deque>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -32,10 +42,7 @@ std::string unique_id();
 
 class Communicator {
  public:
-  // Collective: every rank of the job calls it with the same id. The NCCL communicator is
-  // nonblocking: no NCCL call waits on a peer past the timeout of the call that made it (a peer
-  // that never joins, as one that could not enqueue its part, is no hang); initialisation is given
-  // `timeout_s`, and each transfer its own.
+  // Collective: every rank of the job calls it with the same id, within `timeout_s`.
   Communicator(const std::string& unique_id, int world_size, int rank, int device, double timeout_s);
   ~Communicator();
   Communicator(const Communicator&) = delete;
@@ -70,10 +77,22 @@ class Communicator {
                        const std::vector<int>& workers, int root, size_t step_bytes, CUstream stream,
                        const ShardFold& shard_fold, double timeout_s);
 
+  // The chain's exchange; every rank calls it with the same order (order[0] the root), bytes
+  // and chunk. Chunk c leaves the root (its packed `source`) in NCCL group c and reaches position
+  // p in group c + p - 1, which folds its own chunk into it, link_fold(offset, length, partial,
+  // result) on `stream`, and sends the result on in group c + p; the last position's result
+  // reaches the root's `out` in group c + N - 1. Every rank's groups thus meet its neighbours'
+  // with no rank's stream waiting on a later group of another. If a fold throws, the rest is
+  // still exchanged, all-ones bytes (NaN, or -1) sent on for the rest, and the first error
+  // rethrown.
+  using LinkFold = std::function<void(size_t offset, size_t length, CUdeviceptr partial, CUdeviceptr result)>;
+  void chain(CUdeviceptr source, CUdeviceptr out, size_t bytes, size_t chunk_bytes, const std::vector<int>& order,
+             CUstream stream, const LinkFold& link_fold, double timeout_s);
+
   // Ends the communicator now, pending operations included (a peer failed). Another thread may
-  // call it (a watchdog): it waits until no send or gather is being enqueued. A send, gather or
-  // exchange that fails before it has enqueued all its operations (no memory for the staging, an
-  // NCCL error) aborts too, so the peers' matching operations fail instead of waiting: aborted().
+  // call it (a watchdog): it waits until no transfer is being enqueued. A transfer that fails
+  // before it has enqueued all its operations (no memory for the staging, an NCCL error) aborts
+  // too, so the peers' matching operations fail instead of waiting: aborted().
   void abort();
   bool aborted();
 
@@ -85,15 +104,30 @@ class Communicator {
   std::optional<std::pair<double, double>> oldest_in_flight();
   std::string async_error();
 
+  // Where this rank's host time went since the last ask (then reset): seconds per phase of the
+  // transfers ("enqueue": NCCL calls and their settling, "fold": the caller's folds, "staging":
+  // events and buffers), their counts ("groups", "folds", "calls"), and whether the transfers
+  // run on a blocking communicator ("blocking": 1 or 0).
+  std::map<std::string, double> timings();
+
  private:
   // The staging, at least `bytes`; an outgrown buffer is freed once the work that used it is
   // done, with no host wait (the watchdog must be able to abort while a peer never finishes).
   void grow_staging(size_t bytes);
-  // r of a nonblocking NCCL call, once NCCL has finished in the background what the call began
+  // r of an NCCL call on `comm`, once NCCL has finished in the background what the call began
   // (polled until `deadline`, past which it throws); throws CudaError naming `what` on an error.
-  void settle(ncclResult_t r, const char* what, std::chrono::steady_clock::time_point deadline);
+  void settle(ncclComm_t comm, ncclResult_t r, const char* what, std::chrono::steady_clock::time_point deadline);
+  // One NCCL group of the transfers, timed: ops() enqueues its sends and receives.
+  void group(const std::function<void()>& ops, std::chrono::steady_clock::time_point deadline);
+  // A fold of the caller's, timed; its error kept in `failure` (the first one) rather than thrown.
+  void fold(const std::function<void()>& f, std::exception_ptr& failure);
+  // Setting up: every pair of ranks connected (on setup_), then the blocking communicator split off it.
+  void connect_every_pair(std::chrono::steady_clock::time_point deadline);
+  void split_blocking(std::chrono::steady_clock::time_point deadline);
   void abort_locked();
+  void free_device_objects();  // the streams, events and buffers (NCCL done with them)
   [[noreturn]] void abandon(bool group_open, const std::exception& e);
+  static std::chrono::steady_clock::time_point deadline_after(double timeout_s);
 
   std::mutex enqueue_mutex_;  // held while NCCL operations are enqueued, and by abort()
   std::mutex watched_mutex_;
@@ -105,12 +139,13 @@ class Communicator {
   std::deque<InFlight> watched_;  // oldest first
   std::vector<CUevent> spare_events_;
 
-  ncclComm_t comm_ = nullptr;
+  ncclComm_t setup_ = nullptr;  // nonblocking: made and connected within the timeout
+  ncclComm_t comm_ = nullptr;   // the transfers': split off setup_ (blocking), or setup_ itself
   int world_size_, rank_, device_;
   CUstream receiving_ = nullptr;  // the root's receives
   CUevent start_ = nullptr;       // the caller's stream reached the call
   CUevent received_[2] = {};      // a staging slot is full
-  CUevent folded_[2] = {};        // a staging slot is free again (exchange_shards: folded_[0], all of it)
+  CUevent folded_[2] = {};        // a staging slot is free again (exchange_shards, chain: folded_[0], all of it)
   bool folded_recorded_[2] = {false, false};
   std::unique_ptr<cuda::DeviceBuffer> staging_;
   struct Retired {
@@ -118,6 +153,7 @@ class Communicator {
     CUevent done;
   };
   std::vector<Retired> retired_;
+  std::map<std::string, double> timings_;
 };
 
 }  // namespace tp::nccl

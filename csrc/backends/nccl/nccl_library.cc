@@ -37,6 +37,12 @@ Library& Library::get() {
   return library;
 }
 
+Library& Library::usable() {
+  Library& library = get();
+  if (!library.status().ok) throw cuda::CudaError("NCCL is unavailable: " + library.status().error);
+  return library;
+}
+
 Library& Library::load(const std::vector<std::string>& site_dirs) {
   Library& library = get();
   std::lock_guard<std::mutex> lock(library.mutex_);

@@ -18,6 +18,7 @@ namespace tp::nccl {
   X(ncclGetVersion)             \
   X(ncclGetUniqueId)            \
   X(ncclCommInitRankConfig)     \
+  X(ncclCommSplit)              \
   X(ncclCommDestroy)            \
   X(ncclCommAbort)              \
   X(ncclCommGetAsyncError)      \
@@ -32,6 +33,7 @@ class Library {
   // dirs while it has not loaded. Never throws (see status()).
   static Library& load(const std::vector<std::string>& site_dirs);
   static Library& get();  // as loaded so far; status().ok says whether it is usable
+  static Library& usable();  // get(), or CudaError saying why NCCL is unavailable
 
   const cuda::LibraryStatus& status() const { return status_; }
   int version() const { return version_; }  // e.g. 22809 for 2.28.9

@@ -2,7 +2,8 @@
 // and folds it into its accumulator, chunk after chunk: acc/recv, or acc/ping/pong with the
 // next rank's chunk loading while the current one is folded. On a GPU the root's CTAs each
 // take pieces of the chunks and read the other GPUs' memory directly (peer access), or a
-// staged copy where there is none.
+// staged copy where there is none. It runs every call; automatic dispatch takes it where the
+// cost model expects no other algorithm faster (small messages: one hop), and on the CPU.
 #include <memory>
 
 #include "variants/comm/treduce_common.h"
@@ -15,7 +16,7 @@ class RootPull : public Variant {
   RootPull() : Variant("root_pull", 10, OpFamily::collective, {}) {}
 
   void plan(Plan& plan) const override {
-    plan_treduce(plan, {plan.call.treduce->root}, "root_pull");
+    plan_treduce(plan, std::make_shared<TreducePlan>(), {plan.call.treduce->root}, "root_pull");
   }
 };
 

@@ -43,8 +43,9 @@ def treduce(group: ParallelGroup, dst=None, op: str = "sum", *, tile=(64, 256), 
         Fold float16 / bfloat16 in float32, rounding once at the end.
     backend : {'cpu', 'cuda'}, optional
         Default: cpu for NumPy tensors, cuda for device arrays.
-    dispatch : {'root_pull', 'scatter_gather'}, optional
-        Force an algorithm.
+    dispatch : {'root_pull', 'scatter_gather', 'chain'}, optional
+        Force an algorithm (default: the one the cost model expects fastest; ``tp.plan`` shows
+        every algorithm's estimate and why the others were not taken).
     timeout : float, optional
         Distributed groups: seconds to wait for the other ranks before raising
         ``tp.comm.CommTimeout`` (default: the communicator's, 300 s). In one process the ranks

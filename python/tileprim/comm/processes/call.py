@@ -2,8 +2,8 @@
 (its signature, and where its source lies for the root), and every rank checks that all posted
 the same descriptions. Otherwise the root makes the checks that need the data (dst), says so (or
 the error every rank then raises), and runs the one-process treduce over every rank's data as
-its transport exposes it; where the ranks run their own shards (scatter_gather over CUDA IPC or
-NCCL) each rank runs its own part of that plan. So the fold order, the plan and the bits are the
+its transport exposes it; where the ranks run their own parts (scatter_gather's shards, the
+chain's steps, over CUDA IPC or NCCL) each rank runs its own part of that plan. So the fold order, the plan and the bits are the
 one-process ones. The transports are in comm/transports/."""
 from __future__ import annotations
 
@@ -73,12 +73,12 @@ def distributed_treduce(group, dst, timeout: float, *, op, tile, pingpong, valid
     call_label = f"treduce (call {epoch}, rank {comm.rank})"
     transport = _transport_of(comm)
     own_error: Optional[BaseException] = None
-    part, runs_shards = None, False
+    part, runs_on_ranks = None, False
     try:
         options = treduce_options(op, root, tile, pingpong, valid, accumulate, comm.backend, dispatch, comm.transport)
         part = rank_part(group, options)
-        runs_shards = transport.shards_on_ranks(part)
-        source_place = transport.describe_source(part.tensor, group.tensor) if comm.rank != root or runs_shards else b""
+        runs_on_ranks = transport.runs_on_ranks(part)
+        source_place = transport.describe_source(part.tensor, group.tensor) if comm.rank != root or runs_on_ranks else b""
         description = part.signature + b"\0" + source_place
     except (TypeError, ValueError) as e:
         own_error = e
@@ -86,7 +86,7 @@ def distributed_treduce(group, dst, timeout: float, *, op, tile, pingpong, valid
     arrived = False
     try:
         rendezvous.post(epoch, description)
-        if comm.rank != root and own_error is None and not runs_shards:
+        if comm.rank != root and own_error is None and not runs_on_ranks:
             try:
                 transport.arrive(root, epoch, part, timeout)
                 arrived = True

@@ -36,8 +36,9 @@ class RankPart:
         if adapter is not None and self.tensor.device != comm.device:
             raise ValueError(f"x: is on GPU {self.tensor.device}, but this rank's communicator uses GPU {comm.device}")
         self.options = options
-        # whether every rank runs its own shard of this call: its transport decides, once (shards_on_ranks)
-        self.runs_shards: Optional[bool] = None
+        # the variant every rank's plan of this call names, where every rank runs its own part (its
+        # transport decides, once: Transport.planned_variant); None until asked
+        self.variant: Optional[str] = None
         strides = f" strides={self.tensor.strides}" if comm.transport == "cuda_ipc" else ""
         o = options
         self.signature = (f"treduce(op={o.op!r}, {self.tensor.dtype} {tuple(self.tensor.shape)}{strides}, "

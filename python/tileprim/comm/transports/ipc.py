@@ -13,10 +13,14 @@ exits while the others' GPUs may wait on it is seen by the watchdog (watchdog.py
 abandons this rank's calls so far: its kernels stop waiting and touch no other rank's memory
 again (the results of calls in flight are undefined).
 
-scatter_gather (3+ ranks, large messages) runs its shards on the ranks: every rank describes its
-source, the root tells the others where its dst lies with its verdict, and each non-root rank
-maps every rank's memory and runs its shard on its own GPU; the root's `arrive` kernel says
-"ready" to every worker and holds its stream until every worker is done."""
+scatter_gather and chain (3+ ranks, large messages) run their parts on the ranks: every rank
+describes its source, the root tells the others where its dst lies with its verdict, and each
+non-root rank runs its part on its own GPU. scatter_gather: a rank maps every rank's memory and
+reduces its shard into dst; the root's `arrive` kernel says "ready" to every worker and holds its
+stream until every worker is done. chain: every rank (the root too) runs its step of the chain,
+pushing its partial into its successor's staging, which lies after that rank's signal pad (mapped
+at the first call with it); the last rank writes dst. A rank that cannot run its part raises every
+other rank's flags (pad and chain), so no GPU waits for it."""
 from __future__ import annotations
 
 import functools
@@ -28,13 +32,14 @@ from ... import _C
 from .._errors import CommError
 from ..one_process.calls import bound_treduce
 from ..one_process.rank_tensor import RankTensor
-from .transport import Transport
+from .transport import RUNS_ON_RANKS, Transport
 from .watchdog import Watchdog, exited_ranks
 
 __all__ = ["IpcTransport"]
 
-# a tp::signals::Pad (ready and done epochs of up to kMaxGroupSize ranks), in whole pages
-PAD_BYTES = -(-_C.cuda.SIGNAL_PAD_BYTES // 4096) * 4096
+# a rank's memory every other rank maps: its tp::signals::Pad (ready and done epochs of up to
+# kMaxGroupSize ranks), then its chain flags and staging, in whole pages
+RANK_BYTES = -(-_C.cuda.RANK_MEMORY_BYTES // 4096) * 4096
 HANDLE_BYTES = _C.cuda.IPC_HANDLE_BYTES
 # An arrive kernel's limit, past the call's timeout: the host gives up on the root's verdict after
 # 1.1 timeout + 1 s (and ends the wait), the root's kernel waits at most timeout for the others.
@@ -44,12 +49,12 @@ ARRIVE_WAIT = (2.2, 60.0)
 class IpcTransport(Transport):
     name = "cuda_ipc"
     backend = "cuda"
-    shards_on_workers = True  # each worker maps every rank's memory and the root's dst
+    reaches_every_rank = True  # each rank maps every rank's memory and the root's dst
 
     def __init__(self, comm):
         super().__init__(comm)
         self.device = comm.device
-        self.own_pad = _C.cuda.DeviceBuffer(PAD_BYTES, self.device)
+        self.own_pad = _C.cuda.DeviceBuffer(RANK_BYTES, self.device)
         self.own_pad.zero()
         self.abandoned = _C.cuda.MappedHostBuffer(8, self.device)  # the last call this rank's host gave up on
         own_pad_handle = pickle.dumps(_C.cuda.ipc_export(self.own_pad.ptr, self.device))
@@ -88,33 +93,41 @@ class IpcTransport(Transport):
         self._release_the_others(root, epoch)
 
     def _release_the_others(self, rank: int, epoch: int) -> None:
-        """Says "ready" and "done" as rank `rank` in every other rank's pad."""
+        """Says "ready" and "done" as rank `rank` in every other rank's pad, and raises every
+        other rank's chain flags past this call's last step (a chain's neighbours wait on those)."""
         for r, pad in enumerate(self.pads):
             if r != rank:
                 self._raise_flag(pad, rank, epoch, done=False)
                 self._raise_flag(pad, rank, epoch, done=True)
+                try:
+                    _C.cuda.raise_chain_flags(pad, epoch, self.device)
+                except RuntimeError:  # a failing call's cleanup: another rank's memory may be gone with it
+                    pass
 
     def finish_non_root(self, root: int, epoch: int, part, timeout: float, call_label: str,
                         source_places: List[bytes], root_message: str) -> None:
-        """A rank that runs its shard does so now that the root said where dst lies (root_message).
-        Should that fail, it says "ready" and "done" from the host, so no GPU waits for it (its
-        shard of dst is then not written), and raises."""
-        runs_shard = self.shards_on_ranks(part)
+        """A rank that runs its part (a shard, a chain's step) does so now that the root said where
+        dst lies (root_message). Should that fail, it says "ready" and "done" from the host and
+        raises its neighbours' chain flags, so no GPU waits for it (its part of dst is then not
+        written, or garbage), and raises."""
+        runs_part = self.runs_on_ranks(part)
         if not root_message:
-            if runs_shard:  # the root's plan is root_pull after all: this rank arrives now
+            if runs_part:  # the root's plan is root_pull after all: this rank arrives now
                 self.arrive(root, epoch, part, timeout)
             return
-        if not runs_shard:  # its arrive kernel waits for a root that runs no share; the workers wait for its share
+        if not runs_part:  # its arrive kernel waits for a root that runs no share; the workers wait for its share
             self.cancel(root, epoch)
             self._release_the_others(self.comm.rank, epoch)
-            raise CommError(f"{call_label}: the root runs scatter_gather, which this rank's plan of the same call "
-                            f"did not choose (GPUs of different kinds?)")
+            raise CommError(f"{call_label}: the root runs a plan whose every rank runs a part, which this rank's "
+                            f"plan of the same call did not choose (GPUs of different kinds?)")
         rank, t = self.comm.rank, part.tensor
+        reads_others = self.planned_variant(part) != "chain"  # a chain's rank reads its own source only
         try:
             dst_place, strides = root_message.split(":", 1)
             dst_pointer = self._map(bytes.fromhex(dst_place))
             core = self.rank_plan(part, [int(s) for s in strides.split(",") if s])
-            pointers = [t.pointer if r == rank else self._map(place) for r, place in enumerate(source_places)]
+            pointers = [t.pointer if r == rank else self._map(place) if reads_others else 0
+                        for r, place in enumerate(source_places)]
             stream = t.adapter.stream(self.device)
             core.run_collective(pointers, [self.device] * len(pointers), dst_pointer, self.device,
                                 [stream] * len(pointers), self.pads, epoch, timeout, self.abandoned.ptr, rank)
@@ -130,14 +143,15 @@ class IpcTransport(Transport):
 
     def bind_root(self, x, source_places: List[bytes], part, dst):
         """The root's run of this call, ordered by the pads: root_pull, its kernel over every
-        rank's mapped memory; scatter_gather, its wait for the others' shards, once it told them
-        where dst lies (its allocation's handle and offset, and its strides)."""
+        rank's mapped memory; scatter_gather, its wait for the others' shards; chain, its step (its
+        source pushed to the next rank, then its wait for the last rank's dst); the last two once
+        it told the others where dst lies (its allocation's handle and offset, and its strides)."""
         root, ranks = part.options.root, len(source_places)
         bound = bound_treduce([x] * ranks, dst, part.options)  # x shows every rank's layout
-        runs_shards = bound.plan.variant == "scatter_gather"
-        if runs_shards != self.shards_on_ranks(part):
+        runs_on_ranks = bound.plan.variant in RUNS_ON_RANKS
+        if runs_on_ranks != self.runs_on_ranks(part):
             raise CommError("the root's plan with this dst differs from the plan every rank made of the call")
-        others = [0 if r == root or runs_shards else self._map(place) for r, place in enumerate(source_places)]
+        others = [0 if r == root or runs_on_ranks else self._map(place) for r, place in enumerate(source_places)]
         adapter, pads, abandoned = part.tensor.adapter, self.pads, self.abandoned.ptr
 
         def check_call(x, dst, timeout: float):
@@ -147,7 +161,7 @@ class IpcTransport(Transport):
             tensors[root] = x
             dst = bound.checked_dst(pointers, tensors, dst)
             streams = [adapter.stream(self.device)] * ranks
-            message = self._dst_place(RankTensor(dst, "dst", adapter)) if runs_shards else ""
+            message = self._dst_place(RankTensor(dst, "dst", adapter)) if runs_on_ranks else ""
             return (lambda epoch: bound.launch(pointers, dst, streams, pads, epoch, timeout, abandoned, root)), message
         return check_call
 

@@ -6,7 +6,10 @@ from typing import Callable, List
 
 from ..one_process.core_plan import RanksLayout, plan_for_layout
 
-__all__ = ["Transport"]
+__all__ = ["Transport", "RUNS_ON_RANKS"]
+
+# the variants whose every rank runs a part of its own where the transport reaches every rank
+RUNS_ON_RANKS = ("scatter_gather", "chain")
 
 
 class Transport:
@@ -14,32 +17,37 @@ class Transport:
 
     name = ""  # as tp.comm.init(transport=...) names it
     backend = ""  # the backend whose tensors it moves
-    # whether every rank can run its own shard of a scatter_gather call (the transport reaches
-    # every rank's data from every rank)
-    shards_on_workers = False
+    # whether every rank can run its own part of a call (a scatter_gather shard, a chain's step):
+    # the transport reaches every rank's data from every rank
+    reaches_every_rank = False
 
     def __init__(self, comm):
         self.comm = comm
 
     def describe_source(self, t, x) -> bytes:
         """Where this rank's source (x, read as RankTensor t) lies, for the root (posted with the
-        call's signature); or, in a call whose ranks run their shards, for every rank."""
+        call's signature); or, in a call whose ranks run their own parts, for every rank."""
         raise NotImplementedError
 
-    def shards_on_ranks(self, part) -> bool:
-        """Whether every rank runs its own shard of this call (scatter_gather, where the transport
-        reaches every rank: shards_on_workers): then the root describes its source too, and the
-        others start once they hear the root's verdict (which may tell them where dst lies).
-        Decided once per checked call, from the signature every rank shares, as the root's plan
-        decides it."""
-        if not self.shards_on_workers:
-            return False
-        if part.runs_shards is None:
+    def runs_on_ranks(self, part) -> bool:
+        """Whether every rank runs its own part of this call (scatter_gather's shard, the chain's
+        step, where the transport reaches every rank): then the root describes its source too,
+        and the others start once they hear the root's verdict (which may tell them where dst
+        lies). Decided once per checked call, from the signature every rank shares, as the
+        root's plan decides it."""
+        return self.planned_variant(part) in RUNS_ON_RANKS
+
+    def planned_variant(self, part) -> str:
+        """The variant every rank's plan of this call names ('' where the transport runs the
+        call at the root, or the plan fails: the root's verdict then says why); once per checked call."""
+        if not self.reaches_every_rank:
+            return ""
+        if part.variant is None:
             try:
-                part.runs_shards = self.rank_plan(part, part.tensor.strides).plan.variant == "scatter_gather"
+                part.variant = self.rank_plan(part, part.tensor.strides).plan.variant
             except (TypeError, ValueError):  # the root's plan fails too: its verdict says why
-                part.runs_shards = False
-        return part.runs_shards
+                part.variant = ""
+        return part.variant
 
     def rank_plan(self, part, dst_strides):
         """The bound plan a rank runs on pointers: every rank laid out as this one, dst with `dst_strides`."""
