@@ -13,31 +13,6 @@ namespace tp {
 
 namespace {
 
-// Shared memory a block takes before the frame stops adding instances: above 48 KiB the
-// launcher opts in; at 100 KiB two blocks still share an SM's 227 KiB (sm_90).
-constexpr long long kSharedPerBlockTarget = 100 * 1024;
-constexpr int kBlockThreadsTarget = 256;  // a block of 256 threads: 8 per SM fill an H100's 2048
-constexpr int kNamedBarriers = 15;        // bar.sync 1..15; 0 is __syncthreads
-// Tiles a block stages at once when they are small: 32 KiB keeps 6 blocks on an SM, each
-// with its whole run in flight; at most 64 rounds, so a block never holds a long serial tail.
-constexpr long long kStagedBytesTarget = 32 * 1024;
-constexpr int kMaxRounds = 64;
-// Registers a thread loads straight from global memory for its tiles, all rounds at once:
-// 64 bytes (16 floats) keep enough in flight at any occupancy without spilling. A thread
-// whose tile is already a 16-byte vector takes one round (H100, float16 maps: 2.96-2.99 TB/s
-// in one round against 2.93-2.94 in four; a warp's rows of one float per lane: 2.79-2.91 in
-// sixteen rounds against 2.62-2.67 in four).
-constexpr long long kDirectBytesTarget = 64;
-constexpr int kMaxDirectRounds = 16;  // each round is the body unrolled once more
-// Pipeline depth of asynchronously staged tiles: a block computes on the first part of its
-// run while the rest arrives (wait_async takes 0..3 pending groups).
-constexpr int kMaxStages = 4;
-// Chunks of a run a warp's window holds (tp::WindowRun): the next three load while one is read.
-constexpr int kWindowStages = 4;
-// A map's slots a thread takes at once where it holds more: each chunk's registers unrolled,
-// the chunks looped. Unrolled whole, a thread's 1024 bfloat16 silu took NVRTC minutes.
-constexpr int kMapChunkSlots = 32;
-
 long long align16(long long bytes) { return (bytes + 15) / 16 * 16; }
 
 // Every line of `text` after `pad` (the instance's statements sit one loop deeper than they
@@ -64,159 +39,26 @@ std::string int_table(const std::string& name, const std::vector<int>& values, b
 // thread-private tile), else [slot * kThreads + lane].
 bool per_slot(const RegisterPlacement& p, bool loads) { return p.threads == 1 || (loads && p.thread_private); }
 
-// A register placement that tp::RunPlace names (every thread holding the whole tile at a scope
-// of several threads is left to the staging area: a broadcast read, not a vector per lane).
-bool in_closed_form(const FrameOperand& s) {
-  return !(s.place->thread_private && s.place->threads > 1) && run_form(*s.place).first > 0;
-}
-
 class Frame {
  public:
-  Frame(const FrameSpec& spec, const std::string& arch)
-      : spec_(spec), body_(spec.body), scope_(spec.scope), threads_(spec.scope.threads),
-        async_(sm_version(arch) >= 80) {
-    std::tie(instances_, why_) = scope_instances(scope_);
-    for (const FrameOperand& s : spec.operands) {
-      if (!s.staged()) continue;
-      if (s.batch_broadcast && s.kind == Staging::shared) {
-        once_tiles_.push_back(&s);
-      } else if (s.batch_broadcast) {  // the batch's one tile, loaded where it lies (from L2 after the first)
-        placed_.push_back(&s);
-      } else if (s.kind == Staging::shared) {
-        tiles_.push_back(&s);
-      } else if (lane_runs(s) && run_bytes(s) <= 16) {
-        direct_.push_back(&s);
-      } else if (lane_runs(s) && read_in_place(s)) {
-        runs_.push_back(&s);
-      } else if (!lane_runs(s) && in_closed_form(s)) {
-        placed_.push_back(&s);
-      } else {
-        staged_.push_back(&s);
+  Frame(const FrameSpec& spec, const LaunchShape& shape)
+      : spec_(spec), shape_(shape), body_(spec.body), scope_(spec.scope), threads_(spec.scope.threads),
+        instances_(shape.instances), rounds_(shape.rounds), stages_(shape.stages), async_(shape.async),
+        block_tiles_(shape.block_tiles), clamped_(shape.clamped), window_stages_(shape.window_stages),
+        chunk_slots_(shape.chunk_slots) {
+    for (size_t i = 0; i < spec.operands.size(); ++i) {
+      const FrameOperand* s = &spec.operands[i];
+      switch (shape.operands[i].path) {
+        case OperandPath::once_tile: once_tiles_.push_back(s); break;
+        case OperandPath::placed: placed_.push_back(s); break;
+        case OperandPath::block_tile:
+        case OperandPath::instance_tile: tiles_.push_back(s); break;
+        case OperandPath::direct: direct_.push_back(s); break;
+        case OperandPath::run: runs_.push_back(s); break;
+        case OperandPath::skewed: staged_.push_back(s); break;
+        default: break;
       }
     }
-    block_tiles_ = std::all_of(tiles_.begin(), tiles_.end(), [&](const FrameOperand* s) { return row_major(*s); });
-    const long long limit = sm_limits(arch).shared_per_block;
-    if (shared_bytes(1, 1) > limit) {
-      throw ValueError(spec.title + ": shared memory: the kernel needs " + std::to_string(shared_bytes(1, 1)) +
-                       " bytes per block for one scope instance; " + arch + " allows " + std::to_string(limit) +
-                       ". Fix: smaller tiles (more batch_dims) or a scope with more threads");
-    }
-    const int wanted = instances_;
-    while (instances_ > 1 && shared_bytes(instances_, 1) > kSharedPerBlockTarget) --instances_;
-    if (instances_ < wanted) {
-      why_ = std::to_string(instances_) + " instances: " + std::to_string(shared_bytes(instances_ + 1, 1)) +
-             " bytes of shared memory for one more would pass " + std::to_string(kSharedPerBlockTarget);
-    }
-    // Small tiles: each instance takes several in turn, all staged by the whole block at once,
-    // so that a block keeps enough bytes in flight and its launch is paid for. Registers loaded
-    // straight from global memory bound the rounds too: every round's are loaded up front. A
-    // run read in place keeps its own bytes in flight, and each round would be its fold again.
-    const long long direct_bytes = direct_load_bytes();
-    const int max_rounds = direct_bytes > 0 ? kMaxDirectRounds : kMaxRounds;
-    auto fits = [&](int rounds) {
-      return rounds <= max_rounds && rounds * direct_bytes <= (direct_bytes >= 16 ? direct_bytes : kDirectBytesTarget) &&
-             shared_bytes(instances_, rounds) <= kStagedBytesTarget;
-    };
-    const bool staged = shared_bytes(instances_, 1) > 0;
-    if (block_tiles_ && runs_.empty() && (staged || direct_bytes > 0)) {
-      while (fits(2 * rounds_)) rounds_ *= 2;
-    }
-    if (rounds_ > 1) {
-      why_ += "; each takes " + std::to_string(rounds_) + " tiles in turn, the block " +
-              (staged ? "staging" : "loading") + " all " + std::to_string(instances_ * rounds_) + " at once";
-      if (staged) why_ += " (" + std::to_string(shared_bytes(instances_, rounds_)) + " bytes)";
-    }
-    if (async_ && block_tiles_ && !tiles_.empty()) {
-      stages_ = std::min(rounds_, kMaxStages);
-      if (stages_ > 1) why_ += ", in " + std::to_string(stages_) + " pipelined parts";
-    }
-    // One run per lane, folded in order into one output: whole warps stream their lanes' runs
-    // through a shared window (cp.async, sm_80 and later) instead of reading them in place,
-    // where runs and tiles are whole 16-byte vectors (so that every run may be aligned).
-    if (async_ && runs_.size() == 1 && one_output() && (threads_ == 1 || threads_ % 32 == 0) &&
-        threads_ * instances_ % 32 == 0 &&
-        run_bytes(*runs_.front()) % 16 == 0 && runs_.front()->elements * dtype_size(runs_.front()->dtype) % 16 == 0) {
-      window_stages_ = kWindowStages;
-      while (window_stages_ > 1 && launch_shared_bytes() > limit) --window_stages_;
-      if (window_stages_ < 2) {
-        window_stages_ = 0;
-      } else {
-        why_ += "; whole warps stream their runs through a " + std::to_string(window_stages_) + "-chunk window (" +
-                std::to_string(window_bytes()) + " bytes)";
-      }
-    }
-    chunk_map_slots();
-    clamped_ = body_.syncs_instances && instances_ > 1 && scope_.kind != ScopeKind::warp;
-  }
-
-  // A map over many slots per thread takes them a chunk at a time (the largest divisor of the
-  // slots up to kMapChunkSlots), where every register operand is staged with the same slots.
-  void chunk_map_slots() {
-    if (!body_.maps_slots || staged_.empty() || !direct_.empty() || !runs_.empty() || !tiles_.empty() ||
-        !placed_.empty() || !once_tiles_.empty()) {
-      return;
-    }
-    const int slots = staged_.front()->place->slots;
-    if (slots <= kMapChunkSlots) return;
-    for (const FrameOperand* s : staged_) {
-      if (s->place->slots != slots) return;
-    }
-    chunk_slots_ = kMapChunkSlots;
-    while (slots % chunk_slots_) --chunk_slots_;
-    why_ += "; each thread maps its " + std::to_string(slots) + " slots " + std::to_string(chunk_slots_) + " at a time";
-  }
-
-  // What a block asks for at launch: its staging, then its warps' windows.
-  long long launch_shared_bytes() const { return align16(shared_bytes(instances_, rounds_)) + window_bytes(); }
-  long long window_bytes() const {
-    return window_stages_ == 0 ? 0 : threads_ * instances_ / 32 * window_stages_ * tp::kWindowSlotBytes;
-  }
-
-  int instances() const { return instances_; }
-
-  // In words, per staged operand: where the frame puts it and how it gets there.
-  std::vector<std::pair<std::string, std::string>> staging() const {
-    std::vector<std::pair<std::string, std::string>> out;
-    auto in = [](const std::vector<const FrameOperand*>& list, const FrameOperand& s) {
-      return std::find(list.begin(), list.end(), &s) != list.end();
-    };
-    for (const FrameOperand& s : spec_.operands) {
-      if (s.moved_by_body) out.emplace_back(s.name, "registers: the body moves it a chunk at a time (the program's rows in passes)");
-      if (!s.staged()) continue;
-      std::string how;
-      if (in(once_tiles_, s)) {
-        how = "shared: the batch's one tile, staged once per instance";
-      } else if (in(placed_, s)) {
-        how = s.batch_broadcast ? "registers: read from the batch's one tile where it lies"
-                                : "registers: loaded and stored where the tile lies (its placement in closed form, by vectors)";
-      } else if (in(tiles_, s)) {
-        how = block_tiles_ ? std::string("shared: the block's run of tiles, copied as it is") +
-                                 (async_ && s.load ? " (cp.async)" : "")
-                           : "shared: each instance's tile, moved element by element by its layout";
-      } else if (in(direct_, s)) {
-        how = "registers: each thread's run of at most 16 bytes, straight from global memory";
-      } else if (in(runs_, s)) {
-        how = window_stages_ > 0 ? "registers: each thread's run streamed through its warp's shared window"
-                                 : "registers: each thread's run read in place as the body folds it";
-      } else {
-        how = "registers: through the block's skewed staging area (16-byte copies, then gathers by table)";
-      }
-      out.emplace_back(s.name, how);
-    }
-    return out;
-  }
-  int rounds() const { return rounds_; }
-  const std::string& why() const { return why_; }
-  long long shared_bytes(int instances, int rounds) const {
-    const long long tiles = static_cast<long long>(instances) * rounds;
-    long long bytes = 0;
-    for (const FrameOperand* s : staged_) {
-      bytes += align16(static_cast<long long>(skewed_span(static_cast<int>(tiles * s->elements))) * dtype_size(s->dtype));
-    }
-    for (const FrameOperand* s : tiles_) {
-      if (block_tiles_) bytes += align16(tiles * s->elements * dtype_size(s->dtype));
-    }
-    return bytes + instances * (instance_tiles_bytes() + once_bytes() + align16(body_.shared_bytes));
   }
 
   std::string text(int min_blocks) {
@@ -259,9 +101,9 @@ class Frame {
        << "  const long long first = static_cast<long long>(blockIdx.x) * (kInstances * kRounds);\n"
        << "  const int valid = static_cast<int>(tiles - first < kInstances * kRounds ? tiles - first : kInstances * kRounds);\n"
        << "  (void)lane; (void)valid;\n";
-    if (launch_shared_bytes() > 0) os << "  extern __shared__ __align__(16) unsigned char tp_smem[];\n";
+    if (shape_.shared_bytes > 0) os << "  extern __shared__ __align__(16) unsigned char tp_smem[];\n";
     if (body_.shared_bytes > 0) {
-      os << "  unsigned char* const smem = tp_smem + " << body_offset() << " + static_cast<long long>(instance) * "
+      os << "  unsigned char* const smem = tp_smem + " << shape_.body_at << " + static_cast<long long>(instance) * "
          << align16(body_.shared_bytes) << ";  // the body's own tiles\n";
     }
     os << load.str() << prefetch.str() << unroll << "  for (int stage = 0; stage < kStages; ++stage) {\n"
@@ -408,18 +250,9 @@ class Frame {
   }
 
   static long long tile_span(const FrameOperand& s) { return align16(s.layout->span() * dtype_size(s.dtype)); }
-  static long long spans(const std::vector<const FrameOperand*>& tiles) {
-    long long bytes = 0;
-    for (const FrameOperand* s : tiles) bytes += tile_span(*s);
-    return bytes;
-  }
-  // Each instance's own shared tiles (where the block does not stage them), and the batch's
-  // one tiles.
-  long long instance_tiles_bytes() const { return block_tiles_ ? 0 : spans(tiles_); }
-  long long once_bytes() const { return spans(once_tiles_); }
-  // Where the per-instance regions start: after the block's staging and its instances' tiles.
-  long long once_offset() const { return tile_offset_ + instances_ * instance_tiles_bytes(); }
-  long long body_offset() const { return once_offset() + instances_ * once_bytes(); }
+  long long once_offset() const { return shape_.once_at; }
+  long long once_bytes() const { return shape_.once_bytes; }
+  long long instance_tiles_bytes() const { return shape_.instance_tiles_bytes; }
 
   // Registers loaded straight from global memory: every round's, before the rounds run, so
   // that all of them are in flight at once.
@@ -518,7 +351,7 @@ class Frame {
       // lane 31's tile is in too (thread scope: a warp's lanes hold consecutive tiles)
       os << "if (tile + (31 - threadIdx.x % 32) / kThreads < tiles && __all_sync(~0u, " << aligned << ")) {\n"
          << "        const tp::WindowRun<" << dtype_cuda_name(s.dtype) << ", " << window_stages_ << "> " << s.name
-         << "{reinterpret_cast<char*>(tp_smem) + " << align16(shared_bytes(instances_, rounds_)) << " + threadIdx.x / 32 * "
+         << "{reinterpret_cast<char*>(tp_smem) + " << shape_.windows_at << " + threadIdx.x / 32 * "
          << window_stages_ * tp::kWindowSlotBytes << ", " << s.name << "_at, " << s.place->slots
          << ", static_cast<int>(threadIdx.x % 32)};\n"
          << "        " << body_.call << "\n"
@@ -583,47 +416,8 @@ class Frame {
     return chunk_slots_ > 0 ? "[(" + slot + ") * kThreads + lane]" : "[s * kThreads + lane]";
   }
 
-  // Whether every thread's slots are a run of the tile's elements in order: thread t holds
-  // t * slots + k in slot k (a thread's replicas of an output may store nothing).
-  static bool lane_runs(const FrameOperand& s) {
-    const RegisterPlacement& p = *s.place;
-    if (p.thread_private && p.threads > 1) return false;
-    for (int t = 0; t < p.threads; ++t) {
-      for (int k = 0; k < p.slots; ++k) {
-        const int run = t * p.slots + k;
-        if (s.load && p.element_at(t, k) != run) return false;
-        const int stored = p.store[static_cast<size_t>(k) * p.threads + t];
-        if (s.store && stored != run && stored != -1) return false;
-      }
-    }
-    return true;
-  }
-
   static bool stores_every_slot(const FrameOperand& s) {
     return std::find(s.place->store.begin(), s.place->store.end(), -1) == s.place->store.end();
-  }
-
-  static long long run_bytes(const FrameOperand& s) {
-    return static_cast<long long>(s.place->slots) * dtype_size(s.dtype);
-  }
-
-  // Register operands whose threads hold runs of them skip the staging round trip where that
-  // costs no coalescing: a run of at most one 16-byte vector moves straight between global
-  // memory and registers (a warp's accesses are one contiguous span). A longer run is read in
-  // place, as the body folds it, when staging it would not fit a full block in shared memory
-  // (hundreds of elements per thread: the lines a warp touches are read whole by its next few
-  // loads, and no array of them has to live in local memory).
-  bool read_in_place(const FrameOperand& s) const {
-    const long long staging = align16(static_cast<long long>(skewed_span(static_cast<int>(
-                                  std::min<long long>(instances_ * s.elements, 1 << 30)))) * dtype_size(s.dtype));
-    return body_.indexes_sources && s.load && !s.store && staging > kSharedPerBlockTarget;
-  }
-
-  // The tile's output is one element: a body folds each lane's run once, in order.
-  bool one_output() const {
-    return std::count_if(spec_.operands.begin(), spec_.operands.end(), [](const FrameOperand& s) { return s.output; }) == 1 &&
-           std::any_of(spec_.operands.begin(), spec_.operands.end(),
-                       [](const FrameOperand& s) { return s.output && s.elements == 1; });
   }
 
   // Bytes a thread loads straight into registers per tile.
@@ -640,66 +434,32 @@ class Frame {
            (s.place->threads > 1 ? " + lane * " + std::to_string(s.place->slots) : "");
   }
 
-  static bool row_major(const FrameOperand& s) { return *s.layout == TileLayout::row_major(s.shape); }
-
   const FrameSpec& spec_;
+  const LaunchShape& shape_;
   const KernelBody& body_;
   const ExecScope& scope_;
   int threads_;
-  int instances_ = 1;
-  int rounds_ = 1;
-  int stages_ = 1;
-  bool async_;  // cp.async (sm_80 and later) stages row-major shared tiles
+  int instances_, rounds_, stages_;
+  bool async_, block_tiles_, clamped_;
+  int window_stages_, chunk_slots_;
   std::string stage_sync_;  // what a part of the run waits for before its rounds
-  bool block_tiles_ = false;  // every shared tile row-major: the block stages them as they are
-  bool clamped_ = false;      // instances past the batch's end run the body too (KernelBody::syncs_instances)
-  std::string why_;
   long long tile_offset_ = 0;
-  int window_stages_ = 0;  // chunks of each warp's run window; 0: runs read in place by GlobalRun
-  int chunk_slots_ = 0;    // a map's slots per body call where a thread's are taken in chunks; 0: all
   std::vector<const FrameOperand*> staged_, direct_, runs_, tiles_, placed_, once_tiles_;
   std::map<std::pair<std::vector<int>, bool>, std::string> load_tables_, store_tables_;
 };
 
 }  // namespace
 
-// Instances per block before shared memory limits them, and why. Thread and warp instances
-// need no barrier of their own; warpgroup and CTA instances each sync on a named barrier
-// (1 + instance), so a CTA instance must be whole warps and a block holds at most 15.
-std::pair<int, std::string> scope_instances(const ExecScope& scope) {
-  const int threads = scope.threads;
-  switch (scope.kind) {
-    case ScopeKind::thread: return {128, "128 threads of one tile each"};
-    case ScopeKind::warp: return {kBlockThreadsTarget / 32, std::to_string(kBlockThreadsTarget / 32) + " warps of one tile each"};
-    default: break;
-  }
-  if (threads % 32 != 0) return {1, "a CTA of " + std::to_string(threads) + " threads is not whole warps: one per block"};
-  const int n = std::max(1, std::min(kNamedBarriers, kBlockThreadsTarget / threads));
-  if (n == 1) return {1, "one " + std::to_string(threads) + "-thread instance fills a block"};
-  return {n, std::to_string(n) + " instances of " + std::to_string(threads) +
-                 " threads, each synced by its own named barrier"};
-}
-
-namespace {
-KernelSource launch_of(const Frame& frame, const FrameSpec& spec) {
+KernelSource frame_launch(const FrameSpec& spec, const std::string& arch) {
   KernelSource k;
-  k.threads = spec.scope.threads;
-  k.instances = frame.instances();
-  k.rounds = frame.rounds();
-  k.shared_bytes = frame.launch_shared_bytes();
-  k.why = frame.why();
-  k.staging = frame.staging();
+  static_cast<LaunchShape&>(k) = launch_shape(spec, arch);
   return k;
 }
-}  // namespace
-
-KernelSource frame_launch(const FrameSpec& spec, const std::string& arch) { return launch_of(Frame(spec, arch), spec); }
 
 KernelSource render_kernel(const FrameSpec& spec, const std::string& arch, int min_blocks) {
-  Frame frame(spec, arch);
-  KernelSource k = launch_of(frame, spec);
+  KernelSource k = frame_launch(spec, arch);
   k.min_blocks = min_blocks;
-  k.text = frame.text(min_blocks);
+  k.text = Frame(spec, k).text(min_blocks);
   return k;
 }
 
