@@ -3,19 +3,15 @@
 //   tp_kernel(<one parameter per kernel input: a device pointer, or a double for a scalar>,
 //             <one device pointer per output>, long long tiles)
 // and runs like the specification's demonstration programs: global -> storage scope -> the
-// body's steps -> global. A block holds `instances` scope instances of `threads` threads, each
-// taking `rounds` tiles in turn: in round r, instance i of block b runs tile
-// b * instances * rounds + r * instances + i. How each operand is staged follows from its
-// placement: register runs of at most 16 bytes per thread move straight between global memory
-// and registers; other register placements in closed form (tp::RunPlace) load and store by
-// vectors where they lie; the rest go through a skewed staging area the block copies with
-// 16-byte accesses; long runs may be read in place; shared tiles laid out row-major are staged
-// by the block (asynchronously, pipelined), others per instance by their layout; an operand
-// the whole batch shares is read from its one tile (registers where they lie, a shared tile
-// staged once per instance). In between, the body: declarations and
-// statements on the staged operands, by name (in0, ..., out, out1, ...). A standalone call's
-// body is one call of its variant's device template (a program of one step); a program's is
-// one such call per step with the scope's barrier where a step's output crosses threads.
+// body's steps -> global. Its launch shape (launch_shape.h) says how a block takes its tiles and
+// how each operand is staged; the source renders that shape as declarations (the shape's
+// constants, each operand's placement, tables and layout) and calls of the frame's device
+// templates (tileprim/frame.cuh: tp::BlockRun's parts and rounds, tp::BlockTiles, the placements'
+// loads, gathers and stores, the run views), never as loops of its own. In between, the body:
+// declarations and statements on the staged operands, by name (in0, ..., out, out1, ...). A
+// standalone call's body is one call of its variant's device template (a program of one step);
+// a program's is one such call per step with the scope's barrier where a step's output crosses
+// threads.
 #pragma once
 #include <string>
 
