@@ -47,7 +47,6 @@ template <int kLanes, const int* kTable> struct SlotTable {
 // the one position that writes it back.
 template <class Load, class Store> struct TablePlace {
   static __device__ __forceinline__ int load_element(int lane, int s) { return Load::element(lane, s); }
-  static __device__ __forceinline__ int store_element(int lane, int s) { return Store::element(lane, s); }
   template <class F> static __device__ __forceinline__ void stored(int lane, int s, F f) { Store::held(lane, s, f); }
   static constexpr int kVector = 1;
 };
