@@ -11,6 +11,9 @@ streamed through the warps' windows) and one kernel per other way the frame stag
     python benchmarks/kernel_census.py --json before.json    # ... and kept
     python benchmarks/kernel_census.py --compare before.json # ... beside an earlier run
 
+benchmarks/results/kernel-census-sm_90a-bbc55ac.json is the census before the frame's loops moved
+into device templates (bbc55ac), the one to --compare against.
+
 `instructions` counts the kernel's SASS instructions (NOPs aside): static, so a loop counts once;
 `per element` divides them by the elements of one block's tiles (tiles per block x a tile's
 elements, inputs and outputs alike). `sass` is a digest of the instruction text (addresses and
