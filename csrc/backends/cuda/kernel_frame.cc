@@ -1,9 +1,7 @@
 #include "backends/cuda/kernel_frame.h"
 
 #include <algorithm>
-#include <map>
 #include <sstream>
-#include <utility>
 
 namespace tp {
 
@@ -15,56 +13,6 @@ std::string indented(const std::string& text, const std::string& pad) {
   std::ostringstream os;
   for (std::string line; std::getline(lines, line);) os << (line.empty() || line[0] == '#' ? "" : pad) << line << "\n";
   return os.str();
-}
-
-// A table the device indexes (a template argument of tp::SlotTable).
-std::string int_table(const std::string& name, const std::vector<int>& values) {
-  std::ostringstream os;
-  os << "__device__ constexpr int " << name << "[" << std::max<size_t>(values.size(), 1) << "] = {";
-  for (size_t i = 0; i < values.size(); ++i) os << (i ? (i % 32 ? ", " : ",\n    ") : "") << values[i];
-  if (values.empty()) os << "-1";
-  os << "};\n";
-  return os.str();
-}
-
-// A placement's table, indexed [slot] when every thread reads the same (one thread, or a
-// thread-private tile), else [slot * kThreads + lane].
-bool per_slot(const RegisterPlacement& p, bool loads) { return p.threads == 1 || (loads && p.thread_private); }
-
-// Tables declared once each, named after their direction and values: operands placed alike
-// share them (a map's operands then read one table, not one each). A load table and a store
-// table alike stay apart: with one, a map over a thread's 1024 slots keeps its elements live
-// through the body (79 registers, not 64).
-class Tables {
- public:
-  std::string name(const std::vector<int>& values, bool loads, const std::string& fresh) {
-    auto [it, added] = names_.emplace(std::make_pair(loads, values), fresh);
-    if (added) decls_ += int_table(fresh, values);
-    return it->second;
-  }
-  // The declarations of the tables named since the last call.
-  std::string take() { return std::exchange(decls_, ""); }
-
- private:
-  std::map<std::pair<bool, std::vector<int>>, std::string> names_;
-  std::string decls_;
-};
-
-// A placement by its tables, sliced to one entry per slot where every lane reads the same.
-// Operands the frame stages through its skewed area keep their tables where a closed form exists
-// too: ptxas keeps a warpgroup's rows of 1024 in 48 registers with them, 64 with the arithmetic.
-std::string table_place_type(const std::string& name, const RegisterPlacement& p, Tables& tables) {
-  std::string args;
-  for (const bool loads : {true, false}) {
-    std::vector<int> values = loads ? p.load : p.store;
-    if (per_slot(p, loads)) {  // every lane's entry is slot s's
-      for (int k = 0; k < p.slots; ++k) values[k] = values[static_cast<size_t>(k) * p.threads];
-      values.resize(static_cast<size_t>(p.slots));
-    }
-    args += std::string(loads ? "" : ", ") + "tp::SlotTable<" + (per_slot(p, loads) ? "1" : "kThreads") + ", " +
-            tables.name(values, loads, name + (loads ? "_load" : "_store")) + ">";
-  }
-  return tables.take() + "using " + name + " = tp::TablePlace<" + args + ">;\n";
 }
 
 bool stores_every_slot(const FrameOperand& s) {
@@ -168,13 +116,16 @@ class Renderer {
   std::string sync() const { return cuda_scope_sync(spec_.scope, shape_.instances); }
 
   // The operand's descriptors: its placement's type (Place_<name>) where its registers move by
-  // placement, its layout (kMem_<name>) where an instance moves its shared tile element by element.
+  // placement, its layout (kMem_<name>) where an instance moves its shared tile element by
+  // element. Operands staged through the skewed area keep their tables where a closed form
+  // exists too: ptxas keeps a warpgroup's rows of 1024 in 48 registers with them, 64 with the
+  // arithmetic.
   void declare(std::ostream& os, const FrameOperand& s, const OperandLaunch& o) {
     switch (o.path) {
       case OperandPath::direct:  // runs move whole; replicas store by placement
-        if (s.store && !stores_every_slot(s)) os << table_place_type("Place_" + s.name, *s.place, tables_);
+        if (s.store && !stores_every_slot(s)) os << table_place_type("Place_" + s.name, *s.place, tables_, false, true);
         break;
-      case OperandPath::skewed: os << table_place_type("Place_" + s.name, *s.place, tables_); break;
+      case OperandPath::skewed: os << table_place_type("Place_" + s.name, *s.place, tables_, s.load, s.store); break;
       case OperandPath::placed: os << cuda_place_type("Place_" + s.name, *s.place); break;
       case OperandPath::instance_tile:
       case OperandPath::once_tile:
@@ -348,7 +299,7 @@ class Renderer {
   const FrameSpec& spec_;
   const LaunchShape& shape_;
   const KernelBody& body_;
-  Tables tables_;
+  PlaceTables tables_;
 };
 
 }  // namespace
@@ -388,13 +339,6 @@ std::string cuda_scope_sync(const ExecScope& scope, int instances) {
       return "tp::instance_sync<kThreads, kInstances>(instance);";
   }
   return "";
-}
-
-std::string cuda_place_type(const std::string& name, const RegisterPlacement& p) {
-  const auto [owners, vec] = run_form(p);
-  if (owners > 0) return "using " + name + " = tp::RunPlace<" + std::to_string(owners) + ", " + std::to_string(vec) + ">;\n";
-  Tables tables;
-  return table_place_type(name, p, tables);
 }
 
 }  // namespace tp

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "backends/cuda/launch_shape.h"
+#include "backends/cuda/place_types.h"
 
 namespace tp {
 
@@ -42,10 +43,5 @@ std::string cuda_mem_layout(const MemLayout& L);
 
 // The barrier of one scope instance (none at thread scope) in a block of `instances`.
 std::string cuda_scope_sync(const ExecScope& scope, int instances);
-
-// Declarations of `name`, the type through which tp::load_tile, store_tile, gather and scatter
-// see a register placement: tp::RunPlace where it has a closed form, else tp::TablePlace over
-// its tables (`name`_load, `name`_store).
-std::string cuda_place_type(const std::string& name, const RegisterPlacement& p);
 
 }  // namespace tp

@@ -43,6 +43,12 @@ template <int kLanes, const int* kTable> struct SlotTable {
   }
 };
 
+// The direction an operand does not move: no slot holds an element.
+struct NoSlots {
+  static __device__ __forceinline__ int element(int, int) { return -1; }
+  template <class F> static __device__ __forceinline__ void held(int, int, F) {}
+};
+
 // Any other placement: the planner's tables (SlotTable), the store table listing each element at
 // the one position that writes it back.
 template <class Load, class Store> struct TablePlace {
