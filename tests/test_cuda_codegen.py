@@ -212,7 +212,7 @@ def test_long_thread_rows_stream_through_warp_windows_without_local_memory(arch)
     # whole warps copy their lanes' rows 128 bytes each ahead into a shared window (cp.async),
     # read back by 16-byte vectors; partial warps and unaligned rows read in place
     k = tp.lower(tp.thread.sum, f("f4", 100, 1024), axes=-1, batch_dims=1, target=arch)
-    assert "tp::WindowRun<float, 4>" in k.source and "tp::GlobalRun<float, true>" in k.source
+    assert "block.stream_run<4>(" in k.source  # else in place (tp::GlobalRun)
     assert "stage_in0" not in k.source and k.shared_bytes == 4 * 4 * 4096  # 4 warps of 4 chunks
     assert "4-chunk window (65536 bytes)" in k.instances_why
     assert "cp.async.cg.shared.global" in k.ptx and "ld.shared.v4" in k.ptx
@@ -222,7 +222,7 @@ def test_long_thread_rows_stream_through_warp_windows_without_local_memory(arch)
 
 def test_long_thread_rows_before_sm80_are_read_in_place():
     k = tp.lower(tp.thread.sum, f("f4", 100, 1024), axes=-1, batch_dims=1, target="sm_75")
-    assert "WindowRun" not in k.source and "tp::GlobalRun<float, true>" in k.source and k.shared_bytes == 0
+    assert "stream_run" not in k.source and "tp::read_in_place(" in k.source and k.shared_bytes == 0
     assert "ld.local" not in k.ptx and "st.local" not in k.ptx
 
 
@@ -231,7 +231,7 @@ def test_long_lane_runs_stream_through_windows_that_fit_the_arch(arch, stages):
     # lane i folds its 256 elements i*256, ... of a row of 8192; 8 warps per block
     k = tp.lower(tp.warp.sum, f("f4", 10, 32, 256), axes=(-2, -1), batch_dims=1,
                  layout=S[(32, 256):(1 @ laneid, 1)], target=arch)
-    assert f"tp::WindowRun<float, {stages}>" in k.source and k.shared_bytes == 8 * stages * 4096
+    assert f"block.stream_run<{stages}>(" in k.source and k.shared_bytes == 8 * stages * 4096
     assert "ld.local" not in k.ptx and "st.local" not in k.ptx
 
 
@@ -239,7 +239,7 @@ def test_long_lane_runs_stream_through_windows_that_fit_the_arch(arch, stages):
 def test_long_rows_of_other_widths_stream_by_16_byte_vectors(dtype):
     k = tp.lower(tp.thread.max, f(dtype, 100, 1024), axes=-1, batch_dims=1, target="sm_90a")
     reads = set(re.findall(r"ld\.shared\.(\S+)", k.ptx))
-    assert "tp::WindowRun<" in k.source and reads == {"v4.u32" if dtype == "f2" else "v2.f64"}
+    assert "block.stream_run<" in k.source and reads == {"v4.u32" if dtype == "f2" else "v2.f64"}
     assert "ld.local" not in k.ptx and "st.local" not in k.ptx
 
 
@@ -247,7 +247,7 @@ def test_a_fold_into_several_outputs_reads_its_run_in_place():
     # the window needs one in-order walk of each run; a (256, 3) tile folded across dim 0 reads
     # its run three times over
     k = tp.lower(tp.thread.sum, f("f4", 100, 256, 3), axes=1, batch_dims=1, target="sm_90a")
-    assert "WindowRun" not in k.source and "GlobalRun" in k.source
+    assert "stream_run" not in k.source and "tp::read_in_place(" in k.source
 
 
 def test_short_lane_runs_load_every_round_up_front():
@@ -265,7 +265,7 @@ def test_long_rows_fold_a_step_at_a_time_in_one_round(dtype):
     # the output is loaded too) once compiled for minutes into megabytes of PTX and spilled
     x, out = f(dtype, 16, 1024), f(dtype, 16)
     k = tp.lower(tp.thread.min, x, axes=-1, batch_dims=1, out=out, accum=True, propagate_nan=True, target="sm_90a")
-    assert "kRounds = 1;" in k.source and "tp::WindowRun" in k.source
+    assert "kRounds = 1;" in k.source and "block.stream_run<" in k.source
     assert len(k.ptx) < 200_000, len(k.ptx)
     assert "ld.local" not in k.ptx and "st.local" not in k.ptx
 
@@ -282,7 +282,7 @@ def test_long_rows_past_a_whole_number_of_steps_stay_out_of_local_memory(dtype, 
 def test_maps_over_a_thousand_slots_per_thread_compile_a_chunk_at_a_time():
     # unrolled whole, a thread's 1024 bfloat16 silus took NVRTC minutes and megabytes of PTX
     k = tp.lower(tp.silu, f(BF16, 4, 1024), batch_dims=1, target="sm_90a")
-    assert "for (int chunk = 0; chunk < 32; ++chunk)" in k.source and "kBodySlots = 32;" in k.source
+    assert "tp::for_each_chunk<32>(" in k.source and "kBodySlots = 32;" in k.source
     assert "1024 slots 32 at a time" in k.instances_why
     assert len(k.ptx) < 600_000, len(k.ptx)  # 32 silus (tileprim's own, ~100 instructions each)
     assert "ld.local" not in k.ptx and "st.local" not in k.ptx

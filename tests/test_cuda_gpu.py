@@ -54,7 +54,7 @@ def test_maps_over_many_slots_per_thread_take_chunks_and_equal_the_cpu(case, rng
     _, fn, operands, kwargs = case
     args = [random_tile(rng, o[1], o[0]) if isinstance(o, tuple) else o for o in operands]
     kernel = tp.lower(fn, *args, batch_dims=1, **kwargs)
-    assert "for (int chunk = 0;" in kernel.source and "at a time" in kernel.instances_why
+    assert "tp::for_each_chunk<" in kernel.source and "at a time" in kernel.instances_why
     cpu, gpu = both(fn, *args, batch_dims=1, **kwargs)
     assert bits_equal(cpu, gpu)
 
@@ -294,8 +294,8 @@ def test_long_thread_rows_read_in_place_equal_the_cpu(k, op, rng):
     x = random_tile(rng, (301, k), "float32")
     fn = getattr(tp.thread, op)
     kernel = tp.lower(fn, x, axes=-1, batch_dims=1)
-    assert "GlobalRun" in kernel.source and "ld.local" not in kernel.ptx
-    assert ("WindowRun" in kernel.source) == (k % 4 == 0)
+    assert kernel.staging["in0"].startswith("registers: each thread's run") and "ld.local" not in kernel.ptx
+    assert ("shared window" in kernel.staging["in0"]) == (k % 4 == 0)
     cpu, gpu = both(fn, x, axes=-1, batch_dims=1)
     assert bits_equal(cpu, gpu)
     assert bits_equal(cpu, fn(_view_one_in(x), axes=-1, batch_dims=1).cpu().numpy())
@@ -345,7 +345,7 @@ def test_long_rows_of_other_widths_stream_through_windows_to_the_cpu_bits(dtype,
     # 37 rows: one whole warp through its window, 5 rows of a partial warp read in place
     x = random_tile(rng, (37, 1024), dtype)
     fn = getattr(tp.thread, op)
-    assert "WindowRun" in tp.lower(fn, x, axes=-1, batch_dims=1).source
+    assert "shared window" in tp.lower(fn, x, axes=-1, batch_dims=1).staging["in0"]
     cpu, gpu = both(fn, x, axes=-1, batch_dims=1)
     assert bits_equal(cpu, gpu)
     old = random_tile(rng, cpu.shape, dtype, special=False)

@@ -47,7 +47,7 @@ def test_a_program_of_one_step_launches_and_reads_as_its_standalone_call(op, dty
     standalone = tp.plan(fn, *args, batch_dims=1, scope=scope, target=ARCH, **options)
     assert len(program.steps) == 1 and program.steps[0].call == standalone.call
     assert shape_of(launch(program)) == shape_of(launch(standalone))
-    body = tp.lower(fn, *args, batch_dims=1, scope=scope, target=ARCH, **options).source.split("if (tile < tiles)")[1]
+    body = tp.lower(fn, *args, batch_dims=1, scope=scope, target=ARCH, **options).source.split("block.rounds<")[1]
     assert body in tp.lower(one_step, *args, batch_dims=1, target=ARCH).source  # the same staging and call
 
 
@@ -116,13 +116,14 @@ def test_instances_that_sync_pass_the_same_barriers_past_the_batch_end():
     def normalized(x):
         return x / tp.sum(x, axes=-1, keepdims=True)
 
-    k = tp.lower(normalized, np.ones((5, 1024), np.float32), batch_dims=1, target=ARCH)
-    assert k.instances_per_block > 1 and "tp::CtaLanes" in k.source
-    assert "const bool live = first + slot < tiles;" in k.source and "if (tile < tiles)" not in k.source
-    assert "if (live) tp::store_tile<Place_out>" in k.source
+    built = _C.cuda.build_program(tp.plan(normalized, np.ones((5, 1024), np.float32), batch_dims=1, target=ARCH)._core,
+                                  ARCH)
+    assert built["instances"] > 1 and "tp::CtaLanes" in built["source"]
+    assert built["clamped"] and ", true>([&](const int round, const int slot" in built["source"]
+    assert "if (live) tp::store_tile<Place_out>" in built["source"]
     # a body without barriers keeps its instances past the end out entirely
-    k = tp.lower(tp.exp, np.ones((5, 8), np.float32), batch_dims=1, target=ARCH)
-    assert "if (tile < tiles)" in k.source and "live" not in k.source
+    built = _C.cuda.build(tp.plan(tp.exp, np.ones((5, 8), np.float32), batch_dims=1, target=ARCH)._core, ARCH)
+    assert not built["clamped"] and "if (live)" not in built["source"]
 
 
 def test_the_launch_says_how_each_operand_is_staged():
@@ -137,3 +138,63 @@ def test_the_launch_says_how_each_operand_is_staged():
     shared = launch(tp.plan(tp.cta(32).sum, np.ones((64, 16, 256), np.float32), axes=-1, batch_dims=1,
                             storage="shared", target=ARCH))["staging"]
     assert "cp.async" in shared["in0"] and "copied as it is" in shared["out"]
+
+
+@tp.program(scope=tp.cta(64))
+def through_shared(x, w):  # x staged by the block, w the batch's one shared tile, barriers between steps
+    s = tp.sum(tp.copy(x, storage="shared"), axes=-1, storage="shared", keepdims=True)
+    return x - s + tp.sum(w, axes=-1, storage="shared", keepdims=True)
+
+
+def call_plan(op, shape, dtype="float32", scope=tp.thread, arity=1, **options):
+    x = np.linspace(-3, 3, int(np.prod(shape))).reshape(shape).astype(dtype)
+    return tp.plan(getattr(scope, op), *[x] * arity, batch_dims=1, target=ARCH, **options)
+
+
+@pytest.mark.parametrize("make, paths, shape", [
+    # a thread's 32 bytes through the block's skewed area; 16 bytes straight, in one round; 4 in 16
+    (lambda: call_plan("exp", (64, 8)), {"in0": "skewed", "out": "skewed"}, {"rounds": 2}),
+    (lambda: call_plan("exp", (64, 8), "float16"), {"in0": "direct", "out": "direct"}, {"rounds": 1}),
+    (lambda: call_plan("sqrt", (64, 1)), {"in0": "direct", "out": "direct"}, {"rounds": 16}),
+    # a scalar is a parameter the body reads
+    (lambda: tp.plan(tp.mul, np.ones((64, 8), np.float16), 2.0, batch_dims=1, target=ARCH),
+     {"in0": "direct", "s1": "parameter", "out": "direct"}, {}),
+    (lambda: call_plan("add", (64, 8, 32), scope=tp.warp, arity=2, layout=tp.S[(8, 32):(1, 1 @ tp.laneid)]),
+     {"in0": "placed", "in1": "placed", "out": "placed"}, {"rounds": 1}),
+    # a map over 1024 slots a thread takes them 32 at a time
+    (lambda: call_plan("fma", (64, 1024), arity=3), {"in0": "skewed", "out": "skewed"}, {"chunk_slots": 32}),
+    # long runs folded in place: through the warps' windows where they are whole 16-byte vectors
+    (lambda: call_plan("sum", (64, 1000), axes=-1), {"in0": "run", "out": "direct"}, {"window_stages": 4}),
+    (lambda: call_plan("sum", (64, 1001), axes=-1), {"in0": "run", "out": "direct"}, {"window_stages": 0}),
+    # shared tiles: row-major ones staged by the block in pipelined parts, others by each instance
+    (lambda: call_plan("sum", (64, 4, 32), scope=tp.cta(32), axes=-1, storage="shared"),
+     {"in0": "block_tile", "out": "block_tile"}, {"rounds": 4, "stages": 4}),
+    (lambda: call_plan("sum", (64, 64, 64), scope=tp.cta(64), axes=-1, layout=tp.S[(64, 64):(1, 64)]),
+     {"in0": "instance_tile", "out": "instance_tile"}, {"stages": 1, "rounds": 1}),
+    (lambda: tp.plan(through_shared, np.ones((8, 256), np.float32), np.ones(256, np.float32), batch_dims=1,
+                     target=ARCH),
+     {"in0": "block_tile", "in1": "once_tile", "out": "direct"}, {}),
+])
+def test_the_launch_shape_names_each_operands_path(make, paths, shape):
+    d = launch(make())
+    assert {k: d["paths"][k] for k in paths} == paths
+    assert {k: d[k] for k in shape} == shape
+    assert set(d["staging"]) == {k for k, v in d["paths"].items() if v != "parameter"}
+
+
+def test_rows_in_passes_are_moved_by_the_body_and_staged_rows_by_the_block():
+    x = np.ones((8, 4096), np.float32)
+    softmax_in = lambda staging: tp.program(scope=tp.cta(256), staging=staging)(  # noqa: E731
+        lambda x: tp.exp(x - tp.max(x, axes=-1, keepdims=True)))
+    assert launch(tp.plan(softmax_in("streamed"), x, batch_dims=1, target=ARCH))["paths"] == {
+        "in0": "body_moved", "out": "body_moved"}
+    assert launch(tp.plan(softmax_in("shared"), x, batch_dims=1, target=ARCH))["paths"] == {
+        "in0": "block_tile", "out": "body_moved"}
+
+
+def test_before_sm_80_the_block_copies_its_shared_tiles_at_once_and_reads_runs_in_place():
+    old = "sm_75"
+    d = _C.cuda.launch(call_plan("sum", (64, 4, 32), scope=tp.cta(32), axes=-1, storage="shared")._core, old)
+    assert d["paths"]["in0"] == "block_tile" and d["stages"] == 1 and "cp.async" not in d["staging"]["in0"]
+    d = _C.cuda.launch(call_plan("sum", (64, 1000), axes=-1)._core, old)
+    assert d["paths"]["in0"] == "run" and d["window_stages"] == 0 and d["shared_bytes"] == 0

@@ -89,6 +89,10 @@ py::dict launch_dict(const KernelSource& k) {
   d["block_threads"] = k.block_threads();
   d["instances"] = k.instances;
   d["rounds"] = k.rounds;
+  d["stages"] = k.stages;
+  d["window_stages"] = k.window_stages;
+  d["chunk_slots"] = k.chunk_slots;
+  d["clamped"] = k.clamped;
   d["tiles_per_block"] = k.tiles_per_block();
   d["instances_why"] = k.why;
   d["shared_bytes"] = k.shared_bytes;
@@ -96,6 +100,9 @@ py::dict launch_dict(const KernelSource& k) {
   py::dict staging;
   for (const auto& [name, how] : k.staging) staging[py::str(name)] = how;
   d["staging"] = staging;
+  py::dict paths;  // every kernel parameter but `tiles`
+  for (const OperandLaunch& o : k.operands) paths[py::str(o.name)] = path_name(o.path);
+  d["paths"] = paths;
   return d;
 }
 

@@ -363,7 +363,7 @@ class ProgramBody {
     } else {
       os << "// the outputs, a pass over the row's chunks\n{\n";
     }
-    os << "#pragma unroll 1\n  for (int chunk = 0; chunk < kChunks; ++chunk) {\n";
+    os << "  tp::for_each_chunk<kChunks>([&](const int chunk) {\n";
     std::ostringstream body;
     for (int id : needed) {
       const ProgramValue& v = value(id);
@@ -398,7 +398,7 @@ class ProgramBody {
     }
     std::istringstream lines(body.str());
     for (std::string line; std::getline(lines, line);) os << "    " << line << "\n";
-    os << "  }\n";
+    os << "  });\n";
     if (fold) {
       os << "  " << named("v", fold->result) << "[0] = tp::butterfly<" << folding.fold_op << ">(" << folding.fold_lanes
          << ", part, tp_gen::step" << k << "::kMasks);\n";
@@ -483,12 +483,11 @@ class ProgramBody {
       if (output_of(id) == static_cast<int>(j)) continue;
       const ProgramValue& v = value(id);
       if (v.in_registers()) {
-        os << "for (int s = 0; s < " << place_in_registers(*v.layout, plan_.scope, v.name).slots << "; ++s) "
-           << output_name(j) << "[s] = " << named("v", id) << "[s];\n";
+        os << "tp::copy_slots(" << output_name(j) << ", " << named("v", id) << ");\n";
       } else {
         sync(os);
-        os << "for (long long e = lane; e < " << v.layout->span() << "; e += kThreads) " << output_name(j)
-           << "[e] = " << named("v", id) << "[e];\n";
+        os << "tp::copy_shared<kThreads>(" << output_name(j) << ", " << named("v", id) << ", " << v.layout->span()
+           << ", lane);\n";
       }
     }
   }

@@ -21,35 +21,57 @@ template <int kOwners, int kVec> struct RunPlace {
   static __device__ __forceinline__ int store_element(int lane, int s) {
     return lane < kOwners ? load_element(lane, s) : -1;
   }
+  // f(element) where this lane writes slot s back (the element a function of the slot alone,
+  // not a select that a store would have to resolve)
+  template <class F> static __device__ __forceinline__ void stored(int lane, int s, F f) {
+    if (lane < kOwners) f(load_element(lane, s));
+  }
   static constexpr int kVector = kVec;
 };
 
-// Any other placement: the planner's tables, [slot * kThreads + lane] -> element or -1 (the
-// store table lists each element at the one position that writes it back).
-template <int kThreads, const int* kLoad, const int* kStore> struct TablePlace {
-  static __device__ __forceinline__ int load_element(int lane, int s) { return kLoad[s * kThreads + lane]; }
-  static __device__ __forceinline__ int store_element(int lane, int s) { return kStore[s * kThreads + lane]; }
+// A placement's table, one direction: kTable[slot * kLanes + lane] is the element a lane's slot
+// holds (loads) or writes back (stores), -1 for none; with kLanes 1 every lane reads the same entry
+// (one thread, or a tile every thread holds whole).
+template <int kLanes, const int* kTable> struct SlotTable {
+  static __device__ __forceinline__ int element(int lane, int s) { return kTable[kLanes == 1 ? s : s * kLanes + lane]; }
+  // f(element) where the entry names one: read and tested in one place, so that the compiler
+  // folds the test into one on the index (a replicated result: lane 0 alone) and the element
+  // with it
+  template <class F> static __device__ __forceinline__ void held(int lane, int s, F f) {
+    const int e = kTable[kLanes == 1 ? s : s * kLanes + lane];
+    if (e >= 0) f(e);
+  }
+};
+
+// The direction an operand does not move: no slot holds an element.
+struct NoSlots {
+  static __device__ __forceinline__ int element(int, int) { return -1; }
+  template <class F> static __device__ __forceinline__ void held(int, int, F) {}
+};
+
+// Any other placement: the planner's tables (SlotTable), the store table listing each element at
+// the one position that writes it back.
+template <class Load, class Store> struct TablePlace {
+  static __device__ __forceinline__ int load_element(int lane, int s) { return Load::element(lane, s); }
+  template <class F> static __device__ __forceinline__ void stored(int lane, int s, F f) { Store::held(lane, s, f); }
   static constexpr int kVector = 1;
 };
 
-// Every slot of this lane from `source(element)`; a slot holding no element gets NaN.
+// Slots [first, first + N) of this lane from `source(element)`; a slot holding no element gets NaN.
 template <class Place, class T, int N, class Source>
-__device__ __forceinline__ void gather(T (&regs)[N], int lane, Source source) {
+__device__ __forceinline__ void gather(T (&regs)[N], int lane, Source source, int first = 0) {
 #pragma unroll
   for (int s = 0; s < N; ++s) {
-    const int e = Place::load_element(lane, s);
+    const int e = Place::load_element(lane, first + s);
     regs[s] = e >= 0 ? source(e) : limits<T>::quiet_nan();
   }
 }
 
-// Every element this lane writes back, to `sink(element, value)`.
+// Every element slots [first, first + N) of this lane write back, to `sink(element, value)`.
 template <class Place, class T, int N, class Sink>
-__device__ __forceinline__ void scatter(const T (&regs)[N], int lane, Sink sink) {
+__device__ __forceinline__ void scatter(const T (&regs)[N], int lane, Sink sink, int first = 0) {
 #pragma unroll
-  for (int s = 0; s < N; ++s) {
-    const int e = Place::store_element(lane, s);
-    if (e >= 0) sink(e, regs[s]);
-  }
+  for (int s = 0; s < N; ++s) Place::stored(lane, first + s, [&](int e) { sink(e, regs[s]); });
 }
 
 // The widest access (16, 8 or 4 bytes) that a run of kVector elements is made of.
@@ -137,6 +159,18 @@ __device__ __forceinline__ void load_shared_tile(T* smem, const MemLayout& L, co
 template <int kThreads, class T>
 __device__ __forceinline__ void store_shared_tile(T* tile, const T* smem, const MemLayout& L, long long n, int lane) {
   for (long long e = lane; e < n; e += kThreads) tile[e] = smem[memory_offset(L, e)];
+}
+
+// A register tile copied slot by slot (a value a program returns twice, or an input it returns).
+template <class T, int N> __device__ __forceinline__ void copy_slots(T (&to)[N], const T (&from)[N]) {
+#pragma unroll
+  for (int s = 0; s < N; ++s) to[s] = from[s];
+}
+
+// n elements of a shared tile copied as they lie, the instance's threads taking every kThreads-th.
+template <int kThreads, class T>
+__device__ __forceinline__ void copy_shared(T* to, const T* from, long long n, int lane) {
+  for (long long e = lane; e < n; e += kThreads) to[e] = from[e];
 }
 
 // A copy into a shared tile: element e of the result reads the source at source(e).

@@ -150,6 +150,16 @@ template <class T, bool kVectors> struct GlobalRun {
   }
 };
 
+// body(views...) over runs of global memory each read in place as the body folds it: by 16-byte
+// vectors where every run is aligned, else element by element.
+template <class Body, class... T> __device__ __forceinline__ void read_in_place(Body body, const T*... runs) {
+  if ((aligned16(runs) && ...)) {
+    body(GlobalRun<T, true>{runs}...);
+  } else {
+    body(GlobalRun<T, false>{runs}...);
+  }
+}
+
 // The 32 runs of a warp's lanes (lane l walks run l in order, as a fold does), streamed through
 // the warp's shared-memory window: for each chunk of 128 bytes per run, the warp copies all 32
 // runs' chunk with 16-byte cp.async, 8 lanes per 128-byte line (4 lines per instruction where a
