@@ -114,9 +114,12 @@ KiB, MiB = 1 << 10, 1 << 20
 @pytest.mark.parametrize("nranks", [2, 4, 8])
 @pytest.mark.parametrize("nbytes", [4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB])
 def test_dispatch_takes_the_algorithm_the_model_expects_fastest(transport, nranks, nbytes):
+    """The fastest estimate, or a simpler algorithm (later in variant order) within 3 % of it."""
     plan = modelled_plan(nranks, nbytes, transport)
     times = estimates(plan)
-    assert plan.variant in times and times[plan.variant] == min(times.values()), (plan.variant, times)
+    order = list(times)  # variant order: chain, scatter_gather, root_pull
+    assert plan.variant in times and times[plan.variant] <= 1.03 * min(times.values()), (plan.variant, times)
+    assert all(times[a] > 1.03 * min(times.values()) for a in order[order.index(plan.variant) + 1:]), times
     for entry in plan.trace:
         if entry.variant != plan.variant and entry.status == "declined":
             assert any("cost model expects " + plan.variant in r for r in entry.reasons), entry.reasons
