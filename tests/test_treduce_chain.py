@@ -114,9 +114,12 @@ KiB, MiB = 1 << 10, 1 << 20
 @pytest.mark.parametrize("nranks", [2, 4, 8])
 @pytest.mark.parametrize("nbytes", [4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB])
 def test_dispatch_takes_the_algorithm_the_model_expects_fastest(transport, nranks, nbytes):
+    """The fastest estimate, or a simpler algorithm (later in variant order) within 3 % of it."""
     plan = modelled_plan(nranks, nbytes, transport)
     times = estimates(plan)
-    assert plan.variant in times and times[plan.variant] == min(times.values()), (plan.variant, times)
+    order = list(times)  # variant order: chain, scatter_gather, root_pull
+    assert plan.variant in times and times[plan.variant] <= 1.03 * min(times.values()), (plan.variant, times)
+    assert all(times[a] > 1.03 * min(times.values()) for a in order[order.index(plan.variant) + 1:]), times
     for entry in plan.trace:
         if entry.variant != plan.variant and entry.status == "declined":
             assert any("cost model expects " + plan.variant in r for r in entry.reasons), entry.reasons
@@ -159,3 +162,24 @@ def test_over_nccl_the_chain_declines_a_float32_accumulator():
     plan = modelled_plan(4, 256 * MiB, "nccl", accumulate="float32", dtype="bfloat16")
     (entry,) = [e for e in plan.trace if e.variant == "chain"]
     assert any("accumulate='float32'" in r for r in entry.reasons) and plan.variant != "chain", entry.reasons
+
+
+# ---- the chain's kernel, compiled for sm_90a without a GPU ----------------------------------------------
+@pytest.mark.parametrize("dtype,accumulate", [("float32", None), ("float16", None), ("bfloat16", "float32"),
+                                              ("int32", None)])
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_the_chains_kernel_loads_whole_vectors_ahead_in_registers_only(dtype, accumulate, op):
+    """512 threads, one CTA per SM (every rank's CTAs resident at once), no local memory; its
+    source read once through the read-only path and its staging at L2 (the predecessor's GPU
+    writes it), 16 bytes at a time, four of each in flight before the first fold."""
+    xs = [np.ones((64, 4096), np_dtype(dtype))] * 4
+    k = tp.lower(tp.comm.treduce, tp.comm.ParallelGroup(xs, root=1), op=op, accumulate=accumulate, dispatch="chain",
+                 target="sm_90a")
+    assert k.block_threads == 512 and k.local_bytes == 0 and k.registers <= 128 and k.blocks_per_sm >= 1, k
+    assert "ld.local" not in k.ptx and "st.local" not in k.ptx
+    assert "ld.global.nc.L1::no_allocate.v4.u32" in k.ptx and "ld.global.cg.v4.u32" in k.ptx
+    assert "st.global.v4.u32" in k.ptx and "red.release.sys.global.max.u64" in k.ptx
+    # the fast path's loads: four of the source, then (past the root) four of the staging per word
+    body = k.ptx[k.ptx.index("ld.global.nc.L1::no_allocate.v4.u32"):]
+    first_store = body.index("st.global.v4.u32")
+    assert body[:first_store].count("ld.global.nc.L1::no_allocate.v4.u32") == 4, body[:first_store]

@@ -150,6 +150,13 @@ def test_tensors_that_need_grad_and_a_list_tile_repeat_with_the_same_bits(torch,
             dst.fill_(float("nan"))
             tp.comm.treduce(tp.comm.ParallelGroup(xs, root=0), dst, tile=tile)
             assert bits_equal(to_host(torch, dst, "float32"), treduce_reference(values, 0, "sum", None))
+    # a repeat of a signature that ran (its C++ path leaves tensors that need a gradient to the checks)
+    plain = [x.detach() for x in xs]
+    tp.comm.treduce(tp.comm.ParallelGroup(plain, root=0), dst, tile=(4, 16))
+    with pytest.raises(TypeError, match="treduce: has no backward"):
+        tp.comm.treduce(tp.comm.ParallelGroup(xs, root=0), dst, tile=(4, 16))
+    with pytest.raises(TypeError, match="treduce: has no backward"):
+        tp.comm.treduce(tp.comm.ParallelGroup(plain, root=0), torch.empty_like(dst).requires_grad_(), tile=(4, 16))
 
 
 def test_a_rank_or_dst_whose_negative_bit_is_set_is_refused_on_a_first_call_and_on_a_repeat(torch, rng):

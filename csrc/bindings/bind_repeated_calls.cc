@@ -25,9 +25,13 @@ namespace {
 class RepeatedCollective {
  public:
   // lazy_view: a method of the arrays whose true answer means their memory does not hold their
-  // values (torch's is_neg); such an array is left to the checking path, which refuses it.
-  RepeatedCollective(const py::handle& array_type, const std::string& lazy_view) : reader_(array_type) {
+  // values (torch's is_neg); needs_grad: an attribute whose true value means an autograd graph
+  // wants the array (torch's requires_grad). Such an array is left to the checking path, which
+  // refuses it (or, a gradient under no_grad, runs it there).
+  RepeatedCollective(const py::handle& array_type, const std::string& lazy_view, const std::string& needs_grad)
+      : reader_(array_type) {
     if (!lazy_view.empty()) lazy_view_ = py::str(lazy_view);
+    if (!needs_grad.empty()) needs_grad_ = py::str(needs_grad);
   }
 
   // Remembers a call the checking path accepted: every rank's array and dst as they are read
@@ -64,9 +68,9 @@ class RepeatedCollective {
     ArrayView views[kMaxRanks], out;
     for (size_t r = 0; r < ranks; ++r) {
       PyObject* x = PyList_GET_ITEM(tensors.ptr(), r);
-      if (!reader_.read(x, views[r]) || is_lazy(x)) return py::none();
+      if (!reader_.read(x, views[r]) || declined(x)) return py::none();
     }
-    if (!reader_.read(dst.ptr(), out) || is_lazy(dst.ptr())) return py::none();
+    if (!reader_.read(dst.ptr(), out) || declined(dst.ptr())) return py::none();
     const auto found = find(views, ranks, out);
     if (found == signatures_.end()) return py::none();
     const Signature* s = &*found;
@@ -109,20 +113,27 @@ class RepeatedCollective {
     });
   }
 
-  bool is_lazy(PyObject* x) const {
-    if (!lazy_view_) return false;
-    const py::object answer = py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(x, lazy_view_.ptr()));
+  // Whether the checking path must see `x`: a lazy view, or an array autograd wants (an error
+  // asking either counts as yes: the checking path asks again and reports).
+  bool declined(PyObject* x) const {
+    return (lazy_view_ && truthy(PyObject_CallMethodNoArgs(x, lazy_view_.ptr()))) ||
+           (needs_grad_ && truthy(PyObject_GetAttr(x, needs_grad_.ptr())));
+  }
+
+  static bool truthy(PyObject* answer) {
+    const py::object owned = py::reinterpret_steal<py::object>(answer);
     if (!answer) {
       PyErr_Clear();
-      return true;  // the checking path asks again and reports
+      return true;
     }
-    const int is_true = PyObject_IsTrue(answer.ptr());
+    const int is_true = PyObject_IsTrue(answer);
     if (is_true < 0) PyErr_Clear();
     return is_true != 0;
   }
 
   ExchangeReader reader_;
-  py::object lazy_view_;  // the method's name, or null
+  py::object lazy_view_;   // the method's name, or null
+  py::object needs_grad_;  // the attribute's name, or null
   std::deque<Signature> signatures_;
 };
 
@@ -130,9 +141,11 @@ class RepeatedCollective {
 
 void bind_repeated_calls(py::module_& m) {
   py::class_<RepeatedCollective>(m, "RepeatedCollective")
-      .def(py::init<const py::handle&, const std::string&>(), py::arg("array_type"), py::arg("lazy_view") = "",
+      .def(py::init<const py::handle&, const std::string&, const std::string&>(), py::arg("array_type"),
+           py::arg("lazy_view") = "", py::arg("needs_grad") = "",
            "For arrays of `array_type` (its DLPack C exchange table; ValueError when it has none); an array "
-           "whose method `lazy_view` answers true is left to the checking path.")
+           "whose method `lazy_view` answers true, or whose attribute `needs_grad` is true, is left to the "
+           "checking path.")
       .def("remember", &RepeatedCollective::remember, py::arg("bound"), py::arg("tensors"), py::arg("dst"),
            "Remembers a call the checking path accepted and ran, and its bound plan.")
       .def("run", &RepeatedCollective::run, py::arg("tensors"), py::arg("dst"),

@@ -36,7 +36,7 @@ BuiltKernel built(const Plan& plan, const std::string& arch) {
   const TreducePlan& p = plan.detail_as<TreducePlan>();
   std::ostringstream os;
   os << treduce_kernel_head(plan, p.dtype) << "#include <tileprim/comm/chain.cuh>\n\n"
-     << "extern \"C\" __global__ void __launch_bounds__(" << chain::kThreads << ", " << chain::kBlocksPerSm << ")\n"
+     << "extern \"C\" __global__ void __launch_bounds__(" << chain::kThreads << ", 1)\n"
      << kChainKernel << "(const tp::treduce::chain::Launch a) {\n"
      << "  tp::treduce::chain::run<" << p.functor << ", " << dtype_cuda_name(p.accumulate) << ", "
      << dtype_cuda_name(p.dtype) << ">(a);\n"

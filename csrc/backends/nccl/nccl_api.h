@@ -34,6 +34,8 @@ typedef ncclResult_t (*PFN_ncclCommSplit)(ncclComm_t, int, int, ncclComm_t*, ncc
 typedef ncclResult_t (*PFN_ncclCommDestroy)(ncclComm_t);
 typedef ncclResult_t (*PFN_ncclCommAbort)(ncclComm_t);
 typedef ncclResult_t (*PFN_ncclCommGetAsyncError)(ncclComm_t, ncclResult_t*);
+typedef ncclResult_t (*PFN_ncclCommCount)(ncclComm_t, int*);
+typedef ncclResult_t (*PFN_ncclCommUserRank)(ncclComm_t, int*);
 typedef ncclResult_t (*PFN_ncclGroupStart)();
 typedef ncclResult_t (*PFN_ncclGroupEnd)();
 typedef ncclResult_t (*PFN_ncclSend)(const void*, size_t, ncclDataType_t, int, ncclComm_t, tp::cuda::CUstream);

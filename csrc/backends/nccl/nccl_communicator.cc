@@ -59,8 +59,19 @@ Communicator::Communicator(const std::string& unique_id, int world_size, int ran
   try {
     settle(setup_, started, "ncclCommInitRankConfig", deadline);
     if (world_size > 1) {
-      connect_every_pair(deadline);
-      split_blocking(deadline);
+      ncclComm_t child = nullptr;
+      std::string unusable = split_blocking(deadline, child);
+      const std::string elsewhere = connect_every_pair(deadline, unusable.empty());
+      if (unusable.empty()) unusable = elsewhere;
+      if (unusable.empty()) {
+        comm_ = child;
+        transfers_ = "a blocking communicator split off the nonblocking one (NCCL groups launched by the calling "
+                     "thread)";
+      } else {
+        // A child that failed its checks is left alone: it shares setup_'s resources and abort
+        // flag, so aborting or destroying it could take setup_ with it.
+        transfers_ = "the nonblocking communicator (every NCCL group settles in a thread of NCCL's): " + unusable;
+      }
     }
   } catch (const std::exception&) {
     abort_locked();
@@ -70,45 +81,78 @@ Communicator::Communicator(const std::string& unique_id, int world_size, int ran
   timings_["blocking"] = comm_ != setup_;
 }
 
-// One NCCL group of a byte from and to every other rank: NCCL connects a pair's every channel at
-// its first send and receive, whatever their size, and a communicator split off this one with
-// splitShare reuses those connections.
-void Communicator::connect_every_pair(std::chrono::steady_clock::time_point deadline) {
+// One NCCL group of a byte from and to every other rank, on setup_: NCCL connects a pair's every
+// channel at its first send and receive, whatever their size, and a communicator split off this
+// one with splitShare reuses those connections. The byte each rank sends says whether its split
+// passed its checks; the transfers take the split only where every rank's did, so all ranks
+// choose alike. Returns "" when they all did, else which did not.
+std::string Communicator::connect_every_pair(std::chrono::steady_clock::time_point deadline, bool split_usable) {
   Library& nccl = Library::get();
   cuda::Driver& d = cuda::Driver::get();
-  grow_staging(2 * static_cast<size_t>(world_size_));  // freed after NCCL is done with it, even on failure
+  const size_t n = static_cast<size_t>(world_size_);
+  grow_staging(4 * n);  // freed after NCCL is done with it, even on failure
   const CUdeviceptr bytes = staging_->pointer();
+  d.check(d.cuMemsetD8Async(bytes, split_usable ? 1 : 0, n, receiving_), "cuMemsetD8Async");
   nccl.check(nccl.ncclGroupStart(), "ncclGroupStart");
   for (int r = 0; r < world_size_; ++r) {
     if (r == rank_) continue;
     nccl.check(nccl.ncclSend(reinterpret_cast<const void*>(bytes + r), 1, ncclInt8, r, setup_, receiving_), "ncclSend");
-    nccl.check(nccl.ncclRecv(reinterpret_cast<void*>(bytes + world_size_ + r), 1, ncclInt8, r, setup_, receiving_),
-               "ncclRecv");
+    nccl.check(nccl.ncclRecv(reinterpret_cast<void*>(bytes + n + r), 1, ncclInt8, r, setup_, receiving_), "ncclRecv");
   }
   settle(setup_, nccl.ncclGroupEnd(), "ncclGroupEnd (connecting every pair of ranks)", deadline);
   for (;;) {  // the bytes arrived (every peer did the same), or the deadline passed
     const cuda::CUresult state = d.cuStreamQuery(receiving_);
     if (state != cuda::CUDA_ERROR_NOT_READY) {
       d.check(state, "cuStreamQuery");
-      return;
+      break;
     }
     if (std::chrono::steady_clock::now() > deadline)
       throw cuda::CudaError("connecting every pair of ranks: NCCL did not finish within the call's timeout (a peer "
                             "that never joined)");
     std::this_thread::yield();
   }
+  std::vector<unsigned char> heard(n);
+  d.check(d.cuMemcpyDtoHAsync(heard.data(), bytes + n, n, receiving_), "cuMemcpyDtoHAsync");
+  d.check(d.cuStreamSynchronize(receiving_), "cuStreamSynchronize");  // nothing else is queued there now
+  std::string refused;
+  for (int r = 0; r < world_size_; ++r) {
+    if (r != rank_ && heard[static_cast<size_t>(r)] != 1) refused += (refused.empty() ? "" : ", ") + std::to_string(r);
+  }
+  return refused.empty() ? "" : "the split communicator failed its checks on rank(s) " + refused;
 }
 
 // The transfers' communicator: blocking (an NCCL group is launched by the calling thread) and
-// sharing setup_'s connections. Where NCCL cannot split, setup_ carries the transfers.
-void Communicator::split_blocking(std::chrono::steady_clock::time_point deadline) {
+// sharing setup_'s connections, in `child`. Returns "" when it passed its checks -- settled, every
+// rank in its place, and a send and receive to itself enqueued and launched -- else why not.
+// (An NCCL that refuses the split refuses it on every rank.)
+std::string Communicator::split_blocking(std::chrono::steady_clock::time_point deadline, ncclComm_t& child) {
   Library& nccl = Library::get();
   ncclConfig_t blocking = config(true, true);
-  ncclComm_t child = nullptr;
   const ncclResult_t started = nccl.ncclCommSplit(setup_, 0, rank_, &child, &blocking);
-  if (started != ncclSuccess && started != ncclInProgress) return;  // every rank sees the same refusal
+  if (started != ncclSuccess && started != ncclInProgress) return "ncclCommSplit: " + nccl.error_text(started);
+  // a nonblocking parent's split is done once the parent settles; the child may settle later
   settle(setup_, started, "ncclCommSplit", deadline);
-  if (child) comm_ = child;
+  if (!child) return "ncclCommSplit gave no communicator";
+  try {
+    settle(child, ncclInProgress, "ncclCommSplit (the new communicator)", deadline);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  int count = 0, rank = -1;
+  if (nccl.ncclCommCount(child, &count) != ncclSuccess || nccl.ncclCommUserRank(child, &rank) != ncclSuccess ||
+      count != world_size_ || rank != rank_) {
+    return "the split communicator has rank " + std::to_string(rank) + " of " + std::to_string(count) +
+           ", not rank " + std::to_string(rank_) + " of " + std::to_string(world_size_);
+  }
+  grow_staging(4 * static_cast<size_t>(world_size_));
+  const CUdeviceptr probe = staging_->pointer() + 2 * static_cast<size_t>(world_size_);
+  ncclResult_t r = nccl.ncclGroupStart();
+  const ncclResult_t sent = nccl.ncclSend(reinterpret_cast<const void*>(probe), 1, ncclInt8, rank_, child, receiving_);
+  const ncclResult_t received = nccl.ncclRecv(reinterpret_cast<void*>(probe + 1), 1, ncclInt8, rank_, child, receiving_);
+  const ncclResult_t ended = nccl.ncclGroupEnd();
+  for (ncclResult_t step : {sent, received, ended}) r = r != ncclSuccess ? r : step;
+  if (r != ncclSuccess) return "a send and receive to itself on the split communicator: " + nccl.error_text(r);
+  return "";  // what the probe launched completes on receiving_ before connect_every_pair's group does
 }
 
 Communicator::~Communicator() {

@@ -109,6 +109,8 @@ class Communicator {
   // events and buffers), their counts ("groups", "folds", "calls"), and whether the transfers
   // run on a blocking communicator ("blocking": 1 or 0).
   std::map<std::string, double> timings();
+  // Which communicator carries the transfers, and why (set up once, at construction).
+  const std::string& transfers() const { return transfers_; }
 
  private:
   // The staging, at least `bytes`; an outgrown buffer is freed once the work that used it is
@@ -121,9 +123,10 @@ class Communicator {
   void group(const std::function<void()>& ops, std::chrono::steady_clock::time_point deadline);
   // A fold of the caller's, timed; its error kept in `failure` (the first one) rather than thrown.
   void fold(const std::function<void()>& f, std::exception_ptr& failure);
-  // Setting up: every pair of ranks connected (on setup_), then the blocking communicator split off it.
-  void connect_every_pair(std::chrono::steady_clock::time_point deadline);
-  void split_blocking(std::chrono::steady_clock::time_point deadline);
+  // Setting up: the blocking communicator split off setup_ and checked, then every pair of ranks
+  // connected on setup_, each telling the others whether its split passed (see the .cc).
+  std::string split_blocking(std::chrono::steady_clock::time_point deadline, ncclComm_t& child);
+  std::string connect_every_pair(std::chrono::steady_clock::time_point deadline, bool split_usable);
   void abort_locked();
   void free_device_objects();  // the streams, events and buffers (NCCL done with them)
   [[noreturn]] void abandon(bool group_open, const std::exception& e);
@@ -154,6 +157,7 @@ class Communicator {
   };
   std::vector<Retired> retired_;
   std::map<std::string, double> timings_;
+  std::string transfers_ = "the nonblocking communicator (one rank: no transfers)";
 };
 
 }  // namespace tp::nccl

@@ -96,11 +96,22 @@ bool Library::try_open(const std::string& candidate, std::string& failures) {
   return true;
 }
 
+std::string Library::error_text(ncclResult_t r) const {
+  std::string text = ncclGetErrorString(r);
+  const char* warning = ncclGetLastError(nullptr);
+  if (warning && *warning) {
+    std::string last = warning;
+    while (!last.empty() && (last.back() == '\n' || last.back() == ' ')) last.pop_back();
+    text += "; NCCL's last warning: " + last;
+  }
+  return text;
+}
+
 void Library::check(ncclResult_t r, const char* what) const {
   if (r == ncclSuccess) return;
   char version[32];
   std::snprintf(version, sizeof(version), "%d.%d.%d", version_ / 10000, version_ / 100 % 100, version_ % 100);
-  throw cuda::CudaError(std::string(what) + " (NCCL " + version + "): " + ncclGetErrorString(r));
+  throw cuda::CudaError(std::string(what) + " (NCCL " + version + "): " + error_text(r));
 }
 
 }  // namespace tp::nccl

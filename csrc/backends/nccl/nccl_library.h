@@ -15,6 +15,7 @@ namespace tp::nccl {
 
 #define TP_NCCL_ENTRY_POINTS(X) \
   X(ncclGetErrorString)         \
+  X(ncclGetLastError)           \
   X(ncclGetVersion)             \
   X(ncclGetUniqueId)            \
   X(ncclCommInitRankConfig)     \
@@ -22,6 +23,8 @@ namespace tp::nccl {
   X(ncclCommDestroy)            \
   X(ncclCommAbort)              \
   X(ncclCommGetAsyncError)      \
+  X(ncclCommCount)              \
+  X(ncclCommUserRank)           \
   X(ncclGroupStart)             \
   X(ncclGroupEnd)               \
   X(ncclSend)                   \
@@ -38,8 +41,12 @@ class Library {
   const cuda::LibraryStatus& status() const { return status_; }
   int version() const { return version_; }  // e.g. 22809 for 2.28.9
 
-  // Throws CudaError("what (NCCL x.y.z): reason") unless r is ncclSuccess.
+  // Throws CudaError("what (NCCL x.y.z): reason; NCCL's last warning: ...") unless r is
+  // ncclSuccess. The warning is NCCL's own account of the failure (ncclGetLastError, kept
+  // whatever NCCL_DEBUG says), where it has one.
   void check(ncclResult_t r, const char* what) const;
+  std::string error_text(ncclResult_t r) const;  // "invalid argument; NCCL's last warning: ..."
+
 
 #define TP_DECLARE(name) PFN_##name name = nullptr;
   TP_NCCL_ENTRY_POINTS(TP_DECLARE)

@@ -34,37 +34,50 @@ double over_hbm(double bytes) { return bytes / (cost_model().hbm_gbps * 1e3); }
 // call costs the larger of the two.
 double overlapped(double host_us, double gpu_us) { return std::max(host_us, gpu_us); }
 
-// The chain's pipeline: its partial over every link, plus the steps that fill the chain (every
-// CTA's step, at each hop but the first) and a flag per hop.
+// The chain's pipeline: k steps per CTA, and N - 1 more while it fills, each at least a step's
+// least time and at most a round through the link.
 double chain_gpu_us(const OpCall& call, const Shape& s) {
+  const CostModel& m = cost_model();
   const chain::Layout l = chain_layout(call);
-  const double step_bytes = s.chain_bytes / std::max(1ll, l.steps);
-  const double fill = (s.ranks - 1) * step_bytes * l.ctas;
-  return s.ranks * cost_model().hop_us + over_links(s.chain_bytes + fill);
+  const double per_cta = std::ceil(static_cast<double>(l.steps) / std::max(1, l.ctas));
+  const double round = s.chain_bytes * std::min<double>(l.ctas, l.steps) / std::max(1ll, l.steps);
+  return m.chain_us + (per_cta + s.ranks - 1) * std::max(m.chain_step_us, over_links(round));
 }
 
-double root_pull_gpu_us(const Shape& s) { return cost_model().pull_us + over_links((s.ranks - 1) * s.bytes); }
+double root_pull_gpu_us(const Shape& s) {
+  const CostModel& m = cost_model();
+  return m.pull_us + (s.ranks - 1) * (m.pull_rank_us + over_links(s.bytes));
+}
 
 // Each worker pulls its shard from every rank and writes it into the root's dst, unpipelined:
 // every GPU moves about (2N - 3) / (N - 1) tensors over its links.
 double scatter_gather_gpu_us(const Shape& s) {
-  return 2 * cost_model().pull_us + over_links(s.bytes * (2.0 * s.ranks - 3) / std::max(1, s.ranks - 1));
+  const CostModel& m = cost_model();
+  const double tensors = (2.0 * s.ranks - 3) / std::max(1, s.ranks - 1);
+  return m.shards_us + (s.ranks - 1) * m.pull_rank_us + m.shards_traffic * tensors * over_links(s.bytes);
 }
 
-// In one process: the host launches and orders every rank's part itself.
+// In one process: the host launches every rank's part itself, and orders the ranks that run no
+// kernel with two stream memory operations each.
 double one_process_us(const std::string& algorithm, const OpCall& call, const Shape& s) {
   const CostModel& m = cost_model();
   const int lenders = s.ranks - 1;
-  if (algorithm == "chain") return overlapped(s.ranks * m.launch_us, chain_gpu_us(call, s));
-  if (algorithm == "scatter_gather") return overlapped(lenders * m.launch_us + m.order_us, scatter_gather_gpu_us(s));
-  return overlapped(m.launch_us + lenders * m.order_us, root_pull_gpu_us(s));
+  if (algorithm == "chain") return overlapped(m.call_us + s.ranks * m.launch_us, chain_gpu_us(call, s));
+  if (algorithm == "scatter_gather") {
+    return overlapped(m.call_us + lenders * m.launch_us + 2 * m.memop_us, scatter_gather_gpu_us(s));
+  }
+  return overlapped(m.call_us + m.launch_us + 2 * lenders * m.memop_us, root_pull_gpu_us(s));
+}
+
+double rendezvous_us(const Shape& s) {
+  return cost_model().rendezvous_us + (s.ranks - 2) * cost_model().rendezvous_rank_us;
 }
 
 // CUDA IPC: every process launches its own part after the call's meeting; the ranks that run a
 // kernel of their own (not root_pull's lenders, which arrive before the verdict) wait for it.
 double cuda_ipc_us(const std::string& algorithm, const OpCall& call, const Shape& s) {
   const CostModel& m = cost_model();
-  const double host = m.rendezvous_us + m.launch_us + (algorithm == "root_pull" ? 0 : m.verdict_us);
+  const double host = rendezvous_us(s) + m.launch_us + (algorithm == "root_pull" ? 0 : m.verdict_us);
   if (algorithm == "chain") return overlapped(host, chain_gpu_us(call, s));
   if (algorithm == "scatter_gather") return overlapped(host, scatter_gather_gpu_us(s));
   return overlapped(host, root_pull_gpu_us(s));
@@ -79,17 +92,17 @@ double nccl_us(const std::string& algorithm, const Shape& s) {
     // the transport's chunk: an eighth of the tensor, 4 to 8 MiB (nccl.py's _chain_chunk_bytes)
     const double chunk = std::clamp(s.bytes / 8, 4194304.0, static_cast<double>(m.nccl_chunk_bytes));
     const double n = chunks(s.bytes, chunk);
-    const double host = m.rendezvous_us + (n + 1) * m.nccl_group_us + n * m.staged_fold_us;
+    const double host = rendezvous_us(s) + (n + 1) * m.nccl_group_us + n * m.staged_fold_us;
     const double per_chunk = over_links(chunk) + over_hbm(3 * chunk);
     return overlapped(host, (n + s.ranks - 1) * per_chunk);
   }
   if (algorithm == "scatter_gather") {
     const double steps = 16;  // the transport's SHARD_STEPS
-    const double host = m.rendezvous_us + (steps + 1) * m.nccl_group_us + steps * m.staged_fold_us;
+    const double host = rendezvous_us(s) + (steps + 1) * m.nccl_group_us + steps * m.staged_fold_us;
     return overlapped(host, scatter_gather_gpu_us(s) + over_hbm(s.ranks * s.bytes / (s.ranks - 1)));
   }
   const double n = chunks(s.bytes, static_cast<double>(m.nccl_chunk_bytes));
-  const double host = m.rendezvous_us + n * (m.nccl_group_us + m.staged_fold_us);
+  const double host = rendezvous_us(s) + n * (m.nccl_group_us + m.staged_fold_us);
   return overlapped(host, root_pull_gpu_us(s) + over_hbm(s.ranks * s.bytes / n));
 }
 
@@ -175,10 +188,11 @@ std::string costlier(const std::string& algorithm, const OpCall& call, const Dis
   }
   const auto all = estimates(call, ctx);
   if (all.empty()) return "";
-  // the cheapest; a tie goes to the simpler algorithm (later in variant order)
-  auto best = all.begin();
-  for (auto it = all.begin(); it != all.end(); ++it) {
-    if (it->second <= best->second) best = it;
+  // the fastest; then the simplest (latest in variant order) within the margin of it
+  auto fastest = std::min_element(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  auto best = fastest;
+  for (auto it = fastest; it != all.end(); ++it) {
+    if (it->second <= fastest->second * (1 + cost_model().simpler_margin)) best = it;
   }
   if (best->first == algorithm) return "";
   const auto mine = std::find_if(all.begin(), all.end(), [&](const auto& e) { return e.first == algorithm; });
@@ -186,8 +200,12 @@ std::string costlier(const std::string& algorithm, const OpCall& call, const Dis
   const std::string where = std::to_string(s.ranks) + " ranks x " + bytes_text(s.bytes) + " (" +
                             (s.transport.empty() ? "one process" : s.transport) + ")";
   const std::string against = mine == all.end() ? "" : " against " + format_us(mine->second);
-  return "the cost model expects " + best->first + " faster here: " + format_us(best->second) + against + " for " +
-         where;
+  const bool faster = mine == all.end() || best->second < mine->second;
+  char margin[16];
+  std::snprintf(margin, sizeof(margin), "%g%%", cost_model().simpler_margin * 100);
+  return "the cost model expects " + best->first + (faster ? " faster" : " as fast (within " + std::string(margin) +
+                                                                          ", and simpler)") +
+         " here: " + format_us(best->second) + against + " for " + where;
 }
 
 std::string estimates_text(const OpCall& call, const DispatchContext& ctx) {

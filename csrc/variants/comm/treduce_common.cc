@@ -13,11 +13,9 @@ namespace {
 // A piece holds about this many elements: enough work for a CTA of 256 threads, 16 bytes each.
 constexpr long long kPieceElements = 4096;
 
-// A chain step's partial, about: small enough that the pipeline fills fast, large enough that
-// a step's flags cost little beside its bytes.
-constexpr long long kChainStepBytes = 16 << 10;
-// Steps per CTA worth aiming for: the pipeline's fill (a step per hop) stays a few percent of it.
-constexpr long long kChainStepsPerCta = 32;
+// The chain's smallest step (a slot holds kSlotBytes at most): a step is a CTA's unit of work
+// between two flags, so below this its flags would cost more than its bytes.
+constexpr long long kChainMinStepBytes = 4 << 10;
 
 // The call's tensors as 5-D views: shape and strides, no chunks yet.
 treduce::Geometry view_of(const OpCall& call) {
@@ -106,10 +104,11 @@ treduce::chain::Layout chain_layout(const OpCall& call) {
   const long long acc = call.treduce->accumulate.empty() ? element : 4;  // accumulate="float32"
   const long long vector = 16 / element;
   const long long bytes = l.g.outer() * l.g.shape[3] * l.g.shape[4] * acc;
-  // steps of kChainStepBytes, larger (up to a slot) where a CTA would otherwise take many more
-  // than kChainStepsPerCta of them
-  long long step_bytes = kChainStepBytes;
-  while (step_bytes < chain::kSlotBytes && bytes / (step_bytes * chain::kMaxCtas) > kChainStepsPerCta) step_bytes *= 2;
+  // a round (ctas x step bytes: what the chain keeps in flight per link) of kRoundBytes, or the
+  // whole tensor where that is less (one step per CTA: the fewest hops' latencies), in steps of
+  // up to a slot (chain.cuh says why)
+  const long long round = std::clamp(bytes, kChainMinStepBytes, chain::kRoundBytes);
+  const long long step_bytes = std::clamp(round / chain::kMaxCtas, kChainMinStepBytes, chain::kSlotBytes);
   const long long step = std::max(vector, step_bytes / acc / vector * vector);  // elements, whole vectors
   // a segment: a whole row, or a step's worth of one
   const long long cols = std::max(1ll, std::min(l.g.shape[4], step));
@@ -122,7 +121,7 @@ treduce::chain::Layout chain_layout(const OpCall& call) {
   l.slot_cols = chain::align_up(cols, vector);
   l.pieces_per_step = std::max(1ll, std::min<long long>(chain::kMaxSegmentsPerStep, step / l.slot_cols));
   l.steps = (l.g.pieces() + l.pieces_per_step - 1) / l.pieces_per_step;
-  l.ctas = static_cast<int>(std::max(1ll, std::min<long long>(chain::kMaxCtas, l.steps)));
+  l.ctas = static_cast<int>(std::clamp(std::min(round / step_bytes, l.steps), 1ll, 1ll * chain::kMaxCtas));
   return l;
 }
 

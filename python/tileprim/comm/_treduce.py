@@ -75,8 +75,8 @@ def treduce(group: ParallelGroup, dst=None, op: str = "sum", *, tile=(64, 256), 
     array([[6., 6., 6.],
            [6., 6., 6.]], dtype=float32)
     """
-    refuse_autograd("treduce", [*getattr(group, "tensors", ()), getattr(group, "tensor", None), dst])
     if isinstance(group, DistributedGroup):
+        refuse_autograd("treduce", [group.tensor, dst])
         # its options are checked among the rank's own checks, which every rank hears of
         return distributed_treduce(group, dst, call_timeout(timeout, group.comm.timeout), op=op, tile=tile,
                                    pingpong=pingpong, valid=valid, accumulate=accumulate, backend=backend,

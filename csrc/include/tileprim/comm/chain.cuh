@@ -14,6 +14,15 @@
 // a slot. Only stores cross the links; every wait polls local memory. Each rank reads no other
 // rank's source, so no rank's stream waits for another's: the kernels order themselves.
 // The CPU backend runs the same steps, position after position (host_step).
+//
+// Why push, and how much in flight (the model the constants are tuned to; H200s, NVLink ~370
+// GB/s one way): a store to a peer is posted, so a CTA's only round trip over the link is the
+// fence before a step's flag (~2 us), where a pull would wait a round trip per load. A CTA's
+// step costs about t0 (fence, flag, its first loads: ~3-4 us) plus its bytes at what the CTA's
+// loads in flight allow (kThreads x kVectorsPerThread x 16 B per local-memory latency, ~30 GB/s);
+// so a link stays busy while ctas x step bytes (a "round", ~2 MiB) cover its bandwidth x t0
+// (~1.5 MB), and a CTA's step is one to two rounds of its threads' vectors. The pipeline fills
+// in (ranks - 1) hops of a round each: the round is kept no larger than latency needs.
 #pragma once
 #include "signals.cuh"
 #include "treduce.cuh"
@@ -25,9 +34,10 @@ namespace chain {
 constexpr int kMaxCtas = 32;                // CTAs a rank's kernel runs, at most (a flag pair each)
 constexpr int kSlots = 4;                   // steps in flight between two neighbours, per CTA
 constexpr long long kSlotBytes = 64 << 10;  // a step's partial, at most
-constexpr int kMaxSegmentsPerStep = 64;     // row segments a step packs (their places are shared memory)
 constexpr int kThreads = 512;
-constexpr int kBlocksPerSm = 2;            // asked of ptxas: room for two ranks' kernels per SM (GPUs shared under MPS)
+constexpr int kMaxSegmentsPerStep = kThreads;  // row segments a step packs (their places are shared memory)
+constexpr int kVectorsPerThread = 4;           // 16-byte vectors a thread loads before it folds any
+constexpr long long kRoundBytes = 2 << 20;     // ctas x step bytes on a large tensor (see above)
 
 // A rank's flags, in its own GPU's memory (only its own kernel polls them). ready[b]: the last
 // step its predecessor's CTA b pushed into its staging (at the root: the last step of dst the
@@ -111,10 +121,34 @@ template <class X, int V> union Words {
   X value[V];
 };
 
-__device__ __forceinline__ uint4 load_word(const void* p) {
+// This rank's source: read once, by this kernel only (never written while it runs: dst, even in
+// place, is written by the last position after every position read that step).
+__device__ __forceinline__ uint4 load_source(const void* p) {
   uint4 v;
-  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
+}
+// The staging, which the predecessor's GPU writes: read at L2 (where its stores land), never a
+// stale L1 line of the slot's last use.
+__device__ __forceinline__ uint4 load_staged(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+template <class X> __device__ __forceinline__ X load_staged_value(const X* p) {
+  static_assert(sizeof(X) == 2 || sizeof(X) == 4, "an accumulator of 2 or 4 bytes");
+  X x;
+  if constexpr (sizeof(X) == 4) {
+    unsigned v;
+    asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    memcpy(&x, &v, sizeof(x));
+  } else {
+    unsigned short v;
+    asm volatile("ld.global.cg.u16 %0, [%1];" : "=h"(v) : "l"(p));
+    memcpy(&x, &v, sizeof(x));
+  }
+  return x;
 }
 __device__ __forceinline__ void store_word(void* p, uint4 v) {
   asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
@@ -122,12 +156,14 @@ __device__ __forceinline__ void store_word(void* p, uint4 v) {
 }
 
 // One step's segments (pieces[0 .. here)) at slot `slot` of this rank's staging and its
-// successor's: thread t takes vectors t, t + blockDim.x, ... (V elements of one segment each).
+// successor's: thread t takes vectors t, t + blockDim.x, ... (V elements of one segment each),
+// kVectorsPerThread of them at a time, every load of a group issued before the group's fold.
 // Its loads are local (its source, its staging); its stores go to the successor (or dst).
 template <class Op, class Acc, class T>
 __device__ void fold_step(const Launch& a, const Piece* pieces, long long here, long long slot) {
   using S = Step<Op, Acc>;
   constexpr int V = 16 / sizeof(T), W = Words<Acc, V>::kWords, kAccPerWord = 16 / sizeof(Acc);
+  constexpr int U = kVectorsPerThread;
   const Layout& l = a.l;
   const Geometry& g = l.g;
   const bool last = a.position == a.ranks - 1;
@@ -135,47 +171,72 @@ __device__ void fold_step(const Launch& a, const Piece* pieces, long long here, 
   Acc* out = a.out ? reinterpret_cast<Acc*>(a.out + slot * kSlotBytes) : nullptr;
   const T* src = static_cast<const T*>(a.src);
   T* dst = static_cast<T*>(a.dst);
-  const long long per_piece = l.slot_cols / V, groups = here * per_piece;
-  for (long long item = threadIdx.x; item < groups; item += blockDim.x) {
-    const long long j = item / per_piece, c0 = (item - j * per_piece) * V;
+  const int per_piece = static_cast<int>(l.slot_cols / V), items = static_cast<int>(here) * per_piece;
+  // item i: vector c0 / V of segment j, at slot place `at`, V elements (or fewer: `count`)
+  const auto locate_item = [&](int i, int& at, long long& s, long long& d) {
+    const int j = i / per_piece, c0 = (i - j * per_piece) * V;
     const Piece& p = pieces[j];
-    if (c0 >= p.cols) continue;  // past a segment's end, in its slot's last vector
-    const int count = p.cols - c0 < V ? static_cast<int>(p.cols - c0) : V;
-    const long long at = j * l.slot_cols + c0, s = p.src + c0 * g.src[4];
-    const bool whole = a.vectors && count == V;
-    Words<T, V> x;
-    if (whole && s % V == 0) {
-      x.raw[0] = load_word(src + s);
-    } else {  // the lanes past a segment's end fold zeros that nothing reads
-      x.raw[0] = make_uint4(0, 0, 0, 0);
+    at = j * static_cast<int>(l.slot_cols) + c0;
+    s = p.src + c0 * g.src[4];
+    d = p.dst + c0 * g.dst[4];
+    return p.cols - c0 < V ? static_cast<int>(p.cols - c0) : V;  // <= 0: past the segment's end
+  };
+  for (int first = threadIdx.x; first < items; first += blockDim.x * U) {
+    int at[U];
+    long long s[U], d[U];
+    unsigned valid = 0;  // bit u: item u lies in its segment
+    bool whole = a.vectors;
 #pragma unroll
-      for (int e = 0; e < V; ++e) {
-        if (e < count) x.value[e] = src[s + e * g.src[4]];
+    for (int u = 0; u < U; ++u) {
+      const int i = first + u * static_cast<int>(blockDim.x);
+      if (i >= items) break;
+      const int count = locate_item(i, at[u], s[u], d[u]);
+      if (count <= 0) continue;  // in its segment's last vector of the slot, past the end
+      whole = whole && count == V && s[u] % V == 0 && (!last || d[u] % V == 0);
+      valid |= 1u << u;
+    }
+    if (!whole) {  // a segment's ragged end, or strided or unaligned: item by item, element by element
+      for (int u = 0; u < U; ++u) {
+        if (!(valid >> u & 1u)) continue;
+        const int count = locate_item(first + u * static_cast<int>(blockDim.x), at[u], s[u], d[u]);
+        for (int e = 0; e < count; ++e) {
+          const T x = src[s[u] + e * g.src[4]];
+          const Acc partial = in ? S::next(load_staged_value(in + at[u] + e), x) : S::first(x);
+          if (!last) {
+            out[at[u] + e] = partial;
+          } else {
+            dst[d[u] + e * g.dst[4]] = S::template last<T>(partial);
+          }
+        }
       }
-    }
-    Words<Acc, V> partial;
-    if (in) {
-#pragma unroll
-      for (int w = 0; w < W; ++w) partial.raw[w] = load_word(in + at + w * kAccPerWord);
-    }
-#pragma unroll
-    for (int e = 0; e < V; ++e) partial.value[e] = in ? S::next(partial.value[e], x.value[e]) : S::first(x.value[e]);
-    if (!last) {
-#pragma unroll
-      for (int w = 0; w < W; ++w) store_word(out + at + w * kAccPerWord, partial.raw[w]);
       continue;
     }
-    Words<T, V> result;
+    Words<T, V> x[U];
+    Words<Acc, V> partial[U];
 #pragma unroll
-    for (int e = 0; e < V; ++e) result.value[e] = S::template last<T>(partial.value[e]);
-    const long long d = p.dst + c0 * g.dst[4];
-    if (whole && d % V == 0) {
-      store_word(dst + d, result.raw[0]);
-    } else {
+    for (int u = 0; u < U; ++u) {  // every load of the group in flight at once
+      if (!(valid >> u & 1u)) continue;
+      x[u].raw[0] = load_source(src + s[u]);
+      if (in) {
 #pragma unroll
-      for (int e = 0; e < V; ++e) {
-        if (e < count) dst[d + e * g.dst[4]] = result.value[e];
+        for (int w = 0; w < W; ++w) partial[u].raw[w] = load_staged(in + at[u] + w * kAccPerWord);
       }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (!(valid >> u & 1u)) continue;
+#pragma unroll
+      for (int e = 0; e < V; ++e)
+        partial[u].value[e] = in ? S::next(partial[u].value[e], x[u].value[e]) : S::first(x[u].value[e]);
+      if (!last) {
+#pragma unroll
+        for (int w = 0; w < W; ++w) store_word(out + at[u] + w * kAccPerWord, partial[u].raw[w]);
+        continue;
+      }
+      Words<T, V> result;
+#pragma unroll
+      for (int e = 0; e < V; ++e) result.value[e] = S::template last<T>(partial[u].value[e]);
+      store_word(dst + d[u], result.raw[0]);
     }
   }
 }

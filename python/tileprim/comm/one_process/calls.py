@@ -1,13 +1,15 @@
 """A treduce call in one process: its bound plan from the memo (by its options and its arrays'
 signature) or checked and bound now, and its run. A repeated call on device arrays into a given
 dst is read, matched and launched in C++ where the arrays' type publishes DLPack's C exchange
-table (_C.RepeatedCollective, one per options and array type)."""
+table (_C.RepeatedCollective, one per options and array type); it leaves arrays an autograd
+graph wants to the checking path, which refuses them (treduce has no backward)."""
 from __future__ import annotations
 
 from typing import Dict
 
 from ... import _C
 from ..._interop import PLACED_KEYS
+from ..._torch_ops import refuse_autograd
 from .._options import TreduceOptions
 from .bound_treduce import BoundTreduce
 from .checked_treduce import check_and_bind
@@ -50,20 +52,22 @@ def run_treduce(tensors: list, dst, options: TreduceOptions):
             out = repeated.run(tensors, dst)
             if out is not None:
                 return out
+    refuse_autograd("treduce", [*tensors, dst])
     bound = bound_treduce(tensors, dst, options)
     out = bound.run(tensors, dst)
     if dst is not None and bound.adapter is not None:
         if repeated is None:
             if len(_REPEATED) >= _REPEATED_LIMIT:
                 _REPEATED.clear()
-            repeated = _REPEATED[(options, type(dst))] = _repeated_calls(type(dst), bound.adapter.lazy_view)
+            repeated = _REPEATED[(options, type(dst))] = _repeated_calls(type(dst), bound.adapter)
         if repeated:
             repeated.remember(bound.core, tensors, out)
     return out
 
 
-def _repeated_calls(array_type: type, lazy_view: str):
+def _repeated_calls(array_type: type, adapter):
+    needs_grad = "requires_grad" if adapter.library == "torch" else ""
     try:
-        return _C.RepeatedCollective(array_type, lazy_view)
+        return _C.RepeatedCollective(array_type, adapter.lazy_view, needs_grad)
     except ValueError:  # no DLPack C exchange table
         return False
