@@ -115,14 +115,16 @@ OpDef valueless(OpDef d) {
   return d;
 }
 
-// eq: a comparison, exact for every dtype (its result is 0 or 1), NaN comparing false.
-OpDef comparison(OpDef d) {
-  d.nan_rule = NanRule::compare;
+// An op whose result is one of its operands or 0 or 1 rounds nothing: exact for every dtype.
+OpDef rounds_nothing(OpDef d, NanRule rule) {
+  d.nan_rule = rule;
   d.exactly_rounded = d.dtypes;
   d.max_ulp.clear();
   for (DType t : d.dtypes) d.max_ulp.emplace_back(t, 0.0);
   return d;
 }
+// eq, ne, lt, le, gt, ge: 1 or 0, a NaN comparing false (but for ne)
+OpDef comparison(OpDef d) { return rounds_nothing(std::move(d), NanRule::compare); }
 
 // copy: values move unchanged (every dtype exact), through the restage family's variants.
 OpDef restage(OpDef d) {
@@ -167,6 +169,13 @@ std::vector<OpDef> build_table() {
       measured(map<map_op::Silu, 1>("silu", {"src"}, {0}, k16, "tp::map_op::Silu",
                                     "src * sigmoid(src) = src / (1 + exp(-src)), finite wherever the result is"),
                0.82, kWideSubnormalUlp),
+      measured(map<map_op::Tanh, 1>("tanh", {"src"}, {0}, k16, "tp::map_op::Tanh", "the hyperbolic tangent of src"),
+               0.99, 0.99),
+      measured(map<map_op::Erf, 1>("erf", {"src"}, {0}, k16, "tp::map_op::Erf", "the error function of src"), 0.99,
+               0.99),
+      measured(map<map_op::Sigmoid, 1>("sigmoid", {"src"}, {0}, k16, "tp::map_op::Sigmoid",
+                                       "1 / (1 + exp(-src)), finite wherever the result is"),
+               0.99, kWideSubnormalUlp),
       map<map_op::Add, 2>("add", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Add", "a + b"),
       map<map_op::Sub, 2>("sub", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Sub", "a - b"),
       map<map_op::Mul, 2>("mul", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Mul", "a * b"),
@@ -176,6 +185,19 @@ std::vector<OpDef> build_table() {
                     "tp::map_op::MaximumNaN", &host_map<map_op::MaximumNaN, 2>),
       comparison(map<map_op::Eq, 2>("eq", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Eq",
                                     "1 where a == b, else 0, in the operands' dtype (NaN equals nothing)")),
+      comparison(map<map_op::Ne, 2>("ne", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Ne",
+                                    "1 where a != b, else 0, in the operands' dtype (NaN differs from everything)")),
+      comparison(map<map_op::Lt, 2>("lt", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Lt",
+                                    "1 where a < b, else 0, in the operands' dtype (0 where either is NaN)")),
+      comparison(map<map_op::Le, 2>("le", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Le",
+                                    "1 where a <= b, else 0, in the operands' dtype (0 where either is NaN)")),
+      comparison(map<map_op::Gt, 2>("gt", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Gt",
+                                    "1 where a > b, else 0, in the operands' dtype (0 where either is NaN)")),
+      comparison(map<map_op::Ge, 2>("ge", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Ge",
+                                    "1 where a >= b, else 0, in the operands' dtype (0 where either is NaN)")),
+      rounds_nothing(map<map_op::Where, 3>("where", {"cond", "a", "b"}, {0, 1, 2}, kFloats, "tp::map_op::Where",
+                                           "a where cond != 0, else b (a NaN cond is nonzero)"),
+                     NanRule::select),
       map<map_op::Fma, 3>("fma", {"a", "b", "c"}, {0, 1, 2}, kFloats, "tp::map_op::Fma", "a * b + c, rounded once"),
       cast,
       restage(map<map_op::Copy, 1>("copy", {"src"}, {0}, kFloats, "tp::map_op::Copy",
@@ -207,7 +229,8 @@ const char* nan_rule_text(NanRule r) {
     case NanRule::ieee: return "ieee: NaN propagates";
     case NanRule::fmax: return "fmax: a NaN meeting a number yields the number; propagate_nan=True propagates";
     case NanRule::none: return "none: reads no values";
-    case NanRule::compare: return "compare: NaN equals nothing (0)";
+    case NanRule::compare: return "compare: a NaN compares false (0), but for ne (1)";
+    case NanRule::select: return "select: values move unchanged; a NaN cond is nonzero";
   }
   return "?";
 }

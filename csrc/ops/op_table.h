@@ -24,7 +24,8 @@ enum class NanRule {
   ieee,  // NaN in, NaN out (add, sqrt, ...)
   fmax,  // a NaN meeting a number yields the number (fmaxf); propagate_nan=True opts into NaN out
   none,  // reads no values (zero, fill)
-  compare,  // a NaN compares false (eq: 0 where either operand is NaN)
+  compare,  // a NaN compares false (eq, lt, le, gt, ge: 0 where either operand is NaN; ne: 1)
+  select,   // moves a value unchanged, NaN too; a NaN condition is nonzero (where)
 };
 const char* nan_rule_text(NanRule r);
 

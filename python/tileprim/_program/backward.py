@@ -172,7 +172,7 @@ class _Derivation:
             return
         values = [_Lazy(u) if u >= 0 else s for u, s in zip(operands, step["scalars"])]
         for u, rule in zip(operands, NARY[op]):
-            if u >= 0 and u in self.relevant:
+            if u >= 0 and u in self.relevant and rule is not None:
                 self.accumulate(u, self.sum_to(rule(tp, g, values, _Lazy(vid)), self.shape(u)))
 
     def reduction_backward(self, step: dict, vid: int, g):
