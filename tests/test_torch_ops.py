@@ -123,7 +123,9 @@ def test_opcheck_passes_for_every_op(rng, device):
             getattr(tp, op)(*leaves, **kw)
         assert recorded, op
         opcheck(real, recorded[0])
-    assert checked == set(tp._OPS) - ({"copy"} if device != "cpu" else set())
+    # the gather ops run as tile programs, whose custom ops test_program_autograd.py checks
+    gather = {op for op, spec in tp.op_table().items() if spec["family"] == "gather"}
+    assert checked == set(tp._OPS) - gather - ({"copy"} if device != "cpu" else set())
 
 
 def test_accum_into_out_takes_the_custom_op_with_a_gradient_for_out(rng, device):

@@ -15,8 +15,9 @@
 
 namespace tp {
 
-// restage: a tile moved unchanged between placements (copy), served by its own variants
-enum class OpFamily { reduction, elementwise, restage, collective };
+// restage: a tile moved unchanged between placements (copy), served by its own variants; gather:
+// a tile indexed along an axis by an index tile's values (take_along_axis and its derivative)
+enum class OpFamily { reduction, elementwise, restage, gather, collective };
 const char* family_name(OpFamily f);
 
 // How an op treats NaN.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "dispatch/validate.h"
 #include "errors.h"
 #include "layout/placement.h"
 
@@ -133,11 +134,20 @@ class ProgramPlanner {
     }
     if (shapes.empty()) throw ValueError(s.where + ": " + s.op + ": at least one operand must be a tile");
     const bool reduction = def.family == OpFamily::reduction;
+    // a gather's operands keep their own shapes (copy's too: it broadcasts its source itself)
+    const bool own_shapes = s.op == "copy" || def.family == OpFamily::gather;
     std::vector<int> axes = s.axes;
     // the shape each operand takes in the step, and the result's
     const std::vector<long long> in_shape =
-        reduction || s.op == "copy" ? shapes[0] : broadcast_shapes(shapes, s.where, s.op);
-    const std::vector<long long> out_shape = reduction ? reduced_shape(in_shape, axes, s.keepdims, s.where) : in_shape;
+        reduction || own_shapes ? shapes[0] : broadcast_shapes(shapes, s.where, s.op);
+    std::vector<long long> out_shape = reduction ? reduced_shape(in_shape, axes, s.keepdims, s.where) : in_shape;
+    if (def.family == OpFamily::gather) {
+      try {
+        out_shape = gather_result_shape(def, shapes, axes);
+      } catch (const ValueError& e) {
+        throw ValueError(s.where + ": " + s.op + ": " + e.what());
+      }
+    }
     std::vector<long long> core_out = out_shape;  // the standalone call's: the dims not reduced
     if (reduction) {
       core_out.clear();
@@ -179,12 +189,13 @@ class ProgramPlanner {
         TileRef t;
         t.arg = arg;
         t.dtype = value(s.operands[i]).dtype;
-        t.shape = s.op == "copy" ? value(s.operands[i]).shape : in_shape;
-        const bool copy = s.op == "copy";
+        t.shape = own_shapes ? value(s.operands[i]).shape : in_shape;
+        // a copy reads its source where it is, as scatter_add_along_axis takes x, of which it reads
+        // only the shape; other steps read where their variant wants
+        const bool copy = s.op == "copy" || (s.op == "scatter_add_along_axis" && i == 0);
         const ProgramValue& src = value(s.operands[i]);
-        // a copy reads its source where it is; other steps read where their variant wants
         t.storage = copy && src.layout ? src.storage : p.storage;
-        t.layout = copy && src.layout ? src.layout : p.layout;
+        t.layout = copy && src.layout ? src.layout : (def.family == OpFamily::gather ? std::nullopt : p.layout);
         if (copy && !src.layout) t.layout = spread_or_none(src.shape, p.storage);
         call.inputs.push_back(t);
       }
@@ -251,6 +262,13 @@ class ProgramPlanner {
       }
       return p;
     };
+    if (def.family == OpFamily::gather && s.storage.empty()) {  // every thread reads any element
+      Placement p;
+      p.storage = Storage::shared;
+      p.why = "shared memory, row-major: an index may point at any element of a row, which every thread of " +
+              scope.str() + " reads there";
+      return {p};
+    }
     if (!s.storage.empty() || s.layout || s.out_layout || s.op == "copy") {
       return {given(s.storage, s.storage.empty() ? (s.op == "copy" ? " (the planner's: maps read registers)" : "")
                                                  : " (given)")};

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["UNARY", "NARY", "tie_share", "VALUELESS"]
+__all__ = ["UNARY", "NARY", "GATHER", "tie_share", "VALUELESS"]
 
 _LN2 = math.log(2.0)
 
@@ -65,4 +65,11 @@ NARY = {
     "maximum": (lambda tp, g, v, y: tie_share(tp, g, y, v, 0), lambda tp, g, v, y: tie_share(tp, g, y, v, 1)),
     "fma": (lambda tp, g, v, y: tp.mul(g, v[1]), lambda tp, g, v, y: tp.mul(g, v[0]), lambda tp, g, v, y: g),
     "where": (None, lambda tp, g, v, y: tp.where(v[0], g, 0.0), lambda tp, g, v, y: tp.where(v[0], 0.0, g)),
+}
+
+# the gather ops: per operand, (tp, g, operand values, axis) -> its gradient, or None (idx; x, of
+# which scatter reads only the shape). take's is a scatter of g into zeros, scatter's a take of g.
+GATHER = {
+    "take_along_axis": (lambda tp, g, v, axis: tp.scatter_add_along_axis(v[0], v[1], g, axis), None),
+    "scatter_add_along_axis": (None, None, lambda tp, g, v, axis: tp.take_along_axis(g, v[1], axis)),
 }

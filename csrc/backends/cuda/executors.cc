@@ -8,6 +8,7 @@
 #include "backends/cuda/tile_executor.h"
 #include "backends/cuda/treduce_executor.h"
 #include "errors.h"
+#include "variants/gather/gather_plan.h"
 #include "variants/reduction/reduction_common.h"
 
 namespace tp::cuda {
@@ -98,6 +99,21 @@ KernelBody map_body(const Plan& plan) {
   return KernelBody{"", os.str(), false, true};
 }
 
+// gather -> gather: the tiles' shapes and memory layouts, then the template on the shared tiles
+// (scatter reads idx and src: in1, in2).
+KernelBody gather_body(const Plan& plan) {
+  const auto& d = plan.detail_as<GatherPlan>();
+  const GatherView& v = d.view;
+  std::ostringstream decls;
+  decls << "constexpr tp::GatherView kGather = {" << v.outer << ", " << v.extent << ", " << v.picks << ", " << v.inner
+        << ",\n    " << cuda_mem_layout(v.x) << ",\n    " << cuda_mem_layout(v.idx) << ",\n    "
+        << cuda_mem_layout(v.src) << ",\n    " << cuda_mem_layout(v.out) << "};\n";
+  const std::string call = d.scatter
+                               ? "tp::scatter_add_along_axis(tp::DeviceLanes{lane}, kThreads, out, in1, in2, kGather);"
+                               : "tp::take_along_axis(tp::DeviceLanes{lane}, kThreads, out, in0, in1, kGather);";
+  return KernelBody{decls.str(), call, false};
+}
+
 // copy -> stage moves tiles between placements inside a tile program's one kernel
 // (program_frame.cc), which reads the plan itself; a standalone copy has no kernel of its own.
 class ProgramStepOnly : public Executor {
@@ -117,6 +133,7 @@ void register_cuda_executors(ExecutorTable& table) {
   table.add("shared", "cuda", std::make_unique<CudaTileExecutor>(shared_body));
   table.add("sm100_packed", "cuda", std::make_unique<CudaTileExecutor>(packed_body));
   table.add("reg", "cuda", std::make_unique<CudaTileExecutor>(map_body));
+  table.add("gather", "cuda", std::make_unique<CudaTileExecutor>(gather_body));
   register_cuda_treduce(table);
 }
 

@@ -21,16 +21,17 @@ template <> struct ActivationFormat<float> {
   static constexpr float kErfSmall = 1.0f;      // below: erf = t + t R(t^2); above: 1 - e^-t^2 erfcx(t)
   static constexpr float kErfOne = 4.0f;        // above: erf rounds to 1 (erfc(3.92) < 2^-25)
   static constexpr float kErfTiny = 0x1p-100f, kErfScale = 0x1p64f, kErfScaleExponent = -64.0f;
-  // (erf(t) / t - 1) as a polynomial in z = t^2 on [0, 1] (error 2^-30.1 relative to erf(t) / t)
-  static TP_HD float erf_small(float z) {
+  // R(z) = erf(t) / t - 1 on z = t^2 in [0, 1] as kErfC0 + kErfC1 z + z^2 erf_tail(z) (error 2^-30.1
+  // relative to erf(t) / t): the first two terms are summed as a pair, so that only the tail's
+  // rounding (a tenth of R) reaches the result
+  static constexpr float kErfC0 = 0x1.06eba8p-3f, kErfC1 = -0x1.812744p-2f;
+  static TP_HD float erf_tail(float z) {
     float p = -0x1.2307bcp-17f;
     p = fma(p, z, 0x1.c8c8bp-14f);
     p = fma(p, z, -0x1.b9d556p-11f);
     p = fma(p, z, 0x1.55e0eep-8f);
     p = fma(p, z, -0x1.b82232p-6f);
-    p = fma(p, z, 0x1.ce2ea2p-4f);
-    p = fma(p, z, -0x1.812744p-2f);
-    return fma(p, z, 0x1.06eba8p-3f);
+    return fma(p, z, 0x1.ce2ea2p-4f);
   }
   // erfcx(t) = e^(t^2) erfc(t) on [1, 2), [2, 3), [3, 4] (interval i), a polynomial in t - mid_i
   // each (relative errors 2^-27.9, 2^-25.1, 2^-25.7; erfc's error reaches erf scaled by erfc / erf
@@ -56,7 +57,8 @@ template <> struct ActivationFormat<double> {
   static constexpr double kErfOne = 6.0;  // erfc(5.87) < 2^-54
   static constexpr double kErfTiny = 0x1p-900, kErfScale = 0x1p128, kErfScaleExponent = -128.0;
   // (error 2^-56.3 relative to erf(t) / t)
-  static TP_HD double erf_small(double z) {
+  static constexpr double kErfC0 = 0x1.06eba8214db69p-3, kErfC1 = -0x1.812746b037a01p-2;
+  static TP_HD double erf_tail(double z) {
     double p = -0x1.0aaeda9ae27ecp-35;
     p = fma(p, z, 0x1.22775967eaeb5p-32);
     p = fma(p, z, -0x1.e14f4c86d42bep-30);
@@ -68,9 +70,7 @@ template <> struct ActivationFormat<double> {
     p = fma(p, z, -0x1.c02db590329afp-11);
     p = fma(p, z, 0x1.565bcd1705b84p-8);
     p = fma(p, z, -0x1.b82ce312c3fa7p-6);
-    p = fma(p, z, 0x1.ce2f21a043a4cp-4);
-    p = fma(p, z, -0x1.812746b037a01p-2);
-    return fma(p, z, 0x1.06eba8214db69p-3);
+    return fma(p, z, 0x1.ce2f21a043a4cp-4);
   }
   // on [1, 2), [2, 3), [3, 4), [4, 6] (relative errors 2^-54.1, 2^-55.1, 2^-56.7, 2^-54.9)
   static TP_HD double erfcx(int i, double v) {
@@ -155,19 +155,24 @@ template <class T> TP_HD Value<T> sigmoid_value(T x) {
   return v;
 }
 
-// erf t = t + t R(t^2) below kErfSmall (t scaled by 2^64, 2^128 where it is tiny, so that t R stays
-// normal); 1 - e^-t^2 erfcx(t) above, t^2 = s + s_lo exactly and e^-t^2 = e^-s (1 - s_lo), with
-// erfc = e^-t^2 erfcx kept as a pair; t = |x| clamped where erf rounds to 1. Sign restored at the
-// end (erf is odd); NaN stays NaN.
+// erf t = t + t R(t^2) below kErfSmall, R's leading terms and t R as pairs, t^2 = z + z_lo exactly (t
+// scaled by 2^64, 2^128 where it is tiny, so that t R stays normal); 1 - e^-t^2 erfcx(t) above,
+// t^2 = s + s_lo exactly and e^-t^2 = e^-s (1 - s_lo), with erfc = e^-t^2 erfcx kept as a pair; t =
+// |x| clamped where erf rounds to 1. Sign restored at the end (erf is odd); NaN stays NaN.
 template <class T> TP_HD Value<T> erf_value(T x) {
   using F = ActivationFormat<T>;
   const T t = magnitude(x);
   // below: t + t R(z), a pair
+  const T z = t * t, z_lo = fma(t, t, -z);
+  const T u = F::kErfC1 * z, u_lo = fma(F::kErfC1, z, -u) + F::kErfC1 * z_lo;
+  const Value<T> c = two_sum(F::kErfC0, u);
+  const Value<T> r = two_sum(c.hi, z * z * F::erf_tail(z));
+  const T r_lo = r.lo + (c.lo + u_lo);
   const bool tiny = t < F::kErfTiny;
-  const T ts = tiny ? t * F::kErfScale : t, r = F::erf_small(t * t);
-  const T p = ts * r;
+  const T ts = tiny ? t * F::kErfScale : t;
+  const T p = ts * r.hi;
   const Value<T> a = fast_two_sum(ts, p);
-  const Value<T> small = fast_two_sum(a.hi, a.lo + fma(ts, r, -p));
+  const Value<T> small = fast_two_sum(a.hi, a.lo + (fma(ts, r.hi, -p) + ts * r_lo));
   // above: 1 - erfc
   const T tc = t > F::kErfOne ? F::kErfOne : t;
   const T s = tc * tc, s_lo = fma(tc, tc, -s);

@@ -3,6 +3,7 @@
 #include "comm/treduce_kernel.cuh"
 #include "config.cuh"
 #include "elementwise/maps.cuh"
+#include "gather.cuh"
 #include "lanes.cuh"
 #include "layout.cuh"
 #include "numeric.cuh"
