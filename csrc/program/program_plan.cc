@@ -190,9 +190,9 @@ class ProgramPlanner {
         t.arg = arg;
         t.dtype = value(s.operands[i]).dtype;
         t.shape = own_shapes ? value(s.operands[i]).shape : in_shape;
-        // a copy reads its source where it is, as scatter_add_along_axis takes x, of which it reads
-        // only the shape; other steps read where their variant wants
-        const bool copy = s.op == "copy" || (s.op == "scatter_add_along_axis" && i == 0);
+        // a copy reads its source where it is, as a gather op its x (take: in registers or shared
+        // memory; scatter reads only its shape); other steps read where their variant wants
+        const bool copy = s.op == "copy" || (def.family == OpFamily::gather && i == 0);
         const ProgramValue& src = value(s.operands[i]);
         t.storage = copy && src.layout ? src.storage : p.storage;
         t.layout = copy && src.layout ? src.layout : (def.family == OpFamily::gather ? std::nullopt : p.layout);
@@ -204,6 +204,10 @@ class ProgramPlanner {
       call.output.storage = p.storage;
       call.output.layout = p.out_layout;
       call.output.shape = core_out;
+      if (s.op == "scatter_add_along_axis" && s.storage.empty()) {  // x's shape, spread as maps take it
+        call.output.storage = Storage::local;
+        call.output.layout = spread_or_none(out_shape, Storage::local);
+      }
       std::shared_ptr<const BoundPlan> bound;
       try {
         bound = PlanCache::instance().get(call, plan_->context);
@@ -262,11 +266,14 @@ class ProgramPlanner {
       }
       return p;
     };
-    if (def.family == OpFamily::gather && s.storage.empty()) {  // every thread reads any element
+    if (def.family == OpFamily::gather && s.storage.empty()) {
       Placement p;
       p.storage = Storage::shared;
-      p.why = "shared memory, row-major: an index may point at any element of a row, which every thread of " +
-              scope.str() + " reads there";
+      p.why = s.op == "take_along_axis"
+                  ? "x where it lies; idx and the picked values in shared memory, where every thread of " + scope.str() +
+                        " reads them"
+                  : "idx and src in shared memory, where every thread of " + scope.str() +
+                        " reads them; the result in registers, spread as maps take it";
       return {p};
     }
     if (!s.storage.empty() || s.layout || s.out_layout || s.op == "copy") {

@@ -27,9 +27,12 @@ def _where(x) -> Optional[str]:
 
 
 def _elementwise(program, scope, *tensors):
-    """A map over tensors of one shape, as tiles of 8 elements (or 1), a batch of them."""
-    shape = tensors[0].shape
-    per_tile = 8 if tensors[0].numel() % 8 == 0 else 1
+    """A map over tensors of one shape, as a batch of tiles of 8 elements per thread of ``scope``
+    (where those divide the tensor; else tiles of 8, or 1, at thread scope)."""
+    shape, n = tensors[0].shape, tensors[0].numel()
+    per_tile = 8 * (scope.threads if scope is not None else 1)
+    if n % per_tile:
+        scope, per_tile = None, 8 if n % 8 == 0 else 1
     tiles = [t.reshape(-1, per_tile) for t in tensors]
     return program(*tiles, batch_dims=1, scope=scope, backend=_where(tensors[0])).reshape(shape)
 

@@ -99,19 +99,31 @@ KernelBody map_body(const Plan& plan) {
   return KernelBody{"", os.str(), false, true};
 }
 
-// gather -> gather: the tiles' shapes and memory layouts, then the template on the shared tiles
-// (scatter reads idx and src: in1, in2).
+// gather -> gather: the tiles' shapes and memory layouts (and the wide side's register placement,
+// where it has one), then the template on the staged tiles (scatter reads idx and src: in1, in2).
 KernelBody gather_body(const Plan& plan) {
   const auto& d = plan.detail_as<GatherPlan>();
   const GatherView& v = d.view;
-  std::ostringstream decls;
+  std::ostringstream decls, call;
   decls << "constexpr tp::GatherView kGather = {" << v.outer << ", " << v.extent << ", " << v.picks << ", " << v.inner
         << ",\n    " << cuda_mem_layout(v.x) << ",\n    " << cuda_mem_layout(v.idx) << ",\n    "
         << cuda_mem_layout(v.src) << ",\n    " << cuda_mem_layout(v.out) << "};\n";
-  const std::string call = d.scatter
-                               ? "tp::scatter_add_along_axis(tp::DeviceLanes{lane}, kThreads, out, in1, in2, kGather);"
-                               : "tp::take_along_axis(tp::DeviceLanes{lane}, kThreads, out, in0, in1, kGather);";
-  return KernelBody{decls.str(), call, false};
+  if (d.held) {
+    decls << cuda_place_type("PHeld", *d.held) << "constexpr int kHeldSlots = " << d.held->slots << ";\n";
+  }
+  const std::string lanes = "tp::DeviceLanes{lane}";
+  if (d.scatter && d.held) {
+    call << "tp::scatter_add_along_axis<tp::kUnrollRegisters>(" << lanes << ", PHeld{}, kHeldSlots, out, 0, in1, in2, "
+         << "kGather);";
+  } else if (d.scatter) {
+    call << "tp::scatter_add_along_axis(" << lanes << ", kThreads, out, in1, in2, kGather);";
+  } else if (d.held) {
+    call << "tp::take_along_axis<tp::kUnrollRegisters>(" << lanes << ", PHeld{}, kThreads, kHeldSlots, out, in0, 0, "
+         << "in1, kGather);";
+  } else {
+    call << "tp::take_along_axis(" << lanes << ", kThreads, out, in0, in1, kGather);";
+  }
+  return KernelBody{decls.str(), call.str(), false};
 }
 
 // copy -> stage moves tiles between placements inside a tile program's one kernel
