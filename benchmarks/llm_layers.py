@@ -14,8 +14,10 @@ written; forward + backward, that plus the backward's reads (the inputs, the out
 and writes (the inputs' gradients; small ones like a norm's weight left out). Ratio: the best
 peer's time over tileprim's (above 1: tileprim is faster). A side that cannot run says why (n/a).
 
-Liger: the liger-kernel wheel (0.6.x; its Triton kernels need the GPU's triton), which
-benchmarks/on_gpu.sh installs from .whl/ where carried; without it Liger's column is n/a.
+Liger: the liger-kernel wheel (0.8.5, py3-none-any; any 0.6+ has the functional API used here,
+liger_swiglu, liger_geglu, liger_layer_norm, liger_cross_entropy; its Triton kernels need the GPU's
+triton), which benchmarks/on_gpu.sh installs from .whl/ where carried; without it Liger's column
+is n/a with the reason.
 """
 from __future__ import annotations
 
