@@ -3,7 +3,7 @@
 # GPU suite, the benchmarks (python -m tileprim bench; its JSON in $OUT/bench.json). Logs go to
 # $OUT/<step>.log; a summary line per step is printed.
 #   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench] [programs] [programs_backward] [profile] [scopes]
-#        [treduce] [processes] [nccl]
+#        [treduce] [processes] [nccl] [layers]
 #   (default: the first four; treduce: on a multi-GPU host, in under 8 minutes after install, the treduce
 #   benchmark at GPUS (default 2,4) for one process and both transports, then side by side the GPU
 #   treduce tests in one process and across processes at 2 and 4 ranks (8 too where GPUS has 8)
@@ -12,7 +12,9 @@
 #   nccl: the NCCL transport's benchmark, on NVLink and on NCCL's network transport; programs: the
 #   tile-program benchmark, $OUT/programs.json, Liger installed from .whl/ where carried;
 #   programs_backward: its forward + backward cases alone, $OUT/programs_backward.json; scopes: the
-#   CTA-size and staging sweep of the programs, $OUT/scopes_*.log)
+#   CTA-size and staging sweep of the programs, $OUT/scopes_*.log; layers: the LLM layers' GPU tests, memcheck
+#   and racecheck over them, their benchmark beside torch, torch.compile and Liger ($OUT/layers.json) and the
+#   patched Hugging Face Llama, no scope named, then with --scope cta256)
 set -u
 OUT=${OUT:-/tmp/tileprim-gpu}
 mkdir -p "$OUT"
@@ -120,6 +122,20 @@ if want scopes; then  # the sweep behind scope_for at the issue's row lengths
   for spec in "4096 float32" "16384 float32" "4096 bfloat16" "16384 bfloat16"; do
     TAIL=1 step "scopes_${spec// /_}" python3 benchmarks/program_scopes.py $spec softmax rmsnorm add_rmsnorm logsumexp
   done
+fi
+if want layers; then  # issue 48: tanh/erf/sigmoid, comparisons, where, index tiles, take_along_axis, the layers
+  carried_wheels
+  # (the new elementwise ops' CPU = GPU bits over every dtype are test_numerics_gpu.py's, in the test step)
+  TAIL=8 step layers_gpu python3 -m pytest tests/test_layers_gpu.py tests/test_gather.py tests/test_index_dtypes.py \
+    tests/test_layers.py tests/test_elementwise.py -m gpu -q -p no:cacheprovider -n 8 -rfE
+  for tool in memcheck racecheck; do
+    step "sanitizer_layers_$tool" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
+      python3 -m pytest tests/test_layers_gpu.py -m gpu -q -p no:cacheprovider -x -k "float32 or int32 or cross_entropy"
+  done
+  TAIL=60 step layers_bench python3 benchmarks/llm_layers.py --json "$OUT/layers.json"
+  TAIL=60 step layers_bench_cta256 python3 benchmarks/llm_layers.py --scope cta256 --json "$OUT/layers_cta256.json"
+  TAIL=8 step patch_llama python3 examples/layers/patch_llama.py --liger
+  TAIL=8 step patch_llama_cta256 python3 examples/layers/patch_llama.py --liger --scope cta256
 fi
 if want processes; then
   TAIL=6 step pytest_processes python3 -m pytest tests/test_treduce_processes.py -q -p no:cacheprovider -rfE

@@ -145,6 +145,7 @@ APPROXIMATIONS = r"\b(ex2|lg2|rsqrt|sqrt|rcp|div|sin|cos|tanh)\.approx|\bdiv\.fu
 
 @pytest.mark.parametrize("op,dtype", [(op, d) for op in ("exp", "exp2", "log", "log2", "rsqrt", "silu", "sqrt")
                                       for d in ("f4", "f8", "f2")]
+                         + [(op, d) for op in ("tanh", "erf", "sigmoid") for d in ("f4", "f8", "f2", BF16)]
                          + [(op, d) for op in ("reciprocal", "fdiv") for d in ("f4", "f8", "f2", BF16)])
 def test_maps_use_only_ieee_rounded_instructions(op, dtype):
     # the same bits as the CPU backend need every step IEEE-rounded: no approximation instruction

@@ -2,6 +2,7 @@
 and batch_dims, against float64 NumPy. Ops that round once (the op table's exactly_rounded) must
 match NumPy's rounding of the float64 result bit for bit; the others stay within the op table's
 measured max_ulp (tests/test_numerics.py measures them properly)."""
+import math
 from fractions import Fraction
 
 import ml_dtypes
@@ -27,13 +28,21 @@ def silu(x):
     return np.where(x >= 0, x / (1 + e), np.where(x == -np.inf, -0.0, x * e / (1 + e)))
 
 
+def sigmoid(x):
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
 UNARY = {
     "sqrt": np.sqrt, "exp": np.exp, "exp2": np.exp2, "log2": np.log2, "log": np.log,
     "rsqrt": lambda x: 1.0 / np.sqrt(x),
     "reciprocal": lambda x: 1.0 / x, "silu": silu,
+    "tanh": np.tanh, "erf": np.vectorize(math.erf, otypes=[np.float64]), "sigmoid": sigmoid,
 }
+COMPARISONS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+               "ge": np.greater_equal}
 BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "fdiv": np.divide, "maximum": np.fmax,
-          "eq": lambda a, b: np.equal(a, b).astype(np.float64)}
+          **{op: (lambda f: lambda a, b: f(a, b).astype(np.float64))(f) for op, f in COMPARISONS.items()}}
 
 
 TABLE = tp.op_table()
@@ -63,7 +72,8 @@ def assert_elementwise(got, expected64, dtype, op):
     ulps = 1.0 if op == "fma" else TABLE[op]["max_ulp"][dtype]
     assert ulps <= 1.0
     if dtype == "float64":
-        ulps += 3.0 if op == "silu" else 1.0  # the oracle's own error (NumPy's exp, log, silu's 3 roundings)
+        # the oracle's own error (NumPy's exp, log, the C library's erf; silu's and sigmoid's 3 roundings)
+        ulps += 3.0 if op in ("silu", "sigmoid") else 1.0
     exact64 = expected64[fin]
     binade = np.floor(np.log2(np.maximum(np.abs(exact64), float(finfo(dtype).smallest_normal))))
     ulp = float(finfo(dtype).eps) * np.exp2(binade)
@@ -129,19 +139,38 @@ def test_scalars_broadcasting_and_batches(dtype, backend, rng):
 
 
 @pytest.mark.parametrize("scope,layout,shape", SCOPES)
+@pytest.mark.parametrize("op", list(COMPARISONS))
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_eq_is_ieee_equality_as_a_mask(dtype, scope, layout, shape, backend, rng):
-    """Ties, NaN (equal to nothing, itself included), -0 == +0, infinities and subnormals."""
+def test_comparisons_are_ieee_masks(op, dtype, scope, layout, shape, backend, rng):
+    """Ties, NaN (comparing false, itself included; ne true), -0 == +0, infinities and subnormals."""
     a = random_tile(rng, shape, dtype)
     b = a.copy()
     flat_a, flat_b = a.reshape(-1), b.reshape(-1)
     flat_b[::3] = random_tile(rng, flat_b[::3].shape, dtype)  # a third differ
-    flat_a[:6] = np.array([np.nan, 0.0, np.inf, -np.inf, 1.0, np.nan], np.float64).astype(a.dtype)
-    flat_b[:6] = np.array([np.nan, -0.0, np.inf, np.inf, 1.0, 2.0], np.float64).astype(a.dtype)
-    got = getattr(scope, "eq")(a, b, layout=layout, backend=backend)
-    expected = np.equal(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
+    flat_a[:7] = np.array([np.nan, 0.0, np.inf, -np.inf, 1.0, np.nan, 3.0], np.float64).astype(a.dtype)
+    flat_b[:7] = np.array([np.nan, -0.0, np.inf, np.inf, 1.0, 2.0, 2.0], np.float64).astype(a.dtype)
+    got = getattr(scope, op)(a, b, layout=layout, backend=backend)
+    with np.errstate(invalid="ignore"):
+        expected = COMPARISONS[op](a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
     assert got.dtype == a.dtype and bits_equal(got, expected)
     assert 0 < np.count_nonzero(expected) < expected.size
+
+
+@pytest.mark.parametrize("scope,layout,shape", SCOPES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_where_moves_the_picked_value_unchanged(dtype, scope, layout, shape, backend, rng):
+    """a where cond != 0 (NaN, infinities and subnormals count as nonzero; +-0 do not), else b,
+    NaN payloads and signed zeros kept; scalars broadcast."""
+    cond, a, b = (random_tile(rng, shape, dtype) for _ in range(3))
+    flat = cond.reshape(-1)
+    flat[::2] = 0.0
+    flat[1:6] = np.array([np.nan, -0.0, np.inf, 1.0, -1.0], np.float64).astype(cond.dtype)
+    got = getattr(scope, "where")(cond, a, b, layout=layout, backend=backend)
+    picked = cond.astype(np.float64) != 0
+    assert got.dtype == a.dtype and bits_equal(got, np.where(picked, a, b))
+    assert 0 < np.count_nonzero(picked) < picked.size
+    assert bits_equal(getattr(scope, "where")(cond, a, -0.0, layout=layout, backend=backend),
+                      np.where(picked, a, np.array(-0.0, a.dtype)))
 
 
 def test_maximum_nan_rules(backend):

@@ -2,6 +2,8 @@
 bits: every float16/bfloat16 input rounds correctly, float32/float64 samples (specials,
 overflow/underflow thresholds, subnormals, random bit patterns) stay within the op table's
 max_ulp, IEEE's special values, and the op table's facts."""
+import math
+
 import numpy as np
 import pytest
 
@@ -11,7 +13,7 @@ from conftest import DTYPES, NP, bits_equal
 
 TABLE = tp.op_table()
 ELEMENTWISE = sorted(name for name, spec in TABLE.items() if spec["family"] == "elementwise")
-TRANSCENDENTAL = ("exp", "exp2", "log", "log2", "rsqrt", "silu")
+TRANSCENDENTAL = ("exp", "exp2", "log", "log2", "rsqrt", "silu", "tanh", "erf", "sigmoid")
 
 
 @pytest.mark.parametrize("op", accuracy.OPS)
@@ -52,6 +54,9 @@ def test_ieee_special_values(dtype):
         "log2": [nan, inf, nan, -inf, -inf, 0.0, nan],
         "rsqrt": [nan, 0.0, nan, inf, -inf, 1.0, nan],
         "silu": [nan, inf, -0.0, 0.0, -0.0, 1 / (1 + np.exp(-1.0)), -1 / (1 + np.e)],
+        "tanh": [nan, 1.0, -1.0, 0.0, -0.0, np.tanh(1.0), -np.tanh(1.0)],
+        "erf": [nan, 1.0, -1.0, 0.0, -0.0, math.erf(1.0), -math.erf(1.0)],
+        "sigmoid": [nan, 1.0, 0.0, 0.5, 0.5, 1 / (1 + np.exp(-1.0)), 1 / (1 + np.e)],
     }
     for op, want in expected.items():
         got = getattr(tp, op)(x, backend="cpu")
@@ -132,12 +137,14 @@ def test_the_op_table_says_every_elementwise_op_gives_the_same_bits_everywhere()
     pairs = 0
     for op in ELEMENTWISE:
         spec = TABLE[op]
-        assert sorted(spec["same_bits"]) == sorted(DTYPES), op
-        pairs += len(spec["same_bits"])
+        assert sorted(spec["same_bits"]) == sorted(spec["dtypes"]) and set(DTYPES) <= set(spec["dtypes"]), op
+        assert set(spec["dtypes"]) <= set(DTYPES) | {"int32", "int64"}, op  # cast, comparisons, where take them
+        pairs += len(spec["same_bits"]) - len(set(spec["dtypes"]) - set(DTYPES))
         assert set(spec["max_ulp"]) == set(spec["dtypes"]), op  # an accuracy for every dtype
         for dtype, ulp in spec["max_ulp"].items():
             if dtype in spec["exactly_rounded"]:
-                assert ulp == (0.0 if op in ("zero", "fill", "eq") else 0.5), (op, dtype, ulp)
+                rounds_nothing = op in ("zero", "fill", "where", "eq", "ne", "lt", "le", "gt", "ge")
+                assert ulp == (0.0 if rounds_nothing else 0.5), (op, dtype, ulp)
             else:
                 assert 0.5 < ulp <= 1.0, (op, dtype, ulp)
     assert pairs == 4 * len(ELEMENTWISE)

@@ -21,6 +21,12 @@ def every_map_fn(a, b, c):
     return tp.cast(p * q, "float64") + tp.zero(c) + tp.fill(a, 3.0)
 
 
+def activations_fn(a, b):
+    # comparisons pass no gradient; where routes it to the operand it picked (a scalar included)
+    picked = tp.where(tp.gt(a, b), tp.tanh(a) * b, tp.sigmoid(b) - a)
+    return tp.where(tp.ne(a, 0.5), picked + tp.erf(a * b), 0.0) * tp.le(b, 1.0)
+
+
 def tile_broadcast_fn(x, col, row):
     # a 2-d tile: a column (k, 1) and a row (n,) broadcast inside the tile, reductions along both dims
     y = x * col + row
@@ -57,6 +63,18 @@ def test_gradcheck_two_results_every_map_and_broadcasts_inside_the_tile():
     broadcast = tp.program(tile_broadcast_fn, scope=tp.cta(32))
     x, col, row = leaf((2, 6, 11), seed=9), leaf((6, 1), seed=10), leaf((2, 1, 11), seed=11)
     gradcheck(lambda x, col, row: broadcast(x, col, row, batch_dims=1, backend="cpu"), x, col, row)
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+def test_gradcheck_activations_comparisons_and_where(scope):
+    program = tp.program(activations_fn, scope=scope)
+    a, b = leaf((3, 32), seed=26), leaf((3, 32), seed=27)
+    gradcheck(lambda a, b: program(a, b, batch_dims=1, backend="cpu"), a, b)
+    grads = torch.autograd.grad(program(a, b, batch_dims=1, backend="cpu").sum(), (a, b))
+    want = torch.autograd.grad(torch.where(a != 0.5, torch.where(a > b, torch.tanh(a) * b, torch.sigmoid(b) - a)
+                                           + torch.erf(a * b), 0.0).mul(b <= 1.0).sum(), (a, b))
+    for got, expected in zip(grads, want):
+        torch.testing.assert_close(got, expected, rtol=1e-14, atol=1e-14)
 
 
 def test_second_derivatives_through_the_backward_programs_own_backward():

@@ -31,18 +31,24 @@ def leaf(shape, device, low=-3.0, high=3.0, seed=None):
 
 def cases(device):
     b = dict(backend=device)
+    idx = torch.tensor([[6, -7], [3, 3], [0, 2]], device=device)  # a repeat, a negative index
     pos = dict(low=0.25, high=4.0)
     unary = {"sqrt": pos, "rsqrt": pos, "log": pos, "log2": pos, "reciprocal": pos,
-             "exp": {}, "exp2": {}, "silu": {}, "zero": {}}
+             "exp": {}, "exp2": {}, "silu": {}, "tanh": {}, "erf": {}, "sigmoid": {}, "zero": {}}
     if device == "cpu":  # copy has no CUDA executor until programs run fused on the GPU (issue 31)
         unary["copy"] = {}
     out = [(op, lambda x, op=op: getattr(tp, op)(x, batch_dims=1, **b), [(3, 7, kw)]) for op, kw in unary.items()]
     out += [(op, lambda x, y, op=op: getattr(tp, op)(x, y, batch_dims=1, **b), [(3, 7, {}), (3, 7, {})])
-            for op in ("add", "sub", "mul", "maximum", "eq")]
+            for op in ("add", "sub", "mul", "maximum", "eq", "ne", "lt", "le", "gt", "ge")]
     out += [("fdiv", lambda x, y: tp.fdiv(x, y, **b), [(3, 7, {}), (3, 7, pos)]),
             ("add broadcast", lambda x, r: tp.add(x, r, batch_dims=1, **b), [(3, 7, {}), (7, {})]),
             ("mul scalar", lambda x: tp.mul(-1.75, x, **b), [(3, 7, {})]),
             ("fma", lambda x, y, z: tp.fma(x, y, z, **b), [(3, 7, {})] * 3),
+            ("where", lambda c, x, y: tp.where(tp.gt(c, 0.0, **b), x, y, **b), [(3, 7, {})] * 3),
+            ("where scalar", lambda c, x: tp.where(c, x, 0.0, batch_dims=1, **b), [(3, 7, {})] * 2),
+            ("take_along_axis", lambda x: tp.take_along_axis(x, idx, batch_dims=1, **b), [(3, 7, {})]),
+            ("scatter_add_along_axis", lambda x, s: tp.scatter_add_along_axis(x, idx, s, batch_dims=1, **b),
+             [(3, 7, {}), (3, 2, {})]),
             ("fma scalar broadcast", lambda x, r: tp.fma(x, 0.5, r, batch_dims=1, **b), [(3, 7, {}), (7, {})]),
             ("fill", lambda x: tp.fill(x, 2.5, **b), [(3, 7, {})]),
             ("cast", lambda x: tp.cast(x, "float64", **b), [(3, 7, {})]),

@@ -10,6 +10,7 @@ the binades where the errors are largest.
 the same measurement on fewer samples."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional
 
@@ -18,23 +19,28 @@ import numpy as np
 import tileprim as tp
 from tileprim._dtypes import numpy_dtype
 
-OPS = ("exp", "exp2", "log", "log2", "rsqrt", "silu", "sqrt", "reciprocal")
+OPS = ("exp", "exp2", "log", "log2", "rsqrt", "silu", "tanh", "erf", "sigmoid", "sqrt", "reciprocal")
 SIXTEEN_BIT = ("float16", "bfloat16")
 
 # where each op's results are neither 0 nor infinite nor exact, per wide dtype
 _RANGES = {
-    "float32": {"exp": (-104.0, 89.0), "exp2": (-150.0, 128.0), "silu": (-110.0, 40.0)},
-    "float64": {"exp": (-746.0, 710.0), "exp2": (-1075.0, 1024.0), "silu": (-760.0, 40.0)},
+    "float32": {"exp": (-104.0, 89.0), "exp2": (-150.0, 128.0), "silu": (-110.0, 40.0), "sigmoid": (-110.0, 20.0),
+                "tanh": (-10.0, 10.0), "erf": (-4.0, 4.0)},
+    "float64": {"exp": (-746.0, 710.0), "exp2": (-1075.0, 1024.0), "silu": (-760.0, 40.0),
+                "sigmoid": (-760.0, 40.0), "tanh": (-20.0, 20.0), "erf": (-6.0, 6.0)},
 }
 
 
 def _float64_oracle(op: str, x: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"):
         x = x.astype(np.float64)
-        if op == "silu":  # x e / (1 + e), e = e^-|x|: finite wherever the result is
+        if op in ("silu", "sigmoid"):  # x e / (1 + e), e = e^-|x|: finite wherever the result is
             e = np.exp(-np.abs(x))
-            return np.where(x >= 0, x / (1 + e), np.where(x == -np.inf, -0.0, x * e / (1 + e)))
-        return {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
+            s = np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+            return s if op == "sigmoid" else np.where(x == -np.inf, -0.0, x * s)
+        if op == "erf":  # the C library's, within an ulp of float64
+            return np.vectorize(math.erf, otypes=[np.float64])(x)
+        return {"exp": np.exp, "exp2": np.exp2, "log": np.log, "tanh": np.tanh, "log2": np.log2, "sqrt": np.sqrt,
                 "rsqrt": lambda v: 1 / np.sqrt(v), "reciprocal": lambda v: 1 / v}[op](x)
 
 
@@ -42,7 +48,8 @@ def _mpmath_oracle(op: str) -> Callable:
     import mpmath as mp
     return {"exp": mp.exp, "exp2": lambda v: mp.power(2, v), "log": mp.log, "log2": lambda v: mp.log(v, 2),
             "sqrt": mp.sqrt, "rsqrt": lambda v: 1 / mp.sqrt(v), "reciprocal": lambda v: 1 / v,
-            "silu": lambda v: v / (1 + mp.exp(-v))}[op]
+            "silu": lambda v: v / (1 + mp.exp(-v)), "sigmoid": lambda v: 1 / (1 + mp.exp(-v)), "tanh": mp.tanh,
+            "erf": mp.erf}[op]
 
 
 def _finfo(dtype: str):
@@ -92,14 +99,14 @@ def float_inputs(op: str, dtype: str, samples: int, rng: np.random.Generator) ->
     # the thresholds: where the result crosses the dtype's max, its smallest normal and half its
     # smallest subnormal (below which results round to 0)
     edges = []
-    if op in ("exp", "exp2", "silu"):
-        base = {"exp": np.log, "exp2": np.log2, "silu": np.log}[op]
+    if op in ("exp", "exp2", "silu", "sigmoid"):
+        base = {"exp": np.log, "exp2": np.log2, "silu": np.log, "sigmoid": np.log}[op]
         edges = [base(float(fi.max)), base(float(fi.tiny)), base(float(fi.smallest_subnormal)) - base(2.0)]
     near = np.concatenate([np.array([e], t).view(uint) + np.arange(-200, 201, dtype=np.int64).astype(uint)
                            for e in edges]).view(t) if edges else np.zeros(0, t)
     bits = rng.integers(0, np.iinfo(uint).max, samples, dtype=uint, endpoint=True).view(t)
     spread = rng.uniform(lo, hi, samples).astype(t)
-    return np.concatenate([special, near, np.abs(near) if op == "silu" else near, bits, spread])
+    return np.concatenate([special, near, np.abs(near) if op in ("silu", "sigmoid") else near, bits, spread])
 
 
 @dataclass
@@ -173,7 +180,7 @@ def measure(op: str, dtype: str, samples: int = 1 << 20, seed: int = 0, backend:
         def exact_of(v):
             if np.isnan(v) or (op in ("log", "log2", "rsqrt", "sqrt") and v < 0):
                 return nan
-            if op == "silu" and v == -np.inf:
+            if op in ("silu", "sigmoid") and v == -np.inf:
                 return mp.mpf(0)
             if v == 0 and op in ("log", "log2"):
                 return mp.mpf("-inf")
@@ -192,7 +199,8 @@ def measure(op: str, dtype: str, samples: int = 1 << 20, seed: int = 0, backend:
 # range add k ln2 to the same log(1 + f); rsqrt(4x) = rsqrt(x) / 2 exactly, the scaling included
 _EXHAUSTIVE = {"exp": {"+": (-26, 7), "-": (-26, 7)}, "exp2": {"+": (-26, 8), "-": (-26, 8)},
                "silu": {"+": (-26, 5), "-": (-26, 7)}, "log": {"+": (-4, 4)}, "log2": {"+": (-4, 4)},
-               "rsqrt": {"+": (-2, 2)}, "sqrt": {"+": (-2, 2)}, "reciprocal": {"+": (0, 1)}}
+               "rsqrt": {"+": (-2, 2)}, "sqrt": {"+": (-2, 2)}, "reciprocal": {"+": (0, 1)},
+               "tanh": {"+": (-13, 4)}, "erf": {"+": (-14, 2)}, "sigmoid": {"+": (-26, 5), "-": (-26, 7)}}
 
 
 def exhaustive_float32(op: str, backend: str = "cpu") -> Accuracy:

@@ -44,7 +44,7 @@ py::capsule dlpack_capsule(std::shared_ptr<cuda::DeviceBuffer> buffer, std::vect
   d.data = reinterpret_cast<void*>(e->buffer->pointer());
   d.device = {dlpack::kDLCUDA, e->buffer->device()};
   d.ndim = static_cast<int32_t>(e->shape.size());
-  const uint8_t code = t == DType::bfloat16 ? dlpack::kDLBfloat : t == DType::int32 ? dlpack::kDLInt : dlpack::kDLFloat;
+  const uint8_t code = t == DType::bfloat16 ? dlpack::kDLBfloat : is_integer(t) ? dlpack::kDLInt : dlpack::kDLFloat;
   d.dtype = {code, static_cast<uint8_t>(8 * dtype_size(t)), 1};
   d.shape = e->shape.data();
   d.strides = nullptr;

@@ -186,11 +186,81 @@ void validate_collective(const OpCall& call) {
   }
 }
 
+// take_along_axis (x, idx) and scatter_add_along_axis (x, idx, src): arrays only, x of a float
+// dtype, idx of an index type, src of x's; the shapes by gather_result_shape.
+void validate_gather(OpCall& call) {
+  const OpDef& def = *call.def;
+  std::vector<std::vector<long long>> shapes;
+  std::vector<TileLayout> placed;
+  for (const TileRef& t : call.inputs) {
+    if (t.scalar) throw TypeError(t.arg + ": " + def.name + " takes arrays, not a scalar");
+    const bool index = t.arg == "idx";
+    if (index ? !is_integer(t.dtype) : !def.takes(t.dtype)) {
+      const char* takes = index ? " takes int32 or int64" : " takes float16, bfloat16, float32 or float64";
+      throw TypeError(t.arg + ": dtype " + std::string(dtype_name(t.dtype)) + " is not supported by " + def.name +
+                      "; " + t.arg + takes);
+    }
+    if (t.arg == "src" && t.dtype != call.inputs[0].dtype) {
+      throw TypeError("src: dtype " + std::string(dtype_name(t.dtype)) + " differs from x's " +
+                      dtype_name(call.inputs[0].dtype));
+    }
+    shapes.push_back(t.shape);
+  }
+  call.output.shape = gather_result_shape(def, shapes, call.axes);
+  call.output.dtype = call.inputs[0].dtype;
+  for (TileRef& t : call.inputs) {
+    if (!t.layout) t.layout = TileLayout::row_major(t.shape);
+    check_layout(t, call.scope, "layout (" + t.arg + ")", placed);
+  }
+  if (!call.output.layout) call.output.layout = TileLayout::row_major(call.output.shape);
+  check_layout(call.output, call.scope, "out_layout", placed);
+}
+
 }  // namespace
+
+std::vector<long long> gather_result_shape(const OpDef& def, const std::vector<std::vector<long long>>& shapes,
+                                           std::vector<int>& axes) {
+  if (static_cast<int>(shapes.size()) != def.arity()) {
+    throw ValueError(def.name + ": takes " + std::to_string(def.arity()) + " operands, got " +
+                     std::to_string(shapes.size()));
+  }
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const std::string& arg = def.operands[i];
+    if (shapes[i].empty()) throw ValueError(arg + ": a 0-d array holds one value, not a tile; reshape it to (1,)");
+    if (shapes[i].size() > static_cast<size_t>(kMaxRank)) {
+      throw ValueError(arg + ": tiles have at most " + std::to_string(kMaxRank) + " dims");
+    }
+    for (long long d : shapes[i]) {
+      if (d < 1) throw ValueError(arg + ": tile dims must be at least 1 (shape has " + std::to_string(d) + ")");
+    }
+  }
+  const std::vector<long long>&x = shapes[0], &idx = shapes[1];
+  const int rank = static_cast<int>(x.size());
+  if (axes.size() != 1) throw ValueError("axis: " + def.name + " takes one axis");
+  if (axes[0] < -rank || axes[0] >= rank) {
+    throw ValueError("axis: axis " + std::to_string(axes[0]) + " is out of range for a tile of rank " +
+                     std::to_string(rank));
+  }
+  if (axes[0] < 0) axes[0] += rank;
+  bool fits = idx.size() == x.size();
+  for (int d = 0; fits && d < rank; ++d) fits = d == axes[0] || idx[d] == x[d];
+  if (!fits) {
+    throw ValueError("idx: shape " + shape_str(idx) + " does not fit x's " + shape_str(x) + " along axis " +
+                     std::to_string(axes[0]) + ": the same rank, and the same extent in every other dim");
+  }
+  if (shapes.size() > 2 && shapes[2] != idx) {
+    throw ValueError("src: shape " + shape_str(shapes[2]) + " differs from idx's " + shape_str(idx));
+  }
+  return def.name == "take_along_axis" ? idx : x;
+}
 
 void validate_call(OpCall& call) {
   const OpDef& def = *call.def;
   if (def.family == OpFamily::collective) return validate_collective(call);
+  if (def.family == OpFamily::gather) {
+    check_options(call);
+    return validate_gather(call);
+  }
   if (static_cast<int>(call.inputs.size()) != def.arity()) {
     throw ValueError(def.name + ": takes " + std::to_string(def.arity()) + " operands, got " +
                      std::to_string(call.inputs.size()));
@@ -216,8 +286,11 @@ void validate_call(OpCall& call) {
       if (d < 1) throw ValueError(t.arg + ": tile dims must be at least 1 (shape has " + std::to_string(d) + ")");
     }
     if (!def.takes(t.dtype)) {
+      std::string takes;
+      for (DType d : def.dtypes) takes += (takes.empty() ? "" : ", ") + std::string(dtype_name(d));
+      const char* hint = is_integer(t.dtype) ? " (tp.cast takes an index tile to a float dtype)" : "";
       throw TypeError(t.arg + ": dtype " + std::string(dtype_name(t.dtype)) + " is not supported by " + def.name +
-                      "; tiles hold float16, bfloat16, float32 or float64");
+                      ", which takes " + takes + hint);
     }
     if (def.name != "cast" && t.dtype != first_array->dtype) {
       throw TypeError(t.arg + ": dtype " + std::string(dtype_name(t.dtype)) + " differs from " + first_array->arg +
@@ -247,6 +320,10 @@ void validate_call(OpCall& call) {
       call.output.shape = first_array->shape;
     }
     if (def.name != "cast") call.output.dtype = first_array->dtype;
+    if (def.name == "cast" && is_integer(call.output.dtype)) {
+      throw TypeError("dtype: cast makes float16, bfloat16, float32 or float64, not " +
+                      std::string(dtype_name(call.output.dtype)));
+    }
     if (!call.output.layout && !broadcast) call.output.layout = first_array->layout;
     if (!call.output.layout) call.output.layout = TileLayout::row_major(call.output.shape);
     for (TileRef& t : call.inputs) {

@@ -8,4 +8,9 @@ namespace tp {
 // Normalises call.axes (negative axes, order) and fills defaults; throws on bad input.
 void validate_call(OpCall& call);
 
+// The result shape of a gather op (take_along_axis: idx's; scatter_add_along_axis: x's) from its
+// operands' shapes, with `axes` (one axis) normalised; ValueError naming the operand otherwise.
+std::vector<long long> gather_result_shape(const OpDef& def, const std::vector<std::vector<long long>>& shapes,
+                                           std::vector<int>& axes);
+
 }  // namespace tp

@@ -193,5 +193,7 @@ template <class F> F pick(F a, F b, bool want_max, bool nan_wins) {
 TP_HOST_SMALL_FLOAT_OPS(half_t, float, ieee_math16::Half)
 TP_HOST_SMALL_FLOAT_OPS(bfloat16_t, double, ieee_math16::BFloat16)
 #undef TP_HOST_SMALL_FLOAT_OPS
+TP_SIXTEEN_BIT_ACTIVATIONS(half_t, ieee_math16::Half)
+TP_SIXTEEN_BIT_ACTIVATIONS(bfloat16_t, ieee_math16::BFloat16)
 
 }  // namespace tp

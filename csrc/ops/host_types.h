@@ -25,9 +25,17 @@ template <class F> void with_host_float(DType t, F&& f) {
     case DType::bfloat16: return f(type_tag<bfloat16_t>{});
     case DType::float32: return f(type_tag<float>{});
     case DType::float64: return f(type_tag<double>{});
-    case DType::int32: break;
+    case DType::int32:
+    case DType::int64: break;
   }
   throw std::logic_error(std::string("no host float type for ") + dtype_name(t));
+}
+
+// Every tile dtype: the floats and the index types.
+template <class F> void with_host_value(DType t, F&& f) {
+  if (t == DType::int32) return f(type_tag<int>{});
+  if (t == DType::int64) return f(type_tag<long long>{});
+  with_host_float(t, f);
 }
 
 }  // namespace tp

@@ -15,8 +15,9 @@ namespace tp {
 namespace {
 
 constexpr DType F16 = DType::float16, BF16 = DType::bfloat16, F32 = DType::float32, F64 = DType::float64,
-                I32 = DType::int32;
+                I32 = DType::int32, I64 = DType::int64;
 const std::vector<DType> kFloats = {F16, BF16, F32, F64};
+const std::vector<DType> kIndices = {I32, I64};
 const std::vector<DType> k16 = {F16, BF16};  // where tileprim's transcendentals round once
 
 // ---- the map functors on the host ---------------------------------------------------------
@@ -63,15 +64,22 @@ template <class Op, int kArity, class TD, class TS> void host_map_typed(const Ho
   }
 }
 
-template <class Op, int kArity> void host_map(const HostMap& m) {
-  with_host_float(m.out_dtype, [&](auto out_tag) {
+// kIndices: the op takes int32 and int64 tiles too
+template <class Op, int kArity, bool kIndices = false> void host_map(const HostMap& m) {
+  auto typed = [&](auto out_tag) {
     using TD = typename decltype(out_tag)::type;
-    if constexpr (std::is_same_v<Op, map_op::Cast>) {  // only cast reads another dtype
-      with_host_float(m.in_dtype, [&](auto in_tag) { host_map_typed<Op, kArity, TD, typename decltype(in_tag)::type>(m); });
+    if constexpr (std::is_same_v<Op, map_op::Cast>) {  // only cast reads another dtype (an index type too)
+      with_host_value(m.in_dtype,
+                      [&](auto in_tag) { host_map_typed<Op, kArity, TD, typename decltype(in_tag)::type>(m); });
     } else {
       host_map_typed<Op, kArity, TD, TD>(m);
     }
-  });
+  };
+  if constexpr (kIndices) {
+    with_host_value(m.out_dtype, typed);
+  } else {
+    with_host_float(m.out_dtype, typed);
+  }
 }
 
 const char* const kSumIdentity = "-0.0 (x + -0.0 == x for every x)";
@@ -98,13 +106,24 @@ OpDef map(const std::string& name, std::vector<std::string> operands, std::vecto
 // `benchmarks/accuracy.py --exhaustive` measures it (float32: every input of the binades where
 // the error is largest plus 2^21 samples; float64: 2^17.7 samples against mpmath), rounded up
 // with a margin of 0.01 for the inputs not checked; float16 and bfloat16 round once, every input
-// checked (benchmarks/results/accuracy.md). float64 exp, exp2 and silu state the bound of a result
+// checked (benchmarks/results/accuracy.md). float64 exp, exp2, silu, sigmoid and erf state the bound of a result
 // rounded twice into the subnormal range instead (hi rounded, then hi * 2^k to the subnormal grid:
 // 0.75 ulp plus hi + lo's error): sampling found 0.745 for exp2 first, a later sample 0.765.
 constexpr double kWideSubnormalUlp = 0.82;
 OpDef measured(OpDef d, double f32_ulp, double f64_ulp) {
   d.max_ulp.emplace_back(F32, f32_ulp);
   d.max_ulp.emplace_back(F64, f64_ulp);
+  return d;
+}
+
+// An op that takes int32 and int64 tiles too (cast reads them; a comparison or where also makes
+// them): exact there, the same bits on every backend.
+template <class Op, int kArity> OpDef with_indices(OpDef d) {
+  d.dtypes.insert(d.dtypes.end(), kIndices.begin(), kIndices.end());
+  d.exactly_rounded.insert(d.exactly_rounded.end(), kIndices.begin(), kIndices.end());
+  d.same_bits = d.dtypes;
+  for (DType t : kIndices) d.max_ulp.emplace_back(t, 0.5);
+  d.host_map = &host_map<Op, kArity, true>;
   return d;
 }
 
@@ -115,12 +134,31 @@ OpDef valueless(OpDef d) {
   return d;
 }
 
-// eq: a comparison, exact for every dtype (its result is 0 or 1), NaN comparing false.
-OpDef comparison(OpDef d) {
-  d.nan_rule = NanRule::compare;
+// An op whose result is one of its operands or 0 or 1 rounds nothing: exact for every dtype.
+OpDef rounds_nothing(OpDef d, NanRule rule) {
+  d.nan_rule = rule;
   d.exactly_rounded = d.dtypes;
   d.max_ulp.clear();
   for (DType t : d.dtypes) d.max_ulp.emplace_back(t, 0.0);
+  return d;
+}
+// eq, ne, lt, le, gt, ge: 1 or 0 in the operands' dtype (an index type too), a NaN comparing false
+// (but for ne)
+template <class Op> OpDef comparison(const std::string& name, const std::string& fn, const std::string& doc) {
+  return rounds_nothing(with_indices<Op, 2>(map<Op, 2>(name, {"a", "b"}, {0, 1}, kFloats, fn, doc)), NanRule::compare);
+}
+
+// take_along_axis and scatter_add_along_axis: x's dtype out (the idx operand an index type, which
+// the validation checks), through the gather family's variant; the CPU and every GPU give the same
+// bits (take moves values, exactly; scatter sums in idx's order, as a reduction does).
+OpDef gather(const std::string& name, std::vector<std::string> operands, bool sums, const std::string& fn,
+             const std::string& doc) {
+  OpDef d{name, OpFamily::gather, std::move(operands), "", kFloats, sums ? NanRule::ieee : NanRule::select,
+          sums ? std::vector<DType>{} : kFloats, {}, fn, "", {}, nullptr, nullptr, doc};
+  d.same_bits = kFloats;
+  if (!sums) {
+    for (DType t : kFloats) d.max_ulp.emplace_back(t, 0.0);
+  }
   return d;
 }
 
@@ -140,7 +178,9 @@ OpDef with_nan_form(OpDef d, const std::string& fn_nan, HostMapFn host_nan) {
 }
 
 std::vector<OpDef> build_table() {
-  OpDef cast = map<map_op::Cast, 1>("cast", {"src"}, {0}, kFloats, "tp::map_op::Cast", "src rounded to dtype (nearest even)");
+  OpDef cast = with_indices<map_op::Cast, 1>(map<map_op::Cast, 1>(
+      "cast", {"src"}, {0}, kFloats, "tp::map_op::Cast",
+      "src rounded to dtype, a float dtype (nearest even; an int32 or int64 src too)"));
   cast.extra_arg = "dtype";
   const OpDef treduce{"treduce", OpFamily::collective, {}, "", {F32, F16, BF16, I32}, NanRule::fmax, {F32, F16, BF16, I32},
                       {}, "", "", {}, nullptr, nullptr,
@@ -167,6 +207,13 @@ std::vector<OpDef> build_table() {
       measured(map<map_op::Silu, 1>("silu", {"src"}, {0}, k16, "tp::map_op::Silu",
                                     "src * sigmoid(src) = src / (1 + exp(-src)), finite wherever the result is"),
                0.82, kWideSubnormalUlp),
+      measured(map<map_op::Tanh, 1>("tanh", {"src"}, {0}, k16, "tp::map_op::Tanh", "the hyperbolic tangent of src"),
+               0.78, 0.69),
+      measured(map<map_op::Erf, 1>("erf", {"src"}, {0}, k16, "tp::map_op::Erf", "the error function of src"), 0.77,
+               kWideSubnormalUlp),
+      measured(map<map_op::Sigmoid, 1>("sigmoid", {"src"}, {0}, k16, "tp::map_op::Sigmoid",
+                                       "1 / (1 + exp(-src)), finite wherever the result is"),
+               0.78, kWideSubnormalUlp),
       map<map_op::Add, 2>("add", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Add", "a + b"),
       map<map_op::Sub, 2>("sub", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Sub", "a - b"),
       map<map_op::Mul, 2>("mul", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Mul", "a * b"),
@@ -174,12 +221,26 @@ std::vector<OpDef> build_table() {
       with_nan_form(map<map_op::Maximum, 2>("maximum", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Maximum",
                                          "the larger of a and b; NaN loses (np.fmax) unless propagate_nan=True"),
                     "tp::map_op::MaximumNaN", &host_map<map_op::MaximumNaN, 2>),
-      comparison(map<map_op::Eq, 2>("eq", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Eq",
-                                    "1 where a == b, else 0, in the operands' dtype (NaN equals nothing)")),
+      comparison<map_op::Eq>("eq", "tp::map_op::Eq", "1 where a == b, else 0, in the operands' dtype (NaN: 0)"),
+      comparison<map_op::Ne>("ne", "tp::map_op::Ne", "1 where a != b, else 0 (NaN differs from everything)"),
+      comparison<map_op::Lt>("lt", "tp::map_op::Lt", "1 where a < b, else 0 (0 where either is NaN)"),
+      comparison<map_op::Le>("le", "tp::map_op::Le", "1 where a <= b, else 0 (0 where either is NaN)"),
+      comparison<map_op::Gt>("gt", "tp::map_op::Gt", "1 where a > b, else 0 (0 where either is NaN)"),
+      comparison<map_op::Ge>("ge", "tp::map_op::Ge", "1 where a >= b, else 0 (0 where either is NaN)"),
+      rounds_nothing(with_indices<map_op::Where, 3>(map<map_op::Where, 3>(
+                         "where", {"cond", "a", "b"}, {0, 1, 2}, kFloats, "tp::map_op::Where",
+                         "a where cond != 0, else b (a NaN cond is nonzero)")),
+                     NanRule::select),
       map<map_op::Fma, 3>("fma", {"a", "b", "c"}, {0, 1, 2}, kFloats, "tp::map_op::Fma", "a * b + c, rounded once"),
       cast,
-      restage(map<map_op::Copy, 1>("copy", {"src"}, {0}, kFloats, "tp::map_op::Copy",
-                                   "src restaged: the same values in another storage or layout")),
+      gather("take_along_axis", {"x", "idx"}, false, "tp::take_along_axis",
+             "x at the positions idx (int32 or int64) gives along axis, NumPy's take_along_axis; NaN where an index "
+             "lies outside [-n, n)"),
+      gather("scatter_add_along_axis", {"x", "idx", "src"}, true, "tp::scatter_add_along_axis",
+             "a tile of +0 shaped like x (only its shape is read) with src added at the positions idx gives along "
+             "axis, in idx's order: take_along_axis's derivative"),
+      restage(with_indices<map_op::Copy, 1>(map<map_op::Copy, 1>(
+          "copy", {"src"}, {0}, kFloats, "tp::map_op::Copy", "src restaged: the same values in another storage or layout"))),
       treduce,
   };
   // A copy moves values unchanged; a reduction folds in the one order both backends' templates share; treduce folds the root,
@@ -197,6 +258,7 @@ const char* family_name(OpFamily f) {
     case OpFamily::reduction: return "reduction";
     case OpFamily::elementwise: return "elementwise";
     case OpFamily::restage: return "restage";
+    case OpFamily::gather: return "gather";
     case OpFamily::collective: return "collective";
   }
   return "?";
@@ -207,7 +269,8 @@ const char* nan_rule_text(NanRule r) {
     case NanRule::ieee: return "ieee: NaN propagates";
     case NanRule::fmax: return "fmax: a NaN meeting a number yields the number; propagate_nan=True propagates";
     case NanRule::none: return "none: reads no values";
-    case NanRule::compare: return "compare: NaN equals nothing (0)";
+    case NanRule::compare: return "compare: a NaN compares false (0), but for ne (1)";
+    case NanRule::select: return "select: values move unchanged; a NaN cond is nonzero";
   }
   return "?";
 }

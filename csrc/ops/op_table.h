@@ -15,8 +15,9 @@
 
 namespace tp {
 
-// restage: a tile moved unchanged between placements (copy), served by its own variants
-enum class OpFamily { reduction, elementwise, restage, collective };
+// restage: a tile moved unchanged between placements (copy), served by its own variants; gather:
+// a tile indexed along an axis by an index tile's values (take_along_axis and its derivative)
+enum class OpFamily { reduction, elementwise, restage, gather, collective };
 const char* family_name(OpFamily f);
 
 // How an op treats NaN.
@@ -24,7 +25,8 @@ enum class NanRule {
   ieee,  // NaN in, NaN out (add, sqrt, ...)
   fmax,  // a NaN meeting a number yields the number (fmaxf); propagate_nan=True opts into NaN out
   none,  // reads no values (zero, fill)
-  compare,  // a NaN compares false (eq: 0 where either operand is NaN)
+  compare,  // a NaN compares false (eq, lt, le, gt, ge: 0 where either operand is NaN; ne: 1)
+  select,   // moves a value unchanged, NaN too; a NaN condition is nonzero (where)
 };
 const char* nan_rule_text(NanRule r);
 

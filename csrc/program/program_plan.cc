@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "dispatch/validate.h"
 #include "errors.h"
 #include "layout/placement.h"
 
@@ -133,11 +134,20 @@ class ProgramPlanner {
     }
     if (shapes.empty()) throw ValueError(s.where + ": " + s.op + ": at least one operand must be a tile");
     const bool reduction = def.family == OpFamily::reduction;
+    // a gather's operands keep their own shapes (copy's too: it broadcasts its source itself)
+    const bool own_shapes = s.op == "copy" || def.family == OpFamily::gather;
     std::vector<int> axes = s.axes;
     // the shape each operand takes in the step, and the result's
     const std::vector<long long> in_shape =
-        reduction || s.op == "copy" ? shapes[0] : broadcast_shapes(shapes, s.where, s.op);
-    const std::vector<long long> out_shape = reduction ? reduced_shape(in_shape, axes, s.keepdims, s.where) : in_shape;
+        reduction || own_shapes ? shapes[0] : broadcast_shapes(shapes, s.where, s.op);
+    std::vector<long long> out_shape = reduction ? reduced_shape(in_shape, axes, s.keepdims, s.where) : in_shape;
+    if (def.family == OpFamily::gather) {
+      try {
+        out_shape = gather_result_shape(def, shapes, axes);
+      } catch (const ValueError& e) {
+        throw ValueError(s.where + ": " + s.op + ": " + e.what());
+      }
+    }
     std::vector<long long> core_out = out_shape;  // the standalone call's: the dims not reduced
     if (reduction) {
       core_out.clear();
@@ -179,12 +189,13 @@ class ProgramPlanner {
         TileRef t;
         t.arg = arg;
         t.dtype = value(s.operands[i]).dtype;
-        t.shape = s.op == "copy" ? value(s.operands[i]).shape : in_shape;
-        const bool copy = s.op == "copy";
+        t.shape = own_shapes ? value(s.operands[i]).shape : in_shape;
+        // a copy reads its source where it is, as a gather op its x (take: in registers or shared
+        // memory; scatter reads only its shape); other steps read where their variant wants
+        const bool copy = s.op == "copy" || (def.family == OpFamily::gather && i == 0);
         const ProgramValue& src = value(s.operands[i]);
-        // a copy reads its source where it is; other steps read where their variant wants
         t.storage = copy && src.layout ? src.storage : p.storage;
-        t.layout = copy && src.layout ? src.layout : p.layout;
+        t.layout = copy && src.layout ? src.layout : (def.family == OpFamily::gather ? std::nullopt : p.layout);
         if (copy && !src.layout) t.layout = spread_or_none(src.shape, p.storage);
         call.inputs.push_back(t);
       }
@@ -193,6 +204,10 @@ class ProgramPlanner {
       call.output.storage = p.storage;
       call.output.layout = p.out_layout;
       call.output.shape = core_out;
+      if (s.op == "scatter_add_along_axis" && s.storage.empty()) {  // x's shape, spread as maps take it
+        call.output.storage = Storage::local;
+        call.output.layout = spread_or_none(out_shape, Storage::local);
+      }
       std::shared_ptr<const BoundPlan> bound;
       try {
         bound = PlanCache::instance().get(call, plan_->context);
@@ -251,6 +266,16 @@ class ProgramPlanner {
       }
       return p;
     };
+    if (def.family == OpFamily::gather && s.storage.empty()) {
+      Placement p;
+      p.storage = Storage::shared;
+      p.why = s.op == "take_along_axis"
+                  ? "x where it lies; idx and the picked values in shared memory, where every thread of " + scope.str() +
+                        " reads them"
+                  : "idx and src in shared memory, where every thread of " + scope.str() +
+                        " reads them; the result in registers, spread as maps take it";
+      return {p};
+    }
     if (!s.storage.empty() || s.layout || s.out_layout || s.op == "copy") {
       return {given(s.storage, s.storage.empty() ? (s.op == "copy" ? " (the planner's: maps read registers)" : "")
                                                  : " (given)")};

@@ -29,6 +29,7 @@ from . import comm
 
 globals().update(_OPS)  # tp.sum, tp.max, ..., tp.cast: one function per op table entry
 
+from . import layers  # noqa: E402  (tile programs of the ops above)
 from ._torch_ops import register_when_torch_loads as _register_torch_ops  # noqa: E402
 
 _register_torch_ops()  # torch.ops.tileprim.*, once torch is loaded
@@ -39,5 +40,5 @@ __all__ = [
     "thread", "warp", "warpgroup", "wg", "cta", "ExecScope", "STORAGE_SCOPES",
     *_OPS,
     "program", "Program", "Tile", "ProgramPlan",
-    "plan", "lower", "variants", "op_table", "info", "cache", "comm", "Plan", "Kernel", "DispatchError",
+    "plan", "lower", "variants", "op_table", "info", "cache", "comm", "layers", "Plan", "Kernel", "DispatchError",
 ]

@@ -16,7 +16,7 @@ import numpy as np
 from . import _C
 from ._backends import default_target, resolve_backend
 from ._checks import OPTIONAL_STR, as_bool, as_int, expect, plain_ndarray, short_repr
-from ._dtypes import dtype_name, numpy_dtype
+from ._dtypes import INDEX_DTYPES, TILE_DTYPES, check_index_scalar, dtype_name, numpy_dtype
 from ._interop import (PLACED_KEYS, Adapter, Unkeyable, adapter_for, adapter_named, placed_key,
                        remember_device_type)
 from ._jax import JaxCallback, traced
@@ -118,9 +118,9 @@ def _host_array(x, arg: str):
         except ValueError as e:  # NumPy's words for a ragged list: "inhomogeneous shape after 1 dimensions"
             raise ValueError(f"{arg}: a nested sequence whose rows differ in length is not an array ({e}); "
                              "every row needs the same length") from None
-    if arr.dtype.kind in "OcbiuUSmM":
-        raise TypeError(f"{arg}: dtype {arr.dtype} is not supported; tiles hold float16, bfloat16, float32 or "
-                        f"float64 (convert with .astype)")
+    if arr.dtype.kind in "OcbuUSmM" or (arr.dtype.kind == "i" and arr.dtype.itemsize not in (4, 8)):
+        raise TypeError(f"{arg}: dtype {arr.dtype} is not supported; tiles hold float16, bfloat16, float32, "
+                        f"float64, int32 or int64 (convert with .astype)")
     dtype = dtype_name(arr.dtype, arg)
     native = numpy_dtype(dtype)
     if isinstance(x, np.ndarray) and arr.dtype.isnative:
@@ -193,7 +193,7 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
     expect(dispatch, OPTIONAL_STR, "dispatch", "a variant name")
     expect(target, OPTIONAL_STR, "target", "an architecture string such as 'sm_90a'")
     in_dtype = arrays[0].dtype if arrays else "float32"  # no array: validate.cc refuses the call
-    out_dtype = dtype_name(extra, "dtype") if spec["extra_arg"] == "dtype" else in_dtype
+    out_dtype = dtype_name(extra, "dtype", TILE_DTYPES) if spec["extra_arg"] == "dtype" else in_dtype
     core_layout = layout._core if layout is not None else None
     refs = [_C.TileRef.scalar(o.arg) if o.kind == "scalar"
             else _C.TileRef(o.arg, o.dtype, list(tile_shape), storage, core_layout) for o in operands]
@@ -251,6 +251,8 @@ class _PreparedCall:
             except OverflowError:  # an int past float64's range, e.g. 2**1100
                 raise ValueError(f"{self.names[i]}: the scalar {short_repr(values[i])} is beyond float64's range "
                                  "(about 1.8e308)") from None
+            if self.out_dtype in INDEX_DTYPES:
+                check_index_scalar(s[i], self.out_dtype, self.names[i])
         return s
 
     def out_shape_ok(self, shape) -> bool:

@@ -7,17 +7,20 @@ themselves inside a trace.
 max/min and maximum split the gradient evenly among ties, as ``torch.amax`` and ``torch.maximum``
 do: every element equal to the result gets grad / (number of such elements). An element that is
 NaN never equals the result (``tp.eq``), so a slice of NaNs (result NaN) passes no gradient.
-Broadcast operands get the gradient summed back to their shape by the caller."""
+Comparisons pass none (their result is a step function); ``where`` routes the gradient to the
+operand it picked. Broadcast operands get the gradient summed back to their shape by the caller."""
 from __future__ import annotations
 
 import math
 
-__all__ = ["UNARY", "NARY", "tie_share", "VALUELESS"]
+__all__ = ["UNARY", "NARY", "GATHER", "tie_share", "VALUELESS"]
 
 _LN2 = math.log(2.0)
 
-# ops whose result reads no operand value: no gradient flows through them
-VALUELESS = ("zero", "fill", "eq")
+# ops whose result is constant where it is differentiable (a value read for its shape only, or a
+# comparison's 0 or 1): no gradient flows through them
+VALUELESS = ("zero", "fill", "eq", "ne", "lt", "le", "gt", "ge")
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
 def tie_share(tp, g, result, candidates, k):
@@ -45,11 +48,15 @@ UNARY = {
     "log2": lambda tp, g, x, y, dt: tp.fdiv(g, tp.mul(x, _LN2)),
     "reciprocal": lambda tp, g, x, y, dt: tp.mul(tp.mul(g, -1.0), tp.mul(y, y)),
     "silu": lambda tp, g, x, y, dt: _silu(tp, g, x),
+    "tanh": lambda tp, g, x, y, dt: tp.mul(g, tp.fma(tp.mul(y, -1.0), y, 1.0)),  # 1 - y^2
+    "sigmoid": lambda tp, g, x, y, dt: tp.mul(g, tp.mul(y, tp.sub(1.0, y))),
+    "erf": lambda tp, g, x, y, dt: tp.mul(g, tp.mul(tp.exp(tp.mul(tp.mul(x, x), -1.0)), _TWO_OVER_SQRT_PI)),
     "copy": lambda tp, g, x, y, dt: g,  # values move unchanged
     "cast": lambda tp, g, x, y, dt: tp.cast(g, dt),
 }
 
-# maps of several operands: per operand, (tp, g, operand values, y) -> its gradient at y's shape
+# maps of several operands: per operand, (tp, g, operand values, y) -> its gradient at y's shape,
+# or None where none flows (where's cond)
 NARY = {
     "add": (lambda tp, g, v, y: g, lambda tp, g, v, y: g),
     "sub": (lambda tp, g, v, y: g, lambda tp, g, v, y: tp.mul(g, -1.0)),
@@ -57,4 +64,12 @@ NARY = {
     "fdiv": (lambda tp, g, v, y: tp.fdiv(g, v[1]), lambda tp, g, v, y: tp.mul(tp.fdiv(g, v[1]), tp.mul(y, -1.0))),
     "maximum": (lambda tp, g, v, y: tie_share(tp, g, y, v, 0), lambda tp, g, v, y: tie_share(tp, g, y, v, 1)),
     "fma": (lambda tp, g, v, y: tp.mul(g, v[1]), lambda tp, g, v, y: tp.mul(g, v[0]), lambda tp, g, v, y: g),
+    "where": (None, lambda tp, g, v, y: tp.where(v[0], g, 0.0), lambda tp, g, v, y: tp.where(v[0], 0.0, g)),
+}
+
+# the gather ops: per operand, (tp, g, operand values, axis) -> its gradient, or None (idx; x, of
+# which scatter reads only the shape). take's is a scatter of g into zeros, scatter's a take of g.
+GATHER = {
+    "take_along_axis": (lambda tp, g, v, axis: tp.scatter_add_along_axis(v[0], v[1], g, axis), None),
+    "scatter_add_along_axis": (None, None, lambda tp, g, v, axis: tp.take_along_axis(g, v[1], axis)),
 }

@@ -60,6 +60,30 @@ _EXAMPLES = {
              'array([ 1.5, -0. ], dtype=float32)'),
     "cast": ('x = np.array([1.5, -2.25], np.float32)', 'tp.cast(x, "float16")',
              'array([ 1.5 , -2.25], dtype=float16)'),
+    "tanh": ('x = np.array([-1, 0, 2], np.float32)', 'tp.tanh(x)',
+             'array([-0.7615942,  0.       ,  0.9640276], dtype=float32)'),
+    "erf": ('x = np.array([-1, 0, 2], np.float32)', 'tp.erf(x)',
+            'array([-0.8427008,  0.       ,  0.9953223], dtype=float32)'),
+    "sigmoid": ('x = np.array([-1, 0, 2], np.float32)', 'tp.sigmoid(x)',
+                'array([0.26894143, 0.5       , 0.8807971 ], dtype=float32)'),
+    "ne": ('a, b = np.array([1, 2, np.nan], np.float32), np.array([2, 2, np.nan], np.float32)', 'tp.ne(a, b)',
+           'array([1., 0., 1.], dtype=float32)'),
+    "lt": ('a, b = np.array([1, 2, np.nan], np.float32), np.array([2, 2, np.nan], np.float32)', 'tp.lt(a, b)',
+           'array([1., 0., 0.], dtype=float32)'),
+    "le": ('a, b = np.array([1, 2, np.nan], np.float32), np.array([2, 2, np.nan], np.float32)', 'tp.le(a, b)',
+           'array([1., 1., 0.], dtype=float32)'),
+    "gt": ('a, b = np.array([3, 2, np.nan], np.float32), np.array([2, 2, np.nan], np.float32)', 'tp.gt(a, b)',
+           'array([1., 0., 0.], dtype=float32)'),
+    "ge": ('a, b = np.array([1, 2, np.nan], np.float32), np.array([2, 2, np.nan], np.float32)', 'tp.ge(a, b)',
+           'array([0., 1., 0.], dtype=float32)'),
+    "where": ('c, a = np.array([1, 0, np.nan], np.float32), np.array([1, 2, np.nan], np.float32)',
+              'tp.where(c, a, -1.0)', 'array([ 1., -1., nan], dtype=float32)'),
+    "take_along_axis": ('x = np.array([[10, 20, 30], [40, 50, 60]], np.float32)',
+                        'tp.take_along_axis(x, np.array([[2, 0], [5, 1]]))',
+                        'array([[30., 10.],\n       [nan, 50.]], dtype=float32)'),
+    "scatter_add_along_axis": ('x, src = np.zeros((2, 3), np.float32), np.array([[1, 2], [3, 4]], np.float32)',
+                               'tp.scatter_add_along_axis(x, np.array([[2, 2], [0, 1]]), src)',
+                               'array([[0., 0., 3.],\n       [3., 4., 0.]], dtype=float32)'),
 }
 
 
@@ -75,6 +99,12 @@ def op_docstring(spec: dict) -> str:
     for o in operands:
         if name == "fill" and o == "value":
             lines += [f"{o} : float", "    The value every element gets."]
+        elif family == "gather":
+            lines += [f"{o} : array", {"x": "    The tile indexed (float16 to float64)"
+                                             + ("; only its shape is read." if name != "take_along_axis" else "."),
+                                       "idx": "    int32 or int64 positions along ``axis`` (negative ones count from "
+                                              "the end), x's shape in every other dim.",
+                                       "src": "    The values added, idx's shape and x's dtype."}[o]]
         elif family == "reduction" or name in ("zero", "fill", "cast", "copy"):
             lines += [f"{o} : array", "    NumPy, or a PyTorch / CuPy / JAX device array"
                       + (" (only its shape is read)." if name in ("zero", "fill") else ".")]
@@ -82,6 +112,10 @@ def op_docstring(spec: dict) -> str:
             lines += [f"{o} : array or scalar", "    NumPy or device arrays (NumPy broadcasting), or Python scalars."]
     if spec["extra_arg"] == "dtype":
         lines += ["dtype : str or dtype", "    'float16', 'bfloat16', 'float32' or 'float64'."]
+    if family == "gather":
+        lines += ["axis : int, default -1", "    The tile dim indexed (counted within the tile).",
+                  "", "It runs as a tile program of one step (tp.plan gives its ProgramPlan), so its operands keep "
+                  "their own shapes and broadcast over the batch as a program's arguments do."]
     if family == "reduction":
         lines += ["axes : int or tuple of int, default -1", "    The tile dims to reduce (counted within the tile).",
                   "accum : bool, default False", "    Fold the result into ``out``'s old values.",

@@ -10,6 +10,7 @@ from ._backends import cuda_details, cuda_status, device_arch
 from ._interop import adapter_for
 from ._ops import plan
 from ._plan import Plan
+from ._program.plan import ProgramPlan
 from ._program.program import Program
 
 __all__ = ["Kernel", "lower", "kernel_origin_words"]
@@ -118,4 +119,6 @@ def lower(op, /, *args, target=None, **kwargs) -> Kernel:
         return Kernel(p, _C.cuda.build_program(p._core, _C.cuda.compile_arch(target)))
     collective = getattr(op, "_tp_planner", None) is not None
     p = plan(op, *args, **kwargs) if collective else plan(op, *args, target=target, **kwargs)
+    if isinstance(p, ProgramPlan):  # a gather op: a program of one step
+        return Kernel(p, _C.cuda.build_program(p._core, _C.cuda.compile_arch(target)))
     return Kernel(p, _C.cuda.build(p._core, _C.cuda.compile_arch(target)))

@@ -14,9 +14,27 @@ _COMMON = ("scope=thread, storage=None, layout=None, out_layout=None, batch_dims
            "dispatch=None, **config")
 
 
+def _gather_source(spec: dict, runs: bool) -> str:
+    """A gather op's (take_along_axis, scatter_add_along_axis): its operands and ``axis``; it runs as
+    a tile program of one step (``gather_call``), and tp.plan gives that program's plan."""
+    pack = "(" + "".join(f"{o}, " for o in spec["operands"]) + ")"
+    args = (f"{spec['name']!r}, {pack}, axis, out, False, scope, storage, layout, out_layout, batch_dims, target, "
+            f"backend, dispatch, None, config, False")
+    record = f"    if TRACING[0] is not None:\n        return record_step({args})\n" if runs else ""
+    return (f"def op({', '.join(spec['operands'])}, axis=-1, *, out=None, {_COMMON}):\n{record}"
+            f"    return gather_call({args}, runs={runs})\n")
+
+
+def _gather_call(*args, runs: bool):
+    from ._program.gather_call import run_gather  # the programs' modules load after the ops'
+    return run_gather(*args, runs=runs)
+
+
 def _source(spec: dict, runs: bool) -> str:
     """The op function's source: its signature, then one call of ``prepare``, whose result runs,
     or (``runs=False``: what tp.plan calls) gives its Plan."""
+    if spec["family"] == "gather":
+        return _gather_source(spec, runs)
     operands = spec["operands"]
     reduction = spec["family"] == "reduction"
     params = list(operands) + ([spec["extra_arg"]] if spec["extra_arg"] else [])
@@ -37,7 +55,8 @@ def op_function(spec: dict, prepare, default_scope, runs: bool = True):
     """The function of the op ``spec`` (an entry of ``_op_table.SPECS``): it hands its arguments to
     ``prepare`` and runs what comes back (``runs=False``: returns its Plan instead); ``scope``
     defaults to ``default_scope``."""
-    namespace = {"prepare": prepare, "thread": default_scope, "TRACING": TRACING, "record_step": record_step}
+    namespace = {"prepare": prepare, "thread": default_scope, "TRACING": TRACING, "record_step": record_step,
+                 "gather_call": _gather_call}
     exec(compile(_source(spec, runs), f"<tileprim.{spec['name']}>", "exec"), namespace)
     fn = namespace["op"]
     fn.__name__ = fn.__qualname__ = spec["name"]

@@ -107,7 +107,8 @@ def _nary(name, arity):
         out = [None] * arity
         for k, (v, t, needed) in enumerate(zip(values, ctx.is_tensor, ctx.needs_input_grad)):
             if t and needed:
-                out[k] = _to(v.shape, tp.zero(g) if name in VALUELESS else NARY[name][k](tp, g, values, y))
+                rule = None if name in VALUELESS else NARY[name][k]
+                out[k] = _to(v.shape, tp.zero(g) if rule is None else rule(tp, g, values, y))
         return (*out, None, None)
     return backward, setup
 

@@ -204,13 +204,19 @@ def reduced_shape(shape: tuple, axes, batch_dims: int) -> tuple:
     return shape[:batch_dims] + tuple(d for i, d in enumerate(tile) if i not in reduced)
 
 
+def _own_ops():
+    """The ops with a custom op of their own: all but the gather ops, which run as tile programs
+    (each program signature its own custom op)."""
+    return [name for name in OPS if SPECS[name]["family"] != "gather"]
+
+
 def register() -> None:
     """Defines torch.ops.tileprim.<op> for every op (once); their compiled twins follow torch._dynamo."""
     if _LIBRARY:
         return
     import torch
     _LIBRARY.append(torch.library.Library("tileprim", "DEF"))
-    for name in OPS:
+    for name in _own_ops():
         spec = SPECS[name]
         TORCH_OPS[name] = define(name, _schema(spec), _direct(spec), _fake(spec), *_torch_grad.backward_of(spec))
     after_load("torch._dynamo", _register_compiled_twins)  # torch.compile's first use loads it
@@ -251,8 +257,8 @@ def _register_compiled_twins() -> None:
             pass
     substitute = getattr(torch.compiler, "substitute_in_graph", None)
     if substitute is not None:
-        for name, fn in OPS.items():
-            substitute(fn, skip_signature_check=True)(op_function(SPECS[name], _torch_call, None))
+        for name in _own_ops():
+            substitute(OPS[name], skip_signature_check=True)(op_function(SPECS[name], _torch_call, None))
 
 
 class _AfterLoad(importlib.abc.MetaPathFinder):

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "backends/cpu/copy_executor.h"
+#include "backends/cpu/gather_executor.h"
 #include "backends/cpu/host_lanes.h"
 #include "backends/cpu/packed_tiles.h"
 #include "backends/cpu/parallel.h"
@@ -204,6 +205,7 @@ void register_cpu_executors(ExecutorTable& table) {
   table.add("reg", "cpu", std::make_unique<FlatMapExecutor>());
   register_cpu_treduce(table);
   register_cpu_copy(table);
+  register_cpu_gather(table);
 }
 
 }  // namespace tp

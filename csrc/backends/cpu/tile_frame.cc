@@ -35,7 +35,7 @@ HostTileRunner::HostTileRunner(const Plan& plan, HostBody body)
   for (const OperandStaging& s : plan.staging) {
     staging_.emplace_back(s);
     const TypedStaging* m = nullptr;
-    with_host_float(s.dtype, [&](auto tag) { m = moves_for<typename decltype(tag)::type>(); });
+    with_host_value(s.dtype, [&](auto tag) { m = moves_for<typename decltype(tag)::type>(); });
     moves_.push_back(m);
   }
 }

@@ -8,6 +8,7 @@
 #include "backends/cuda/tile_executor.h"
 #include "backends/cuda/treduce_executor.h"
 #include "errors.h"
+#include "variants/gather/gather_plan.h"
 #include "variants/reduction/reduction_common.h"
 
 namespace tp::cuda {
@@ -98,6 +99,33 @@ KernelBody map_body(const Plan& plan) {
   return KernelBody{"", os.str(), false, true};
 }
 
+// gather -> gather: the tiles' shapes and memory layouts (and the wide side's register placement,
+// where it has one), then the template on the staged tiles (scatter reads idx and src: in1, in2).
+KernelBody gather_body(const Plan& plan) {
+  const auto& d = plan.detail_as<GatherPlan>();
+  const GatherView& v = d.view;
+  std::ostringstream decls, call;
+  decls << "constexpr tp::GatherView kGather = {" << v.outer << ", " << v.extent << ", " << v.picks << ", " << v.inner
+        << ",\n    " << cuda_mem_layout(v.x) << ",\n    " << cuda_mem_layout(v.idx) << ",\n    "
+        << cuda_mem_layout(v.src) << ",\n    " << cuda_mem_layout(v.out) << "};\n";
+  if (d.held) {
+    decls << cuda_place_type("PHeld", *d.held) << "constexpr int kHeldSlots = " << d.held->slots << ";\n";
+  }
+  const std::string lanes = "tp::DeviceLanes{lane}";
+  if (d.scatter && d.held) {
+    call << "tp::scatter_add_along_axis<tp::kUnrollRegisters>(" << lanes << ", PHeld{}, kHeldSlots, out, 0, in1, in2, "
+         << "kGather);";
+  } else if (d.scatter) {
+    call << "tp::scatter_add_along_axis(" << lanes << ", kThreads, out, in1, in2, kGather);";
+  } else if (d.held) {
+    call << "tp::take_along_axis<tp::kUnrollRegisters>(" << lanes << ", PHeld{}, kThreads, kHeldSlots, out, in0, 0, "
+         << "in1, kGather);";
+  } else {
+    call << "tp::take_along_axis(" << lanes << ", kThreads, out, in0, in1, kGather);";
+  }
+  return KernelBody{decls.str(), call.str(), false};
+}
+
 // copy -> stage moves tiles between placements inside a tile program's one kernel
 // (program_frame.cc), which reads the plan itself; a standalone copy has no kernel of its own.
 class ProgramStepOnly : public Executor {
@@ -117,6 +145,7 @@ void register_cuda_executors(ExecutorTable& table) {
   table.add("shared", "cuda", std::make_unique<CudaTileExecutor>(shared_body));
   table.add("sm100_packed", "cuda", std::make_unique<CudaTileExecutor>(packed_body));
   table.add("reg", "cuda", std::make_unique<CudaTileExecutor>(map_body));
+  table.add("gather", "cuda", std::make_unique<CudaTileExecutor>(gather_body));
   register_cuda_treduce(table);
 }
 

@@ -217,6 +217,7 @@ template <> struct convert_to<double> {
 };
 template <> struct convert_to<int> {
   static TP_HD int from(int x) { return x; }
+  static TP_HD int from(double x) { return static_cast<int>(x); }  // an integral scalar beside int tiles
 };
 }  // namespace tp
 
@@ -287,3 +288,6 @@ TP_TWO_BYTE_PAIR_OPS(__nv_bfloat162)
 template <class To, class From> TP_HD To cast(From x) { return convert_to<To>::from(widen(x)); }
 
 }  // namespace tp
+
+#include "index.cuh"
+#include "activation.cuh"

@@ -4,6 +4,7 @@
 #include "config.cuh"
 #include "elementwise/maps.cuh"
 #include "frame.cuh"
+#include "gather.cuh"
 #include "lanes.cuh"
 #include "layout.cuh"
 #include "numeric.cuh"

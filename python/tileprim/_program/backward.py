@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 from typing import Dict, List, Sequence
 
-from .._derivatives import NARY, UNARY, VALUELESS
+from .._derivatives import GATHER, NARY, UNARY, VALUELESS
 from .._op_table import OPS
 from .tile import Tile
 from .trace import TRACING
@@ -171,8 +171,13 @@ class _Derivation:
             self.accumulate(x, UNARY[op](tp, g, _Lazy(x), _Lazy(vid), self.forward.tiles[x].dtype))
             return
         values = [_Lazy(u) if u >= 0 else s for u, s in zip(operands, step["scalars"])]
+        if op in GATHER:
+            for u, rule in zip(operands, GATHER[op]):
+                if rule is not None and u in self.relevant:
+                    self.accumulate(u, rule(tp, g, values, step["axes"][0]))
+            return
         for u, rule in zip(operands, NARY[op]):
-            if u >= 0 and u in self.relevant:
+            if u >= 0 and u in self.relevant and rule is not None:
                 self.accumulate(u, self.sum_to(rule(tp, g, values, _Lazy(vid)), self.shape(u)))
 
     def reduction_backward(self, step: dict, vid: int, g):

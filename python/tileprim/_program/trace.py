@@ -10,7 +10,8 @@ from typing import List, Optional
 import numpy as np
 
 from .._checks import as_bool
-from .._dtypes import dtype_name
+from .._dtypes import INDEX_DTYPES, TILE_DTYPES, check_index_scalar, dtype_name
+from .._op_table import SPECS
 from .._layout.value import as_layout
 from .._scope import ExecScope, thread
 from .tile import Tile
@@ -22,6 +23,7 @@ __all__ = ["TRACING", "Trace", "record_step", "user_location"]
 TRACING: List[Optional["Trace"]] = [None]
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PROGRAMS_SHIPPED = os.path.join(_PACKAGE, "layers.py")  # programs written as a user's: their lines are named
 _SCALARS = (int, float, bool, np.integer, np.floating)
 # What belongs to the program call, not to one of its steps.
 _CALL_ONLY = ("batch_dims", "backend", "target", "out")
@@ -32,7 +34,7 @@ def user_location(depth: int = 1) -> str:
     frame = sys._getframe(depth)
     while frame is not None:
         name = frame.f_code.co_filename
-        if not (name.startswith(_PACKAGE) or name.startswith("<tileprim.")):
+        if name == _PROGRAMS_SHIPPED or not (name.startswith(_PACKAGE) or name.startswith("<tileprim.")):
             return f"{os.path.basename(name)}:{frame.f_lineno}"
         frame = frame.f_back
     return "<unknown>:0"
@@ -109,12 +111,23 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
         raise ValueError(f"{where}: {op}: at least one operand must be a tile (all are scalars)")
     if op == "fill" and ids[1] != -1:
         raise TypeError(f"{where}: value: fill takes a Python scalar value")
-    family = "reduction" if axes is not None else "elementwise"
+    family = SPECS[op]["family"]
     dtype = tiles[0].dtype
+    if dtype in INDEX_DTYPES:
+        for name, u, value in zip(SPECS[op]["operands"], ids, scalars):
+            if u < 0:
+                check_index_scalar(value, dtype, f"{where}: {op}: {name}")
     if op == "cast":
-        dtype = dtype_name(extra, "dtype")
+        dtype = dtype_name(extra, "dtype", TILE_DTYPES)
     if family == "reduction":
         shape, axes_list = _reduced(tiles[0].shape, axes, as_bool(keepdims, "keepdims"), where)
+    elif family == "gather":  # take: idx's shape; scatter: x's (the planner checks that they fit)
+        if isinstance(axes, bool) or not isinstance(axes, (int, np.integer)):
+            raise TypeError(f"{where}: axis: expected an int, not {axes!r}")
+        for name, u in zip(SPECS[op]["operands"], ids):
+            if u < 0:
+                raise TypeError(f"{where}: {op}: {name}: {op} takes tiles, not a scalar")
+        shape, axes_list = tiles[1 if op == "take_along_axis" else 0].shape, [int(axes)]
     else:
         axes_list = []
         try:

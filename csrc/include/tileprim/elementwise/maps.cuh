@@ -62,6 +62,15 @@ struct Reciprocal {
 struct Silu {  // x * sigmoid(x), numeric.cuh's own
   template <class T> static TP_HD T apply(T x) { return silu(x); }
 };
+struct Tanh {  // activation.cuh's own, as the next two
+  template <class T> static TP_HD T apply(T x) { return tanh(x); }
+};
+struct Erf {
+  template <class T> static TP_HD T apply(T x) { return erf(x); }
+};
+struct Sigmoid {
+  template <class T> static TP_HD T apply(T x) { return sigmoid(x); }
+};
 struct Add {
   template <class T> static TP_HD T apply(T a, T b) { return add(a, b); }
 };
@@ -83,8 +92,28 @@ struct MaximumNaN {
 struct Fma {
   template <class T> static TP_HD T apply(T a, T b, T c) { return fma(a, b, c); }
 };
-struct Eq {  // IEEE equality as a mask in the operands' dtype: NaN equals nothing, -0 equals +0
-  template <class T> static TP_HD T apply(T a, T b) { return cast<T>(widen(a) == widen(b) ? 1.0f : 0.0f); }
+// IEEE comparisons as masks in the operands' dtype: a NaN compares false (ne: true), -0 equals +0
+template <class T> TP_HD T mask_of(bool c) { return cast<T>(c ? 1.0f : 0.0f); }
+struct Eq {
+  template <class T> static TP_HD T apply(T a, T b) { return mask_of<T>(widen(a) == widen(b)); }
+};
+struct Ne {
+  template <class T> static TP_HD T apply(T a, T b) { return mask_of<T>(widen(a) != widen(b)); }
+};
+struct Lt {
+  template <class T> static TP_HD T apply(T a, T b) { return mask_of<T>(widen(a) < widen(b)); }
+};
+struct Le {
+  template <class T> static TP_HD T apply(T a, T b) { return mask_of<T>(widen(a) <= widen(b)); }
+};
+struct Gt {
+  template <class T> static TP_HD T apply(T a, T b) { return mask_of<T>(widen(a) > widen(b)); }
+};
+struct Ge {
+  template <class T> static TP_HD T apply(T a, T b) { return mask_of<T>(widen(a) >= widen(b)); }
+};
+struct Where {  // a where cond != 0 (a NaN cond included), else b: the value moves unchanged
+  template <class T> static TP_HD T apply(T cond, T a, T b) { return widen(cond) != 0 ? a : b; }
 };
 
 // Op as a function to the output dtype TD: the same-dtype maps return TD already; Zero and

@@ -1,0 +1,103 @@
+// gather -> gather (priority 10): take_along_axis and scatter_add_along_axis at any scope, the index
+// tile and the small side (take's result, scatter's src) in shared memory, where every thread
+// reads them, the wide side (take's x, scatter's result) there too or in the threads' registers,
+// where a program holds a row (tileprim/gather.cuh). A tile program restages what lies elsewhere,
+// and its plan says why.
+#include <memory>
+
+#include "dispatch/registry.h"
+#include "layout/placement.h"
+#include "variants/gather/gather_plan.h"
+
+namespace tp {
+namespace {
+
+// What the op reads: take reads x and idx; scatter reads idx and src (x only for its shape).
+bool reads(const OpCall& call, size_t operand) { return call.op() != "scatter_add_along_axis" || operand > 0; }
+// The wide side: take's x, scatter's result (operand -1).
+bool wide(const OpCall& call, int operand) { return operand == (call.op() == "scatter_add_along_axis" ? -1 : 0); }
+
+std::string placed(const OpCall& call, const DispatchContext&) {
+  std::string reasons;
+  auto check = [&](const TileRef& t, int operand) {
+    if (is_shared(t.storage) || (t.storage == Storage::local && wide(call, operand))) return;
+    reasons += (reasons.empty() ? "" : "; ") + std::string("operand scope ") + storage_name(t.storage) +
+               " != shared (" + t.arg + ")";
+  };
+  for (size_t i = 0; i < call.inputs.size(); ++i) {
+    if (reads(call, i)) check(call.inputs[i], static_cast<int>(i));
+  }
+  check(call.output, -1);
+  return reasons.empty() ? "" : reasons + ": every thread reads the index tile and the picked values in shared memory";
+}
+
+OperandStaging staged(int operand, const TileRef& t, const ExecScope& scope, bool load, bool store) {
+  OperandStaging s;
+  s.operand = operand;
+  s.dtype = t.dtype;
+  s.elements = t.elements();
+  s.load = load;
+  s.store = store;
+  const TileLayout layout = t.layout.value_or(TileLayout::row_major(t.shape));
+  if (t.storage == Storage::local) {
+    s.kind = Staging::registers;
+    s.place = std::make_shared<const RegisterPlacement>(place_in_registers(layout, scope, t.arg));
+  } else {
+    s.kind = Staging::shared;
+    s.layout = layout;
+  }
+  return s;
+}
+
+long long product(const std::vector<long long>& shape, size_t from, size_t to) {
+  long long n = 1;
+  for (size_t d = from; d < to; ++d) n *= shape[d];
+  return n;
+}
+
+class Gather : public Variant {
+ public:
+  Gather() : Variant("gather", 10, OpFamily::gather, {{"placed", placed}}) {}
+
+  void plan(Plan& plan) const override {
+    const OpCall& call = plan.call;
+    const std::vector<long long>&x = call.inputs[0].shape, &idx = call.inputs[1].shape;
+    const size_t axis = static_cast<size_t>(call.axes.at(0));
+    auto d = std::make_shared<GatherPlan>();
+    d->scatter = call.op() == "scatter_add_along_axis";
+    d->view.outer = product(x, 0, axis);
+    d->view.extent = x[axis];
+    d->view.picks = idx[axis];
+    d->view.inner = product(x, axis + 1, x.size());
+    // a register tile's memory layout is unread: row-major stands in
+    auto memory = [](const TileRef& t) {
+      return (is_shared(t.storage) && t.layout ? *t.layout : TileLayout::row_major(t.shape)).memory_layout();
+    };
+    d->view.x = memory(call.inputs[0]);
+    d->view.idx = memory(call.inputs[1]);
+    d->view.src = memory(call.inputs[d->scatter ? 2 : 1]);
+    d->view.out = memory(call.output);
+    plan.set("axis", static_cast<long long>(axis));
+    plan.set("extent", d->view.extent);
+    plan.set("picks", d->view.picks);
+    plan.note("rounding", d->scatter ? "each element a sum from +0 in idx's order along the axis, in the dtype"
+                                     : "none: values move unchanged (NaN payloads and signed zeros kept)");
+    plan.note("out_of_range",
+              d->scatter ? "an index outside [-n, n) adds nothing" : "an index outside [-n, n) gives NaN");
+    for (size_t i = 0; i < call.inputs.size(); ++i) {
+      if (reads(call, i)) plan.staging.push_back(staged(static_cast<int>(i), call.inputs[i], call.scope, true, false));
+    }
+    plan.staging.push_back(staged(-1, call.output, call.scope, false, true));
+    for (const OperandStaging& st : plan.staging) {
+      if (st.kind == Staging::registers) d->held = st.place;
+    }
+    plan.set("wide_side", std::string(d->held ? "registers" : "shared"));
+    plan.detail = d;
+  }
+};
+
+}  // namespace
+
+void register_gather(Registry& r) { r.add(std::make_unique<Gather>()); }
+
+}  // namespace tp

@@ -1,0 +1,18 @@
+// gather -> gather's plan detail, read by its executors: the tiles' shapes around the axis and
+// their memory layouts (tileprim/gather.cuh's GatherView), whether the op sums (scatter), and the
+// wide side's register placement where it lies in registers (take's x, scatter's result).
+#pragma once
+#include <memory>
+
+#include "dispatch/plan.h"
+#include "tileprim/gather.cuh"
+
+namespace tp {
+
+struct GatherPlan : VariantPlan {
+  GatherView view{};
+  bool scatter = false;  // scatter_add_along_axis; else take_along_axis
+  std::shared_ptr<const RegisterPlacement> held;  // the wide side in registers, or null: in shared memory
+};
+
+}  // namespace tp

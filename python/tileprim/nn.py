@@ -1,0 +1,177 @@
+"""Drop-in ``torch.nn.Module``s of ``tileprim.layers``' programs: forward and backward are tile
+programs (one kernel each on a GPU; the backward derived from the forward's steps), with the
+parameters, argument names and results of the torch and Hugging Face modules they replace.
+
+    import tileprim.nn as tpnn
+    norm = tpnn.RMSNorm(4096, eps=1e-6)          # Llama's RMSNorm: weight, variance_epsilon
+    mlp = tpnn.SwiGLUMLP(4096, 11008)            # gate_proj, up_proj, down_proj: LlamaMLP's state dict
+    loss = tpnn.CrossEntropyLoss()(logits, labels)   # ignore_index=-100, the mean over the kept rows
+
+``scope=`` (every module) names the programs' scope; None leaves it to the programs' call (the
+planner's choice, once it chooses). Needs torch."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from . import layers
+
+__all__ = ["GELU", "SiLUMul", "GELUMul", "SwiGLUMLP", "GEGLUMLP", "LayerNorm", "RMSNorm", "CrossEntropyLoss"]
+
+
+def _where(x) -> Optional[str]:
+    """The backend of the tensor's device: a module runs where its input lies, as torch's do (a
+    program's default would take CPU tensors to the GPU where there is one)."""
+    return "cpu" if x.device.type == "cpu" else None
+
+
+def _elementwise(program, scope, *tensors):
+    """A map over tensors of one shape, as a batch of tiles of 8 elements per thread of ``scope``
+    (where those divide the tensor; else tiles of 8, or 1, at thread scope)."""
+    shape, n = tensors[0].shape, tensors[0].numel()
+    per_tile = 8 * (scope.threads if scope is not None else 1)
+    if n % per_tile:
+        scope, per_tile = None, 8 if n % 8 == 0 else 1
+    tiles = [t.reshape(-1, per_tile) for t in tensors]
+    return program(*tiles, batch_dims=1, scope=scope, backend=_where(tensors[0])).reshape(shape)
+
+
+def _rows(program, scope, x, *args):
+    """A program over the last dim, every other dim a batch of rows."""
+    rows = x.reshape(-1, x.shape[-1])
+    return program(rows, *args, batch_dims=1, scope=scope, backend=_where(x)).reshape(x.shape)
+
+
+class GELU(torch.nn.Module):
+    """``torch.nn.GELU(approximate=...)``: 'none' (the erf form) or 'tanh'."""
+
+    def __init__(self, approximate: str = "none", *, scope=None):
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"approximate: {approximate!r} is not 'none' or 'tanh'")
+        self.approximate, self.scope = approximate, scope
+
+    def forward(self, x):
+        return _elementwise(layers.gelu_tanh if self.approximate == "tanh" else layers.gelu_erf, self.scope, x)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class _Product(torch.nn.Module):
+    """A gated product ``act(a) * b``: ``program``, a map of two tiles."""
+
+    program = None
+
+    def __init__(self, *, scope=None):
+        super().__init__()
+        self.scope = scope
+
+    def forward(self, a, b):
+        return _elementwise(self.program, self.scope, a, b)
+
+
+class SiLUMul(_Product):
+    """SwiGLU's gated product ``silu(a) * b`` (Liger's LigerSiLUMulFunction)."""
+
+    program = layers.silu_mul
+
+
+class GELUMul(_Product):
+    """GeGLU's gated product ``gelu_tanh(a) * b`` (Liger's LigerGELUMulFunction)."""
+
+    program = layers.gelu_tanh_mul
+
+
+class _GatedMLP(torch.nn.Module):
+    """down_proj(act(gate_proj(x)) * up_proj(x)): Llama's / Gemma's MLP, parameters named as theirs."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int, bias: bool, product, device, dtype):
+        super().__init__()
+        made = dict(bias=bias, device=device, dtype=dtype)
+        self.gate_proj = torch.nn.Linear(hidden_size, intermediate_size, **made)
+        self.up_proj = torch.nn.Linear(hidden_size, intermediate_size, **made)
+        self.down_proj = torch.nn.Linear(intermediate_size, hidden_size, **made)
+        self.product = product
+
+    def forward(self, x):
+        return self.down_proj(self.product(self.gate_proj(x), self.up_proj(x)))
+
+
+class SwiGLUMLP(_GatedMLP):
+    """Llama's MLP (``LlamaMLP``: silu)."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int, bias: bool = False, *, scope=None, device=None,
+                 dtype=None):
+        super().__init__(hidden_size, intermediate_size, bias, SiLUMul(scope=scope), device, dtype)
+
+
+class GEGLUMLP(_GatedMLP):
+    """Gemma's MLP (gelu, tanh form)."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int, bias: bool = False, *, scope=None, device=None,
+                 dtype=None):
+        super().__init__(hidden_size, intermediate_size, bias, GELUMul(scope=scope), device, dtype)
+
+
+class LayerNorm(torch.nn.Module):
+    """``torch.nn.LayerNorm`` over the last dim (weight and bias; without them, ones and zeros)."""
+
+    def __init__(self, normalized_shape: int, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
+                 *, scope=None, device=None, dtype=None):
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        if len(shape) != 1:
+            raise ValueError(f"normalized_shape: {shape} normalizes {len(shape)} dims; this takes the last one")
+        self.normalized_shape, self.eps, self.scope = shape, eps, scope
+        made = dict(device=device, dtype=dtype)
+        self.weight = torch.nn.Parameter(torch.ones(shape, **made)) if elementwise_affine else None
+        self.bias = torch.nn.Parameter(torch.zeros(shape, **made)) if elementwise_affine and bias else None
+
+    def forward(self, x):
+        w = self.weight if self.weight is not None else x.new_ones(self.normalized_shape)
+        b = self.bias if self.bias is not None else x.new_zeros(self.normalized_shape)
+        return _rows(layers.layer_norm, self.scope, x, w, b, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class RMSNorm(torch.nn.Module):
+    """Llama's ``LlamaRMSNorm`` (``weight``, ``variance_epsilon``), in float32 inside."""
+
+    def __init__(self, hidden_size: int, eps: float = 1e-6, *, scope=None, device=None, dtype=None):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
+        self.variance_epsilon, self.scope = eps, scope
+
+    def forward(self, x):
+        return _rows(layers.rms_norm, self.scope, x, self.weight.to(x.dtype), self.variance_epsilon)
+
+    def extra_repr(self) -> str:
+        return f"{tuple(self.weight.shape)}, eps={self.variance_epsilon}"
+
+
+class CrossEntropyLoss(torch.nn.Module):
+    """``torch.nn.CrossEntropyLoss`` of logits (N, C) against class indices (N,): the rows' losses
+    from ``layers.cross_entropy``, then (reduction) torch's mean over the rows whose target is not
+    ``ignore_index``, their sum, or the rows ('none'). No class weights or label smoothing."""
+
+    def __init__(self, ignore_index: int = -100, reduction: str = "mean", *, scope=None):
+        super().__init__()
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(f"reduction: {reduction!r} is not 'mean', 'sum' or 'none'")
+        self.ignore_index, self.reduction, self.scope = ignore_index, reduction, scope
+
+    def forward(self, input, target):
+        if input.dim() != 2 or target.shape != input.shape[:1]:
+            raise ValueError(f"input, target: expected logits (N, C) and targets (N,), not {tuple(input.shape)} and "
+                             f"{tuple(target.shape)}")
+        rows = layers.cross_entropy(input, target[:, None], self.ignore_index, batch_dims=1, scope=self.scope,
+                                    backend=_where(input))[:, 0]
+        if self.reduction == "none":
+            return rows
+        if self.reduction == "sum":
+            return rows.sum()
+        return rows.sum() / (target != self.ignore_index).sum()
