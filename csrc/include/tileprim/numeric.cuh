@@ -287,3 +287,5 @@ TP_TWO_BYTE_PAIR_OPS(__nv_bfloat162)
 template <class To, class From> TP_HD To cast(From x) { return convert_to<To>::from(widen(x)); }
 
 }  // namespace tp
+
+#include "transcendental_fast.cuh"

@@ -87,6 +87,24 @@ struct Eq {  // IEEE equality as a mask in the operands' dtype: NaN equals nothi
   template <class T> static TP_HD T apply(T a, T b) { return cast<T>(widen(a) == widen(b) ? 1.0f : 0.0f); }
 };
 
+// fastmath=True: the GPU's approximations (transcendental_fast.cuh), the exact ops on the host
+#define TP_FAST_MAP(Name, fn)                                                  \
+  struct Name {                                                                \
+    template <class T> static TP_HD T apply(T x) { return fast_math::fn(x); } \
+  };
+TP_FAST_MAP(FastExp, exp)
+TP_FAST_MAP(FastExp2, exp2)
+TP_FAST_MAP(FastLog, log)
+TP_FAST_MAP(FastLog2, log2)
+TP_FAST_MAP(FastRsqrt, rsqrt)
+TP_FAST_MAP(FastSilu, silu)
+#undef TP_FAST_MAP
+// a / b: where b is one value for the whole bundle (a row's sum, broadcast), a times b's
+// reciprocal on the GPU (multiply_by_reciprocal, below); an IEEE division elsewhere
+struct FastFdiv {
+  template <class T> static TP_HD T apply(T a, T b) { return fdiv(a, b); }
+};
+
 // Op as a function to the output dtype TD: the same-dtype maps return TD already; Zero and
 // Cast need TD to know what to produce.
 template <class Op, class TD> struct To {
@@ -173,6 +191,28 @@ TP_HD void divide_registers(float* dst, int slots, const A& a, const ScalarOpera
 #endif
 }
 
+// fastmath=True's division of float, float16 or bfloat16 registers by one scalar: each a times
+// RN(1/b), the reciprocal IEEE-rounded once per bundle, the product in float rounded once to the
+// dtype (GPU only: the host divides, as every exact division does).
+template <class Op, class TD, class... Operands> constexpr bool multiplies_by_reciprocal = false;
+#if TP_ON_DEVICE
+template <class A> constexpr bool multiplies_by_reciprocal<map_op::FastFdiv, float, A, ScalarOperand<float>> = true;
+#if defined(TP_WITH_FP16)
+template <class A> constexpr bool multiplies_by_reciprocal<map_op::FastFdiv, __half, A, ScalarOperand<__half>> = true;
+#endif
+#if defined(TP_WITH_BF16)
+template <class A>
+constexpr bool multiplies_by_reciprocal<map_op::FastFdiv, __nv_bfloat16, A, ScalarOperand<__nv_bfloat16>> = true;
+#endif
+#endif
+
+template <int kUnroll, class TD, class A>
+TP_HD void multiply_by_reciprocal(TD* dst, int slots, const A& a, const ScalarOperand<TD>& b) {
+  const float inverse = reciprocal(widen(b.value));
+  TP_UNROLL_BY(kUnroll)
+  for (int f = 0; f < slots; ++f) dst[f] = convert_to<TD>::from(widen(a[f]) * inverse);
+}
+
 // exp or exp2 of float or double registers: where every x of the bundle lies within the op's
 // normal_within, each result is normal and its 2^k an add to the exponent (apply_normal, the
 // same bits, about 11 instructions fewer); a bundle with an x beyond (or a NaN) takes apply.
@@ -200,6 +240,8 @@ template <class Op, int kUnroll, class TD, class... Operands>
 TP_HD void map_registers(TD* dst, int slots, const Operands&... operands) {
   if constexpr (divides_by_one_float<Op, TD, Operands...>) {
     divide_registers<kUnroll>(dst, slots, operands...);
+  } else if constexpr (multiplies_by_reciprocal<Op, TD, Operands...>) {
+    multiply_by_reciprocal<kUnroll>(dst, slots, operands...);
   } else if constexpr (exps_of_wide<Op, TD, Operands...>) {
     exp_registers<Op, kUnroll>(dst, slots, operands...);
   } else if constexpr (has_pair<Op, TD>::value) {
