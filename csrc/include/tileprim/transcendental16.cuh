@@ -6,7 +6,7 @@
 // exact where they must be, and every inexact result lies at least 2^-26.8 of itself (float16;
 // bfloat16 2^-25.1) from a 16-bit rounding midpoint, silu's tiny inputs aside (there the lo terms
 // are exact). So hi + lo, hi a float, errs by less than that (the polynomials are as short as that
-// allows), and hi nudged toward hi + lo (`nudged`) rounds as the exact result does. rsqrt needs no
+// allows), and hi + lo rounded to odd (`sum_to_odd`) rounds as the exact result does. rsqrt needs no
 // lo: its results lie at least 2^-21.4 from a midpoint, its float Newton steps err by 2^-23.
 // Correctly rounded at every one of the 65,536 inputs of each format: tests/test_numerics.py.
 //
@@ -59,29 +59,51 @@ TP_HD Value one_plus(float w) {
   return {hi, w - (hi - 1.0f), 0.0f};
 }
 
-// hi moved one float ulp toward hi + lo where hi's last bit is 0, else hi (rounding to odd,
-// Boldo and Melquiond, without its test for lo == 0). A 16-bit midpoint is a float with its last
-// bit 0, so the result is never one, and it rounds to 16 bits as hi + lo does: where hi is a
-// midpoint, to lo's side of it. hi is never 0 beside a lo of the other sign (NaN stays NaN).
+// hi moved one float ulp toward hi + lo where hi's last bit is 0, else hi (rounding to odd, as
+// sum_to_odd, but for an exact sum below zero, which moves toward zero: silu's of a negative
+// subnormal x, whose result x/2 is a bfloat16 midpoint and the exact silu just above it).
 TP_HD float nudged(const Value& v) {
   const unsigned b = to_bits(v.hi);
   const unsigned toward_zero = static_cast<unsigned>(static_cast<int>(to_bits(v.lo) ^ b) >> 31);  // 0 or ~0
   return from_bits((b + toward_zero) | 1u);
 }
 
+// a + b rounded to odd: toward zero, then its last bit set (Boldo and Melquiond's rounding to
+// odd, but for an exact sum, whose last bit is set too). A 16-bit midpoint is a float with its
+// last bit 0, so the result is never one, and it rounds to 16 bits as a + b does: where a + b lies
+// within one float ulp of a midpoint, to its side of it. On the GPU one add rounded toward zero
+// and an or; on the host RN(a + b) moved one ulp toward zero where it erred away from zero (its
+// error exact, for |a| >= |b| or a = 0: Fast2Sum), the same float. NaN stays NaN.
+TP_HD float sum_to_odd(float a, float b) {
+#if TP_ON_DEVICE
+  return from_bits(to_bits(__fadd_rz(a, b)) | 1u);
+#else
+  const float hi = a + b, lo = b - (hi - a);
+  const bool away = (lo != 0.0f) & (sign_bit(lo) != sign_bit(hi));
+  return from_bits((to_bits(hi) - (away ? 1u : 0u)) | 1u);
+#endif
+}
+
+// A + B + small rounded to odd: sum3's hi + lo, with A + B exact as there
+TP_HD float sum3_to_odd(float a, float b, float small) {
+  const float s = a + b;
+  return sum_to_odd(s, (b - (s - a)) + small);
+}
+
 // 2^k for an integer k in [-126, 127], from its bits
 TP_HD int exponent_of(float k) { return static_cast<int>(to_bits(k + kShifter) - to_bits(kShifter)); }
 TP_HD float pow2(int k) { return from_bits((static_cast<unsigned>(k) << 23) + kOne); }
 
-// v * 2^k for the integer k: one exact product for float16 (k in [-38, 23]); for bfloat16 two
-// (2^floor(k/2), 2^ceil(k/2): k reaches -141 and 128), the second rounding where the product
-// is a float subnormal
-template <class F> TP_HD float times_pow2(float v, float k) {
-  const int ki = exponent_of(k);
+// v * 2^k for the integer k held as shifted = k + kShifter (k in its low bits; the bits above it
+// shift out of 2^k's), v within a few powers of two of 1: one exact product for float16 (k in
+// [-38, 23]); for bfloat16 two (2^floor(k/2), 2^ceil(k/2): k reaches -141 and 128), the second
+// rounding where the product is a float subnormal. A NaN v stays NaN.
+template <class F> TP_HD float times_pow2(float v, float shifted) {
   if constexpr (F::kFloatSubnormals) {
+    const int ki = static_cast<int>(to_bits(shifted) - to_bits(kShifter));
     return (v * pow2(ki >> 1)) * pow2(ki - (ki >> 1));
   } else {
-    return v * pow2(ki);
+    return v * from_bits((to_bits(shifted) << 23) + kOne);
   }
 }
 
@@ -97,27 +119,27 @@ TP_HD float exp2_q(float t) {
 // e^x = (1 + a + small) 2^k for x in the clamp's range: k = RN(x / ln2), a = x - k ln2_f exactly
 // (|a| <= ln2/2 is a multiple of 2^-24, as x and k ln2_f are), small = a^2 q(a). ln2_f's own
 // error, k (ln2 - ln2_f), at most 2^-21.9 relative (bfloat16's k; float16's 2^-24.3), is left
-// out: checked harmless
+// out: checked harmless. `shifted` is k + kShifter, k in its low bits.
 struct ExpParts {
-  float k, a, small;
+  float shifted, k, a, small;
 };
 TP_HD ExpParts exp_parts(float x) {
-  const float k = fma(x, 0x1.715476p+0f, kShifter) - kShifter;
+  const float shifted = fma(x, 0x1.715476p+0f, kShifter), k = shifted - kShifter;
   const float a = fma(k, -0x1.62e430p-1f, x);
-  return {k, a, a * a * exp_q(a)};
+  return {shifted, k, a, a * a * exp_q(a)};
 }
 
 template <class F> TP_HD float exp(float x) {
   const ExpParts e = exp_parts(clamp(x, F::kExpZero, F::kExpInf));
-  return times_pow2<F>(nudged(one_plus(e.a + e.small)), e.k);
+  return times_pow2<F>(sum_to_odd(1.0f, e.a + e.small), e.shifted);
 }
 // 2^x = (1 + t ln2 + t^2 q(t)) 2^k with k = RN(x), t = x - k exactly (11 bits at most); t ln2 =
 // t L1 + t L2, L1 = ln2 to 12 bits, so t L1 is exact
 template <class F> TP_HD float exp2(float x) {
   const float xc = clamp(x, F::kExp2Zero, F::kExp2Inf);
-  const float k = (xc + kShifter) - kShifter, t = xc - k;
+  const float shifted = xc + kShifter, t = xc - (shifted - kShifter);
   const float w = t * 0x1.62ep-1f + fma(t * t, exp2_q(t), t * 0x1.0bfbe8p-15f);
-  return times_pow2<F>(nudged(one_plus(w)), k);
+  return times_pow2<F>(sum_to_odd(1.0f, w), shifted);
 }
 
 // silu x = x / (1 + e) (x >= 0) or x e / (1 + e) (x < 0), e = e^-|x| = (hi + lo) 2^k: numerator n
@@ -140,7 +162,7 @@ template <class F> TP_HD float silu(float x) {
   const float n = negative ? ae : xc, n_lo = negative ? ae_lo : 0.0f;
   const float inv = ieee_math::reciprocal_from_line<float, 3>(d.hi, 24.0f / 17, 8.0f / 17), q = n * inv;
   const float c = ((fma(-q, d.hi, n) + n_lo) - q * d_lo) * inv, hi = q + c;
-  const float v = times_pow2<F>(nudged({hi, c - (hi - q), 0.0f}), negative ? e.k : 0.0f);
+  const float v = times_pow2<F>(nudged({hi, c - (hi - q), 0.0f}), negative ? parts.shifted : kShifter);
   return x == 0.0f ? x : v;  // +-0 keeps its sign
 }
 
@@ -193,14 +215,12 @@ TP_HD float log_special(float x, float v) {
 // log x = k ln2 + f + f^2 q(f): k L1 exact (L1 = ln2 to 15 bits), L2 = ln2 - L1
 template <class F> TP_HD float log(float x) {
   const Split s = split<F>(x);
-  const Value v = sum3(s.k * 0x1.62e4p-1f, s.f, fma(s.f * s.f, log_q(s.f), s.k * 0x1.7f7d1cp-20f));
-  return log_special(x, nudged(v));
+  return log_special(x, sum3_to_odd(s.k * 0x1.62e4p-1f, s.f, fma(s.f * s.f, log_q(s.f), s.k * 0x1.7f7d1cp-20f)));
 }
 // log2 x = k + f log2e + f^2 q2(f): f E1 exact (E1 = log2e to 12 bits), E2 = log2e - E1
 template <class F> TP_HD float log2(float x) {
   const Split s = split<F>(x);
-  const Value v = sum3(s.k, s.f * 0x1.715p+0f, fma(s.f * s.f, log2_q(s.f), s.f * 0x1.1d94aep-14f));
-  return log_special(x, nudged(v));
+  return log_special(x, sum3_to_odd(s.k, s.f * 0x1.715p+0f, fma(s.f * s.f, log2_q(s.f), s.f * 0x1.1d94aep-14f)));
 }
 
 // 1/sqrt(x): the exponent-halving start (0x5f375a86, within 3.5%), then three Newton steps
