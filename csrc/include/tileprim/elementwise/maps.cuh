@@ -191,9 +191,18 @@ TP_HD void divide_registers(float* dst, int slots, const A& a, const ScalarOpera
 #endif
 }
 
+// A rare path's form is a call on the GPU: inlined beside the fast one in an unrolled bundle, ptxas
+// interleaves the two and the registers of the rare path hold the whole kernel to fewer blocks
+// (sm_90a, logsumexp of rows of 16384 at cta(256): 95 float32 / 128 bfloat16 registers, 2 blocks
+// per SM; with the call 80, 3 blocks).
+template <class Op, class T, class... More> TP_HD_OUT_OF_LINE T apply_out_of_line(T x, More... more) {
+  return Op::apply(x, more...);
+}
+
 // fastmath=True's division of float, float16 or bfloat16 registers by one scalar: each a times
 // RN(1/b), the reciprocal IEEE-rounded once per bundle, the product in float rounded once to the
-// dtype (GPU only: the host divides, as every exact division does).
+// dtype; a b whose reciprocal is not a normal float (0, an infinity, NaN, |b| beyond 2^126 or
+// below 2^-126) divides instead (GPU only: the host divides, as every exact division does).
 template <class Op, class TD, class... Operands> constexpr bool multiplies_by_reciprocal = false;
 #if TP_ON_DEVICE
 template <class A> constexpr bool multiplies_by_reciprocal<map_op::FastFdiv, float, A, ScalarOperand<float>> = true;
@@ -209,8 +218,13 @@ constexpr bool multiplies_by_reciprocal<map_op::FastFdiv, __nv_bfloat16, A, Scal
 template <int kUnroll, class TD, class A>
 TP_HD void multiply_by_reciprocal(TD* dst, int slots, const A& a, const ScalarOperand<TD>& b) {
   const float inverse = reciprocal(widen(b.value));
+  if ((magnitude(inverse) >= 0x1p-126f) & (magnitude(inverse) < limits<float>::pos_inf())) {
+    TP_UNROLL_BY(kUnroll)
+    for (int f = 0; f < slots; ++f) dst[f] = convert_to<TD>::from(widen(a[f]) * inverse);
+    return;
+  }
   TP_UNROLL_BY(kUnroll)
-  for (int f = 0; f < slots; ++f) dst[f] = convert_to<TD>::from(widen(a[f]) * inverse);
+  for (int f = 0; f < slots; ++f) dst[f] = apply_out_of_line<map_op::Fdiv>(a[f], b.value);
 }
 
 // exp or exp2 of float or double registers: where every x of the bundle lies within the op's
@@ -222,11 +236,6 @@ template <> constexpr bool exps_of_wide<map_op::Exp, double, RegOperand<double>>
 template <> constexpr bool exps_of_wide<map_op::Exp2, float, RegOperand<float>> = true;
 template <> constexpr bool exps_of_wide<map_op::Exp2, double, RegOperand<double>> = true;
 
-// The general form is a call on the GPU: inlined beside the fast one in an unrolled bundle, ptxas
-// interleaves the two and the registers of the rare path hold the whole kernel to fewer blocks
-// (sm_90a, logsumexp of rows of 16384 at cta(256): 95 float32 / 128 bfloat16 registers, 2 blocks
-// per SM; with the call 80, 3 blocks).
-template <class Op, class T> TP_HD_OUT_OF_LINE T apply_out_of_line(T x) { return Op::apply(x); }
 
 template <class Op, int kUnroll, class T> TP_HD void exp_registers(T* dst, int slots, const RegOperand<T>& x) {
   map_fast_or_general<kUnroll>(
