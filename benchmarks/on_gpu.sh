@@ -3,12 +3,15 @@
 # GPU suite, the benchmarks (python -m tileprim bench; its JSON in $OUT/bench.json). Logs go to
 # $OUT/<step>.log; a summary line per step is printed.
 #   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench] [programs] [programs_backward] [profile] [scopes]
-#        [treduce] [processes] [nccl]
+#        [fastmath] [treduce] [processes] [nccl]
 #   (default: the first four; processes: the multi-process treduce tests and benchmark, 2+ GPUs;
 #   nccl: the NCCL transport's benchmark, on NVLink and on NCCL's network transport; programs: the
 #   tile-program benchmark, $OUT/programs.json, Liger installed from .whl/ where carried;
 #   programs_backward: its forward + backward cases alone, $OUT/programs_backward.json; scopes: the
-#   CTA-size and staging sweep of the programs, $OUT/scopes_*.log)
+#   CTA-size and staging sweep of the programs, $OUT/scopes_*.log; fastmath: issue 45's checks in one
+#   go: the fastmath GPU tests and the exact 16-bit maps' CPU = GPU bits, the approximations' accuracy
+#   table ($OUT/fastmath_errors.json, to copy over python/tileprim/fastmath_errors.json), memcheck over
+#   fastmath programs, and the issue's rows on both paths beside the peers, $OUT/fastmath_*.json)
 set -u
 OUT=${OUT:-/tmp/tileprim-gpu}
 mkdir -p "$OUT"
@@ -105,7 +108,8 @@ if want programs_backward; then  # softmax and RMSNorm forward + backward, the p
 fi
 if want profile; then  # the cases whose targets are hardest, through Nsight Compute
   for case in "sum K=128 thread" "sum K=32 cta(32)" "exp float16" "program softmax 32768x4096 bfloat16" \
-              "program softmax 32768x16384 bfloat16" "program logsumexp 32768x16384 bfloat16"; do
+              "program softmax 32768x16384 bfloat16" "program logsumexp 32768x16384 bfloat16" \
+              "program softmax 32768x4096 bfloat16 fastmath" "exp bfloat16 fastmath"; do
     step "ncu_${case//[^a-z0-9]/_}" ncu --clock-control none --kernel-name tp_kernel --launch-skip 2 --launch-count 1 \
       --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats --section Occupancy \
       --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
@@ -116,6 +120,20 @@ if want scopes; then  # the sweep behind scope_for at the issue's row lengths
   for spec in "4096 float32" "16384 float32" "4096 bfloat16" "16384 bfloat16"; do
     TAIL=1 step "scopes_${spec// /_}" python3 benchmarks/program_scopes.py $spec softmax rmsnorm add_rmsnorm logsumexp
   done
+fi
+if want fastmath; then  # issue 45: fastmath=True and the cheaper exact 16-bit maps
+  carried_wheels
+  TAIL=6 step fastmath_tests python3 -m pytest tests/test_fastmath.py tests/test_numerics_gpu.py -m gpu -q \
+    -p no:cacheprovider -n 8 -rfE -k "fastmath or (every_elementwise_op and (float16 or bfloat16))"
+  TAIL=12 step fastmath_accuracy python3 benchmarks/accuracy.py --fastmath --json "$OUT/fastmath_errors.json"
+  step fastmath_memcheck compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 \
+    python3 -m pytest tests/test_fastmath.py -m gpu -q -p no:cacheprovider -x -k "programs or runs_the_approximation"
+  TAIL=20 step fastmath_programs python3 benchmarks/programs.py --only "softmax 32768x4096 bfloat16" \
+    --only "softmax 32768x16384 bfloat16" --only "logsumexp 32768x4096 bfloat16" \
+    --only "logsumexp 32768x16384 bfloat16" --json "$OUT/fastmath_programs.json"
+  TAIL=14 step fastmath_maps python3 -m tileprim bench --only "exp float16" --only "exp bfloat16" \
+    --only "silu float16" --only "silu bfloat16" --only "log2 float16" --only "log2 bfloat16" \
+    --json "$OUT/fastmath_maps.json"
 fi
 if want processes; then
   TAIL=6 step pytest_processes python3 -m pytest tests/test_treduce_processes.py -q -p no:cacheprovider -rfE
