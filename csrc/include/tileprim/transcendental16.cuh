@@ -26,15 +26,21 @@ constexpr unsigned kOne = 0x3f800000u;  // 1.0f's bits
 // What the maps need to know of each format: inputs at or below kExpZero (kExp2Zero) give 0, at
 // or above kExpInf (kExp2Inf) infinity, after the rounding (clamping there keeps 2^k a float);
 // whether results and inputs can be float subnormals (bfloat16's exponent range is float's).
+// Within kExpNormal (kExp2Normal) of 0, x needs no clamp and 2^k is one exact product (the normal
+// forms below); kLogNormal is the least x whose log needs neither specials nor scaling.
 struct Half {
   static constexpr float kExpZero = -17.5f, kExpInf = 11.125f;  // e^-17.5 < 2^-25, e^11.125 > 65520
   static constexpr float kExp2Zero = -25.0f, kExp2Inf = 16.0f;  // 2^-25 is a tie, rounded to 0
+  static constexpr float kExpNormal = 11.0f, kExp2Normal = 15.0f;
+  static constexpr float kLogNormal = 0x1p-24f;  // every positive float16
   static constexpr float kSiluZero = -21.5f, kSiluInf = 65536.0f;  // 21.5 e^-21.5 < 2^-25
   static constexpr bool kFloatSubnormals = false;
 };
 struct BFloat16 {
   static constexpr float kExpZero = -93.0f, kExpInf = 89.0f;    // e^-93 < 2^-134, e^89 > 2^128
   static constexpr float kExp2Zero = -134.0f, kExp2Inf = 128.0f;
+  static constexpr float kExpNormal = 86.0f, kExp2Normal = 124.0f;  // 2^k within [2^-124, 2^124]
+  static constexpr float kLogNormal = 0x1p-126f;  // float's least normal
   static constexpr float kSiluZero = -98.0f, kSiluInf = 0x1.fffffep127f;  // float's max: bfloat16's inf
   static constexpr bool kFloatSubnormals = true;
 };
@@ -94,16 +100,19 @@ TP_HD float sum3_to_odd(float a, float b, float small) {
 TP_HD int exponent_of(float k) { return static_cast<int>(to_bits(k + kShifter) - to_bits(kShifter)); }
 TP_HD float pow2(int k) { return from_bits((static_cast<unsigned>(k) << 23) + kOne); }
 
-// v * 2^k for the integer k held as shifted = k + kShifter (k in its low bits; the bits above it
-// shift out of 2^k's), v within a few powers of two of 1: one exact product for float16 (k in
-// [-38, 23]); for bfloat16 two (2^floor(k/2), 2^ceil(k/2): k reaches -141 and 128), the second
-// rounding where the product is a float subnormal. A NaN v stays NaN.
+// 2^k for k in [-126, 127] held as shifted = k + kShifter (k in its low bits; the bits above it
+// shift out)
+TP_HD float pow2_of_shifted(float shifted) { return from_bits((to_bits(shifted) << 23) + kOne); }
+
+// v * 2^k for the integer k held in shifted, v within a few powers of two of 1: one exact product
+// for float16 (k in [-38, 23]); for bfloat16 two (2^floor(k/2), 2^ceil(k/2): k reaches -141 and
+// 128), the second rounding where the product is a float subnormal. A NaN v stays NaN.
 template <class F> TP_HD float times_pow2(float v, float shifted) {
   if constexpr (F::kFloatSubnormals) {
     const int ki = static_cast<int>(to_bits(shifted) - to_bits(kShifter));
     return (v * pow2(ki >> 1)) * pow2(ki - (ki >> 1));
   } else {
-    return v * from_bits((to_bits(shifted) << 23) + kOne);
+    return v * pow2_of_shifted(shifted);
   }
 }
 
@@ -129,17 +138,36 @@ TP_HD ExpParts exp_parts(float x) {
   return {shifted, k, a, a * a * exp_q(a)};
 }
 
+TP_HD float exp_rounded_to_odd(const ExpParts& e) { return sum_to_odd(1.0f, e.a + e.small); }
 template <class F> TP_HD float exp(float x) {
   const ExpParts e = exp_parts(clamp(x, F::kExpZero, F::kExpInf));
-  return times_pow2<F>(sum_to_odd(1.0f, e.a + e.small), e.shifted);
+  return times_pow2<F>(exp_rounded_to_odd(e), e.shifted);
 }
+// e^x for |x| <= F::kExpNormal: exp's bits without its clamp (the identity there) and with 2^k one
+// exact product (bfloat16's two products are exact there too)
+template <class F> TP_HD float exp_normal(float x) {
+  const ExpParts e = exp_parts(x);
+  return exp_rounded_to_odd(e) * pow2_of_shifted(e.shifted);
+}
+
 // 2^x = (1 + t ln2 + t^2 q(t)) 2^k with k = RN(x), t = x - k exactly (11 bits at most); t ln2 =
 // t L1 + t L2, L1 = ln2 to 12 bits, so t L1 is exact
-template <class F> TP_HD float exp2(float x) {
-  const float xc = clamp(x, F::kExp2Zero, F::kExp2Inf);
-  const float shifted = xc + kShifter, t = xc - (shifted - kShifter);
+struct Exp2Parts {
+  float shifted, odd;  // k + kShifter, 1 + t ln2 + t^2 q(t) rounded to odd
+};
+TP_HD Exp2Parts exp2_parts(float x) {
+  const float shifted = x + kShifter, t = x - (shifted - kShifter);
   const float w = t * 0x1.62ep-1f + fma(t * t, exp2_q(t), t * 0x1.0bfbe8p-15f);
-  return times_pow2<F>(sum_to_odd(1.0f, w), shifted);
+  return {shifted, sum_to_odd(1.0f, w)};
+}
+template <class F> TP_HD float exp2(float x) {
+  const Exp2Parts e = exp2_parts(clamp(x, F::kExp2Zero, F::kExp2Inf));
+  return times_pow2<F>(e.odd, e.shifted);
+}
+// 2^x for |x| <= F::kExp2Normal, as exp_normal
+template <class F> TP_HD float exp2_normal(float x) {
+  const Exp2Parts e = exp2_parts(x);
+  return e.odd * pow2_of_shifted(e.shifted);
 }
 
 // silu x = x / (1 + e) (x >= 0) or x e / (1 + e) (x < 0), e = e^-|x| = (hi + lo) 2^k: numerator n
@@ -187,22 +215,26 @@ TP_HD float log2_q(float f) {
 }
 
 // x = 2^k (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)); f = m - 1 is exact and has at most 10
-// significant bits (m is x's significand), so f^2 is exact too. x > 0 finite.
+// significant bits (m is x's significand), so f^2 is exact too. x > 0 finite; split_normal's x a
+// normal float.
 struct Split {
   float k, f;
 };
-template <class F> TP_HD Split split(float x) {
+TP_HD Split split_normal(float x) {
   constexpr unsigned kSqrtHalf = 0x3f3504f3u;
-  float xs = x, shift = 0.0f;
+  const unsigned ix = to_bits(x) - kSqrtHalf;
+  const unsigned k_bits = to_bits(kShifter) + static_cast<unsigned>(static_cast<int>(ix) >> 23);
+  return {from_bits(k_bits) - kShifter, from_bits((ix & 0x007fffffu) + kSqrtHalf) - 1.0f};
+}
+template <class F> TP_HD Split split(float x) {
   if constexpr (F::kFloatSubnormals) {  // bfloat16's subnormals are float's: made normal first
     const bool subnormal = x < 0x1p-126f;
-    xs = subnormal ? x * 0x1p24f : x;
-    shift = subnormal ? -24.0f : 0.0f;
+    Split s = split_normal(subnormal ? x * 0x1p24f : x);
+    s.k = s.k + (subnormal ? -24.0f : 0.0f);
+    return s;
+  } else {
+    return split_normal(x);
   }
-  const unsigned ix = to_bits(xs) - kSqrtHalf;
-  const unsigned k_bits = to_bits(kShifter) + static_cast<unsigned>(static_cast<int>(ix) >> 23);
-  const float k = (from_bits(k_bits) - kShifter) + shift;
-  return {k, from_bits((ix & 0x007fffffu) + kSqrtHalf) - 1.0f};
 }
 
 // log's specials: +-0 -> -inf, x < 0 and NaN -> NaN, +inf -> +inf
@@ -213,15 +245,19 @@ TP_HD float log_special(float x, float v) {
 }
 
 // log x = k ln2 + f + f^2 q(f): k L1 exact (L1 = ln2 to 15 bits), L2 = ln2 - L1
-template <class F> TP_HD float log(float x) {
-  const Split s = split<F>(x);
-  return log_special(x, sum3_to_odd(s.k * 0x1.62e4p-1f, s.f, fma(s.f * s.f, log_q(s.f), s.k * 0x1.7f7d1cp-20f)));
+TP_HD float log_of(const Split& s) {
+  return sum3_to_odd(s.k * 0x1.62e4p-1f, s.f, fma(s.f * s.f, log_q(s.f), s.k * 0x1.7f7d1cp-20f));
 }
+template <class F> TP_HD float log(float x) { return log_special(x, log_of(split<F>(x))); }
 // log2 x = k + f log2e + f^2 q2(f): f E1 exact (E1 = log2e to 12 bits), E2 = log2e - E1
-template <class F> TP_HD float log2(float x) {
-  const Split s = split<F>(x);
-  return log_special(x, sum3_to_odd(s.k, s.f * 0x1.715p+0f, fma(s.f * s.f, log2_q(s.f), s.f * 0x1.1d94aep-14f)));
+TP_HD float log2_of(const Split& s) {
+  return sum3_to_odd(s.k, s.f * 0x1.715p+0f, fma(s.f * s.f, log2_q(s.f), s.f * 0x1.1d94aep-14f));
 }
+template <class F> TP_HD float log2(float x) { return log_special(x, log2_of(split<F>(x))); }
+// log and log2 of x in [F::kLogNormal, float's max]: their bits without the specials and the
+// scaling of subnormals (both the identity there)
+template <class F> TP_HD float log_normal(float x) { return log_of(split_normal(x)); }
+template <class F> TP_HD float log2_normal(float x) { return log2_of(split_normal(x)); }
 
 // 1/sqrt(x): the exponent-halving start (0x5f375a86, within 3.5%), then three Newton steps
 // y (3/2 - x y^2 / 2), each squaring the error: 2^-23 after rounding, where every result lies at

@@ -35,24 +35,20 @@ struct Cast {};  // one rounding to the output dtype
 struct Sqrt {
   template <class T> static TP_HD T apply(T x) { return sqrt(x); }
 };
-// exp and exp2 say too where every float/double result is normal (|x| within `normal_within`):
-// there `apply_normal` gives apply's bits with 2^k an add to the exponent (exp_registers, below)
-struct Exp {
-  template <class T> static TP_HD T apply(T x) { return exp(x); }
-  template <class T> static TP_HD T apply_normal(T x) { return ieee_math::exp_normal(x); }
-  template <class T> static constexpr T normal_within = ieee_math::Format<T>::kExpNormal;
-};
-struct Exp2 {
-  template <class T> static TP_HD T apply(T x) { return exp2(x); }
-  template <class T> static TP_HD T apply_normal(T x) { return ieee_math::exp2_normal(x); }
-  template <class T> static constexpr T normal_within = ieee_math::Format<T>::kExp2Normal;
-};
-struct Log2 {
-  template <class T> static TP_HD T apply(T x) { return log2(x); }
-};
-struct Log {
-  template <class T> static TP_HD T apply(T x) { return log(x); }
-};
+// exp, exp2, log and log2 say too where x lies in their normal range (fits_normal): there
+// apply_normal gives apply's bits with fewer instructions (no clamps, specials or scaling of
+// subnormals; numeric.cuh's *_normal), which normal_registers (below) takes per bundle
+#define TP_MAP_WITH_NORMAL_FORM(Name, fn)                                              \
+  struct Name {                                                                        \
+    template <class T> static TP_HD T apply(T x) { return fn(x); }                      \
+    template <class T> static TP_HD bool fits_normal(T x) { return fn##_fits_normal(x); } \
+    template <class T> static TP_HD T apply_normal(T x) { return fn##_normal(x); }      \
+  };
+TP_MAP_WITH_NORMAL_FORM(Exp, exp)
+TP_MAP_WITH_NORMAL_FORM(Exp2, exp2)
+TP_MAP_WITH_NORMAL_FORM(Log2, log2)
+TP_MAP_WITH_NORMAL_FORM(Log, log)
+#undef TP_MAP_WITH_NORMAL_FORM
 struct Rsqrt {
   template <class T> static TP_HD T apply(T x) { return rsqrt(x); }
 };
@@ -227,20 +223,23 @@ TP_HD void multiply_by_reciprocal(TD* dst, int slots, const A& a, const ScalarOp
   for (int f = 0; f < slots; ++f) dst[f] = apply_out_of_line<map_op::Fdiv>(a[f], b.value);
 }
 
-// exp or exp2 of float or double registers: where every x of the bundle lies within the op's
-// normal_within, each result is normal and its 2^k an add to the exponent (apply_normal, the
-// same bits, about 11 instructions fewer); a bundle with an x beyond (or a NaN) takes apply.
-template <class Op, class TD, class... Operands> constexpr bool exps_of_wide = false;
-template <> constexpr bool exps_of_wide<map_op::Exp, float, RegOperand<float>> = true;
-template <> constexpr bool exps_of_wide<map_op::Exp, double, RegOperand<double>> = true;
-template <> constexpr bool exps_of_wide<map_op::Exp2, float, RegOperand<float>> = true;
-template <> constexpr bool exps_of_wide<map_op::Exp2, double, RegOperand<double>> = true;
+// exp, exp2 (every float dtype), log and log2 (float16, bfloat16) of registers: where every x of
+// the bundle lies in the op's normal range, its normal form, the same bits in fewer instructions
+// (float32 exp: about 11 fewer; bfloat16 exp: no clamp and one product for 2^k; 16-bit log: no
+// specials); a bundle with an x beyond (or a NaN) takes apply, out of line.
+template <class T> constexpr bool is_wide = false;  // float and double: tileprim's own wide algorithms
+template <> constexpr bool is_wide<float> = true;
+template <> constexpr bool is_wide<double> = true;
+template <class Op, class TD, class... Operands> constexpr bool has_normal_form = false;
+template <class T> constexpr bool has_normal_form<map_op::Exp, T, RegOperand<T>> = true;
+template <class T> constexpr bool has_normal_form<map_op::Exp2, T, RegOperand<T>> = true;
+template <class T> constexpr bool has_normal_form<map_op::Log, T, RegOperand<T>> = !is_wide<T>;
+template <class T> constexpr bool has_normal_form<map_op::Log2, T, RegOperand<T>> = !is_wide<T>;
 
-
-template <class Op, int kUnroll, class T> TP_HD void exp_registers(T* dst, int slots, const RegOperand<T>& x) {
+template <class Op, int kUnroll, class T> TP_HD void normal_registers(T* dst, int slots, const RegOperand<T>& x) {
   map_fast_or_general<kUnroll>(
-      dst, slots, x, [](T v) { return magnitude(v) <= Op::template normal_within<T>; },
-      [](T v) { return Op::apply_normal(v); }, [](T v) { return apply_out_of_line<Op>(v); });
+      dst, slots, x, [](T v) { return Op::fits_normal(v); }, [](T v) { return Op::apply_normal(v); },
+      [](T v) { return apply_out_of_line<Op>(v); });
 }
 
 // dst[f] = Op(operands[f]...) for every register slot f of one bundle; two slots per
@@ -251,8 +250,8 @@ TP_HD void map_registers(TD* dst, int slots, const Operands&... operands) {
     divide_registers<kUnroll>(dst, slots, operands...);
   } else if constexpr (multiplies_by_reciprocal<Op, TD, Operands...>) {
     multiply_by_reciprocal<kUnroll>(dst, slots, operands...);
-  } else if constexpr (exps_of_wide<Op, TD, Operands...>) {
-    exp_registers<Op, kUnroll>(dst, slots, operands...);
+  } else if constexpr (has_normal_form<Op, TD, Operands...>) {
+    normal_registers<Op, kUnroll>(dst, slots, operands...);
   } else if constexpr (has_pair<Op, TD>::value) {
     using Pair = typename Paired<Op, TD>::type;
     TP_UNROLL_BY(kUnroll)
