@@ -23,6 +23,53 @@ using Value = ieee_math::Value<float>;
 constexpr float kShifter = 0x1.8p23f;  // v + kShifter rounds |v| < 2^22 to an integer
 constexpr unsigned kOne = 0x3f800000u;  // 1.0f's bits
 
+// (e^r - 1 - r) / r^2 on |r| <= ln2/2, error 2^-18.6; (2^t - 1 - t ln2) / t^2 on |t| <= 1/2,
+// error 2^-19.7: a degree less misses float16 inputs
+TP_HD float exp_q(float r) {
+  return fma(fma(fma(0x1.123e00p-7f, r, 0x1.56b3b4p-5f), r, 0x1.555494p-3f), r, 0x1.ffff58p-2f);
+}
+TP_HD float exp2_q(float t) {
+  return fma(fma(fma(0x1.5f091ep-10f, t, 0x1.3c6e68p-7f), t, 0x1.c6af8cp-5f), t, 0x1.ebfb3ep-3f);
+}
+
+// (log(1 + f) - f) / f^2 and (log2(1 + f) - f log2e) / f^2 on f in [sqrt(1/2) - 1, sqrt(2) - 1],
+// errors 2^-22.6 and 2^-19.4: a degree less misses float16 inputs
+TP_HD float log_q(float f) {
+  float p = fma(0x1.79c2e2p-4f, f, -0x1.25bc0cp-3f);
+  p = fma(p, f, 0x1.2e8c5ep-3f);
+  p = fma(p, f, -0x1.533940p-3f);
+  p = fma(p, f, 0x1.991574p-3f);
+  p = fma(p, f, -0x1.00052ap-2f);
+  p = fma(p, f, 0x1.55561ep-2f);
+  return fma(p, f, -0x1.fffffcp-2f);
+}
+TP_HD float log2_q(float f) {
+  float p = fma(-0x1.3bbff6p-3f, f, 0x1.ddd58ap-3f);
+  p = fma(p, f, -0x1.f8525ep-3f);
+  p = fma(p, f, 0x1.261a38p-2f);
+  p = fma(p, f, -0x1.711a78p-2f);
+  p = fma(p, f, 0x1.ec7558p-2f);
+  return fma(p, f, -0x1.71549cp-1f);
+}
+
+// bfloat16's shorter polynomials for the same three (its 8 bits ask less): f^2 q(f) errs by 2^-19.0
+// (log), 2^-15.4 (log2: fitted, then its coefficients moved by a few float ulps until every input
+// rounded correctly) and t^2 q(t) by 2^-17.5 (exp2); every bfloat16 input still rounds correctly
+// (tests/test_numerics.py). exp's has no shorter form that does.
+TP_HD float log_q_bf16(float f) {
+  float p = fma(-0x1.20d87ep-3f, f, 0x1.c3ffc2p-3f);
+  p = fma(p, f, -0x1.04b3fcp-2f);
+  p = fma(p, f, 0x1.549b64p-2f);
+  return fma(p, f, -0x1.ffdf34p-2f);
+}
+TP_HD float log2_q_bf16(float f) {
+  float p = fma(-0x1.a0a774p-3f, f, 0x1.460546p-2f);
+  p = fma(p, f, -0x1.780a0cp-2f);
+  p = fma(p, f, 0x1.eb7156p-2f);
+  return fma(p, f, -0x1.712df6p-1f);
+}
+TP_HD float exp2_q_bf16(float t) { return fma(fma(0x1.3d1762p-7f, t, 0x1.c911b4p-5f), t, 0x1.ebf93cp-3f); }
+
 // What the maps need to know of each format: inputs at or below kExpZero (kExp2Zero) give 0, at
 // or above kExpInf (kExp2Inf) infinity, after the rounding (clamping there keeps 2^k a float);
 // whether results and inputs can be float subnormals (bfloat16's exponent range is float's).
@@ -35,6 +82,9 @@ struct Half {
   static constexpr float kLogNormal = 0x1p-24f;  // every positive float16
   static constexpr float kSiluZero = -21.5f, kSiluInf = 65536.0f;  // 21.5 e^-21.5 < 2^-25
   static constexpr bool kFloatSubnormals = false;
+  static TP_HD float exp2_q(float t) { return ieee_math16::exp2_q(t); }
+  static TP_HD float log_q(float f) { return ieee_math16::log_q(f); }
+  static TP_HD float log2_q(float f) { return ieee_math16::log2_q(f); }
 };
 struct BFloat16 {
   static constexpr float kExpZero = -93.0f, kExpInf = 89.0f;    // e^-93 < 2^-134, e^89 > 2^128
@@ -43,6 +93,9 @@ struct BFloat16 {
   static constexpr float kLogNormal = 0x1p-126f;  // float's least normal
   static constexpr float kSiluZero = -98.0f, kSiluInf = 0x1.fffffep127f;  // float's max: bfloat16's inf
   static constexpr bool kFloatSubnormals = true;
+  static TP_HD float exp2_q(float t) { return exp2_q_bf16(t); }
+  static TP_HD float log_q(float f) { return log_q_bf16(f); }
+  static TP_HD float log2_q(float f) { return log2_q_bf16(f); }
 };
 
 // x clamped to (zero - 1, inf): whatever rounds to 0 moves 1 below `zero`, past a result that
@@ -116,15 +169,6 @@ template <class F> TP_HD float times_pow2(float v, float shifted) {
   }
 }
 
-// (e^r - 1 - r) / r^2 on |r| <= ln2/2, error 2^-18.6; (2^t - 1 - t ln2) / t^2 on |t| <= 1/2,
-// error 2^-19.7: a degree less misses float16 inputs
-TP_HD float exp_q(float r) {
-  return fma(fma(fma(0x1.123e00p-7f, r, 0x1.56b3b4p-5f), r, 0x1.555494p-3f), r, 0x1.ffff58p-2f);
-}
-TP_HD float exp2_q(float t) {
-  return fma(fma(fma(0x1.5f091ep-10f, t, 0x1.3c6e68p-7f), t, 0x1.c6af8cp-5f), t, 0x1.ebfb3ep-3f);
-}
-
 // e^x = (1 + a + small) 2^k for x in the clamp's range: k = RN(x / ln2), a = x - k ln2_f exactly
 // (|a| <= ln2/2 is a multiple of 2^-24, as x and k ln2_f are), small = a^2 q(a). ln2_f's own
 // error, k (ln2 - ln2_f), at most 2^-21.9 relative (bfloat16's k; float16's 2^-24.3), is left
@@ -155,18 +199,18 @@ template <class F> TP_HD float exp_normal(float x) {
 struct Exp2Parts {
   float shifted, odd;  // k + kShifter, 1 + t ln2 + t^2 q(t) rounded to odd
 };
-TP_HD Exp2Parts exp2_parts(float x) {
+template <class F> TP_HD Exp2Parts exp2_parts(float x) {
   const float shifted = x + kShifter, t = x - (shifted - kShifter);
-  const float w = t * 0x1.62ep-1f + fma(t * t, exp2_q(t), t * 0x1.0bfbe8p-15f);
+  const float w = t * 0x1.62ep-1f + fma(t * t, F::exp2_q(t), t * 0x1.0bfbe8p-15f);
   return {shifted, sum_to_odd(1.0f, w)};
 }
 template <class F> TP_HD float exp2(float x) {
-  const Exp2Parts e = exp2_parts(clamp(x, F::kExp2Zero, F::kExp2Inf));
+  const Exp2Parts e = exp2_parts<F>(clamp(x, F::kExp2Zero, F::kExp2Inf));
   return times_pow2<F>(e.odd, e.shifted);
 }
 // 2^x for |x| <= F::kExp2Normal, as exp_normal
 template <class F> TP_HD float exp2_normal(float x) {
-  const Exp2Parts e = exp2_parts(x);
+  const Exp2Parts e = exp2_parts<F>(x);
   return e.odd * pow2_of_shifted(e.shifted);
 }
 
@@ -192,26 +236,6 @@ template <class F> TP_HD float silu(float x) {
   const float c = ((fma(-q, d.hi, n) + n_lo) - q * d_lo) * inv, hi = q + c;
   const float v = times_pow2<F>(nudged({hi, c - (hi - q), 0.0f}), negative ? parts.shifted : kShifter);
   return x == 0.0f ? x : v;  // +-0 keeps its sign
-}
-
-// (log(1 + f) - f) / f^2 and (log2(1 + f) - f log2e) / f^2 on f in [sqrt(1/2) - 1, sqrt(2) - 1],
-// errors 2^-22.6 and 2^-19.4: a degree less misses float16 inputs
-TP_HD float log_q(float f) {
-  float p = fma(0x1.79c2e2p-4f, f, -0x1.25bc0cp-3f);
-  p = fma(p, f, 0x1.2e8c5ep-3f);
-  p = fma(p, f, -0x1.533940p-3f);
-  p = fma(p, f, 0x1.991574p-3f);
-  p = fma(p, f, -0x1.00052ap-2f);
-  p = fma(p, f, 0x1.55561ep-2f);
-  return fma(p, f, -0x1.fffffcp-2f);
-}
-TP_HD float log2_q(float f) {
-  float p = fma(-0x1.3bbff6p-3f, f, 0x1.ddd58ap-3f);
-  p = fma(p, f, -0x1.f8525ep-3f);
-  p = fma(p, f, 0x1.261a38p-2f);
-  p = fma(p, f, -0x1.711a78p-2f);
-  p = fma(p, f, 0x1.ec7558p-2f);
-  return fma(p, f, -0x1.71549cp-1f);
 }
 
 // x = 2^k (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)); f = m - 1 is exact and has at most 10
@@ -245,19 +269,19 @@ TP_HD float log_special(float x, float v) {
 }
 
 // log x = k ln2 + f + f^2 q(f): k L1 exact (L1 = ln2 to 15 bits), L2 = ln2 - L1
-TP_HD float log_of(const Split& s) {
-  return sum3_to_odd(s.k * 0x1.62e4p-1f, s.f, fma(s.f * s.f, log_q(s.f), s.k * 0x1.7f7d1cp-20f));
+template <class F> TP_HD float log_of(const Split& s) {
+  return sum3_to_odd(s.k * 0x1.62e4p-1f, s.f, fma(s.f * s.f, F::log_q(s.f), s.k * 0x1.7f7d1cp-20f));
 }
-template <class F> TP_HD float log(float x) { return log_special(x, log_of(split<F>(x))); }
+template <class F> TP_HD float log(float x) { return log_special(x, log_of<F>(split<F>(x))); }
 // log2 x = k + f log2e + f^2 q2(f): f E1 exact (E1 = log2e to 12 bits), E2 = log2e - E1
-TP_HD float log2_of(const Split& s) {
-  return sum3_to_odd(s.k, s.f * 0x1.715p+0f, fma(s.f * s.f, log2_q(s.f), s.f * 0x1.1d94aep-14f));
+template <class F> TP_HD float log2_of(const Split& s) {
+  return sum3_to_odd(s.k, s.f * 0x1.715p+0f, fma(s.f * s.f, F::log2_q(s.f), s.f * 0x1.1d94aep-14f));
 }
-template <class F> TP_HD float log2(float x) { return log_special(x, log2_of(split<F>(x))); }
+template <class F> TP_HD float log2(float x) { return log_special(x, log2_of<F>(split<F>(x))); }
 // log and log2 of x in [F::kLogNormal, float's max]: their bits without the specials and the
 // scaling of subnormals (both the identity there)
-template <class F> TP_HD float log_normal(float x) { return log_of(split_normal(x)); }
-template <class F> TP_HD float log2_normal(float x) { return log2_of(split_normal(x)); }
+template <class F> TP_HD float log_normal(float x) { return log_of<F>(split_normal(x)); }
+template <class F> TP_HD float log2_normal(float x) { return log2_of<F>(split_normal(x)); }
 
 // 1/sqrt(x): the exponent-halving start (0x5f375a86, within 3.5%), then three Newton steps
 // y (3/2 - x y^2 / 2), each squaring the error: 2^-23 after rounding, where every result lies at
