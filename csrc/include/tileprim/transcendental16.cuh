@@ -23,33 +23,24 @@ using Value = ieee_math::Value<float>;
 constexpr float kShifter = 0x1.8p23f;  // v + kShifter rounds |v| < 2^22 to an integer
 constexpr unsigned kOne = 0x3f800000u;  // 1.0f's bits
 
+// c0 + x (c1 + x (c2 + ...)) by Horner's rule, one fma a coefficient from the highest down
+TP_HD float horner(float, float c0) { return c0; }
+template <class... C> TP_HD float horner(float x, float c0, C... c) { return fma(horner(x, c...), x, c0); }
+
 // (e^r - 1 - r) / r^2 on |r| <= ln2/2, error 2^-18.6; (2^t - 1 - t ln2) / t^2 on |t| <= 1/2,
 // error 2^-19.7: a degree less misses float16 inputs
-TP_HD float exp_q(float r) {
-  return fma(fma(fma(0x1.123e00p-7f, r, 0x1.56b3b4p-5f), r, 0x1.555494p-3f), r, 0x1.ffff58p-2f);
-}
-TP_HD float exp2_q(float t) {
-  return fma(fma(fma(0x1.5f091ep-10f, t, 0x1.3c6e68p-7f), t, 0x1.c6af8cp-5f), t, 0x1.ebfb3ep-3f);
-}
+TP_HD float exp_q(float r) { return horner(r, 0x1.ffff58p-2f, 0x1.555494p-3f, 0x1.56b3b4p-5f, 0x1.123e00p-7f); }
+TP_HD float exp2_q(float t) { return horner(t, 0x1.ebfb3ep-3f, 0x1.c6af8cp-5f, 0x1.3c6e68p-7f, 0x1.5f091ep-10f); }
 
 // (log(1 + f) - f) / f^2 and (log2(1 + f) - f log2e) / f^2 on f in [sqrt(1/2) - 1, sqrt(2) - 1],
 // errors 2^-22.6 and 2^-19.4: a degree less misses float16 inputs
 TP_HD float log_q(float f) {
-  float p = fma(0x1.79c2e2p-4f, f, -0x1.25bc0cp-3f);
-  p = fma(p, f, 0x1.2e8c5ep-3f);
-  p = fma(p, f, -0x1.533940p-3f);
-  p = fma(p, f, 0x1.991574p-3f);
-  p = fma(p, f, -0x1.00052ap-2f);
-  p = fma(p, f, 0x1.55561ep-2f);
-  return fma(p, f, -0x1.fffffcp-2f);
+  return horner(f, -0x1.fffffcp-2f, 0x1.55561ep-2f, -0x1.00052ap-2f, 0x1.991574p-3f, -0x1.533940p-3f, 0x1.2e8c5ep-3f,
+                -0x1.25bc0cp-3f, 0x1.79c2e2p-4f);
 }
 TP_HD float log2_q(float f) {
-  float p = fma(-0x1.3bbff6p-3f, f, 0x1.ddd58ap-3f);
-  p = fma(p, f, -0x1.f8525ep-3f);
-  p = fma(p, f, 0x1.261a38p-2f);
-  p = fma(p, f, -0x1.711a78p-2f);
-  p = fma(p, f, 0x1.ec7558p-2f);
-  return fma(p, f, -0x1.71549cp-1f);
+  return horner(f, -0x1.71549cp-1f, 0x1.ec7558p-2f, -0x1.711a78p-2f, 0x1.261a38p-2f, -0x1.f8525ep-3f, 0x1.ddd58ap-3f,
+                -0x1.3bbff6p-3f);
 }
 
 // bfloat16's shorter polynomials for the same three (its 8 bits ask less): f^2 q(f) errs by 2^-19.0
@@ -57,18 +48,12 @@ TP_HD float log2_q(float f) {
 // rounded correctly) and t^2 q(t) by 2^-17.5 (exp2); every bfloat16 input still rounds correctly
 // (tests/test_numerics.py). exp's has no shorter form that does.
 TP_HD float log_q_bf16(float f) {
-  float p = fma(-0x1.20d87ep-3f, f, 0x1.c3ffc2p-3f);
-  p = fma(p, f, -0x1.04b3fcp-2f);
-  p = fma(p, f, 0x1.549b64p-2f);
-  return fma(p, f, -0x1.ffdf34p-2f);
+  return horner(f, -0x1.ffdf34p-2f, 0x1.549b64p-2f, -0x1.04b3fcp-2f, 0x1.c3ffc2p-3f, -0x1.20d87ep-3f);
 }
 TP_HD float log2_q_bf16(float f) {
-  float p = fma(-0x1.a0a774p-3f, f, 0x1.460546p-2f);
-  p = fma(p, f, -0x1.780a0cp-2f);
-  p = fma(p, f, 0x1.eb7156p-2f);
-  return fma(p, f, -0x1.712df6p-1f);
+  return horner(f, -0x1.712df6p-1f, 0x1.eb7156p-2f, -0x1.780a0cp-2f, 0x1.460546p-2f, -0x1.a0a774p-3f);
 }
-TP_HD float exp2_q_bf16(float t) { return fma(fma(0x1.3d1762p-7f, t, 0x1.c911b4p-5f), t, 0x1.ebf93cp-3f); }
+TP_HD float exp2_q_bf16(float t) { return horner(t, 0x1.ebf93cp-3f, 0x1.c911b4p-5f, 0x1.3d1762p-7f); }
 
 // What the maps need to know of each format: inputs at or below kExpZero (kExp2Zero) give 0, at
 // or above kExpInf (kExp2Inf) infinity, after the rounding (clamping there keeps 2^k a float);

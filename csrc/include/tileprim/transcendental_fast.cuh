@@ -14,29 +14,20 @@ namespace tp {
 namespace fast_math {
 
 #if TP_ON_DEVICE
-// ftz where the flushed values are those the approximation cannot reach anyway (ex2's results
-// below 2^-126, a reciprocal of more than 2^126); lg2 and rsqrt keep subnormal inputs (bfloat16
-// and float32 have them), which ptxas scales in three instructions
-TP_HD float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-TP_HD float lg2(float x) {
-  float y;
-  asm("lg2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-TP_HD float rsqrt_approx(float x) {
-  float y;
-  asm("rsqrt.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-TP_HD float rcp(float x) {
-  float y;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
+// ex2 and rcp with .ftz, as the peers use them (subnormal results flush to 0: exp below -87.3);
+// lg2 and rsqrt without, so that subnormal inputs (bfloat16 and float32 have them) keep their
+// answers (ptxas scales those in three instructions)
+#define TP_PTX_APPROXIMATION(name, instruction)                  \
+  TP_HD float name(float x) {                                    \
+    float y;                                                     \
+    asm(instruction " %0, %1;" : "=f"(y) : "f"(x));               \
+    return y;                                                    \
+  }
+TP_PTX_APPROXIMATION(ex2, "ex2.approx.ftz.f32")
+TP_PTX_APPROXIMATION(lg2, "lg2.approx.f32")
+TP_PTX_APPROXIMATION(rsqrt_approx, "rsqrt.approx.f32")
+TP_PTX_APPROXIMATION(rcp, "rcp.approx.ftz.f32")
+#undef TP_PTX_APPROXIMATION
 
 constexpr float kLog2e = 0x1.715476p+0f, kLn2 = 0x1.62e430p-1f;
 
@@ -51,21 +42,20 @@ TP_HD float silu(float x) {
   const float t = ex2(magnitude(x) * -kLog2e), q = rcp(1.0f + t);
   return max_nan(x, -0x1.fffffep127f) * (x >= 0.0f ? q : t * q);
 }
-#else
-TP_HD float exp(float x) { return tp::exp(x); }
-TP_HD float exp2(float x) { return tp::exp2(x); }
-TP_HD float log(float x) { return tp::log(x); }
-TP_HD float log2(float x) { return tp::log2(x); }
-TP_HD float rsqrt(float x) { return tp::rsqrt(x); }
-TP_HD float silu(float x) { return tp::silu(x); }
 #endif
 
-TP_HD double exp(double x) { return tp::exp(x); }
-TP_HD double exp2(double x) { return tp::exp2(x); }
-TP_HD double log(double x) { return tp::log(x); }
-TP_HD double log2(double x) { return tp::log2(x); }
-TP_HD double rsqrt(double x) { return tp::rsqrt(x); }
-TP_HD double silu(double x) { return tp::silu(x); }
+// The exact functions where there is no approximation: float64 everywhere, every type on the host
+#define TP_EXACT_FORM(T, op) \
+  TP_HD T op(T x) { return tp::op(x); }
+#define TP_EXACT_FORMS(T)                                                                          \
+  TP_EXACT_FORM(T, exp) TP_EXACT_FORM(T, exp2) TP_EXACT_FORM(T, log) TP_EXACT_FORM(T, log2)         \
+  TP_EXACT_FORM(T, rsqrt) TP_EXACT_FORM(T, silu)
+TP_EXACT_FORMS(double)
+#if !TP_ON_DEVICE
+TP_EXACT_FORMS(float)
+#endif
+#undef TP_EXACT_FORMS
+#undef TP_EXACT_FORM
 
 // float16 and bfloat16 (H: widen(H) and convert_to<H>): the float form, rounded once; the exact
 // one on the host
