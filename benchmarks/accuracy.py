@@ -60,6 +60,7 @@ def fastmath(args) -> None:
     for op, row in results.items():
         cells = [f"{r.max_ulp:.3g} ({r.max_abs:.3g}), worst at {r.worst_input!r}"
                  + (f", {r.flushed} flushed" if r.flushed else "")
+                 + (f", {r.overflow_edge} at the overflow edge" if r.overflow_edge else "")
                  + (f", {r.wrong_specials} WRONG SPECIALS" if r.wrong_specials else "") for r in row.values()]
         print(f"| {op} | " + " | ".join(cells) + " |")
     if args.json:

@@ -174,7 +174,7 @@ def test_fastmath_runs_the_approximation_on_the_gpu_and_the_exact_function_witho
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("n", [96, 4097])
+@pytest.mark.parametrize("n", [96, 4224])  # rows of 3 x 32 and 33 x 128 at cta(128)
 def test_fastmath_programs_stay_close_to_their_oracle(dtype, n, rng):
     import torch
     x = torch.from_numpy(random_tile(rng, (9, n), "float32", special=False)).cuda().to(getattr(torch, dtype))
