@@ -3,15 +3,16 @@
 # GPU suite, the benchmarks (python -m tileprim bench; its JSON in $OUT/bench.json). Logs go to
 # $OUT/<step>.log; a summary line per step is printed.
 #   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench] [programs] [programs_backward] [profile] [scopes]
-#        [fastmath] [treduce] [processes] [nccl]
+#        [fastmath] [fastmath_bench] [treduce] [processes] [nccl]
 #   (default: the first four; processes: the multi-process treduce tests and benchmark, 2+ GPUs;
 #   nccl: the NCCL transport's benchmark, on NVLink and on NCCL's network transport; programs: the
 #   tile-program benchmark, $OUT/programs.json, Liger installed from .whl/ where carried;
 #   programs_backward: its forward + backward cases alone, $OUT/programs_backward.json; scopes: the
-#   CTA-size and staging sweep of the programs, $OUT/scopes_*.log; fastmath: issue 45's checks in one
-#   go: the fastmath GPU tests and the exact 16-bit maps' CPU = GPU bits, the approximations' accuracy
-#   table ($OUT/fastmath_errors.json, to copy over python/tileprim/fastmath_errors.json), memcheck over
-#   fastmath programs, and the issue's rows on both paths beside the peers, $OUT/fastmath_*.json)
+#   CTA-size and staging sweep of the programs, $OUT/scopes_*.log; fastmath: issue 45's checks: the
+#   fastmath GPU tests and the exact 16-bit maps' CPU = GPU bits, the approximations' accuracy table
+#   ($OUT/fastmath_errors.json, to copy over python/tileprim/fastmath_errors.json), memcheck over
+#   fastmath programs; fastmath_bench: the issue's rows on both paths beside the peers,
+#   $OUT/fastmath_programs.json and $OUT/fastmath_maps.json)
 set -u
 OUT=${OUT:-/tmp/tileprim-gpu}
 mkdir -p "$OUT"
@@ -122,7 +123,6 @@ if want scopes; then  # the sweep behind scope_for at the issue's row lengths
   done
 fi
 if want fastmath; then  # issue 45: fastmath=True and the cheaper exact 16-bit maps
-  carried_wheels
   # the 16-bit exp, exp2, log and log2 whose exact forms changed: every input, the CPU's bits
   TAIL=6 step fastmath_tests python3 -m pytest tests/test_fastmath.py tests/test_numerics_gpu.py -m gpu -q \
     -p no:cacheprovider -n 8 -rfE -k "fastmath or (every_elementwise_op and (exp or log) and (float16 or bfloat16))"
@@ -130,6 +130,9 @@ if want fastmath; then  # issue 45: fastmath=True and the cheaper exact 16-bit m
   step fastmath_memcheck compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 \
     python3 -m pytest tests/test_fastmath.py -m gpu -q -p no:cacheprovider -x \
     -k "runs_the_approximation or (programs and 4224)"
+fi
+if want fastmath_bench; then  # issue 45's rows, exact and fastmath, beside the peers
+  carried_wheels
   TAIL=20 step fastmath_programs python3 benchmarks/programs.py --only "softmax 32768x4096 bfloat16" \
     --only "softmax 32768x16384 bfloat16" --only "logsumexp 32768x4096 bfloat16" \
     --only "logsumexp 32768x16384 bfloat16" --json "$OUT/fastmath_programs.json"
