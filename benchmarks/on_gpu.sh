@@ -3,7 +3,7 @@
 # GPU suite, the benchmarks (python -m tileprim bench; its JSON in $OUT/bench.json). Logs go to
 # $OUT/<step>.log; a summary line per step is printed.
 #   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench] [programs] [programs_backward] [profile] [scopes]
-#        [treduce] [processes] [nccl] [layers]
+#        [fastmath] [fastmath_bench] [treduce] [processes] [nccl] [layers]
 #   (default: the first four; treduce: on a multi-GPU host, in under 8 minutes after install, the treduce
 #   benchmark at GPUS (default 2,4) for one process and both transports, then side by side the GPU
 #   treduce tests in one process and across processes at 2 and 4 ranks (8 too where GPUS has 8)
@@ -14,7 +14,11 @@
 #   programs_backward: its forward + backward cases alone, $OUT/programs_backward.json; scopes: the
 #   CTA-size and staging sweep of the programs, $OUT/scopes_*.log; layers: the LLM layers' GPU tests, memcheck
 #   and racecheck over them, their benchmark beside torch, torch.compile and Liger ($OUT/layers.json) and the
-#   patched Hugging Face Llama, no scope named, then with --scope cta256)
+#   patched Hugging Face Llama, no scope named, then with --scope cta256); fastmath: issue 45's checks: the
+#   fastmath GPU tests and the exact 16-bit maps' CPU = GPU bits, the approximations' accuracy table
+#   ($OUT/fastmath_errors.json, to copy over python/tileprim/fastmath_errors.json), memcheck over
+#   fastmath programs; fastmath_bench: the issue's rows on both paths beside the peers,
+#   $OUT/fastmath_programs.json and $OUT/fastmath_maps.json)
 set -u
 OUT=${OUT:-/tmp/tileprim-gpu}
 mkdir -p "$OUT"
@@ -111,7 +115,8 @@ if want programs_backward; then  # softmax and RMSNorm forward + backward, the p
 fi
 if want profile; then  # the cases whose targets are hardest, through Nsight Compute
   for case in "sum K=128 thread" "sum K=32 cta(32)" "exp float16" "program softmax 32768x4096 bfloat16" \
-              "program softmax 32768x16384 bfloat16" "program logsumexp 32768x16384 bfloat16"; do
+              "program softmax 32768x16384 bfloat16" "program logsumexp 32768x16384 bfloat16" \
+              "program softmax 32768x4096 bfloat16 fastmath" "exp bfloat16 fastmath"; do
     step "ncu_${case//[^a-z0-9]/_}" ncu --clock-control none --kernel-name tp_kernel --launch-skip 2 --launch-count 1 \
       --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats --section Occupancy \
       --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
@@ -136,6 +141,24 @@ if want layers; then  # issue 48: tanh/erf/sigmoid, comparisons, where, index ti
   TAIL=60 step layers_bench_cta256 python3 benchmarks/llm_layers.py --scope cta256 --json "$OUT/layers_cta256.json"
   TAIL=8 step patch_llama python3 examples/layers/patch_llama.py --liger
   TAIL=8 step patch_llama_cta256 python3 examples/layers/patch_llama.py --liger --scope cta256
+fi
+if want fastmath; then  # issue 45: fastmath=True and the cheaper exact 16-bit maps
+  # the 16-bit exp, exp2, log and log2 whose exact forms changed: every input, the CPU's bits
+  TAIL=6 step fastmath_tests python3 -m pytest tests/test_fastmath.py tests/test_numerics_gpu.py -m gpu -q \
+    -p no:cacheprovider -n 8 -rfE -k "fastmath or (every_elementwise_op and (exp or log) and (float16 or bfloat16))"
+  TAIL=12 step fastmath_accuracy python3 benchmarks/accuracy.py --fastmath --json "$OUT/fastmath_errors.json"
+  step fastmath_memcheck compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 \
+    python3 -m pytest tests/test_fastmath.py -m gpu -q -p no:cacheprovider -x \
+    -k "runs_the_approximation or (programs and 4224)"
+fi
+if want fastmath_bench; then  # issue 45's rows, exact and fastmath, beside the peers
+  carried_wheels
+  TAIL=20 step fastmath_programs python3 benchmarks/programs.py --only "softmax 32768x4096 bfloat16" \
+    --only "softmax 32768x16384 bfloat16" --only "logsumexp 32768x4096 bfloat16" \
+    --only "logsumexp 32768x16384 bfloat16" --json "$OUT/fastmath_programs.json"
+  TAIL=14 step fastmath_maps python3 -m tileprim bench --only "exp float16" --only "exp bfloat16" \
+    --only "silu float16" --only "silu bfloat16" --only "log2 float16" --only "log2 bfloat16" \
+    --json "$OUT/fastmath_maps.json"
 fi
 if want processes; then
   TAIL=6 step pytest_processes python3 -m pytest tests/test_treduce_processes.py -q -p no:cacheprovider -rfE

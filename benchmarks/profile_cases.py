@@ -6,7 +6,7 @@
 
 Each case is named as `python -m tileprim bench --list` names it ("program softmax 32768x4096
 bfloat16" too: the tile program at the scope and staging the benchmark takes, on random rows);
-its first calls compile."""
+its first calls compile. A name ending in " fastmath" runs the case with fastmath=True."""
 from __future__ import annotations
 
 import sys
@@ -22,6 +22,8 @@ ELEMENTS = 1 << 28
 
 def run(case: str, calls: int = 4) -> None:
     words = case.split()
+    fastmath = words[-1] == "fastmath"  # "program softmax 32768x4096 bfloat16 fastmath", "exp float16 fastmath"
+    words = words[:-1] if fastmath else words
     op = words[0]
     if op == "program":  # program WORKLOAD ROWSxN dtype
         rows, n = map(int, words[2].split("x"))
@@ -30,13 +32,13 @@ def run(case: str, calls: int = 4) -> None:
         prog, scope = workloads.program_for(workload, n, words[3]), workloads.scope_for(n, words[3], words[1])
         args = workload.arguments(x, torch.randn_like(x), torch.randn(n, device="cuda", dtype=x.dtype))
         def call():
-            return prog(*args, batch_dims=1, scope=scope)
+            return prog(*args, batch_dims=1, scope=scope, fastmath=fastmath)
     elif op in MAPS:
         dtype = getattr(torch, words[1])
         arrays = [torch.rand(ELEMENTS // MAP_TILE, MAP_TILE, device="cuda", dtype=dtype) + 0.5
                   for _ in range(MAPS[op])]
         def call():
-            return getattr(tp, op)(*arrays, batch_dims=1)
+            return getattr(tp, op)(*arrays, batch_dims=1, fastmath=fastmath)
     else:
         k = int(words[1].split("=")[1])
         scope = next(s for s in GPU_SCOPES if scope_name(s) == words[2])

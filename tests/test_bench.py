@@ -6,6 +6,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -15,7 +16,7 @@ import tileprim as tp
 from tileprim.__main__ import main as cli
 
 import tileprim_bench as bench
-from tileprim_bench.cases import CPU_KS, MAP_DTYPES, MAPS, REDUCTIONS, reduction_cases
+from tileprim_bench.cases import CPU_KS, FASTMATH_MAPS, MAP_DTYPES, MAPS, REDUCTIONS, reduction_cases
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -46,7 +47,9 @@ def test_the_json_has_every_throughput_case_with_times_bandwidth_and_ratios(quic
     assert header["tileprim"] == tp.__version__ and header["elements_per_input"] == 1 << 16
     rows = rows_by_name(result)
     expected = [f"{op} K={k} thread" for k in CPU_KS for op in REDUCTIONS]
-    expected += [f"{op} {dtype}" for dtype in MAP_DTYPES for op in MAPS]
+    expected += [f"{op} {dtype}{suffix}" for dtype in MAP_DTYPES for op in MAPS
+                 for suffix in (("", " fastmath") if op in FASTMATH_MAPS else ("",))]
+    assert set(FASTMATH_MAPS) == {"exp", "log2", "silu"}  # each with its exact row, then its fastmath row
     assert [name for name in rows if rows[name]["kind"] == "throughput"] == expected
     for name in expected:
         row = rows[name]
@@ -87,7 +90,7 @@ def test_the_table_has_a_line_per_case_with_its_ratio(quick_run):
     result, printed = quick_run
     lines = printed.splitlines()
     for row in result["rows"]:
-        (found,) = [line for line in lines if line.startswith(row["case"] + " ")]
+        (found,) = [line for line in lines if re.match(re.escape(row["case"]) + r"\s{2,}", line)]
         if row["kind"].startswith("program"):  # the ratio to the fastest peer (test_bench_programs.py)
             if row["ratio"] is not None:
                 assert f"{1 / row['ratio']:.2f}x best peer" in found
@@ -124,9 +127,10 @@ def test_without_tqdm_progress_is_one_line_per_case_on_stderr(monkeypatch, capsy
 
 def test_with_tqdm_the_table_still_goes_to_stdout(capsys):
     pytest.importorskip("tqdm")
-    assert cli(["bench", "--quick", "--backend", "cpu", "--only", "exp float32"]) == 0
+    assert cli(["bench", "--quick", "--backend", "cpu", "--only", "exp float32"]) == 0  # exact and fastmath
     out, err = capsys.readouterr()
-    assert "exp float32  tileprim" in out and "1/1" in err
+    assert re.search(r"^exp float32\s{2,}tileprim", out, re.M) and "exp float32 fastmath  tileprim" in out
+    assert "2/2" in err
 
 
 def test_list_only_and_usage_errors(capsys):

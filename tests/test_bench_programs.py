@@ -40,7 +40,8 @@ def test_the_smoke_run_checks_every_workload_and_dtype_against_the_oracle_and_th
     header = result["header"]
     assert header["backend"] == "cpu" and header["program_bits_rows"] == programs.CHECK_ROWS
     rows = result["rows"]
-    names = [f"program {w.name} {SHAPE} {dtype}" for dtype in programs.DTYPES for w in WORKLOADS]
+    names = [f"program {w.name} {SHAPE} {dtype}{suffix}" for dtype in programs.DTYPES for w in WORKLOADS
+             for suffix in ("", " fastmath")]  # each program exact, then with fastmath=True
     backward = [f"program {w.name} fwd+bwd {SHAPE} {dtype}"
                 for dtype in programs.DTYPES for w in GRADIENT_WORKLOADS]
     assert [row["case"] for row in rows] == names + backward
@@ -52,8 +53,11 @@ def test_the_smoke_run_checks_every_workload_and_dtype_against_the_oracle_and_th
     for row, line in zip(rows[:len(names)], printed[:len(names)]):
         d = row["detail"]
         assert row["note"] is None, row["note"]
-        assert d["oracle_ok"] is True and 0 < d["oracle"] <= programs.TOLERANCE[row["dtype"]], row["case"]
-        assert d["bits"] == "equal" and d["bits_rows"] == 64
+        assert d["fastmath"] is row["case"].endswith(" fastmath")
+        tolerance = (programs.TOLERANCE_FASTMATH if d["fastmath"] else programs.TOLERANCE)[row["dtype"]]
+        assert d["oracle_ok"] is True and 0 < d["oracle"] <= tolerance == d["tolerance"], row["case"]
+        # the CPU backend runs the exact functions under fastmath: its bits are the exact ones
+        assert d["bits"] == ("fastmath, against the exact: equal" if d["fastmath"] else "equal") and d["bits_rows"] == 64
         assert d["peers_ok"] == {"numpy": True}
         assert row["tileprim_ms"] > 0 and row["baselines"]["numpy"] > 0
         assert d["vs_best_peer"] == pytest.approx(row["baselines"]["numpy"] / row["tileprim_ms"])
@@ -62,7 +66,7 @@ def test_the_smoke_run_checks_every_workload_and_dtype_against_the_oracle_and_th
         weight = 1024 if "rmsnorm" in row["op"] else 0
         values = 100 if row["op"] == "logsumexp" else 0
         assert row["bytes"] == itemsize * (reads_writes * 100 * 1024 + weight + values)
-        assert line.startswith(row["case"]) and "oracle ok" in line and "bits equal" in line
+        assert line.startswith(row["case"]) and "oracle ok" in line and "equal" in line
 
 
 def check_backward_row(row, line):

@@ -136,7 +136,9 @@ def test_reg_uses_the_dtype_instructions():
     bodies = per_body(r"\badd(\.rn)?\.bf16x2\s", add_bf16.ptx, 1)  # a pair, in bfloat16,
     assert per_body(r"\badd(\.rn)?\.bf16\s", add_bf16.ptx, 1) == bodies  # and the odd one alone
     exp16 = tp.lower(tp.exp, f("f2", 6), target="sm_90a")
-    per_body(r"fma\.rn\.f32", exp16.ptx, 6)  # tileprim's own exp, in float, one half at a time
+    # tileprim's own exp, in float, one half at a time (the normal form per element, the general
+    # one out of line once)
+    assert len(re.findall(r"fma\.rn\.f32", exp16.ptx)) >= 6
     assert not re.findall(r"f16x2", exp16.ptx)
 
 
@@ -154,10 +156,59 @@ def test_maps_use_only_ieee_rounded_instructions(op, dtype):
     ptx = tp.lower(getattr(tp, op), *args, batch_dims=1, target="sm_90a").ptx
     assert not re.findall(APPROXIMATIONS, ptx)
     # nor a math library function: the one call is tileprim's own rare path (exp's beyond its
-    # normal range), kept out of line; its body is in this PTX, checked above
+    # normal range, 16-bit log's specials), kept out of line; its body is in this PTX, checked above
     callees = re.findall(r"\bcall(?:\.uni)?\s+(?:\([^)]*\),\s*)?([\w$]+)", ptx)
     assert all("apply_out_of_line" in c for c in callees), callees
-    assert bool(callees) == (op in ("exp", "exp2") and dtype in ("f4", "f8"))
+    assert bool(callees) == (op in ("exp", "exp2") or (op in ("log", "log2") and dtype == "f2"))
+
+
+FAST_FORMS = {"exp": [r"ex2\.approx\.ftz\.f32"], "exp2": [r"ex2\.approx\.ftz\.f32"],
+              "log": [r"lg2\.approx\.f32"], "log2": [r"lg2\.approx\.f32"], "rsqrt": [r"rsqrt\.approx\.f32"],
+              "silu": [r"ex2\.approx\.ftz\.f32", r"rcp\.approx\.ftz\.f32"]}
+
+
+@pytest.mark.parametrize("op", sorted(FAST_FORMS))
+@pytest.mark.parametrize("dtype", ["f4", "f2", BF16])
+def test_fastmath_maps_run_the_hardware_approximations(op, dtype):
+    x = f(dtype, 3, 5)
+    fast = tp.lower(getattr(tp, op), x, batch_dims=1, target="sm_90a", fastmath=True)
+    for form in FAST_FORMS[op]:
+        assert re.findall(form, fast.ptx), (op, form)
+    exact = tp.lower(getattr(tp, op), x, batch_dims=1, target="sm_90a")
+    assert not re.findall(APPROXIMATIONS, exact.ptx)
+    assert fast.source != exact.source  # so the kernel cache keeps them apart
+
+
+def test_fastmath_leaves_float64_and_the_ieee_exact_ops_alone():
+    for op, args in [("exp", (f("f8", 3, 5),)), ("silu", (f("f8", 3, 5),)), ("add", (f("f4", 3, 5),) * 2),
+                     ("fma", (f(BF16, 3, 5),) * 3), ("sqrt", (f("f4", 3, 5),)), ("cast", (f("f4", 3, 5), "float16")),
+                     ("maximum", (f("f2", 3, 5),) * 2), ("fdiv", (f("f4", 3, 5),) * 2)]:
+        ptx = tp.lower(getattr(tp, op), *args, batch_dims=1, target="sm_90a", fastmath=True).ptx
+        assert not re.findall(APPROXIMATIONS, ptx), op
+
+
+@pytest.mark.parametrize("dtype", ["f4", BF16])
+def test_fastmath_divides_by_one_value_through_its_reciprocal(dtype):
+    x = f(dtype, 4, 8)
+    fast = tp.lower(tp.fdiv, x, 3.0, batch_dims=1, target="sm_90a", fastmath=True).ptx
+    exact = tp.lower(tp.fdiv, x, 3.0, batch_dims=1, target="sm_90a").ptx
+    products = r"\bmul(\.rn)?\.f32"  # one per element (of 8), the rare division out of line
+    assert len(re.findall(products, fast)) >= 8 > len(re.findall(products, exact))  # exact: in float64
+
+
+def test_a_fastmath_program_holds_ex2_approx_and_an_exact_one_does_not():
+    @tp.program(scope=tp.cta(128))
+    def softmax(x):
+        xf = tp.cast(x, "float32")
+        e = tp.exp(xf - tp.max(xf, axes=-1, keepdims=True))
+        return tp.cast(e / tp.sum(e, axes=-1, keepdims=True), x.dtype)
+
+    x = f(BF16, 2, 4096)
+    exact = tp.lower(softmax, x, batch_dims=1, target="sm_90a")
+    fast = tp.lower(softmax, x, batch_dims=1, target="sm_90a", fastmath=True)
+    assert re.findall(r"ex2\.approx\.ftz\.f32", fast.ptx) and not re.findall(APPROXIMATIONS, exact.ptx)
+    assert "tp::map_op::FastExp" in fast.source and "tp::map_op::FastFdiv" in fast.source
+    assert "tp::map_op::Fast" not in exact.source
 
 
 def test_an_arch_nvrtc_does_not_know_falls_back_to_ptx():

@@ -31,7 +31,7 @@ BAD = [  # (what the message holds, the error, the call)
     ("must fit in 227 KiB", ValueError, lambda: tp.cta(32).sum(A, layout=S[(4, 8):(2 ** 30, 1)])),
     ("must fit in 227 KiB", ValueError, lambda: tp.cta(32).sum(np.ones((256, 256), "f4"))),
     ("thread_reduce: expected True or False", TypeError, lambda: tp.sum(A, thread_reduce="yes")),
-    ("sqrt takes no variant options", TypeError, lambda: tp.sqrt(A, propagate_nan=True)),
+    ("sqrt takes the variant options fastmath", TypeError, lambda: tp.sqrt(A, propagate_nan=True)),
     ("not a known architecture; the targets are sm_75", ValueError, lambda: tp.sum(A, target="sm_999")),
     ("dtype: expected a dtype", TypeError, lambda: tp.cast(A, None)),
     ("accum: expected True or False", TypeError, lambda: tp.sum(A, out=np.zeros(4, "f4"), accum="yes")),

@@ -25,6 +25,20 @@ def test_every_16_bit_input_rounds_correctly(op, dtype):
     assert r.max_ulp <= 0.5
 
 
+@pytest.mark.parametrize("op", ["exp", "exp2", "log", "log2"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_normal_forms_give_the_general_bits(op, dtype):
+    # a bundle (a tile of 8) whose every x lies in the op's normal range takes its shorter form
+    # (maps.cuh's normal_registers), the GPU's too; calls of fewer than 4096 elements compute every
+    # bundle (larger ones look results up in a table the general form filled)
+    x = np.arange(1 << 16, dtype=np.uint16).view(NP[dtype])
+    table = getattr(tp, op)(x.reshape(-1, 8), batch_dims=1, backend="cpu").reshape(-1)
+    for start in range(0, x.size, 4088):
+        part = x[start:start + 4088]
+        got = getattr(tp, op)(part.reshape(-1, 8), batch_dims=1, backend="cpu").reshape(-1)
+        assert bits_equal(got, table[start:start + part.size]), (op, dtype, start)
+
+
 def test_bfloat16_silu_of_a_subnormal_rounds_past_the_tie():
     # silu x = x/2 + x^2/4 - ...: x/2 of an odd multiple j of bfloat16's smallest subnormal is a tie,
     # which x^2/4 breaks away from 0 for x > 0 and toward 0 for x < 0 (an oracle that rounds float64

@@ -7,7 +7,10 @@ for the 16- and 32-bit types (a float64 result within 2^-20 of a 16-bit rounding
 settled by mpmath) and mpmath for float64; ``exhaustive_float32`` adds every float32 input of
 the binades where the errors are largest.
 ``benchmarks/accuracy.py`` prints the table the op table's ``max_ulp`` comes from; the tests run
-the same measurement on fewer samples."""
+the same measurement on fewer samples. ``fastmath_table`` measures the GPU's approximations that
+``fastmath=True`` runs (``benchmarks/accuracy.py --fastmath``, on a GPU): every 16-bit input, 2^24
+float32 samples, a division by one value too, against float64; the package's
+fastmath_errors.json holds what it printed."""
 from __future__ import annotations
 
 import math
@@ -147,10 +150,11 @@ def _correct_16_bit(op: str, dtype: str, x: np.ndarray) -> np.ndarray:
     return rounded
 
 
-def apply(op: str, x: np.ndarray, backend: str = "cpu") -> np.ndarray:
-    """tp.<op> over a flat array, as tiles of 8 elements (the last one padded)."""
+def apply(op: str, x: np.ndarray, backend: str = "cpu", fastmath: bool = False, *operands) -> np.ndarray:
+    """tp.<op> over a flat array, as tiles of 8 elements (the last one padded), then ``operands``
+    (scalars)."""
     padded = np.concatenate([x, np.ones((-x.size) % 8, x.dtype)])
-    got = getattr(tp, op)(padded.reshape(-1, 8), batch_dims=1, backend=backend)
+    got = getattr(tp, op)(padded.reshape(-1, 8), *operands, batch_dims=1, backend=backend, fastmath=fastmath)
     return np.asarray(got).reshape(-1)[:x.size]
 
 
@@ -225,3 +229,102 @@ def table(samples: int = 1 << 20, seed: int = 0, ops=OPS, dtypes=("float32", "fl
           backend: str = "cpu") -> Dict[str, Dict[str, Accuracy]]:
     """``measure`` for every op and dtype: {op: {dtype: Accuracy}}."""
     return {op: {d: measure(op, d, samples, seed, backend) for d in dtypes} for op in ops}
+
+
+# ---- fastmath=True: the GPU's approximations -----------------------------------------------------
+FASTMATH_OPS = ("exp", "exp2", "log", "log2", "rsqrt", "silu")  # and "fdiv": a division by one value
+DIVISORS = 16  # scalars each division by one value is measured with
+
+
+@dataclass
+class FastAccuracy:
+    """The errors of one approximation on one dtype: ``max_ulp`` in the dtype's ulps where the
+    float64 result is a normal number of the dtype (below it ex2.approx.ftz flushes results to 0:
+    ``flushed`` counts the inputs whose subnormal result came out 0), ``max_abs`` the absolute
+    error where |result| <= 1 (what bounds lg2.approx's error near 1, where ulps grow without
+    bound), ``wrong_specials`` the inputs whose result or exact result is NaN or infinite and the
+    other is not that, but for ``overflow_edge``: an infinity where the exact result is finite
+    beyond half the dtype's max, or the other way round."""
+
+    op: str
+    dtype: str
+    inputs: int
+    max_ulp: float
+    max_abs: float
+    worst_input: float
+    flushed: int
+    wrong_specials: int
+    overflow_edge: int = 0
+
+    def row(self) -> dict:
+        return {"max_ulp": self.max_ulp, "max_abs": self.max_abs, "inputs": self.inputs,
+                "worst_input": self.worst_input, "flushed": self.flushed, "wrong_specials": self.wrong_specials,
+                "overflow_edge": self.overflow_edge}
+
+
+def _fast_errors(op: str, dtype: str, x: np.ndarray, got: np.ndarray, exact: np.ndarray) -> FastAccuracy:
+    fi = _finfo(dtype)
+    g = got.astype(np.float64)
+    with np.errstate(all="ignore"):
+        rounded = exact.astype(numpy_dtype(dtype)).astype(np.float64)
+        special = ~np.isfinite(rounded) | ~np.isfinite(g)  # either side NaN or infinite
+        normal = ~special & (np.abs(exact) >= float(fi.smallest_normal))
+        err = np.where(normal, ulps(got, exact, dtype), 0.0)
+        small = np.isfinite(g) & (np.abs(exact) <= 1)
+        absolute = np.where(small, np.abs(g - exact), 0.0)
+        # an infinity one ulp early or late beside the largest finite results (x log2(e) rounds before
+        # ex2.approx): counted apart, not as a wrong special
+        edge = special & ~np.isnan(g) & ~np.isnan(rounded) & (np.abs(exact) >= float(fi.max) / 2)
+    wrong = special & ~edge & ~((np.isnan(g) & np.isnan(rounded)) | (g == rounded))
+    flushed = (rounded != 0) & (np.abs(rounded) < float(fi.smallest_normal)) & (g == 0)
+    worst = int(np.argmax(err))
+    return FastAccuracy(op, dtype, int(x.size), float(err[worst]), float(np.max(absolute)), float(x[worst]),
+                        int(np.sum(flushed)), int(np.sum(wrong)), int(np.sum(edge & (g != rounded))))
+
+
+def fastmath_accuracy(op: str, dtype: str, samples: int = 1 << 24, seed: int = 0,
+                      backend: str = "cuda") -> FastAccuracy:
+    """``tp.<op>(x, fastmath=True)`` on ``backend`` against float64: every 16-bit input, or float32
+    samples (``float_inputs``: specials, thresholds, random bit patterns, random values in range)."""
+    rng = np.random.default_rng(seed)
+    if dtype in SIXTEEN_BIT:
+        x = np.arange(1 << 16, dtype=np.uint16).view(numpy_dtype(dtype))
+    else:
+        x = float_inputs(op, dtype, samples // 2, rng)
+    return _fast_errors(op, dtype, x, apply(op, x, backend, True), _float64_oracle(op, x))
+
+
+def fastmath_division(dtype: str, samples: int = 1 << 24, seed: int = 0, backend: str = "cuda") -> FastAccuracy:
+    """``tp.fdiv(a, b, fastmath=True)`` with b one scalar (a times b's reciprocal): ``DIVISORS``
+    random b (and 3, 1/3, 2^100) over every 16-bit a, or float32 a sampled as ``float_inputs`` does."""
+    rng = np.random.default_rng(seed)
+    t = numpy_dtype(dtype)
+    if dtype in SIXTEEN_BIT:
+        a = np.arange(1 << 16, dtype=np.uint16).view(t)
+    else:
+        a = float_inputs("reciprocal", dtype, samples // (2 * DIVISORS), rng)
+    divisors = np.concatenate([[3.0, 1 / 3, 2.0 ** (15 if dtype == "float16" else 100)],
+                               np.exp2(rng.uniform(-8, 8, DIVISORS - 3)) * rng.choice([-1, 1], DIVISORS - 3)])
+    worst = None
+    for b in divisors.astype(t):
+        with np.errstate(all="ignore"):
+            exact = a.astype(np.float64) / float(b)
+        r = _fast_errors("fdiv", dtype, a, apply("fdiv", a, backend, True, float(b)), exact)
+        if worst is None:
+            worst = r
+        else:
+            worst = FastAccuracy("fdiv", dtype, worst.inputs + r.inputs, max(worst.max_ulp, r.max_ulp),
+                                 max(worst.max_abs, r.max_abs),
+                                 r.worst_input if r.max_ulp > worst.max_ulp else worst.worst_input,
+                                 worst.flushed + r.flushed, worst.wrong_specials + r.wrong_specials,
+                                 worst.overflow_edge + r.overflow_edge)
+    return worst
+
+
+def fastmath_table(samples: int = 1 << 24, seed: int = 0, backend: str = "cuda",
+                   dtypes=("float32",) + SIXTEEN_BIT) -> Dict[str, Dict[str, FastAccuracy]]:
+    """Every approximation fastmath=True runs, per dtype: {op: {dtype: FastAccuracy}} (op "fdiv":
+    the division by one value)."""
+    out = {op: {d: fastmath_accuracy(op, d, samples, seed, backend) for d in dtypes} for op in FASTMATH_OPS}
+    out["fdiv"] = {d: fastmath_division(d, samples, seed, backend) for d in dtypes}
+    return out

@@ -54,6 +54,19 @@ py::dict op_dict(const OpDef& d) {
   out["options"] = d.options;
   out["device_fn"] = d.device_fn;
   out["device_fn_nan"] = d.device_fn_nan;
+  py::object fast = py::none();  // fastmath=True: the GPU's approximation, where the op has one
+  if (!d.device_fn_fast.empty()) {
+    py::dict f;
+    f["device_fn"] = d.device_fn_fast;
+    f["form"] = d.fast_form;
+    std::vector<DType> approximated;
+    for (DType t : d.dtypes) {
+      if (d.approximated(true, t)) approximated.push_back(t);
+    }
+    f["dtypes"] = dtype_names(approximated);
+    fast = f;
+  }
+  out["fastmath"] = fast;
   out["doc"] = d.doc;
   return out;
 }

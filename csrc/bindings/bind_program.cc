@@ -161,12 +161,13 @@ void bind_program(py::module_& m) {
       "plan_program",
       [](const std::string& name, const py::list& inputs, const py::list& steps, const std::vector<int>& outputs,
          const std::string& scope, int threads, const std::string& storage, const std::string& staging,
-         const std::string& target, const std::string& backend, const std::vector<int>& devices) {
+         const std::string& target, const std::string& backend, const std::vector<int>& devices, bool fastmath) {
         ProgramSpec spec;
         spec.name = name;
         spec.scope = ExecScope::named(scope, threads);
         spec.storage = storage;
         spec.staging = staging;
+        spec.fastmath = fastmath;
         for (const py::handle& h : inputs) {
           const py::tuple t = py::reinterpret_borrow<py::tuple>(h);
           ProgramInput in;
@@ -182,6 +183,7 @@ void bind_program(py::module_& m) {
       },
       py::arg("name"), py::arg("inputs"), py::arg("steps"), py::arg("outputs"), py::arg("scope"), py::arg("threads"),
       py::arg("storage"), py::arg("staging"), py::arg("target"), py::arg("backend"), py::arg("devices") = std::vector<int>{},
+      py::arg("fastmath") = false,
       "Plans a traced program: each step through the registry, copies where placements differ, shared memory "
       "by live range.");
 }

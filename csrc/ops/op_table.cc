@@ -95,8 +95,8 @@ template <class Op, int kArity>
 OpDef map(const std::string& name, std::vector<std::string> operands, std::vector<int> mapped,
           std::vector<DType> exact, const std::string& fn, const std::string& doc) {
   if (static_cast<int>(mapped.size()) != kArity) throw std::logic_error("op table: " + name + " maps " + std::to_string(kArity) + " operands");
-  OpDef d{name, OpFamily::elementwise, std::move(operands), "", kFloats, NanRule::ieee, std::move(exact), {}, fn, "",
-          std::move(mapped), &host_map<Op, kArity>, nullptr, doc};
+  OpDef d{name, OpFamily::elementwise, std::move(operands), "", kFloats, NanRule::ieee, std::move(exact), {"fastmath"}, fn, "",
+          "", "", std::move(mapped), &host_map<Op, kArity>, nullptr, doc};
   d.same_bits = kFloats;
   for (DType t : d.exactly_rounded) d.max_ulp.emplace_back(t, 0.5);
   return d;
@@ -165,13 +165,22 @@ OpDef gather(const std::string& name, std::vector<std::string> operands, bool su
 // copy: values move unchanged (every dtype exact), through the restage family's variants.
 OpDef restage(OpDef d) {
   d.family = OpFamily::restage;
+  d.options.clear();
+  return d;
+}
+
+// fastmath=True's form of an op on the GPU (transcendental_fast.cuh): its functor, and what runs
+// in words. float16 and bfloat16 compute it in float, rounded once; float64 stays exact.
+OpDef with_fast_form(OpDef d, const std::string& fn, const std::string& form) {
+  d.device_fn_fast = fn;
+  d.fast_form = form + " (float16, bfloat16: in float, rounded once; float64: exact)";
   return d;
 }
 
 // maximum: fmaxf's NaN rule, with the .NaN form behind propagate_nan=True.
 OpDef with_nan_form(OpDef d, const std::string& fn_nan, HostMapFn host_nan) {
   d.nan_rule = NanRule::fmax;
-  d.options = {"propagate_nan"};
+  d.options.push_back("propagate_nan");
   d.device_fn_nan = fn_nan;
   d.host_map_nan = host_nan;
   return d;
@@ -183,7 +192,7 @@ std::vector<OpDef> build_table() {
       "src rounded to dtype, a float dtype (nearest even; an int32 or int64 src too)"));
   cast.extra_arg = "dtype";
   const OpDef treduce{"treduce", OpFamily::collective, {}, "", {F32, F16, BF16, I32}, NanRule::fmax, {F32, F16, BF16, I32},
-                      {}, "", "", {}, nullptr, nullptr,
+                      {}, "", "", "", "", {}, nullptr, nullptr,
                       "every rank's tensor reduced into the root's dst: the root's value, then ranks ascending"};
   std::vector<OpDef> table = {
       reduction_entry<reduce_op::Sum>("sum", {ReductionKind::sum, kSumIdentity, "", kIeeeNan, ""}, "the sum over axes"),
@@ -196,17 +205,27 @@ std::vector<OpDef> build_table() {
                                   "a tile shaped like src with every element value")),
       map<map_op::Reciprocal, 1>("reciprocal", {"src"}, {0}, kFloats, "tp::map_op::Reciprocal", "1 / src"),
       map<map_op::Sqrt, 1>("sqrt", {"src"}, {0}, kFloats, "tp::map_op::Sqrt", "the square root of src"),
-      measured(map<map_op::Exp, 1>("exp", {"src"}, {0}, k16, "tp::map_op::Exp", "e ** src"), 0.78, kWideSubnormalUlp),
-      measured(map<map_op::Exp2, 1>("exp2", {"src"}, {0}, k16, "tp::map_op::Exp2", "2 ** src"), 0.80,
-               kWideSubnormalUlp),
-      measured(map<map_op::Log2, 1>("log2", {"src"}, {0}, k16, "tp::map_op::Log2", "the base-2 logarithm of src"),
-               0.75, 0.67),
-      measured(map<map_op::Log, 1>("log", {"src"}, {0}, k16, "tp::map_op::Log", "the natural logarithm of src"),
-               0.69, 0.63),
-      measured(map<map_op::Rsqrt, 1>("rsqrt", {"src"}, {0}, k16, "tp::map_op::Rsqrt", "1 / sqrt(src)"), 0.52, 0.51),
-      measured(map<map_op::Silu, 1>("silu", {"src"}, {0}, k16, "tp::map_op::Silu",
-                                    "src * sigmoid(src) = src / (1 + exp(-src)), finite wherever the result is"),
-               0.82, kWideSubnormalUlp),
+      with_fast_form(measured(map<map_op::Exp, 1>("exp", {"src"}, {0}, k16, "tp::map_op::Exp", "e ** src"), 0.78,
+                              kWideSubnormalUlp),
+                     "tp::map_op::FastExp", "ex2.approx.ftz.f32 of src * log2(e): results below 2^-126 are 0"),
+      with_fast_form(measured(map<map_op::Exp2, 1>("exp2", {"src"}, {0}, k16, "tp::map_op::Exp2", "2 ** src"), 0.80,
+                              kWideSubnormalUlp),
+                     "tp::map_op::FastExp2", "ex2.approx.ftz.f32: results below 2^-126 are 0"),
+      with_fast_form(measured(map<map_op::Log2, 1>("log2", {"src"}, {0}, k16, "tp::map_op::Log2",
+                                              "the base-2 logarithm of src"), 0.75, 0.67),
+                     "tp::map_op::FastLog2", "lg2.approx.f32: an absolute error, so large in ulps near src = 1"),
+      with_fast_form(measured(map<map_op::Log, 1>("log", {"src"}, {0}, k16, "tp::map_op::Log",
+                                              "the natural logarithm of src"), 0.69, 0.63),
+                     "tp::map_op::FastLog", "lg2.approx.f32 times ln(2): an absolute error, so large in ulps near src = 1"),
+      with_fast_form(measured(map<map_op::Rsqrt, 1>("rsqrt", {"src"}, {0}, k16, "tp::map_op::Rsqrt", "1 / sqrt(src)"),
+                              0.52, 0.51),
+                     "tp::map_op::FastRsqrt", "rsqrt.approx.f32"),
+      with_fast_form(measured(map<map_op::Silu, 1>("silu", {"src"}, {0}, k16, "tp::map_op::Silu",
+                                                   "src * sigmoid(src) = src / (1 + exp(-src)), finite wherever the result is"),
+                              0.82, kWideSubnormalUlp),
+                     "tp::map_op::FastSilu",
+                     "src * sigmoid(src) through ex2.approx.ftz.f32 of -|src| log2(e) and rcp.approx.ftz.f32: -0 below "
+                     "src = -87.3, where e^src flushes to 0"),
       measured(map<map_op::Tanh, 1>("tanh", {"src"}, {0}, k16, "tp::map_op::Tanh", "the hyperbolic tangent of src"),
                0.78, 0.69),
       measured(map<map_op::Erf, 1>("erf", {"src"}, {0}, k16, "tp::map_op::Erf", "the error function of src"), 0.77,
@@ -217,7 +236,10 @@ std::vector<OpDef> build_table() {
       map<map_op::Add, 2>("add", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Add", "a + b"),
       map<map_op::Sub, 2>("sub", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Sub", "a - b"),
       map<map_op::Mul, 2>("mul", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Mul", "a * b"),
-      map<map_op::Fdiv, 2>("fdiv", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Fdiv", "a / b (IEEE division)"),
+      with_fast_form(map<map_op::Fdiv, 2>("fdiv", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Fdiv", "a / b (IEEE division)"),
+                     "tp::map_op::FastFdiv",
+                     "where b is one value for the tile (a scalar, or a row's sum broadcast): a times 1 / b, the "
+                     "reciprocal rounded once; other divisions IEEE"),
       with_nan_form(map<map_op::Maximum, 2>("maximum", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Maximum",
                                          "the larger of a and b; NaN loses (np.fmax) unless propagate_nan=True"),
                     "tp::map_op::MaximumNaN", &host_map<map_op::MaximumNaN, 2>),
@@ -273,6 +295,15 @@ const char* nan_rule_text(NanRule r) {
     case NanRule::select: return "select: values move unchanged; a NaN cond is nonzero";
   }
   return "?";
+}
+
+const std::string& OpDef::functor(bool propagate_nan, bool fastmath, DType dtype) const {
+  if (propagate_nan && !device_fn_nan.empty()) return device_fn_nan;
+  return approximated(fastmath, dtype) ? device_fn_fast : device_fn;
+}
+
+bool OpDef::approximated(bool fastmath, DType dtype) const {
+  return fastmath && !device_fn_fast.empty() && dtype != DType::float64;
 }
 
 bool OpDef::takes(DType t) const { return std::find(dtypes.begin(), dtypes.end(), t) != dtypes.end(); }

@@ -69,6 +69,10 @@ struct OpDef {
   std::vector<std::string> options;    // the **config switches it reads (each a bool)
   std::string device_fn;               // its functor in the device headers
   std::string device_fn_nan;           // ... with propagate_nan=True
+  // fastmath=True (elementwise): the functor with the GPU's approximations and what they are, in
+  // words; empty where the op has none (it runs exactly as without fastmath)
+  std::string device_fn_fast;
+  std::string fast_form;
   std::vector<int> mapped;             // elementwise: the operands the functor reads
   HostMapFn host_map = nullptr;        // elementwise: the functor on the CPU
   HostMapFn host_map_nan = nullptr;
@@ -80,6 +84,11 @@ struct OpDef {
   std::vector<std::pair<DType, double>> max_ulp;
 
   int arity() const { return static_cast<int>(operands.size()); }
+  // The device functor a call with this result dtype runs: with propagate_nan=True its NaN form,
+  // with fastmath=True its fast form where it has one for the dtype, else device_fn.
+  const std::string& functor(bool propagate_nan, bool fastmath, DType dtype) const;
+  // fastmath=True changes what runs on a GPU for this dtype (float64 has no approximation).
+  bool approximated(bool fastmath, DType dtype) const;
   bool takes(DType t) const;
   bool exact_for(DType t) const;
   bool has_option(const std::string& key) const;

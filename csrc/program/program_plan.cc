@@ -175,6 +175,7 @@ class ProgramPlanner {
       call.scope = scope;
       call.axes = s.axes;
       call.config = s.config;
+      if (spec_.fastmath && def.has_option("fastmath")) call.config.emplace("fastmath", true);  // unless the step says
       call.dispatch = s.dispatch;
       call.program_step = true;
       for (size_t i = 0; i < s.operands.size(); ++i) {

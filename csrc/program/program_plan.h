@@ -49,6 +49,7 @@ struct ProgramSpec {
   ExecScope scope;
   std::string storage;  // the program's default storage for its steps; empty: the planner's choice
   std::string staging;  // how the kernel holds the rows (row_staging.h); empty: the first that accepts
+  bool fastmath = false;  // every elementwise step's fastmath= where the step names none (DESIGN §3)
   std::vector<ProgramInput> inputs;
   std::vector<StepSpec> steps;
   std::vector<int> outputs;  // value ids

@@ -120,9 +120,17 @@ def op_docstring(spec: dict) -> str:
         lines += ["axes : int or tuple of int, default -1", "    The tile dims to reduce (counted within the tile).",
                   "accum : bool, default False", "    Fold the result into ``out``'s old values.",
                   "keepdims : bool, default False", "    Keep each reduced dim with length 1 (NumPy's keepdims)."]
+    if "fastmath" in spec["options"]:
+        fast = spec["fastmath"]
+        lines += ["fastmath : bool, optional",
+                  "    True: on the GPU, " + (f"the hardware's approximation ({fast['form']}), its error in "
+                                             "``tp.op_table()[op]['fastmath']``" if fast else
+                                             "nothing to approximate: as False")
+                  + "; the CPU backend runs the exact function. None: False (in a tile program: the program's)."]
     lines += _COMMON.splitlines()
-    if spec["options"]:
-        lines += ["**config : bool", f"    Variant options: {', '.join(spec['options'])}."]
+    options = [o for o in spec["options"] if o != "fastmath"]
+    if options:
+        lines += ["**config : bool", f"    Variant options: {', '.join(options)}."]
     lines += ["", "Returns", "-------", "array",
               "    The result in the operands' library and device (NumPy in, NumPy out).", ""]
     lines += _RAISES.splitlines()

@@ -40,6 +40,10 @@ def _source(spec: dict, runs: bool) -> str:
     params = list(operands) + ([spec["extra_arg"]] if spec["extra_arg"] else [])
     signature = ", ".join(params) + (", axes=-1" if reduction else "")
     keywords = "out=None, accum=False, keepdims=False, " if reduction else "out=None, "
+    # fastmath: an elementwise op's option (C++ reads it from config); None leaves it unsaid, so
+    # that a step of a tile program takes the program's
+    fastmath = "fastmath=None, " if "fastmath" in spec["options"] else ""
+    with_fastmath = "    if fastmath is not None:\n        config['fastmath'] = fastmath\n" if fastmath else ""
     pack = "(" + "".join(f"{o}, " for o in operands) + ")"
     tail = f".run({pack}, out)" if runs else ".plan"
     args = (f"{spec['name']!r}, {pack}, {'axes' if reduction else 'None'}, out, "
@@ -47,7 +51,7 @@ def _source(spec: dict, runs: bool) -> str:
             f"backend, dispatch, {spec['extra_arg'] or 'None'}, config, {'keepdims' if reduction else 'False'}")
     # inside a tile program being traced, a call records a step instead of running
     record = f"    if TRACING[0] is not None:\n        return record_step({args})\n" if runs else ""
-    return (f"def op({signature}, *, {keywords}{_COMMON}):\n{record}"
+    return (f"def op({signature}, *, {keywords}{fastmath}{_COMMON}):\n{with_fastmath}{record}"
             f"    return prepare({args}){tail}\n")
 
 

@@ -3,6 +3,9 @@ writes them): each hands its arguments to the call memo (``_calls``) and runs th
 Every op is also a method of each scope; ``tp.plan`` gives an op's Plan, nothing run."""
 from __future__ import annotations
 
+import functools
+import json
+import os
 from typing import Dict, List, Tuple
 
 from . import _C
@@ -86,7 +89,11 @@ def variants(op) -> List[Tuple[str, int, List[str]]]:
 def op_table() -> Dict[str, dict]:
     """The C++ op table: every op's family, operands, dtypes, NaN rule, exactly rounded dtypes,
     the dtypes where the CPU and every GPU give the same bits (``same_bits``), the measured max
-    error in ulps per dtype (``max_ulp``, elementwise ops), options and device functor.
+    error in ulps per dtype (``max_ulp``, elementwise ops), options and device functor; and
+    ``fastmath``, what ``fastmath=True`` runs on a GPU where the op has an approximation (None
+    where it has none): its functor, ``form`` in words, ``dtypes``, and per dtype the max error
+    measured on a GPU (``max_ulp``, ``max_abs``; "not measured" until benchmarks' accuracy.py
+    --fastmath has run on one), read from the package's fastmath_errors.json.
 
     Examples
     --------
@@ -96,4 +103,23 @@ def op_table() -> Dict[str, dict]:
     >>> t["exp"]["same_bits"], t["exp"]["max_ulp"]["float16"]
     (['float16', 'bfloat16', 'float32', 'float64'], 0.5)
     """
-    return {s["name"]: dict(s) for s in _C.ops()}
+    table = {s["name"]: dict(s) for s in _C.ops()}
+    for name, spec in table.items():
+        if spec["fastmath"] is not None:
+            spec["fastmath"] = {**spec["fastmath"], **fastmath_errors(name, spec["fastmath"]["dtypes"])}
+    return table
+
+
+def fastmath_errors(op: str, dtypes: List[str]) -> Dict[str, dict]:
+    """The measured errors of ``op``'s fastmath approximation per dtype (max_ulp, max_abs, and
+    where they were measured), from fastmath_errors.json; "not measured" where it has none."""
+    measured = _fastmath_measurements()
+    found = measured["ops"].get(op, {})
+    return {key: {t: found[t][key] if t in found else "not measured" for t in dtypes}
+            for key in ("max_ulp", "max_abs")} | {"measured_on": measured["device"] or "not measured"}
+
+
+@functools.lru_cache(maxsize=1)
+def _fastmath_measurements() -> dict:
+    with open(os.path.join(os.path.dirname(__file__), "fastmath_errors.json"), encoding="utf-8") as f:
+        return json.load(f)

@@ -83,7 +83,7 @@ KernelBody packed_body(const Plan& plan) {
 // The op table's functor over this thread's bundle; scalar operands are kernel parameters.
 KernelBody map_body(const Plan& plan) {
   const OpCall& call = plan.call;
-  const std::string& fn = call.flag("propagate_nan") ? call.def->device_fn_nan : call.def->device_fn;
+  const std::string& fn = call.def->functor(call.flag("propagate_nan"), call.flag("fastmath"), call.output.dtype);
   std::ostringstream os;
   os << "tp::map_tile<" << fn << ", tp::kUnrollRegisters>(tp::DeviceLanes{lane}, out, 0, kBodySlots";
   for (int i : call.def->mapped) {

@@ -291,3 +291,4 @@ template <class To, class From> TP_HD To cast(From x) { return convert_to<To>::f
 
 #include "index.cuh"
 #include "activation.cuh"
+#include "transcendental_fast.cuh"

@@ -310,12 +310,24 @@ TP_WIDE_TRANSCENDENTAL(rsqrt, TP_UNSCALED)
 #undef TP_SCALED
 #undef TP_UNSCALED
 
+// exp and exp2 where every result is normal (|x| within kExpNormal, kExp2Normal): 2^k an add to
+// the exponent, the bits of exp and exp2 (the maps choose these per bundle: elementwise/maps.cuh)
+#define TP_WIDE_NORMAL_FORMS(T)                                                                    \
+  TP_HD bool exp_fits_normal(T x) { return magnitude(x) <= ieee_math::Format<T>::kExpNormal; }   \
+  TP_HD T exp_normal(T x) { return ieee_math::exp_normal(x); }                                   \
+  TP_HD bool exp2_fits_normal(T x) { return magnitude(x) <= ieee_math::Format<T>::kExp2Normal; } \
+  TP_HD T exp2_normal(T x) { return ieee_math::exp2_normal(x); }
+TP_WIDE_NORMAL_FORMS(float)
+TP_WIDE_NORMAL_FORMS(double)
+#undef TP_WIDE_NORMAL_FORMS
+
 // The 16-bit types on both backends, each op rounded once from a wider result (a NaN becomes the
 // canonical NaN in the conversion): sqrt in float,
 // division in Wide (float for half; double for bfloat16, whose quotients can be float
 // subnormals, where float's rounding is not fine enough), both then correctly rounded since
 // their precision is at least 2p + 2; the transcendentals from transcendental16.cuh's float
-// results for Format16 (ieee_math16::Half or BFloat16), correct over every input (checked).
+// results for Format16 (ieee_math16::Half or BFloat16), correct over every input (checked);
+// exp, exp2, log and log2 also in their normal range alone (*_fits_normal), with the same bits.
 // H needs widen(H) and convert_to<H>.
 #define TP_SIXTEEN_BIT_THROUGH_FLOAT(H, Wide, Format16)                                        \
   TP_HD H sqrt(H x) { return convert_to<H>::from(sqrt(widen(x))); }                             \
@@ -326,7 +338,17 @@ TP_WIDE_TRANSCENDENTAL(rsqrt, TP_UNSCALED)
   TP_HD H log(H x) { return convert_to<H>::from(ieee_math16::log<Format16>(widen(x))); }        \
   TP_HD H log2(H x) { return convert_to<H>::from(ieee_math16::log2<Format16>(widen(x))); }      \
   TP_HD H rsqrt(H x) { return convert_to<H>::from(ieee_math16::rsqrt<Format16>(widen(x))); }    \
-  TP_HD H silu(H x) { return convert_to<H>::from(ieee_math16::silu<Format16>(widen(x))); }
+  TP_HD H silu(H x) { return convert_to<H>::from(ieee_math16::silu<Format16>(widen(x))); }      \
+  TP_HD bool exp_fits_normal(H x) { return magnitude(widen(x)) <= Format16::kExpNormal; }        \
+  TP_HD H exp_normal(H x) { return convert_to<H>::from(ieee_math16::exp_normal<Format16>(widen(x))); } \
+  TP_HD bool exp2_fits_normal(H x) { return magnitude(widen(x)) <= Format16::kExp2Normal; }      \
+  TP_HD H exp2_normal(H x) { return convert_to<H>::from(ieee_math16::exp2_normal<Format16>(widen(x))); } \
+  TP_HD bool log_fits_normal(H x) {                                                              \
+    return (widen(x) >= Format16::kLogNormal) & (widen(x) <= 0x1.fffffep127f);                   \
+  }                                                                                              \
+  TP_HD bool log2_fits_normal(H x) { return log_fits_normal(x); }                                 \
+  TP_HD H log_normal(H x) { return convert_to<H>::from(ieee_math16::log_normal<Format16>(widen(x))); } \
+  TP_HD H log2_normal(H x) { return convert_to<H>::from(ieee_math16::log2_normal<Format16>(widen(x))); }
 
 }  // namespace tp
 

@@ -6,7 +6,7 @@
 // exact where they must be, and every inexact result lies at least 2^-26.8 of itself (float16;
 // bfloat16 2^-25.1) from a 16-bit rounding midpoint, silu's tiny inputs aside (there the lo terms
 // are exact). So hi + lo, hi a float, errs by less than that (the polynomials are as short as that
-// allows), and hi nudged toward hi + lo (`nudged`) rounds as the exact result does. rsqrt needs no
+// allows), and hi + lo rounded to odd (`sum_to_odd`) rounds as the exact result does. rsqrt needs no
 // lo: its results lie at least 2^-21.4 from a midpoint, its float Newton steps err by 2^-23.
 // Correctly rounded at every one of the 65,536 inputs of each format: tests/test_numerics.py.
 //
@@ -23,20 +23,64 @@ using Value = ieee_math::Value<float>;
 constexpr float kShifter = 0x1.8p23f;  // v + kShifter rounds |v| < 2^22 to an integer
 constexpr unsigned kOne = 0x3f800000u;  // 1.0f's bits
 
+// c0 + x (c1 + x (c2 + ...)) by Horner's rule, one fma a coefficient from the highest down
+TP_HD float horner(float, float c0) { return c0; }
+template <class... C> TP_HD float horner(float x, float c0, C... c) { return fma(horner(x, c...), x, c0); }
+
+// (e^r - 1 - r) / r^2 on |r| <= ln2/2, error 2^-18.6; (2^t - 1 - t ln2) / t^2 on |t| <= 1/2,
+// error 2^-19.7: a degree less misses float16 inputs
+TP_HD float exp_q(float r) { return horner(r, 0x1.ffff58p-2f, 0x1.555494p-3f, 0x1.56b3b4p-5f, 0x1.123e00p-7f); }
+TP_HD float exp2_q(float t) { return horner(t, 0x1.ebfb3ep-3f, 0x1.c6af8cp-5f, 0x1.3c6e68p-7f, 0x1.5f091ep-10f); }
+
+// (log(1 + f) - f) / f^2 and (log2(1 + f) - f log2e) / f^2 on f in [sqrt(1/2) - 1, sqrt(2) - 1],
+// errors 2^-22.6 and 2^-19.4: a degree less misses float16 inputs
+TP_HD float log_q(float f) {
+  return horner(f, -0x1.fffffcp-2f, 0x1.55561ep-2f, -0x1.00052ap-2f, 0x1.991574p-3f, -0x1.533940p-3f, 0x1.2e8c5ep-3f,
+                -0x1.25bc0cp-3f, 0x1.79c2e2p-4f);
+}
+TP_HD float log2_q(float f) {
+  return horner(f, -0x1.71549cp-1f, 0x1.ec7558p-2f, -0x1.711a78p-2f, 0x1.261a38p-2f, -0x1.f8525ep-3f, 0x1.ddd58ap-3f,
+                -0x1.3bbff6p-3f);
+}
+
+// bfloat16's shorter polynomials for the same three (its 8 bits ask less): f^2 q(f) errs by 2^-19.0
+// (log), 2^-15.4 (log2: fitted, then its coefficients moved by a few float ulps until every input
+// rounded correctly) and t^2 q(t) by 2^-17.5 (exp2); every bfloat16 input still rounds correctly
+// (tests/test_numerics.py). exp's has no shorter form that does.
+TP_HD float log_q_bf16(float f) {
+  return horner(f, -0x1.ffdf34p-2f, 0x1.549b64p-2f, -0x1.04b3fcp-2f, 0x1.c3ffc2p-3f, -0x1.20d87ep-3f);
+}
+TP_HD float log2_q_bf16(float f) {
+  return horner(f, -0x1.712df6p-1f, 0x1.eb7156p-2f, -0x1.780a0cp-2f, 0x1.460546p-2f, -0x1.a0a774p-3f);
+}
+TP_HD float exp2_q_bf16(float t) { return horner(t, 0x1.ebf93cp-3f, 0x1.c911b4p-5f, 0x1.3d1762p-7f); }
+
 // What the maps need to know of each format: inputs at or below kExpZero (kExp2Zero) give 0, at
 // or above kExpInf (kExp2Inf) infinity, after the rounding (clamping there keeps 2^k a float);
 // whether results and inputs can be float subnormals (bfloat16's exponent range is float's).
+// Within kExpNormal (kExp2Normal) of 0, x needs no clamp and 2^k is one exact product (the normal
+// forms below); kLogNormal is the least x whose log needs neither specials nor scaling.
 struct Half {
   static constexpr float kExpZero = -17.5f, kExpInf = 11.125f;  // e^-17.5 < 2^-25, e^11.125 > 65520
   static constexpr float kExp2Zero = -25.0f, kExp2Inf = 16.0f;  // 2^-25 is a tie, rounded to 0
+  static constexpr float kExpNormal = 11.0f, kExp2Normal = 15.0f;
+  static constexpr float kLogNormal = 0x1p-24f;  // every positive float16
   static constexpr float kSiluZero = -21.5f, kSiluInf = 65536.0f;  // 21.5 e^-21.5 < 2^-25
   static constexpr bool kFloatSubnormals = false;
+  static TP_HD float exp2_q(float t) { return ieee_math16::exp2_q(t); }
+  static TP_HD float log_q(float f) { return ieee_math16::log_q(f); }
+  static TP_HD float log2_q(float f) { return ieee_math16::log2_q(f); }
 };
 struct BFloat16 {
   static constexpr float kExpZero = -93.0f, kExpInf = 89.0f;    // e^-93 < 2^-134, e^89 > 2^128
   static constexpr float kExp2Zero = -134.0f, kExp2Inf = 128.0f;
+  static constexpr float kExpNormal = 86.0f, kExp2Normal = 124.0f;  // 2^k within [2^-124, 2^124]
+  static constexpr float kLogNormal = 0x1p-126f;  // float's least normal
   static constexpr float kSiluZero = -98.0f, kSiluInf = 0x1.fffffep127f;  // float's max: bfloat16's inf
   static constexpr bool kFloatSubnormals = true;
+  static TP_HD float exp2_q(float t) { return exp2_q_bf16(t); }
+  static TP_HD float log_q(float f) { return log_q_bf16(f); }
+  static TP_HD float log2_q(float f) { return log2_q_bf16(f); }
 };
 
 // x clamped to (zero - 1, inf): whatever rounds to 0 moves 1 below `zero`, past a result that
@@ -59,65 +103,100 @@ TP_HD Value one_plus(float w) {
   return {hi, w - (hi - 1.0f), 0.0f};
 }
 
-// hi moved one float ulp toward hi + lo where hi's last bit is 0, else hi (rounding to odd,
-// Boldo and Melquiond, without its test for lo == 0). A 16-bit midpoint is a float with its last
-// bit 0, so the result is never one, and it rounds to 16 bits as hi + lo does: where hi is a
-// midpoint, to lo's side of it. hi is never 0 beside a lo of the other sign (NaN stays NaN).
+// hi moved one float ulp toward hi + lo where hi's last bit is 0, else hi (rounding to odd, as
+// sum_to_odd, but for an exact sum below zero, which moves toward zero: silu's of a negative
+// subnormal x, whose result x/2 is a bfloat16 midpoint and the exact silu just above it).
 TP_HD float nudged(const Value& v) {
   const unsigned b = to_bits(v.hi);
   const unsigned toward_zero = static_cast<unsigned>(static_cast<int>(to_bits(v.lo) ^ b) >> 31);  // 0 or ~0
   return from_bits((b + toward_zero) | 1u);
 }
 
+// a + b rounded to odd: toward zero, then its last bit set (Boldo and Melquiond's rounding to
+// odd, but for an exact sum, whose last bit is set too). A 16-bit midpoint is a float with its
+// last bit 0, so the result is never one, and it rounds to 16 bits as a + b does: where a + b lies
+// within one float ulp of a midpoint, to its side of it. On the GPU one add rounded toward zero
+// and an or; on the host RN(a + b) moved one ulp toward zero where it erred away from zero (its
+// error exact, for |a| >= |b| or a = 0: Fast2Sum), the same float. NaN stays NaN.
+TP_HD float sum_to_odd(float a, float b) {
+#if TP_ON_DEVICE
+  return from_bits(to_bits(__fadd_rz(a, b)) | 1u);
+#else
+  const float hi = a + b, lo = b - (hi - a);
+  const bool away = (lo != 0.0f) & (sign_bit(lo) != sign_bit(hi));
+  return from_bits((to_bits(hi) - (away ? 1u : 0u)) | 1u);
+#endif
+}
+
+// A + B + small rounded to odd: sum3's hi + lo, with A + B exact as there
+TP_HD float sum3_to_odd(float a, float b, float small) {
+  const float s = a + b;
+  return sum_to_odd(s, (b - (s - a)) + small);
+}
+
 // 2^k for an integer k in [-126, 127], from its bits
 TP_HD int exponent_of(float k) { return static_cast<int>(to_bits(k + kShifter) - to_bits(kShifter)); }
 TP_HD float pow2(int k) { return from_bits((static_cast<unsigned>(k) << 23) + kOne); }
 
-// v * 2^k for the integer k: one exact product for float16 (k in [-38, 23]); for bfloat16 two
-// (2^floor(k/2), 2^ceil(k/2): k reaches -141 and 128), the second rounding where the product
-// is a float subnormal
-template <class F> TP_HD float times_pow2(float v, float k) {
-  const int ki = exponent_of(k);
+// 2^k for k in [-126, 127] held as shifted = k + kShifter (k in its low bits; the bits above it
+// shift out)
+TP_HD float pow2_of_shifted(float shifted) { return from_bits((to_bits(shifted) << 23) + kOne); }
+
+// v * 2^k for the integer k held in shifted, v within a few powers of two of 1: one exact product
+// for float16 (k in [-38, 23]); for bfloat16 two (2^floor(k/2), 2^ceil(k/2): k reaches -141 and
+// 128), the second rounding where the product is a float subnormal. A NaN v stays NaN.
+template <class F> TP_HD float times_pow2(float v, float shifted) {
   if constexpr (F::kFloatSubnormals) {
+    const int ki = static_cast<int>(to_bits(shifted) - to_bits(kShifter));
     return (v * pow2(ki >> 1)) * pow2(ki - (ki >> 1));
   } else {
-    return v * pow2(ki);
+    return v * pow2_of_shifted(shifted);
   }
-}
-
-// (e^r - 1 - r) / r^2 on |r| <= ln2/2, error 2^-18.6; (2^t - 1 - t ln2) / t^2 on |t| <= 1/2,
-// error 2^-19.7: a degree less misses float16 inputs
-TP_HD float exp_q(float r) {
-  return fma(fma(fma(0x1.123e00p-7f, r, 0x1.56b3b4p-5f), r, 0x1.555494p-3f), r, 0x1.ffff58p-2f);
-}
-TP_HD float exp2_q(float t) {
-  return fma(fma(fma(0x1.5f091ep-10f, t, 0x1.3c6e68p-7f), t, 0x1.c6af8cp-5f), t, 0x1.ebfb3ep-3f);
 }
 
 // e^x = (1 + a + small) 2^k for x in the clamp's range: k = RN(x / ln2), a = x - k ln2_f exactly
 // (|a| <= ln2/2 is a multiple of 2^-24, as x and k ln2_f are), small = a^2 q(a). ln2_f's own
 // error, k (ln2 - ln2_f), at most 2^-21.9 relative (bfloat16's k; float16's 2^-24.3), is left
-// out: checked harmless
+// out: checked harmless. `shifted` is k + kShifter, k in its low bits.
 struct ExpParts {
-  float k, a, small;
+  float shifted, k, a, small;
 };
 TP_HD ExpParts exp_parts(float x) {
-  const float k = fma(x, 0x1.715476p+0f, kShifter) - kShifter;
+  const float shifted = fma(x, 0x1.715476p+0f, kShifter), k = shifted - kShifter;
   const float a = fma(k, -0x1.62e430p-1f, x);
-  return {k, a, a * a * exp_q(a)};
+  return {shifted, k, a, a * a * exp_q(a)};
 }
 
+TP_HD float exp_rounded_to_odd(const ExpParts& e) { return sum_to_odd(1.0f, e.a + e.small); }
 template <class F> TP_HD float exp(float x) {
   const ExpParts e = exp_parts(clamp(x, F::kExpZero, F::kExpInf));
-  return times_pow2<F>(nudged(one_plus(e.a + e.small)), e.k);
+  return times_pow2<F>(exp_rounded_to_odd(e), e.shifted);
 }
+// e^x for |x| <= F::kExpNormal: exp's bits without its clamp (the identity there) and with 2^k one
+// exact product (bfloat16's two products are exact there too)
+template <class F> TP_HD float exp_normal(float x) {
+  const ExpParts e = exp_parts(x);
+  return exp_rounded_to_odd(e) * pow2_of_shifted(e.shifted);
+}
+
 // 2^x = (1 + t ln2 + t^2 q(t)) 2^k with k = RN(x), t = x - k exactly (11 bits at most); t ln2 =
 // t L1 + t L2, L1 = ln2 to 12 bits, so t L1 is exact
+struct Exp2Parts {
+  float shifted, odd;  // k + kShifter, 1 + t ln2 + t^2 q(t) rounded to odd
+};
+template <class F> TP_HD Exp2Parts exp2_parts(float x) {
+  const float shifted = x + kShifter, t = x - (shifted - kShifter);
+  const float w = t * 0x1.62ep-1f + fma(t * t, F::exp2_q(t), t * 0x1.0bfbe8p-15f);
+  return {shifted, sum_to_odd(1.0f, w)};
+}
 template <class F> TP_HD float exp2(float x) {
-  const float xc = clamp(x, F::kExp2Zero, F::kExp2Inf);
-  const float k = (xc + kShifter) - kShifter, t = xc - k;
-  const float w = t * 0x1.62ep-1f + fma(t * t, exp2_q(t), t * 0x1.0bfbe8p-15f);
-  return times_pow2<F>(nudged(one_plus(w)), k);
+  const Exp2Parts e = exp2_parts<F>(clamp(x, F::kExp2Zero, F::kExp2Inf));
+  return times_pow2<F>(e.odd, e.shifted);
+}
+// 2^x for |x| <= F::kExp2Normal, as exp_normal
+template <class F> TP_HD float exp2_normal(float x) {
+  const Exp2Parts e = exp2_parts<F>(x);
+  return e.odd * pow2_of_shifted(e.shifted);
 }
 
 // silu x = x / (1 + e) (x >= 0) or x e / (1 + e) (x < 0), e = e^-|x| = (hi + lo) 2^k: numerator n
@@ -140,47 +219,31 @@ template <class F> TP_HD float silu(float x) {
   const float n = negative ? ae : xc, n_lo = negative ? ae_lo : 0.0f;
   const float inv = ieee_math::reciprocal_from_line<float, 3>(d.hi, 24.0f / 17, 8.0f / 17), q = n * inv;
   const float c = ((fma(-q, d.hi, n) + n_lo) - q * d_lo) * inv, hi = q + c;
-  const float v = times_pow2<F>(nudged({hi, c - (hi - q), 0.0f}), negative ? e.k : 0.0f);
+  const float v = times_pow2<F>(nudged({hi, c - (hi - q), 0.0f}), negative ? parts.shifted : kShifter);
   return x == 0.0f ? x : v;  // +-0 keeps its sign
 }
 
-// (log(1 + f) - f) / f^2 and (log2(1 + f) - f log2e) / f^2 on f in [sqrt(1/2) - 1, sqrt(2) - 1],
-// errors 2^-22.6 and 2^-19.4: a degree less misses float16 inputs
-TP_HD float log_q(float f) {
-  float p = fma(0x1.79c2e2p-4f, f, -0x1.25bc0cp-3f);
-  p = fma(p, f, 0x1.2e8c5ep-3f);
-  p = fma(p, f, -0x1.533940p-3f);
-  p = fma(p, f, 0x1.991574p-3f);
-  p = fma(p, f, -0x1.00052ap-2f);
-  p = fma(p, f, 0x1.55561ep-2f);
-  return fma(p, f, -0x1.fffffcp-2f);
-}
-TP_HD float log2_q(float f) {
-  float p = fma(-0x1.3bbff6p-3f, f, 0x1.ddd58ap-3f);
-  p = fma(p, f, -0x1.f8525ep-3f);
-  p = fma(p, f, 0x1.261a38p-2f);
-  p = fma(p, f, -0x1.711a78p-2f);
-  p = fma(p, f, 0x1.ec7558p-2f);
-  return fma(p, f, -0x1.71549cp-1f);
-}
-
 // x = 2^k (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)); f = m - 1 is exact and has at most 10
-// significant bits (m is x's significand), so f^2 is exact too. x > 0 finite.
+// significant bits (m is x's significand), so f^2 is exact too. x > 0 finite; split_normal's x a
+// normal float.
 struct Split {
   float k, f;
 };
-template <class F> TP_HD Split split(float x) {
+TP_HD Split split_normal(float x) {
   constexpr unsigned kSqrtHalf = 0x3f3504f3u;
-  float xs = x, shift = 0.0f;
+  const unsigned ix = to_bits(x) - kSqrtHalf;
+  const unsigned k_bits = to_bits(kShifter) + static_cast<unsigned>(static_cast<int>(ix) >> 23);
+  return {from_bits(k_bits) - kShifter, from_bits((ix & 0x007fffffu) + kSqrtHalf) - 1.0f};
+}
+template <class F> TP_HD Split split(float x) {
   if constexpr (F::kFloatSubnormals) {  // bfloat16's subnormals are float's: made normal first
     const bool subnormal = x < 0x1p-126f;
-    xs = subnormal ? x * 0x1p24f : x;
-    shift = subnormal ? -24.0f : 0.0f;
+    Split s = split_normal(subnormal ? x * 0x1p24f : x);
+    s.k = s.k + (subnormal ? -24.0f : 0.0f);
+    return s;
+  } else {
+    return split_normal(x);
   }
-  const unsigned ix = to_bits(xs) - kSqrtHalf;
-  const unsigned k_bits = to_bits(kShifter) + static_cast<unsigned>(static_cast<int>(ix) >> 23);
-  const float k = (from_bits(k_bits) - kShifter) + shift;
-  return {k, from_bits((ix & 0x007fffffu) + kSqrtHalf) - 1.0f};
 }
 
 // log's specials: +-0 -> -inf, x < 0 and NaN -> NaN, +inf -> +inf
@@ -191,17 +254,19 @@ TP_HD float log_special(float x, float v) {
 }
 
 // log x = k ln2 + f + f^2 q(f): k L1 exact (L1 = ln2 to 15 bits), L2 = ln2 - L1
-template <class F> TP_HD float log(float x) {
-  const Split s = split<F>(x);
-  const Value v = sum3(s.k * 0x1.62e4p-1f, s.f, fma(s.f * s.f, log_q(s.f), s.k * 0x1.7f7d1cp-20f));
-  return log_special(x, nudged(v));
+template <class F> TP_HD float log_of(const Split& s) {
+  return sum3_to_odd(s.k * 0x1.62e4p-1f, s.f, fma(s.f * s.f, F::log_q(s.f), s.k * 0x1.7f7d1cp-20f));
 }
+template <class F> TP_HD float log(float x) { return log_special(x, log_of<F>(split<F>(x))); }
 // log2 x = k + f log2e + f^2 q2(f): f E1 exact (E1 = log2e to 12 bits), E2 = log2e - E1
-template <class F> TP_HD float log2(float x) {
-  const Split s = split<F>(x);
-  const Value v = sum3(s.k, s.f * 0x1.715p+0f, fma(s.f * s.f, log2_q(s.f), s.f * 0x1.1d94aep-14f));
-  return log_special(x, nudged(v));
+template <class F> TP_HD float log2_of(const Split& s) {
+  return sum3_to_odd(s.k, s.f * 0x1.715p+0f, fma(s.f * s.f, F::log2_q(s.f), s.f * 0x1.1d94aep-14f));
 }
+template <class F> TP_HD float log2(float x) { return log_special(x, log2_of<F>(split<F>(x))); }
+// log and log2 of x in [F::kLogNormal, float's max]: their bits without the specials and the
+// scaling of subnormals (both the identity there)
+template <class F> TP_HD float log_normal(float x) { return log_of<F>(split_normal(x)); }
+template <class F> TP_HD float log2_normal(float x) { return log2_of<F>(split_normal(x)); }
 
 // 1/sqrt(x): the exponent-halving start (0x5f375a86, within 3.5%), then three Newton steps
 // y (3/2 - x y^2 / 2), each squaring the error: 2^-23 after rounding, where every result lies at

@@ -83,10 +83,23 @@ class RegElementwise : public Variant {
     const DType t = call.output.dtype;
     const DType compute = call.inputs[0].scalar ? t : call.inputs[0].dtype;
     plan.note("compute_dtype", dtype_name(compute));
-    plan.note("rounding", call.def->exact_for(compute)
+    // fastmath=True: what a GPU runs is noted whichever backend plans (tp.lower builds GPU kernels
+    // from plans of host arrays); the rounding is the backend's
+    const bool fast = call.def->approximated(call.flag("fastmath"), t);
+    const bool on_gpu = fast && plan.context.backend == "cuda";
+    plan.note("rounding", on_gpu ? "fastmath: the GPU's approximation (op_table()[op]['fastmath']): the GPU's bits, not "
+                                   "the CPU's"
+                          : call.def->exact_for(compute)
                               ? "exactly rounded (round to nearest even): CPU and GPU agree bit for bit"
                               : "tileprim's own algorithm (op_table()[op]['max_ulp']): CPU and GPU agree bit for bit");
-    plan.note("ftz", "no: subnormals kept");
+    if (fast) {
+      plan.note("approximation", "on a GPU: " + call.def->fast_form);
+      plan.note("fastmath", on_gpu ? "on: the GPU runs the approximation"
+                                   : "the cpu backend runs the exact function (the exact bits); a GPU the approximation");
+    } else if (call.flag("fastmath")) {
+      plan.note("fastmath", "nothing to approximate: " + call.op() + " of " + dtype_name(t) + " runs exactly");
+    }
+    plan.note("ftz", on_gpu ? "the approximation's (see approximation)" : "no: subnormals kept");
     if (call.def->nan_rule == NanRule::fmax) {
       plan.note("nan", call.flag("propagate_nan") ? "max.NaN: NaN propagates (like np.maximum)"
                                                   : "fmaxf: a NaN meeting a number yields the number");

@@ -102,10 +102,18 @@ class ProgramPlan:
 
     @property
     def numerics(self) -> Dict[str, object]:
-        return {"rounding": "each step rounds exactly as its standalone op: the program's bits are those of the "
-                            "chain of standalone calls, on every backend",
-                "order": "steps in program order; copies move values unchanged",
-                "steps": {f"{i} {s.op} ({s.result})": s.numerics for i, s in enumerate(self.steps)}}
+        steps = {f"{i} {s.op} ({s.result})": s.numerics for i, s in enumerate(self.steps)}
+        approximated = [name for name, n in steps.items() if "approximation" in n]
+        rounding = ("each step rounds exactly as its standalone op: the program's bits are those of the chain of "
+                    "standalone calls, on every backend")
+        if approximated and self.backend == "cuda":  # fastmath=True
+            rounding = (f"fastmath: steps {', '.join(approximated)} use the GPU's approximations (the GPU's bits, "
+                        "not the CPU's; their numerics say which); every other step rounds exactly as its "
+                        "standalone op")
+        elif approximated:
+            rounding += f" (fastmath: the cpu backend runs exact functions; a GPU approximates {', '.join(approximated)})"
+
+        return {"rounding": rounding, "order": "steps in program order; copies move values unchanged", "steps": steps}
 
     def __str__(self) -> str:
         return str(self._core)

@@ -33,14 +33,19 @@ STAGINGS = tuple(_C.staging_names())  # how the kernel may hold the rows, in pri
 
 
 def program(fn=None, *, scope: Optional[ExecScope] = None, storage: Optional[str] = None,
-            staging: Optional[str] = None):
+            staging: Optional[str] = None, fastmath: bool = False):
     """Makes ``fn`` a tile program: its arguments are tiles (one instance of the batch each) and
     Python scalars; its body calls tileprim ops. Bare ``@tp.program`` or ``@tp.program(scope=...,
-    storage=..., staging=...)`` (the call's defaults).
+    storage=..., staging=..., fastmath=...)`` (the call's defaults).
 
     ``staging`` names how the kernel holds the rows (``"registers"``, ``"shared"``, ``"streamed"``
     or ``"spilled"``; see ``ProgramPlan.staging``); None: the first whose predicate accepts, as the
     plan's staging trace shows. A named staging that declines raises DispatchError with its reasons.
+
+    ``fastmath=True``: on the GPU, every elementwise step that names no ``fastmath=`` of its own
+    uses the hardware's approximations (``ex2.approx``, ``lg2.approx``, ``rsqrt.approx``, a row
+    divided by one value through its reciprocal): the GPU's bits, not the CPU's, within the
+    errors ``tp.op_table()[op]["fastmath"]`` states. The CPU backend runs the exact functions.
 
     Examples
     --------
@@ -58,64 +63,77 @@ def program(fn=None, *, scope: Optional[ExecScope] = None, storage: Optional[str
         raise ValueError(f"storage: {storage!r} is not one of {', '.join(STORAGE_SCOPES)}")
     if staging is not None and staging not in STAGINGS:
         raise ValueError(f"staging: {staging!r} is not one of {', '.join(STAGINGS)}")
+    fastmath = _fastmath(fastmath)
     if fn is None:
-        return lambda f: Program(f, scope, storage, staging)
-    return Program(fn, scope, storage, staging)
+        return lambda f: Program(f, scope, storage, staging, fastmath)
+    return Program(fn, scope, storage, staging, fastmath)
+
+
+def _fastmath(value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"fastmath: expected True or False, not {value!r}")
+    return bool(value)
 
 
 class Program:
     """A traced tile program; call it like a tileprim op:
-    ``prog(*args, batch_dims=0, scope=None, backend=None, target=None, out=None)``."""
+    ``prog(*args, batch_dims=0, scope=None, backend=None, target=None, out=None, fastmath=None)``
+    (``fastmath=None``: the decorator's)."""
 
-    def __init__(self, fn, scope: Optional[ExecScope], storage: Optional[str], staging: Optional[str] = None):
+    def __init__(self, fn, scope: Optional[ExecScope], storage: Optional[str], staging: Optional[str] = None,
+                 fastmath: bool = False):
         if not callable(fn):
             raise TypeError(f"tp.program: expected a function, not {fn!r}")
         functools.update_wrapper(self, fn)
         self._fn, self._scope, self._storage, self._staging = fn, scope, storage, staging
+        self._fastmath = fastmath
         self._params = list(inspect.signature(fn).parameters)
         self._memo: Dict[tuple, "_PreparedProgram"] = {}
         self._number = number_program(self)  # its name in a compiled graph's custom op
 
-    def __call__(self, *args, batch_dims=0, scope=None, backend=None, target=None, out=None):
+    def __call__(self, *args, batch_dims=0, scope=None, backend=None, target=None, out=None, fastmath=None):
+        fastmath = self._fastmath if fastmath is None else _fastmath(fastmath)
         if torch_compiling():
-            return call_program_op(self, args, batch_dims, scope, backend, target, out)
+            return call_program_op(self, args, batch_dims, scope, backend, target, out, fastmath)
         always = routing(args, out)  # torch tensors that need a gradient, or fake/functional ones
         if always or (always is False and _grad_enabled()):
-            return call_program_op(self, args, batch_dims, scope, backend, target, out)
+            return call_program_op(self, args, batch_dims, scope, backend, target, out, fastmath)
         if any(map(is_host_tensor, args)):
-            return self._call_on_host_tensors(args, batch_dims, scope, backend, target, out)
-        key = self._key(args, batch_dims, scope, backend, target)
+            return self._call_on_host_tensors(args, batch_dims, scope, backend, target, out, fastmath)
+        key = self._key(args, batch_dims, scope, backend, target, fastmath)
         prepared = self._memo.get(key) if key is not None else None
         if prepared is None:
-            prepared = self._prepare(args, batch_dims, scope, backend, target)
+            prepared = self._prepare(args, batch_dims, scope, backend, target, fastmath)
             if key is not None:
                 if len(self._memo) >= _MEMO_LIMIT:
                     self._memo.clear()
                 self._memo[key] = prepared
         return prepared.run(args, out)
 
-    def _call_on_host_tensors(self, args, batch_dims, scope, backend, target, out):
+    def _call_on_host_tensors(self, args, batch_dims, scope, backend, target, out, fastmath):
         """PyTorch CPU tensors: run on NumPy views of them, the results returned as tensors."""
         views = tuple(to_numpy(x) for x in args)
         if out is not None:
             outs = tuple(to_numpy(o, contiguous=False) for o in out) if isinstance(out, tuple) else \
                 to_numpy(out, contiguous=False)
-            self(*views, batch_dims=batch_dims, scope=scope, backend=backend, target=target, out=outs)
+            self(*views, batch_dims=batch_dims, scope=scope, backend=backend, target=target, out=outs,
+                 fastmath=fastmath)
             return out
-        result = self(*views, batch_dims=batch_dims, scope=scope, backend=backend, target=target)
+        result = self(*views, batch_dims=batch_dims, scope=scope, backend=backend, target=target, fastmath=fastmath)
         return tuple(map(to_torch, result)) if isinstance(result, tuple) else to_torch(result)
 
-    def _tp_planner(self, *args, batch_dims=0, scope=None, backend=None, target=None) -> ProgramPlan:
+    def _tp_planner(self, *args, batch_dims=0, scope=None, backend=None, target=None, fastmath=None) -> ProgramPlan:
         """tp.plan(program, ...): the ProgramPlan of this call; nothing runs."""
-        return self._prepare(args, batch_dims, scope, backend, target).plan
+        fastmath = self._fastmath if fastmath is None else _fastmath(fastmath)
+        return self._prepare(args, batch_dims, scope, backend, target, fastmath).plan
 
     def __repr__(self) -> str:
         return f"<tp.program {self.__name__}>"
 
     # ---- signatures ---------------------------------------------------------------------------
     @staticmethod
-    def _key(args, batch_dims, scope, backend, target):
-        parts = [batch_dims, scope, backend, target]
+    def _key(args, batch_dims, scope, backend, target, fastmath):
+        parts = [batch_dims, scope, backend, target, fastmath]
         for x in args:
             if type(x) is np.ndarray:
                 parts.append((x.dtype, x.shape, x.strides))
@@ -132,7 +150,7 @@ class Program:
                     parts.append(adapter.placed_key(x))
         return tuple(parts)
 
-    def _prepare(self, args, batch_dims, scope, backend, target) -> "_PreparedProgram":
+    def _prepare(self, args, batch_dims, scope, backend, target, fastmath=False) -> "_PreparedProgram":
         where = f"{self.__name__}"
         if len(args) != len(self._params):
             raise TypeError(f"{where}() takes {len(self._params)} arguments ({', '.join(self._params)}), "
@@ -200,7 +218,7 @@ class Program:
             target = device_arch(device)
         core = _C.plan_program(self.__name__, trace.inputs, trace.steps, [t._id for t in outputs], scope.kind,
                                scope.threads, self._storage or "", self._staging or "", target or "", backend,
-                               [device] if backend == "cuda" else [])
+                               [device] if backend == "cuda" else [], fastmath)
         plan = ProgramPlan(core, [batch_shape + t.shape for t in outputs])
         kernel = _C.cuda.ProgramKernel(core) if backend == "cuda" else None
         return _PreparedProgram(core, plan, inputs, outputs, batch_shape, isinstance(result, tuple), kernel, adapter,

@@ -39,13 +39,13 @@ def number_program(program) -> int:
     return number
 
 
-def call_program_op(program, args, batch_dims, scope, backend, target, out):
+def call_program_op(program, args, batch_dims, scope, backend, target, out, fastmath=False):
     """Runs the call through its signature's custom op (registered on its first call)."""
     import torch
     described = tuple((str(x.dtype).replace("torch.", ""), tuple(x.shape), tuple(x.stride()), str(x.device))
                       if isinstance(x, torch.Tensor) else x for x in args)
     scope_parts = None if scope is None else (scope.kind, scope.threads)
-    name, one_in_a_tuple = op_name(program._number, described, batch_dims, scope_parts, backend, target)
+    name, one_in_a_tuple = op_name(program._number, described, batch_dims, scope_parts, backend, target, fastmath)
     result = getattr(torch.ops.tileprim, name).default(*(x for x in args if isinstance(x, torch.Tensor)))
     if one_in_a_tuple:
         result = (result,)
@@ -57,19 +57,21 @@ def call_program_op(program, args, batch_dims, scope, backend, target, out):
     return out
 
 
-def op_name(number: int, described: tuple, batch_dims, scope_parts, backend, target) -> Tuple[str, bool]:
+def op_name(number: int, described: tuple, batch_dims, scope_parts, backend, target,
+            fastmath=False) -> Tuple[str, bool]:
     """The custom op's name for this signature (registered the first time), and whether the
     program returns its one result in a tuple (the op returns it bare: a schema's one-element
     tuple is a Tensor). Shapes and strides as ints: a traced (symbolic) one is specialised, as a
     program's plan is per shape."""
     described = tuple((d[0], tuple(map(int, d[1])), tuple(map(int, d[2])), d[3]) if type(d) is tuple else d
                       for d in described)
-    key = (number, described, batch_dims, scope_parts, backend, target)
+    key = (number, described, batch_dims, scope_parts, backend, target, fastmath)
     op = _OPS.get(key)
     if op is None:
         scope = None if scope_parts is None else ExecScope(*scope_parts)
         op = _OPS[key] = ProgramOp(_PROGRAMS[number], described, dict(batch_dims=batch_dims, scope=scope,
-                                                                          backend=backend, target=target))
+                                                                          backend=backend, target=target,
+                                                                          fastmath=fastmath))
     return op.name, op.as_tuple and len(op.results) == 1
 
 

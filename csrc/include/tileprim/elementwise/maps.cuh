@@ -35,24 +35,20 @@ struct Cast {};  // one rounding to the output dtype
 struct Sqrt {
   template <class T> static TP_HD T apply(T x) { return sqrt(x); }
 };
-// exp and exp2 say too where every float/double result is normal (|x| within `normal_within`):
-// there `apply_normal` gives apply's bits with 2^k an add to the exponent (exp_registers, below)
-struct Exp {
-  template <class T> static TP_HD T apply(T x) { return exp(x); }
-  template <class T> static TP_HD T apply_normal(T x) { return ieee_math::exp_normal(x); }
-  template <class T> static constexpr T normal_within = ieee_math::Format<T>::kExpNormal;
-};
-struct Exp2 {
-  template <class T> static TP_HD T apply(T x) { return exp2(x); }
-  template <class T> static TP_HD T apply_normal(T x) { return ieee_math::exp2_normal(x); }
-  template <class T> static constexpr T normal_within = ieee_math::Format<T>::kExp2Normal;
-};
-struct Log2 {
-  template <class T> static TP_HD T apply(T x) { return log2(x); }
-};
-struct Log {
-  template <class T> static TP_HD T apply(T x) { return log(x); }
-};
+// exp, exp2, log and log2 say too where x lies in their normal range (fits_normal): there
+// apply_normal gives apply's bits with fewer instructions (no clamps, specials or scaling of
+// subnormals; numeric.cuh's *_normal), which normal_registers (below) takes per bundle
+#define TP_MAP_WITH_NORMAL_FORM(Name, fn)                                              \
+  struct Name {                                                                        \
+    template <class T> static TP_HD T apply(T x) { return fn(x); }                      \
+    template <class T> static TP_HD bool fits_normal(T x) { return fn##_fits_normal(x); } \
+    template <class T> static TP_HD T apply_normal(T x) { return fn##_normal(x); }      \
+  };
+TP_MAP_WITH_NORMAL_FORM(Exp, exp)
+TP_MAP_WITH_NORMAL_FORM(Exp2, exp2)
+TP_MAP_WITH_NORMAL_FORM(Log2, log2)
+TP_MAP_WITH_NORMAL_FORM(Log, log)
+#undef TP_MAP_WITH_NORMAL_FORM
 struct Rsqrt {
   template <class T> static TP_HD T apply(T x) { return rsqrt(x); }
 };
@@ -114,6 +110,24 @@ struct Ge {
 };
 struct Where {  // a where cond != 0 (a NaN cond included), else b: the value moves unchanged
   template <class T> static TP_HD T apply(T cond, T a, T b) { return widen(cond) != 0 ? a : b; }
+};
+
+// fastmath=True: the GPU's approximations (transcendental_fast.cuh), the exact ops on the host
+#define TP_FAST_MAP(Name, fn)                                                  \
+  struct Name {                                                                \
+    template <class T> static TP_HD T apply(T x) { return fast_math::fn(x); } \
+  };
+TP_FAST_MAP(FastExp, exp)
+TP_FAST_MAP(FastExp2, exp2)
+TP_FAST_MAP(FastLog, log)
+TP_FAST_MAP(FastLog2, log2)
+TP_FAST_MAP(FastRsqrt, rsqrt)
+TP_FAST_MAP(FastSilu, silu)
+#undef TP_FAST_MAP
+// a / b: where b is one value for the whole bundle (a row's sum, broadcast), a times b's
+// reciprocal on the GPU (multiply_by_reciprocal, below); an IEEE division elsewhere
+struct FastFdiv {
+  template <class T> static TP_HD T apply(T a, T b) { return fdiv(a, b); }
 };
 
 // Op as a function to the output dtype TD: the same-dtype maps return TD already; Zero and
@@ -202,25 +216,59 @@ TP_HD void divide_registers(float* dst, int slots, const A& a, const ScalarOpera
 #endif
 }
 
-// exp or exp2 of float or double registers: where every x of the bundle lies within the op's
-// normal_within, each result is normal and its 2^k an add to the exponent (apply_normal, the
-// same bits, about 11 instructions fewer); a bundle with an x beyond (or a NaN) takes apply.
-template <class Op, class TD, class... Operands> constexpr bool exps_of_wide = false;
-template <> constexpr bool exps_of_wide<map_op::Exp, float, RegOperand<float>> = true;
-template <> constexpr bool exps_of_wide<map_op::Exp, double, RegOperand<double>> = true;
-template <> constexpr bool exps_of_wide<map_op::Exp2, float, RegOperand<float>> = true;
-template <> constexpr bool exps_of_wide<map_op::Exp2, double, RegOperand<double>> = true;
-
-// The general form is a call on the GPU: inlined beside the fast one in an unrolled bundle, ptxas
+// A rare path's form is a call on the GPU: inlined beside the fast one in an unrolled bundle, ptxas
 // interleaves the two and the registers of the rare path hold the whole kernel to fewer blocks
 // (sm_90a, logsumexp of rows of 16384 at cta(256): 95 float32 / 128 bfloat16 registers, 2 blocks
 // per SM; with the call 80, 3 blocks).
-template <class Op, class T> TP_HD_OUT_OF_LINE T apply_out_of_line(T x) { return Op::apply(x); }
+template <class Op, class T, class... More> TP_HD_OUT_OF_LINE T apply_out_of_line(T x, More... more) {
+  return Op::apply(x, more...);
+}
 
-template <class Op, int kUnroll, class T> TP_HD void exp_registers(T* dst, int slots, const RegOperand<T>& x) {
+// fastmath=True's division of float, float16 or bfloat16 registers by one scalar: each a times
+// RN(1/b), the reciprocal IEEE-rounded once per bundle, the product in float rounded once to the
+// dtype; a b whose reciprocal is not a normal float (0, an infinity, NaN, |b| beyond 2^126 or
+// below 2^-126) divides instead (GPU only: the host divides, as every exact division does).
+template <class Op, class TD, class... Operands> constexpr bool multiplies_by_reciprocal = false;
+#if TP_ON_DEVICE
+template <class A> constexpr bool multiplies_by_reciprocal<map_op::FastFdiv, float, A, ScalarOperand<float>> = true;
+#if defined(TP_WITH_FP16)
+template <class A> constexpr bool multiplies_by_reciprocal<map_op::FastFdiv, __half, A, ScalarOperand<__half>> = true;
+#endif
+#if defined(TP_WITH_BF16)
+template <class A>
+constexpr bool multiplies_by_reciprocal<map_op::FastFdiv, __nv_bfloat16, A, ScalarOperand<__nv_bfloat16>> = true;
+#endif
+#endif
+
+template <int kUnroll, class TD, class A>
+TP_HD void multiply_by_reciprocal(TD* dst, int slots, const A& a, const ScalarOperand<TD>& b) {
+  const float inverse = reciprocal(widen(b.value));
+  if ((magnitude(inverse) >= 0x1p-126f) & (magnitude(inverse) < limits<float>::pos_inf())) {
+    TP_UNROLL_BY(kUnroll)
+    for (int f = 0; f < slots; ++f) dst[f] = convert_to<TD>::from(widen(a[f]) * inverse);
+    return;
+  }
+  TP_UNROLL_BY(kUnroll)
+  for (int f = 0; f < slots; ++f) dst[f] = apply_out_of_line<map_op::Fdiv>(a[f], b.value);
+}
+
+// exp, exp2 (every float dtype), log and log2 (float16, bfloat16) of registers: where every x of
+// the bundle lies in the op's normal range, its normal form, the same bits in fewer instructions
+// (float32 exp: about 11 fewer; bfloat16 exp: no clamp and one product for 2^k; 16-bit log: no
+// specials); a bundle with an x beyond (or a NaN) takes apply, out of line.
+template <class T> constexpr bool is_wide = false;  // float and double: tileprim's own wide algorithms
+template <> constexpr bool is_wide<float> = true;
+template <> constexpr bool is_wide<double> = true;
+template <class Op, class TD, class... Operands> constexpr bool has_normal_form = false;
+template <class T> constexpr bool has_normal_form<map_op::Exp, T, RegOperand<T>> = true;
+template <class T> constexpr bool has_normal_form<map_op::Exp2, T, RegOperand<T>> = true;
+template <class T> constexpr bool has_normal_form<map_op::Log, T, RegOperand<T>> = !is_wide<T>;
+template <class T> constexpr bool has_normal_form<map_op::Log2, T, RegOperand<T>> = !is_wide<T>;
+
+template <class Op, int kUnroll, class T> TP_HD void normal_registers(T* dst, int slots, const RegOperand<T>& x) {
   map_fast_or_general<kUnroll>(
-      dst, slots, x, [](T v) { return magnitude(v) <= Op::template normal_within<T>; },
-      [](T v) { return Op::apply_normal(v); }, [](T v) { return apply_out_of_line<Op>(v); });
+      dst, slots, x, [](T v) { return Op::fits_normal(v); }, [](T v) { return Op::apply_normal(v); },
+      [](T v) { return apply_out_of_line<Op>(v); });
 }
 
 // dst[f] = Op(operands[f]...) for every register slot f of one bundle; two slots per
@@ -229,8 +277,10 @@ template <class Op, int kUnroll, class TD, class... Operands>
 TP_HD void map_registers(TD* dst, int slots, const Operands&... operands) {
   if constexpr (divides_by_one_float<Op, TD, Operands...>) {
     divide_registers<kUnroll>(dst, slots, operands...);
-  } else if constexpr (exps_of_wide<Op, TD, Operands...>) {
-    exp_registers<Op, kUnroll>(dst, slots, operands...);
+  } else if constexpr (multiplies_by_reciprocal<Op, TD, Operands...>) {
+    multiply_by_reciprocal<kUnroll>(dst, slots, operands...);
+  } else if constexpr (has_normal_form<Op, TD, Operands...>) {
+    normal_registers<Op, kUnroll>(dst, slots, operands...);
   } else if constexpr (has_pair<Op, TD>::value) {
     using Pair = typename Paired<Op, TD>::type;
     TP_UNROLL_BY(kUnroll)
