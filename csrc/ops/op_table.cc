@@ -153,8 +153,15 @@ template <class Op> OpDef comparison(const std::string& name, const std::string&
 // bits (take moves values, exactly; scatter sums in idx's order, as a reduction does).
 OpDef gather(const std::string& name, std::vector<std::string> operands, bool sums, const std::string& fn,
              const std::string& doc) {
-  OpDef d{name, OpFamily::gather, std::move(operands), "", kFloats, sums ? NanRule::ieee : NanRule::select,
-          sums ? std::vector<DType>{} : kFloats, {}, fn, "", {}, nullptr, nullptr, doc};
+  OpDef d;  // by field: the table's fields grow
+  d.name = name;
+  d.family = OpFamily::gather;
+  d.operands = std::move(operands);
+  d.dtypes = kFloats;
+  d.nan_rule = sums ? NanRule::ieee : NanRule::select;
+  if (!sums) d.exactly_rounded = kFloats;
+  d.device_fn = fn;
+  d.doc = doc;
   d.same_bits = kFloats;
   if (!sums) {
     for (DType t : kFloats) d.max_ulp.emplace_back(t, 0.0);
