@@ -201,9 +201,10 @@ TP_ACTIVATION(sigmoid)
 
 namespace ieee_math16 {
 // A float Value rounded once to the 16-bit format F: hi nudged toward hi + lo, then 2^k (F's
-// times_pow2); +-0 is itself (nudging a zero would make it a NaN)
+// times_pow2, which takes k + kShifter: exact, |k| being far below 2^22); +-0 is itself (nudging a
+// zero would make it a NaN)
 template <class F> TP_HD float rounded_for(float x, const ieee_math::Value<float>& v) {
-  return x == 0.0f ? x : times_pow2<F>(nudged(v), v.k);
+  return x == 0.0f ? x : times_pow2<F>(nudged(v), v.k + kShifter);
 }
 }  // namespace ieee_math16
 
