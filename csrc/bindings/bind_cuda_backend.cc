@@ -189,21 +189,22 @@ void bind_cuda_backend(py::module_& m) {
       .def_property_readonly("origin", [](const cuda::ProgramKernel& k) { return k.built().binary->origin; })
       .def(
           "run_device",
-          [](const cuda::ProgramKernel& k, const std::vector<std::uintptr_t>& inputs,
+          [](const cuda::ProgramKernel& k, const std::vector<std::uintptr_t>& inputs, const std::vector<double>& scalars,
              const std::vector<std::uintptr_t>& outputs, long long tiles, std::uintptr_t stream) {
             std::vector<cuda::CUdeviceptr> in(inputs.begin(), inputs.end()), out(outputs.begin(), outputs.end());
-            k.run_device(in, out, tiles, as_stream(stream));
+            k.run_device(in, scalars, out, tiles, as_stream(stream));
           },
-          py::arg("inputs"), py::arg("outputs"), py::arg("tiles"), py::arg("stream"))
+          py::arg("inputs"), py::arg("scalars"), py::arg("outputs"), py::arg("tiles"), py::arg("stream"))
       .def(
           "run_host",
-          [](const cuda::ProgramKernel& k, const py::list& inputs, const py::list& outputs, long long tiles) {
+          [](const cuda::ProgramKernel& k, const py::list& inputs, const std::vector<double>& scalars,
+             const py::list& outputs, long long tiles) {
             const std::vector<std::uintptr_t> in = host_addresses(inputs, "inputs");
             const std::vector<std::uintptr_t> out = host_addresses(outputs, "outputs");
             py::gil_scoped_release release;
-            k.run_host(in, out, tiles);
+            k.run_host(in, scalars, out, tiles);
           },
-          py::arg("inputs"), py::arg("outputs"), py::arg("tiles"));
+          py::arg("inputs"), py::arg("scalars"), py::arg("outputs"), py::arg("tiles"));
   c.def("pointer_device", [](std::uintptr_t pointer) {
     cuda::Driver& d = cuda::Driver::get();
     int ordinal = 0;

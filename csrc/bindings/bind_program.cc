@@ -136,7 +136,8 @@ void bind_program(py::module_& m) {
       })
       .def(
           "run_host",
-          [](const ProgramPlan& p, const py::list& inputs, const py::list& outputs, long long tiles) {
+          [](const ProgramPlan& p, const py::list& inputs, const std::vector<double>& scalars, const py::list& outputs,
+             long long tiles) {
             if (p.context.backend != "cpu") throw ValueError("backend: run_host runs programs planned for the cpu");
             const std::vector<std::uintptr_t> in = host_addresses(inputs, "inputs");
             const std::vector<std::uintptr_t> out = host_addresses(outputs, "outputs");
@@ -146,14 +147,14 @@ void bind_program(py::module_& m) {
             };
             try {
               py::gil_scoped_release release;
-              run_program_host(p, in, out, tiles, interrupted);
+              run_program_host(p, in, scalars, out, tiles, interrupted);
             } catch (const Interrupted&) {
               throw py::error_already_set();
             }
           },
-          py::arg("inputs"), py::arg("outputs"), py::arg("tiles"),
-          "Runs the program on NumPy arrays: inputs [tiles][tile] (one tile where batch-broadcast), outputs "
-          "[tiles][tile], written.")
+          py::arg("inputs"), py::arg("scalars"), py::arg("outputs"), py::arg("tiles"),
+          "Runs the program on NumPy arrays: inputs [tiles][tile] (one tile where batch-broadcast), the call's "
+          "run-time scalars, outputs [tiles][tile], written.")
       .def("__str__", &ProgramPlan::str);
 
   m.def("staging_names", &staging_names, "How a program's kernel may hold its rows, in priority order.");

@@ -114,6 +114,8 @@ class ProgramPlanner {
       plan_->outputs.push_back(ids_.at(id));
       place_unread_input(plan_->outputs.back());
     }
+    plan_->scalar_args = spec_.scalar_args;
+    mark_accumulated();
     size_shared_memory(*plan_);
     mark_syncs(*plan_);
     choose_staging(*plan_, spec_.staging);
@@ -125,6 +127,7 @@ class ProgramPlanner {
   const ProgramValue& value(int id) const { return plan_->values.at(static_cast<size_t>(id)); }
 
   int plan_step(const StepSpec& s) {
+    if (s.call) return plan_as_called(s);
     const OpDef& def = op_def(s.op);
     const ExecScope& scope = spec_.scope;
     std::vector<std::vector<long long>> shapes;
@@ -216,6 +219,30 @@ class ProgramPlanner {
                                    "smaller tile (more batch_dims), or storage='shared' for the steps that take it" +
                                        (dividing.empty() ? "" : "; " + dividing)
                                  : ""));
+  }
+
+  // A step made as called: its call planned as it is, so it declines or errs as the standalone
+  // call does, with no placement of the planner's.
+  int plan_as_called(const StepSpec& s) {
+    const std::shared_ptr<const BoundPlan> bound = PlanCache::instance().get(*s.call, plan_->context);
+    const TileRef& out = bound->plan().call.output;
+    ProgramValue result;
+    result.name = s.name.empty() ? out.arg : s.name;
+    result.dtype = out.dtype;
+    result.shape = out.shape;
+    return add_step(s, bound, result, "");
+  }
+
+  // A step that folds into its result's old value (accum) writes an output the caller holds.
+  void mark_accumulated() {
+    for (const ProgramStep& step : plan_->steps) {
+      if (!step.bound->plan().call.accum) continue;
+      if (std::count(plan_->outputs.begin(), plan_->outputs.end(), step.result) != 1) {
+        throw ValueError("accum: " + value(step.result).name + " folds into its old value, so it must be returned "
+                         "once (into out=)");
+      }
+      value(step.result).accumulated = true;
+    }
   }
 
   std::optional<TileLayout> spread_or_none(const std::vector<long long>& shape, Storage storage) const {
@@ -351,6 +378,7 @@ class ProgramPlanner {
     step.bound = bound;
     step.operands = {id};
     step.scalars = {0.0};
+    step.scalar_args = {-1};
     step.where = where;
     step.inserted = true;
     step.reasons = {reason};
@@ -385,6 +413,8 @@ class ProgramPlanner {
     step.op = s.op;
     step.bound = bound;
     step.scalars = s.scalars;
+    step.scalar_args = s.scalar_args;
+    step.scalar_args.resize(s.operands.size(), -1);
     step.where = s.where;
     if (!why.empty()) step.reasons.push_back(why);
     std::vector<std::string> names;

@@ -29,8 +29,6 @@ std::string budget_of(const ProgramPlan& plan) {
          std::to_string(ProgramPlan::kRegistersPerThread) + " per thread)";
 }
 bool fits_registers(const ProgramPlan& plan) { return plan.peak_registers <= plan.register_budget(); }
-// A program of one step is its standalone call, whose kernel frame stages long tiles itself.
-bool one_step(const ProgramPlan& plan) { return plan.steps.size() == 1 && plan.steps.front().op != "copy"; }
 // One pass per reduction, then one for the outputs.
 int passes_of(const ProgramPlan& plan) {
   int passes = 1;
@@ -55,8 +53,8 @@ std::string described(const ProgramValue& v) { return v.name + " " + dtype_name(
 // take rows to rows or such values to such values; copies broadcast such a value over a row;
 // reductions fold a whole row, each lane its slots in order. Reasons either way.
 std::optional<RowChunks> row_chunks(const ProgramPlan& plan, std::vector<std::string>& why) {
-  if (one_step(plan)) {
-    why.push_back("a program of one step runs as its standalone call");
+  if (plan.frame_stages_every_tile()) {
+    why.push_back("one step on the program's inputs and output: the kernel frame stages its operands itself");
     return std::nullopt;
   }
   if (plan.scope.threads == 1) {
@@ -180,10 +178,12 @@ void choose_staging(ProgramPlan& plan, const std::string& forced) {
   for (size_t i = 0; i < names.size(); ++i) verdicts[i].name = names[i];
   StagingVerdict &registers = verdicts[0], &shared = verdicts[1], &streamed = verdicts[2], &spilled = verdicts[3];
 
-  registers.accepted = one_step(plan) || fits_registers(plan);
+  const bool frame_stages = plan.frame_stages_every_tile();
+  registers.accepted = frame_stages || fits_registers(plan);
   registers.reasons.push_back(
-      one_step(plan) ? "a program of one step runs as its standalone call, whose kernel stages the tiles as it does (a map "
-                 "a chunk of registers at a time, a long run read as it is folded)"
+      frame_stages ? "one step on the program's inputs and output: no tile lives between steps, and the kernel frame "
+                     "stages the step's operands as it stages any (a map a chunk of registers at a time, a long run "
+                     "read as it is folded)"
       : registers.accepted ? registers_held(plan) + ", within the " + std::to_string(plan.register_budget()) +
                                  " a thread of scope " + plan.scope.str() + " holds"
                            : registers_held(plan) + "; " + budget_of(plan));
@@ -217,9 +217,9 @@ void choose_staging(ProgramPlan& plan, const std::string& forced) {
                           (dividing.empty() ? "" : "; " + dividing);
   const bool for_gpu = plan.context.backend == "cuda" || !plan.context.target.empty();
   const bool unbuildable = for_gpu && plan.widest_thread_slots > kSpillableSlots;
-  spilled.accepted = !fits_registers(plan) && !one_step(plan) && !unbuildable;
+  spilled.accepted = !fits_registers(plan) && !frame_stages && !unbuildable;
   spilled.reasons.push_back(
-      one_step(plan)          ? "a program of one step runs as its standalone call"
+      frame_stages            ? "the kernel frame stages the one step's operands"
       : fits_registers(plan)  ? "the tiles fit in registers"
       : unbuildable           ? "a thread holds " + std::to_string(plan.widest_thread_slots) +
                                   " elements of one tile in registers: past " + std::to_string(kSpillableSlots) +

@@ -18,7 +18,7 @@ constexpr long long kChunkElements = 1 << 14;
 }  // namespace
 
 void run_program_host(const ProgramPlan& plan, const std::vector<std::uintptr_t>& inputs,
-                      const std::vector<std::uintptr_t>& outputs, long long tiles,
+                      const std::vector<double>& scalars, const std::vector<std::uintptr_t>& outputs, long long tiles,
                       const std::function<bool()>& interrupted) {
   if (tiles <= 0) return;
   const size_t n_values = plan.values.size();
@@ -35,7 +35,14 @@ void run_program_host(const ProgramPlan& plan, const std::vector<std::uintptr_t>
     const int id = plan.outputs[j];
     if (plan.values[id].input < 0 && direct[id] < 0) direct[id] = static_cast<int>(j);
   }
-  const long long chunk = std::max(1ll, std::min(tiles, kChunkElements / widest));
+  // Chunks keep a chunk's intermediates in cache; with none (every tile an input read in place or
+  // an output written in place), each step runs over the whole batch, spread over the cores itself.
+  bool buffered = false;
+  for (size_t i = 0; i < n_values; ++i) {
+    const ProgramValue& v = plan.values[i];
+    buffered |= v.input >= 0 ? v.batch_broadcast : direct[i] < 0;
+  }
+  const long long chunk = buffered ? std::max(1ll, std::min(tiles, kChunkElements / widest)) : tiles;
   const long long chunks = (tiles + chunk - 1) / chunk;
   parallel_for(chunks, chunk * per_tile, interrupted, [&](long long begin, long long end, const auto& keep_going) {
     // this range's intermediates; a batch-broadcast input repeated once per tile of a chunk
@@ -67,10 +74,14 @@ void run_program_host(const ProgramPlan& plan, const std::vector<std::uintptr_t>
       };
       for (const ProgramStep& step : plan.steps) {
         RunArgs args;
-        for (int id : step.operands) args.inputs.push_back(TensorArg{id < 0 ? 0 : at(id), {}, -1});
-        args.scalars = step.scalars;
+        for (size_t i = 0; i < step.operands.size(); ++i) {
+          const int id = step.operands[i];
+          args.inputs.push_back(TensorArg{id < 0 ? 0 : at(id), {}, -1});
+          args.scalars.push_back(plan.scalar(step, i, scalars));
+        }
         args.output = TensorArg{at(step.result), {}, -1};
         args.tiles = n;
+        if (chunks == 1) args.interrupted = interrupted;  // the step spreads the batch over the cores
         step.bound->runner().run(args);
       }
       for (size_t j = 0; j < plan.outputs.size(); ++j) {

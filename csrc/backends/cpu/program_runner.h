@@ -13,9 +13,10 @@
 namespace tp {
 
 // inputs: one per program input ([tiles][tile elements], or one tile when batch_broadcast);
-// outputs: one per program output ([tiles][tile elements]).
+// scalars: the call's run-time scalars; outputs: one per program output ([tiles][tile elements]),
+// holding the old values where a step accumulates into one.
 void run_program_host(const ProgramPlan& plan, const std::vector<std::uintptr_t>& inputs,
-                      const std::vector<std::uintptr_t>& outputs, long long tiles,
+                      const std::vector<double>& scalars, const std::vector<std::uintptr_t>& outputs, long long tiles,
                       const std::function<bool()>& interrupted);
 
 }  // namespace tp

@@ -1,5 +1,6 @@
 #include "backends/cuda/program_executor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "backends/cuda/compiler.h"
@@ -34,6 +35,7 @@ ProgramKernel::ProgramKernel(std::shared_ptr<const ProgramPlan> plan)
   for (int id : plan_->outputs) {
     const ProgramValue& v = plan_->values.at(id);
     output_bytes_.push_back(static_cast<size_t>(v.elements() * dtype_size(v.dtype)));
+    output_read_.push_back(v.accumulated);
   }
   context_ = Driver::get().context(device_);
   DeviceScope scope;
@@ -41,28 +43,34 @@ ProgramKernel::ProgramKernel(std::shared_ptr<const ProgramPlan> plan)
   function_ = load_kernel(*built_.binary, built_.source.shared_bytes);
 }
 
-void ProgramKernel::run_device(const std::vector<CUdeviceptr>& inputs, const std::vector<CUdeviceptr>& outputs,
-                               long long tiles, CUstream stream) const {
-  if (inputs.size() != input_bytes_.size() || outputs.size() != output_bytes_.size()) {
-    throw ValueError(plan_->name + ": expected " + std::to_string(input_bytes_.size()) + " inputs and " +
-                     std::to_string(output_bytes_.size()) + " outputs");
+void ProgramKernel::run_device(const std::vector<CUdeviceptr>& inputs, const std::vector<double>& scalars,
+                               const std::vector<CUdeviceptr>& outputs, long long tiles, CUstream stream) const {
+  if (inputs.size() != input_bytes_.size() || outputs.size() != output_bytes_.size() ||
+      scalars.size() != static_cast<size_t>(plan_->scalar_args)) {
+    throw ValueError(plan_->name + ": expected " + std::to_string(input_bytes_.size()) + " inputs, " +
+                     std::to_string(plan_->scalar_args) + " scalars and " + std::to_string(output_bytes_.size()) +
+                     " outputs");
   }
   if (tiles <= 0) return;
   const KernelSource& l = built_.source;
   const long long blocks = (tiles + l.tiles_per_block() - 1) / l.tiles_per_block();
   if (blocks > 0x7fffffffLL) throw ValueError("batch: " + std::to_string(tiles) + " tiles need more blocks than a grid has");
+  // the kernel's parameters in order: input pointers, scalars, output pointers, tiles
   std::vector<CUdeviceptr> pointers(inputs);
   pointers.insert(pointers.end(), outputs.begin(), outputs.end());
+  std::vector<double> values(scalars);
   std::vector<void*> params;
-  for (CUdeviceptr& p : pointers) params.push_back(&p);
+  for (size_t i = 0; i < inputs.size(); ++i) params.push_back(&pointers[i]);
+  for (double& v : values) params.push_back(&v);
+  for (size_t j = inputs.size(); j < pointers.size(); ++j) params.push_back(&pointers[j]);
   params.push_back(&tiles);
   DeviceScope scope;
   scope.use(context_);
   launch_kernel(function_, blocks, l.block_threads(), l.shared_bytes, stream, params.data(), device_);
 }
 
-void ProgramKernel::run_host(const std::vector<std::uintptr_t>& inputs, const std::vector<std::uintptr_t>& outputs,
-                             long long tiles) const {
+void ProgramKernel::run_host(const std::vector<std::uintptr_t>& inputs, const std::vector<double>& scalars,
+                             const std::vector<std::uintptr_t>& outputs, long long tiles) const {
   if (tiles <= 0) return;
   std::vector<size_t> in_at, in_size, out_at, out_size;
   size_t total = 0;
@@ -71,11 +79,14 @@ void ProgramKernel::run_host(const std::vector<std::uintptr_t>& inputs, const st
     in_size.push_back(input_bytes_[i] * (input_shared_[i] ? 1 : static_cast<size_t>(tiles)));
     total += aligned(in_size.back());
   }
-  const size_t in_total = total;
+  size_t in_total = total;  // what goes in: the inputs, then outputs read first (accum)
   for (size_t j = 0; j < output_bytes_.size(); ++j) {
     out_at.push_back(total);
     out_size.push_back(output_bytes_[j] * static_cast<size_t>(tiles));
     total += aligned(out_size.back());
+  }
+  for (size_t j = 0; j < output_read_.size(); ++j) {
+    if (output_read_[j]) in_total = std::max(in_total, out_at[j] + out_size[j]);
   }
   StagingArena::of(device_).with(total, [&](unsigned char* pinned, CUdeviceptr buffer, CUstream stream) {
     Driver& d = Driver::get();
@@ -84,10 +95,14 @@ void ProgramKernel::run_host(const std::vector<std::uintptr_t>& inputs, const st
       std::memcpy(pinned + in_at[i], reinterpret_cast<const void*>(inputs[i]), in_size[i]);
       in.push_back(buffer + in_at[i]);
     }
-    for (size_t j = 0; j < out_at.size(); ++j) out.push_back(buffer + out_at[j]);
+    for (size_t j = 0; j < out_at.size(); ++j) {
+      out.push_back(buffer + out_at[j]);
+      if (output_read_[j]) std::memcpy(pinned + out_at[j], reinterpret_cast<const void*>(outputs[j]), out_size[j]);
+    }
     d.check(d.cuMemcpyHtoDAsync(buffer, pinned, in_total, stream), "cuMemcpyHtoDAsync");
-    run_device(in, out, tiles, stream);
-    d.check(d.cuMemcpyDtoHAsync(pinned + in_total, buffer + in_total, total - in_total, stream), "cuMemcpyDtoHAsync");
+    run_device(in, scalars, out, tiles, stream);
+    const size_t out_first = out_at.empty() ? total : out_at.front();
+    d.check(d.cuMemcpyDtoHAsync(pinned + out_first, buffer + out_first, total - out_first, stream), "cuMemcpyDtoHAsync");
     d.check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
     for (size_t j = 0; j < outputs.size() && j < out_at.size(); ++j) {
       std::memcpy(reinterpret_cast<void*>(outputs[j]), pinned + out_at[j], out_size[j]);

@@ -25,13 +25,15 @@ class ProgramKernel {
   ProgramKernel(const ProgramKernel&) = delete;
   ProgramKernel& operator=(const ProgramKernel&) = delete;
 
-  // Device pointers, one per program input (in argument order) and per output.
-  void run_device(const std::vector<CUdeviceptr>& inputs, const std::vector<CUdeviceptr>& outputs, long long tiles,
-                  CUstream stream) const;
+  // Device pointers, one per program input (in argument order) and per output; the call's
+  // run-time scalars.
+  void run_device(const std::vector<CUdeviceptr>& inputs, const std::vector<double>& scalars,
+                  const std::vector<CUdeviceptr>& outputs, long long tiles, CUstream stream) const;
   // Host arrays, C-contiguous: inputs [tiles][tile] (one tile where the batch shares it),
-  // outputs [tiles][tile], written once the kernel is done.
-  void run_host(const std::vector<std::uintptr_t>& inputs, const std::vector<std::uintptr_t>& outputs,
-                long long tiles) const;
+  // outputs [tiles][tile], written once the kernel is done (and read first where a step
+  // accumulates into one).
+  void run_host(const std::vector<std::uintptr_t>& inputs, const std::vector<double>& scalars,
+                const std::vector<std::uintptr_t>& outputs, long long tiles) const;
 
   int device() const { return device_; }
   const BuiltKernel& built() const { return built_; }
@@ -43,6 +45,7 @@ class ProgramKernel {
   std::vector<size_t> input_bytes_;   // per tile of each input
   std::vector<bool> input_shared_;    // one tile for the whole batch
   std::vector<size_t> output_bytes_;  // per tile of each output
+  std::vector<bool> output_read_;     // read first: a step accumulates into it
   CUcontext context_ = nullptr;
   CUfunction function_ = nullptr;
 };

@@ -333,10 +333,10 @@ class _PreparedProgram:
         stream = self.stream()
         if out is not None:
             outs = out if self.as_tuple else (out,)
-            self.kernel.run_device(pointers, [self.pointer(o) for o in outs], self.tiles, stream)
+            self.kernel.run_device(pointers, [], [self.pointer(o) for o in outs], self.tiles, stream)
             return out
         results = [allocate() for allocate in self.allocators]
-        self.kernel.run_device(pointers, [self.result_pointer(r) for r in results], self.tiles, stream)
+        self.kernel.run_device(pointers, [], [self.result_pointer(r) for r in results], self.tiles, stream)
         if self.finish is not None:
             results = [self.finish(r, self.device, stream) for r in results]
         return tuple(results) if self.as_tuple else results[0]
@@ -368,9 +368,9 @@ class _PreparedProgram:
         ready = [p(x) for p, x in zip(self.prepare, arrays)]
         results = [np.empty(shape, dtype) for shape, dtype in self.results]
         if self.kernel is None:
-            self.core.run_host(ready, results, self.tiles)
+            self.core.run_host(ready, [], results, self.tiles)
         else:
-            self.kernel.run_host(ready, results, self.tiles)
+            self.kernel.run_host(ready, [], results, self.tiles)
         if out is None:
             return tuple(results) if self.as_tuple else results[0]
         for o, r in zip(out if self.as_tuple else (out,), results):
