@@ -14,7 +14,9 @@ ARCH = "sm_90a"
 
 
 def launch(plan):
-    return _C.cuda.launch(plan._core, ARCH)
+    """The launch shape of a program's kernel, or of a standalone call's (its program of one step)."""
+    bound = getattr(plan, "_bound", None)
+    return _C.cuda.launch(bound.plan if bound is not None else plan._core, ARCH)
 
 
 def shape_of(d):

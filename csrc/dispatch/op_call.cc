@@ -97,7 +97,6 @@ std::string OpCall::key() const {
   };
   for (const TileRef& t : inputs) strides(t);
   strides(output);
-  if (program_step) os << "|program_step";
   return os.str();
 }
 

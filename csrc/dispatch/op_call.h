@@ -49,7 +49,6 @@ struct OpCall {
   std::map<std::string, ConfigValue> config;
   std::optional<TreduceOptions> treduce;  // treduce's options (the collective family); unset for the others
   std::string dispatch;  // a forced variant name, or empty
-  bool program_step = false;  // planned as a step of a tile program (variants may serve only those)
 
   const std::string& op() const { return def->name; }
   bool flag(const std::string& key) const;  // a bool option of **config, default false

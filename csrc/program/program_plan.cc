@@ -169,7 +169,6 @@ class ProgramPlanner {
       call.axes = s.axes;
       call.config = s.config;
       call.dispatch = s.dispatch;
-      call.program_step = true;
       for (size_t i = 0; i < s.operands.size(); ++i) {
         const std::string arg = def.operands.at(i);
         if (s.operands[i] < 0) {
@@ -347,7 +346,6 @@ class ProgramPlanner {
     OpCall call;
     call.def = &op_def("copy");
     call.scope = spec_.scope;
-    call.program_step = true;
     TileRef src;
     src.arg = "src";
     src.dtype = v.dtype;

@@ -537,43 +537,6 @@ FrameSpec program_operands(const ProgramPlan& plan) {
 
 }  // namespace
 
-FrameSpec call_frame(const Plan& plan, KernelBody body) {
-  const OpCall& call = plan.call;
-  FrameSpec spec;
-  spec.title = "tileprim kernel: " + call.str() + " [" + plan.variant + "]";
-  spec.scope = call.scope;
-  spec.dtypes.push_back(call.output.dtype);
-  for (size_t i = 0; i < call.inputs.size(); ++i) {
-    const TileRef& r = call.inputs[i];
-    FrameOperand o;
-    o.name = r.scalar ? "s" + std::to_string(i) : input_name(static_cast<int>(i));
-    o.kind = r.scalar ? Staging::scalar : Staging::registers;
-    o.dtype = r.dtype;
-    o.load = false;  // until its staging says otherwise (zero and fill read only the shape)
-    if (!r.scalar) spec.dtypes.push_back(r.dtype);
-    spec.operands.push_back(o);
-  }
-  FrameOperand out;
-  out.name = output_name(0);
-  out.output = true;
-  out.dtype = call.output.dtype;
-  spec.operands.push_back(out);
-  for (const OperandStaging& s : plan.staging) {
-    if (s.kind == Staging::scalar) continue;
-    FrameOperand& o = s.operand < 0 ? spec.operands.back() : spec.operands.at(static_cast<size_t>(s.operand));
-    const TileRef& ref = s.operand < 0 ? call.output : call.inputs[s.operand];
-    o.kind = s.kind;
-    o.shape = ref.shape;
-    o.elements = s.elements;
-    o.load = s.load;
-    o.store = s.store;
-    o.place = s.place;
-    o.layout = s.layout;
-  }
-  spec.body = std::move(body);
-  return spec;
-}
-
 KernelSource program_launch(const ProgramPlan& plan, const std::string& arch) {
   return frame_launch(program_operands(plan), arch);
 }
