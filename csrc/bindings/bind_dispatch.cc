@@ -115,6 +115,30 @@ void bind_dispatch(py::module_& m) {
     return out;
   });
   m.def("known_targets", &known_targets);
+  m.def(
+      "storage_names",
+      [] {
+        std::vector<std::string> names;
+        for (Storage s : storages()) names.push_back(storage_name(s));
+        return names;
+      },
+      "Every storage scope a tile may be staged in: local, shared, shared.dyn, global.");
+  m.def(
+      "target_limits",
+      [](const std::string& target) {
+        const SmLimits l = target_limits(target);
+        py::dict d;
+        d["registers_per_thread"] = l.registers_per_thread;
+        d["registers_per_block"] = l.registers_per_block;
+        d["shared_per_block"] = l.shared_per_block;
+        d["spill_slots"] = l.spill_slots;
+        d["sm_registers"] = l.registers;
+        d["sm_threads"] = l.threads;
+        d["sm_blocks"] = l.blocks;
+        d["sm_shared"] = l.shared;
+        return d;
+      },
+      py::arg("target"), "The limits a plan for target is checked against ('': before a target is known).");
   m.def("sm_version", &sm_version, py::arg("target"), "'sm_90a' -> 90 ('compute_90' -> 90, '' -> 0).");
   m.def("sm_target", &sm_target, py::arg("cc"), "The target of a device of compute capability cc: 90 -> 'sm_90a'.");
 

@@ -153,7 +153,6 @@ void bind_program(py::module_& m) {
       })
       .def("__str__", &ProgramPlan::str);
 
-  m.def("staging_names", &staging_names, "How a program's kernel may hold its rows, in priority order.");
   py::class_<BoundProgram, std::shared_ptr<BoundProgram>>(m, "BoundProgram")
       .def_property_readonly("plan",
                              [](const BoundProgram& b) { return std::const_pointer_cast<ProgramPlan>(b.shared_plan()); })
@@ -217,6 +216,16 @@ void bind_program(py::module_& m) {
           "run_device for one array in and one out, no scalars: a repeated small call's launch converts no lists.");
 
   m.def("staging_names", &staging_names, "How a program's kernel may hold its rows, in priority order.");
+  m.def("broadcast_shapes", &broadcast_shapes, py::arg("shapes"), py::arg("where"), py::arg("op"),
+        "A map's result shape: its operands' tile shapes broadcast as NumPy does (ValueError naming where and op).");
+  m.def(
+      "reduced_shape",
+      [](const std::vector<long long>& shape, std::vector<int> axes, bool keepdims, const std::string& where) {
+        std::vector<long long> out = reduced_shape(shape, axes, keepdims, where);
+        return py::make_tuple(py::tuple(py::cast(out)), axes);
+      },
+      py::arg("shape"), py::arg("axes"), py::arg("keepdims"), py::arg("where"),
+      "A reduction's result shape (NumPy's keepdims; () where every dim is reduced) and its axes normalised.");
   m.def(
       "plan_program",
       [](const std::string& name, const py::list& inputs, const py::list& steps, const std::vector<int>& outputs,

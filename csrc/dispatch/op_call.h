@@ -18,6 +18,7 @@ namespace tp {
 
 enum class Storage { local, shared, shared_dyn, global };
 const char* storage_name(Storage s);  // "local", "shared", "shared.dyn", "global"
+const std::vector<Storage>& storages();  // every storage, in that order
 Storage storage_from_name(const std::string& name);  // ValueError naming `storage`
 inline bool is_shared(Storage s) { return s == Storage::shared || s == Storage::shared_dyn; }
 

@@ -26,7 +26,7 @@ std::shared_ptr<const BoundPlan> PlanCache::get(const OpCall& call, const Dispat
     if (auto hit = entries_.find(signature); hit != entries_.end()) return hit->second;
   }
   OpCall checked = call;
-  validate_call(checked);
+  validate_call(checked, ctx);
   auto bound = std::make_shared<const BoundPlan>(Registry::instance().choose(checked, ctx));
   std::lock_guard<std::mutex> lock(mutex_);
   if (entries_.size() >= kMaxEntries) entries_.clear();

@@ -25,51 +25,6 @@ std::string placement_of(Storage storage, const TileLayout& layout) {
   return std::string(storage_name(storage)) + " " + layout.str();
 }
 
-// NumPy's rule, right-aligned; ValueError naming the step when the shapes do not broadcast.
-std::vector<long long> broadcast_shapes(const std::vector<std::vector<long long>>& shapes, const std::string& where,
-                                        const std::string& op) {
-  size_t rank = 0;
-  for (const auto& s : shapes) rank = std::max(rank, s.size());
-  std::vector<long long> out(rank, 1);
-  for (const auto& s : shapes) {
-    for (size_t k = 0; k < s.size(); ++k) {
-      long long& d = out[rank - 1 - k];
-      const long long e = s[s.size() - 1 - k];
-      if (d == 1) {
-        d = e;
-      } else if (e != 1 && e != d) {
-        std::string list;
-        for (const auto& t : shapes) list += (list.empty() ? "" : " and ") + shape_str(t);
-        throw ValueError(where + ": " + op + ": tile shapes " + list + " do not broadcast");
-      }
-    }
-  }
-  return out;
-}
-
-// The result shape of a reduction: keepdims keeps 1s where the axes were; otherwise the other
-// dims, or (1,) when every dim is reduced (a tile has at least one dim).
-std::vector<long long> reduced_shape(const std::vector<long long>& shape, std::vector<int>& axes, bool keepdims,
-                                     const std::string& where) {
-  const int rank = static_cast<int>(shape.size());
-  std::vector<bool> reduced(shape.size(), false);
-  for (int& a : axes) {
-    if (a < -rank || a >= rank) {
-      throw ValueError(where + ": axes: axis " + std::to_string(a) + " is out of range for a tile of rank " +
-                       std::to_string(rank));
-    }
-    if (a < 0) a += rank;
-    reduced[a] = true;
-  }
-  std::vector<long long> out;
-  for (int d = 0; d < rank; ++d) {
-    if (!reduced[d]) out.push_back(shape[d]);
-    else if (keepdims) out.push_back(1);
-  }
-  if (out.empty()) out.push_back(1);
-  return out;
-}
-
 // One way to place a step: its storage, its operands' layout and its result's layout.
 struct Placement {
   Storage storage = Storage::local;
@@ -140,7 +95,8 @@ class ProgramPlanner {
     // the shape each operand takes in the step, and the result's
     const std::vector<long long> in_shape =
         reduction || s.op == "copy" ? shapes[0] : broadcast_shapes(shapes, s.where, s.op);
-    const std::vector<long long> out_shape = reduction ? reduced_shape(in_shape, axes, s.keepdims, s.where) : in_shape;
+    std::vector<long long> out_shape = reduction ? reduced_shape(in_shape, axes, s.keepdims, s.where) : in_shape;
+    if (out_shape.empty()) out_shape = {1};  // every dim reduced: a tile has at least one dim
     std::vector<long long> core_out = out_shape;  // the standalone call's: the dims not reduced
     if (reduction) {
       core_out.clear();
@@ -162,6 +118,7 @@ class ProgramPlanner {
     result.shape = out_shape;
 
     std::string errors;
+    bool limit = false;  // a placement was refused for a tile past a limit
     for (const Placement& p : placements(s, def, in_shape, out_shape)) {
       OpCall call;
       call.def = &def;
@@ -198,26 +155,23 @@ class ProgramPlanner {
       std::shared_ptr<const BoundPlan> bound;
       try {
         bound = PlanCache::instance().get(call, plan_->context);
-      } catch (const DispatchError& e) {
+      } catch (const ValueError& e) {  // DispatchError and LimitError too
         errors += std::string(errors.empty() ? "" : "\n") + e.what();
-        continue;
-      } catch (const ValueError& e) {
-        errors += std::string(errors.empty() ? "" : "\n") + e.what();
+        limit |= past_limit(e);
         continue;
       } catch (const TypeError& e) {  // an option or dtype the op does not take: no placement helps
         throw TypeError(s.where + ": " + s.op + ": " + e.what());
       }
       return add_step(s, bound, result, p.why);
     }
-    const bool too_big = errors.find("register slots per thread") != std::string::npos ||
-                         errors.find("must fit in 227 KiB") != std::string::npos;
     const std::string dividing = dividing_scopes(product(in_shape), scope);
     throw DispatchError(s.where + ": " + s.op + " of " + first.name + " " + shape_str(in_shape) +
                         ": no placement is accepted at scope " + scope.str() + ":\n" + errors +
-                        (too_big ? "\nFix: a scope with more threads (each thread of tp.cta(n) holds 1/n of a tile), a "
-                                   "smaller tile (more batch_dims), or storage='shared' for the steps that take it" +
-                                       (dividing.empty() ? "" : "; " + dividing)
-                                 : ""));
+                        (limit ? "\nFix: a scope with more threads (each thread of tp.cta(n) holds 1/n of a tile), a "
+                                 "smaller tile (more batch_dims), or storage='shared' for the steps that take it" +
+                                     (dividing.empty() ? "" : "; " + dividing)
+                               : ""),
+                        limit);
   }
 
   // A step made as called: its call planned as it is, so it declines or errs as the standalone
@@ -360,7 +314,8 @@ class ProgramPlanner {
     try {
       bound = PlanCache::instance().get(call, plan_->context);
     } catch (const ValueError& e) {
-      throw DispatchError(where + ": the copy of " + v.name + " that " + op + " needs cannot be planned:\n" + e.what());
+      throw DispatchError(where + ": the copy of " + v.name + " that " + op + " needs cannot be planned:\n" + e.what(),
+                          past_limit(e));
     }
     ProgramValue copied;
     copied.name = v.name + "'";

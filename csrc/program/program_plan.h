@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/architecture.h"
 #include "dispatch/context.h"
 #include "dispatch/op_call.h"
 #include "dispatch/plan_cache.h"
@@ -115,10 +116,11 @@ struct ProgramPlan {
   std::vector<StagingVerdict> staging_trace;  // every candidate's verdict, in priority order
   std::optional<RowChunks> rows;       // shared and streamed: the rows and their chunks
 
-  // The registers a thread of the scope may hold: its share of a block's, within a thread's limit.
-  static constexpr long long kRegistersPerBlock = 65536, kRegistersPerThread = 255;
+  // The registers a thread of the scope may hold on the target (dispatch/architecture.h): its
+  // share of a block's, within a thread's limit.
   long long register_budget() const {
-    return std::min<long long>(kRegistersPerThread, kRegistersPerBlock / std::max(1, scope.threads));
+    const SmLimits limits = target_limits(context.target);
+    return std::min<long long>(limits.registers_per_thread, limits.registers_per_block / std::max(1, scope.threads));
   }
 
   // The scalar operand i of step s as a run gives it: the call's run-time scalar, or the constant.
@@ -134,13 +136,22 @@ struct ProgramPlan {
 
 std::shared_ptr<const ProgramPlan> plan_program(const ProgramSpec& spec, const DispatchContext& ctx);
 
+// The shape of a step's result, NumPy's rules: a map's operands broadcast right-aligned, a
+// reduction drops its axes (keepdims: keeps 1s there; `axes` normalised to 0..rank-1 in place),
+// () where every dim is reduced. ValueError naming `where` (the user's file:line) otherwise.
+std::vector<long long> broadcast_shapes(const std::vector<std::vector<long long>>& shapes, const std::string& where,
+                                        const std::string& op);
+std::vector<long long> reduced_shape(const std::vector<long long>& shape, std::vector<int>& axes, bool keepdims,
+                                     const std::string& where);
+
 // A standalone call as the program of one step: its array operands are the program's inputs (in
 // order, named by their argument), its scalar operands the call's run-time scalars, its result
 // the one output; the step is the call as made (StepSpec::call).
 ProgramSpec call_program(const OpCall& call);
 
 // Stages of plan_program (program_memory.cc): shared tiles get byte offsets by live range (tiles
-// never live at once share bytes; ValueError with the tiles and the fix past 227 KiB), and the
+// never live at once share bytes; LimitError with the tiles and the fix past the target's shared
+// memory per block), and the
 // peak register slots per thread; then the scope's barrier is marked before each step that reads
 // a shared tile written since the last one, or moves values between threads.
 void size_shared_memory(ProgramPlan& plan);
