@@ -77,3 +77,21 @@ def test_accum_folds_into_out_and_needs_it(backend, rng):
     np.testing.assert_allclose(out, old.astype(np.float64) + x.astype(np.float64).sum(-1), rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="accum: accum=True folds the result into out="):
         tp.sum(x, axes=-1, batch_dims=1, accum=True, backend=backend)  # the same signature, out= left out
+
+
+@pytest.mark.gpu
+def test_device_arrays_take_the_same_path(rng):
+    """On a GPU, torch tensors in place: a scalar a kernel parameter, a copy, accum into out=, each
+    the CPU backend's bits."""
+    torch = pytest.importorskip("torch")
+    x = random_tile(rng, (7, 40), "float32")
+    t = torch.from_numpy(x).cuda()
+    for k in (2.5, -1.0):
+        got = tp.mul(t, k, batch_dims=1)
+        assert isinstance(got, torch.Tensor) and bits_equal(got.cpu().numpy(), tp.mul(x, k, batch_dims=1, backend="cpu"))
+    assert bits_equal(tp.copy(t, batch_dims=1).cpu().numpy(), x)
+    old = random_tile(rng, (7,), "float32", special=False)
+    out = torch.from_numpy(old.copy()).cuda()
+    assert tp.sum(t, axes=-1, batch_dims=1, accum=True, out=out) is out
+    want = tp.sum(x, axes=-1, batch_dims=1, accum=True, out=old.copy(), backend="cpu")
+    assert bits_equal(out.cpu().numpy(), want)

@@ -164,11 +164,11 @@ void bind_program(py::module_& m) {
            })
       .def(
           "run_host",
-          [](const BoundProgram& b, const py::list& inputs, const std::vector<double>& scalars, const py::list& outputs,
+          [](const BoundProgram& b, const py::list& inputs, std::vector<double> scalars, const py::list& outputs,
              long long tiles) {
             ProgramArgs args;
             args.inputs = host_addresses(inputs, "inputs");
-            args.scalars = scalars;
+            args.scalars = std::move(scalars);
             args.outputs = host_addresses(outputs, "outputs");
             args.tiles = tiles;
             run_host(b, args);

@@ -42,6 +42,8 @@ void HostProgramRunner::run_steps(const ProgramArgs& args, long long first, long
   const ProgramPlan& plan = *plan_;
   for (const ProgramStep& step : plan.steps) {
     RunArgs run;
+    run.inputs.reserve(step.operands.size());
+    run.scalars.reserve(step.operands.size());
     for (size_t i = 0; i < step.operands.size(); ++i) {
       const int id = step.operands[i];
       run.inputs.push_back(TensorArg{id < 0 ? 0 : at(id), {}, -1});
