@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tileprim as tp
-import tileprim._prepared
+from tileprim import _prepared
 from tileprim import S, R, laneid, tx
 from conftest import bits_equal, random_tile
 
@@ -24,7 +24,7 @@ def test_the_plan_of_a_standalone_call_is_the_step_of_its_program_of_one_step(rn
 
 
 def test_one_memo_holds_standalone_calls_and_programs(rng):
-    tp._prepared.forget()
+    _prepared.forget()
     x = random_tile(rng, (3, 64), "float32")
 
     @tp.program(scope=tp.warp)
@@ -34,7 +34,7 @@ def test_one_memo_holds_standalone_calls_and_programs(rng):
     assert tp.plan(tp.exp, x, batch_dims=1) is tp.plan(tp.exp, x, batch_dims=1)
     double(x, batch_dims=1)
     double(random_tile(rng, (3, 64), "float32"), batch_dims=1)
-    kinds = [key[0] for key in tp._prepared.MEMO]
+    kinds = [key[0] for key in _prepared.MEMO]
     assert kinds.count("exp") == 1 and kinds.count(double) == 1
 
 

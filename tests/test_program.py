@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tileprim as tp
-import tileprim._prepared
+from tileprim import _prepared
 from conftest import bits_equal, random_tile
 from program_chain import run_chain
 
@@ -129,7 +129,7 @@ def test_scalar_arguments_are_constants_of_the_trace(backend, rng):
 
 def signatures(program):
     """The program's call signatures in the one memo of prepared calls (standalone calls' too)."""
-    return [prepared for key, prepared in tp._prepared.MEMO.items() if key[0] is program]
+    return [prepared for key, prepared in _prepared.MEMO.items() if key[0] is program]
 
 
 def test_repeated_call_is_a_lookup(rng):
