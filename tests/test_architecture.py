@@ -1,4 +1,5 @@
 """One architecture function (csrc/dispatch/architecture): target strings and their numbers."""
+import numpy as np
 import pytest
 
 import tileprim as tp
@@ -36,3 +37,42 @@ def test_compile_arch_falls_back_to_ptx_of_an_older_arch():
     newest = max(known)
     if newest < 121:
         assert _C.cuda.compile_arch("sm_121a") == f"compute_{newest}"
+
+
+def test_every_planner_reads_the_limits_of_its_target():
+    """The limits live in csrc/dispatch/architecture, per target: a plan for no target checks the
+    largest any architecture allows, one for sm_86 its 99 KiB of shared memory per block."""
+    largest, ampere = _C.target_limits(""), _C.target_limits("sm_86")
+    assert largest["shared_per_block"] == 227 * 1024 and ampere["shared_per_block"] == 99 * 1024
+    assert largest["registers_per_thread"] == 255 and largest["registers_per_block"] == 65536
+    x = np.ones((2, 160 * 256), np.float32)  # a row of 160 KiB in shared memory
+    assert tp.plan(tp.cta(256).sum, x, axes=-1, batch_dims=1, target="sm_90a", backend="cpu").variant == "shared"
+    with pytest.raises(ValueError, match=r"a shared tile must fit in 99 KiB \(101376 bytes\)"):
+        tp.plan(tp.cta(256).sum, x, axes=-1, batch_dims=1, target="sm_86", backend="cpu")
+
+    @tp.program(scope=tp.cta(512))
+    def double(t):
+        return t + t
+
+    p = tp.plan(double, np.ones((2, 512), np.float32), batch_dims=1, target="sm_90a", backend="cpu")
+    assert p.register_budget == min(largest["registers_per_thread"], largest["registers_per_block"] // 512) == 128
+
+
+def test_a_tile_past_a_limit_is_refused_with_the_fix_by_its_type_not_its_words():
+    @tp.program(scope=tp.warp)
+    def rows(t):
+        return tp.sum(t, axes=-1)
+
+    x = np.ones((2, 32 * 2000), np.float32)  # 2000 a lane: past the 1024 slots a thread holds, and 250 KiB
+    with pytest.raises(tp.DispatchError, match="register slots per thread") as refused:
+        tp.plan(rows, x, batch_dims=1, backend="cpu")
+    assert "Fix: a scope with more threads" in str(refused.value)
+
+
+def test_python_asks_the_core_for_storages_and_scope_sizes():
+    assert tp.STORAGE_SCOPES == tuple(_C.storage_names()) == ("local", "shared", "shared.dyn", "global")
+    threads = _C.scope_threads()
+    assert threads == {"thread": (1, 1), "warp": (32, 32), "warpgroup": (128, 128), "cta": (1, 1024)}
+    assert (tp.warp.threads, tp.warpgroup.threads, tp.cta(threads["cta"][1]).threads) == (32, 128, 1024)
+    with pytest.raises(ValueError, match=r"threads: cta\(threads=1025\) needs 1 <= threads <= 1024"):
+        tp.cta(threads["cta"][1] + 1)

@@ -40,7 +40,7 @@ class Case:
 
 
 LANE_ROWS = S[(32, 8):(1 @ laneid, 1)]
-NAMED = dict(dispatch="cross_warp")  # a standalone call takes cross_warp by name
+NAMED = dict(dispatch="cross_warp")  # named, though local declining is enough: test_one_path.py
 CASES = [
     # reduction -> local, thread-wise (seed 000 and the reference's thread-wise cases)
     Case("local", tp.thread, (1,), 0, path="thread_wise"),

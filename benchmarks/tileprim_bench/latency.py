@@ -133,11 +133,12 @@ def _host_parts(torch, x) -> dict:
     the arguments are the generated ``tp.sum``'s own (see ``_ops._source``)."""
     args = ("sum", (x,), -1, None, False, tp.thread, None, None, None, 0, None, None, None, None, {})
     prepared = prepared_call(*args)
-    out = prepared.allocate()
+    allocate = prepared.allocators[0]
+    out = allocate()
     stream = prepared.stream()
     return dict(zip(HOST_PARTS, (
         lambda: prepared_call(*args),
-        prepared.allocate,
+        allocate,
         lambda: (x.data_ptr(), out.data_ptr(), prepared.stream()),
         lambda: prepared.core.run_device_one(x.data_ptr(), out.data_ptr(), 1, 0, stream),
         lambda: tp.sum(x, axes=-1, out=out))))

@@ -1,4 +1,4 @@
-// tileprim._C.cuda, the backend half: kernels for plans (tp.lower), device pointers and
+// tileprim._C.cuda, the backend half: kernels for programs and collectives (tp.lower), device pointers and
 // streams, and device buffers Python owns (exported through DLPack).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -152,7 +152,9 @@ void bind_cuda_backend(py::module_& m) {
         }
         return built_dict(k.source, k.arch, k.options, *k.binary);
       },
-      py::arg("plan"), py::arg("arch"), "The plan's kernel for arch: source, PTX, CUBIN and its launch shape.");
+      py::arg("plan"), py::arg("arch"),
+      "A collective plan's kernel for arch (a tile op's is its program's: build_program): source, PTX, CUBIN and "
+      "its launch shape.");
   c.def(
       "build_program",
       [](const std::shared_ptr<ProgramPlan>& plan, const std::string& arch) {
@@ -183,34 +185,6 @@ void bind_cuda_backend(py::module_& m) {
   c.def("launch", [](const std::shared_ptr<ProgramPlan>& plan, const std::string& arch) {
     return launch_dict(program_launch(*plan, arch));
   }, py::arg("plan"), py::arg("arch"), "The program kernel's launch shape for arch; nothing is rendered or compiled.");
-  c.def("launch", [](const std::shared_ptr<Plan>& plan, const std::string& arch) {
-    return launch_dict(cuda::kernel_launch(*plan, arch));
-  }, py::arg("plan"), py::arg("arch"), "The tile kernel's launch shape for arch; nothing is rendered or compiled.");
-  py::class_<cuda::ProgramKernel, std::shared_ptr<cuda::ProgramKernel>>(c, "ProgramKernel")
-      .def(py::init([](const std::shared_ptr<ProgramPlan>& plan) {
-             py::gil_scoped_release release;
-             return std::make_shared<cuda::ProgramKernel>(plan);
-           }),
-           py::arg("plan"))
-      .def_property_readonly("device", &cuda::ProgramKernel::device)
-      .def_property_readonly("origin", [](const cuda::ProgramKernel& k) { return k.built().binary->origin; })
-      .def(
-          "run_device",
-          [](const cuda::ProgramKernel& k, const std::vector<std::uintptr_t>& inputs,
-             const std::vector<std::uintptr_t>& outputs, long long tiles, std::uintptr_t stream) {
-            std::vector<cuda::CUdeviceptr> in(inputs.begin(), inputs.end()), out(outputs.begin(), outputs.end());
-            k.run_device(in, out, tiles, as_stream(stream));
-          },
-          py::arg("inputs"), py::arg("outputs"), py::arg("tiles"), py::arg("stream"))
-      .def(
-          "run_host",
-          [](const cuda::ProgramKernel& k, const py::list& inputs, const py::list& outputs, long long tiles) {
-            const std::vector<std::uintptr_t> in = host_addresses(inputs, "inputs");
-            const std::vector<std::uintptr_t> out = host_addresses(outputs, "outputs");
-            py::gil_scoped_release release;
-            k.run_host(in, out, tiles);
-          },
-          py::arg("inputs"), py::arg("outputs"), py::arg("tiles"));
   c.def("pointer_device", [](std::uintptr_t pointer) {
     cuda::Driver& d = cuda::Driver::get();
     int ordinal = 0;

@@ -72,32 +72,8 @@ py::dict op_dict(const OpDef& d) {
 }
 
 
-// Runs a bound plan with the GIL released; Ctrl-C raises KeyboardInterrupt within ~20 ms and
-// leaves the caller's arrays as they were (the caller passes a fresh output).
 void run_released(const BoundPlan& bound, RunArgs& args) {
-  args.interrupted = [] {
-    py::gil_scoped_acquire gil;
-    return PyErr_CheckSignals() != 0;
-  };
-  try {
-    py::gil_scoped_release release;
-    bound.runner().run(args);
-  } catch (const Interrupted&) {
-    throw py::error_already_set();
-  }
-}
-
-// An asynchronous launch on device pointers, ordered on `stream` of `device` (the GIL is kept,
-// as PyTorch does).
-void run_on_device(const BoundPlan& b, const std::vector<std::uintptr_t>& inputs, std::vector<double> scalars,
-                   std::uintptr_t output, long long tiles, int device, std::uintptr_t stream) {
-  RunArgs args;
-  for (std::uintptr_t p : inputs) args.inputs.push_back(TensorArg{p, {}, device});
-  args.scalars = std::move(scalars);
-  args.output = TensorArg{output, {}, device};
-  args.tiles = tiles;
-  args.streams = {stream};
-  b.runner().run(args);
+  run_released(args, [&](const RunArgs& a) { bound.runner().run(a); });
 }
 
 std::uintptr_t address_of(const py::handle& a) {
@@ -152,6 +128,30 @@ void bind_dispatch(py::module_& m) {
     return out;
   });
   m.def("known_targets", &known_targets);
+  m.def(
+      "storage_names",
+      [] {
+        std::vector<std::string> names;
+        for (Storage s : storages()) names.push_back(storage_name(s));
+        return names;
+      },
+      "Every storage scope a tile may be staged in: local, shared, shared.dyn, global.");
+  m.def(
+      "target_limits",
+      [](const std::string& target) {
+        const SmLimits l = target_limits(target);
+        py::dict d;
+        d["registers_per_thread"] = l.registers_per_thread;
+        d["registers_per_block"] = l.registers_per_block;
+        d["shared_per_block"] = l.shared_per_block;
+        d["spill_slots"] = l.spill_slots;
+        d["sm_registers"] = l.registers;
+        d["sm_threads"] = l.threads;
+        d["sm_blocks"] = l.blocks;
+        d["sm_shared"] = l.shared;
+        return d;
+      },
+      py::arg("target"), "The limits a plan for target is checked against ('': before a target is known).");
   m.def("sm_version", &sm_version, py::arg("target"), "'sm_90a' -> 90 ('compute_90' -> 90, '' -> 0).");
   m.def("sm_target", &sm_target, py::arg("cc"), "The target of a device of compute capability cc: 90 -> 'sm_90a'.");
 
@@ -269,16 +269,6 @@ void bind_dispatch(py::module_& m) {
           py::arg("inputs"), py::arg("scalars"), py::arg("output"), py::arg("tiles"),
           "Runs on NumPy arrays (C-contiguous, [tiles][tile]); output is written, and read when accumulating.")
       .def(
-          "run_device",
-          &run_on_device,
-          py::arg("inputs"), py::arg("scalars"), py::arg("output"), py::arg("tiles"), py::arg("device"),
-          py::arg("stream"), "Launches on device pointers, ordered on `stream` of `device`.")
-      .def(
-          "run_device_one",
-          [](const BoundPlan& b, std::uintptr_t input, std::uintptr_t output, long long tiles, int device,
-             std::uintptr_t stream) { run_on_device(b, {input}, {0.0}, output, tiles, device, stream); },
-          "run_device for one array operand, by position: a repeated small call's launch converts no lists.")
-      .def(
           "run_collective",
           [](const BoundPlan& b, const std::vector<std::uintptr_t>& inputs, const std::vector<int>& devices,
              std::uintptr_t output, int output_device, const std::vector<std::uintptr_t>& streams,
@@ -316,7 +306,8 @@ void bind_dispatch(py::module_& m) {
             PlanCache::instance().get(call, make_context(target, backend, devices)));
       },
       py::arg("call"), py::arg("target"), py::arg("backend"), py::arg("devices") = std::vector<int>{},
-      "The call's bound plan: validated, dispatched and cached by call signature.");
+      "The call's bound plan (the call-shape cache): validated, dispatched and cached by call signature; a "
+      "collective runs it, a tile op's step runs inside a program (prepare_call).");
   m.def("plan_cache_size", [] { return PlanCache::instance().size(); });
   m.def("plan_cache_clear", [] { PlanCache::instance().clear(); });
 }

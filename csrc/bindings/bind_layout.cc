@@ -104,6 +104,18 @@ void bind_layout(py::module_& m) {
   });
   m.def("thread_weight", [](const std::string& axis) { return thread_weight(axis_from_name(axis)); });
   m.def("check_swizzle", &check_swizzle, py::arg("per_element"), py::arg("swizzle_len"), py::arg("atom_len"));
+  m.def(
+      "scope_threads",
+      [] {
+        py::dict d;
+        for (ScopeKind k : ExecScope::kinds()) {
+          const int fixed = ExecScope::fixed_threads(k);
+          const int fewest = fixed > 0 ? fixed : 1, most = fixed > 0 ? fixed : ExecScope::kMaxCtaThreads;
+          d[py::str(ExecScope{k, fewest}.kind_name())] = py::make_tuple(fewest, most);
+        }
+        return d;
+      },
+      "Each exec scope kind's thread count as (fewest, most): thread (1, 1), ..., cta (1, 1024).");
 }
 
 }  // namespace tp

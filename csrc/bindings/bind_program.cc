@@ -1,11 +1,12 @@
-// tileprim._C's tile programs: the traced steps in, a ProgramPlan out, and its host run.
+// tileprim._C's tile programs: the traced steps (or a standalone call, the program of one step) in,
+// a bound program out: its ProgramPlan and its runs on host or device arrays.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "backends/cpu/program_runner.h"
 #include "bindings/bindings.h"
 #include "errors.h"
+#include "program/bound_program.h"
 #include "program/program_plan.h"
 
 namespace py = pybind11;
@@ -75,14 +76,30 @@ py::dict step_dict(const ProgramStep& s) {
 
 }  // namespace
 
+bool python_interrupted() {
+  py::gil_scoped_acquire gil;
+  return PyErr_CheckSignals() != 0;
+}
+
+namespace {
+
+std::uintptr_t host_address(const py::handle& a, const char* what) {
+  if (!py::isinstance<py::array>(a)) throw TypeError(std::string(what) + ": expected NumPy arrays");
+  auto arr = py::reinterpret_borrow<py::array>(a);
+  if (!(arr.flags() & py::array::c_style)) throw ValueError(std::string(what) + ": expected C-contiguous arrays");
+  return reinterpret_cast<std::uintptr_t>(arr.data());
+}
+
+void run_host(const BoundProgram& b, ProgramArgs& args) {
+  run_released(args, [&](const ProgramArgs& a) { b.runner().run(a); });
+}
+
+}  // namespace
+
 std::vector<std::uintptr_t> host_addresses(const py::list& arrays, const char* what) {
   std::vector<std::uintptr_t> out;
-  for (const py::handle& a : arrays) {
-    if (!py::isinstance<py::array>(a)) throw TypeError(std::string(what) + ": expected NumPy arrays");
-    auto arr = py::reinterpret_borrow<py::array>(a);
-    if (!(arr.flags() & py::array::c_style)) throw ValueError(std::string(what) + ": expected C-contiguous arrays");
-    out.push_back(reinterpret_cast<std::uintptr_t>(arr.data()));
-  }
+  out.reserve(arrays.size());
+  for (const py::handle& a : arrays) out.push_back(host_address(a, what));
   return out;
 }
 
@@ -134,29 +151,81 @@ void bind_program(py::module_& m) {
         for (const ProgramStep& s : p.steps) out.append(std::const_pointer_cast<Plan>(s.bound->shared_plan()));
         return out;
       })
-      .def(
-          "run_host",
-          [](const ProgramPlan& p, const py::list& inputs, const py::list& outputs, long long tiles) {
-            if (p.context.backend != "cpu") throw ValueError("backend: run_host runs programs planned for the cpu");
-            const std::vector<std::uintptr_t> in = host_addresses(inputs, "inputs");
-            const std::vector<std::uintptr_t> out = host_addresses(outputs, "outputs");
-            auto interrupted = [] {
-              py::gil_scoped_acquire gil;
-              return PyErr_CheckSignals() != 0;
-            };
-            try {
-              py::gil_scoped_release release;
-              run_program_host(p, in, out, tiles, interrupted);
-            } catch (const Interrupted&) {
-              throw py::error_already_set();
-            }
-          },
-          py::arg("inputs"), py::arg("outputs"), py::arg("tiles"),
-          "Runs the program on NumPy arrays: inputs [tiles][tile] (one tile where batch-broadcast), outputs "
-          "[tiles][tile], written.")
       .def("__str__", &ProgramPlan::str);
 
+  py::class_<BoundProgram, std::shared_ptr<BoundProgram>>(m, "BoundProgram")
+      .def_property_readonly("plan",
+                             [](const BoundProgram& b) { return std::const_pointer_cast<ProgramPlan>(b.shared_plan()); })
+      .def("describe",
+           [](const BoundProgram& b) {
+             py::dict d;
+             for (const auto& [k, v] : b.runner().describe()) d[py::str(k)] = v;
+             return d;
+           })
+      .def(
+          "run_host",
+          [](const BoundProgram& b, const py::list& inputs, std::vector<double> scalars, const py::list& outputs,
+             long long tiles) {
+            ProgramArgs args;
+            args.inputs = host_addresses(inputs, "inputs");
+            args.scalars = std::move(scalars);
+            args.outputs = host_addresses(outputs, "outputs");
+            args.tiles = tiles;
+            run_host(b, args);
+          },
+          py::arg("inputs"), py::arg("scalars"), py::arg("outputs"), py::arg("tiles"),
+          "Runs on NumPy arrays with the GIL released: inputs [tiles][tile] (one tile where the batch shares it), the "
+          "call's run-time scalars, outputs [tiles][tile] (read first where a step accumulates), written.")
+      .def(
+          "run_host_one",
+          [](const BoundProgram& b, const py::handle& input, const py::handle& output, long long tiles) {
+            ProgramArgs args;
+            args.inputs = {host_address(input, "inputs")};
+            args.outputs = {host_address(output, "outputs")};
+            args.tiles = tiles;
+            run_host(b, args);
+          },
+          "run_host for one array in and one out, no scalars: a repeated small call converts no lists.")
+      .def(
+          "run_device",
+          [](const BoundProgram& b, std::vector<std::uintptr_t> inputs, std::vector<double> scalars,
+             std::vector<std::uintptr_t> outputs, long long tiles, int device, std::uintptr_t stream) {
+            ProgramArgs args;
+            args.inputs = std::move(inputs);
+            args.scalars = std::move(scalars);
+            args.outputs = std::move(outputs);
+            args.tiles = tiles;
+            args.device = device;
+            args.stream = stream;
+            b.runner().run(args);
+          },
+          py::arg("inputs"), py::arg("scalars"), py::arg("outputs"), py::arg("tiles"), py::arg("device"),
+          py::arg("stream"), "Launches on device pointers, ordered on `stream` of `device` (the GIL kept, as PyTorch does).")
+      .def(
+          "run_device_one",
+          [](const BoundProgram& b, std::uintptr_t input, std::uintptr_t output, long long tiles, int device,
+             std::uintptr_t stream) {
+            ProgramArgs args;
+            args.inputs = {input};
+            args.outputs = {output};
+            args.tiles = tiles;
+            args.device = device;
+            args.stream = stream;
+            b.runner().run(args);
+          },
+          "run_device for one array in and one out, no scalars: a repeated small call's launch converts no lists.");
+
   m.def("staging_names", &staging_names, "How a program's kernel may hold its rows, in priority order.");
+  m.def("broadcast_shapes", &broadcast_shapes, py::arg("shapes"), py::arg("where"), py::arg("op"),
+        "A map's result shape: its operands' tile shapes broadcast as NumPy does (ValueError naming where and op).");
+  m.def(
+      "reduced_shape",
+      [](const std::vector<long long>& shape, std::vector<int> axes, bool keepdims, const std::string& where) {
+        std::vector<long long> out = reduced_shape(shape, axes, keepdims, where);
+        return py::make_tuple(py::tuple(py::cast(out)), axes);
+      },
+      py::arg("shape"), py::arg("axes"), py::arg("keepdims"), py::arg("where"),
+      "A reduction's result shape (NumPy's keepdims; () where every dim is reduced) and its axes normalised.");
   m.def(
       "plan_program",
       [](const std::string& name, const py::list& inputs, const py::list& steps, const std::vector<int>& outputs,
@@ -179,13 +248,20 @@ void bind_program(py::module_& m) {
         }
         for (const py::handle& h : steps) spec.steps.push_back(step_of(py::reinterpret_borrow<py::dict>(h)));
         spec.outputs = outputs;
-        return std::const_pointer_cast<ProgramPlan>(plan_program(spec, make_context(target, backend, devices)));
+        return std::make_shared<BoundProgram>(plan_program(spec, make_context(target, backend, devices)));
       },
       py::arg("name"), py::arg("inputs"), py::arg("steps"), py::arg("outputs"), py::arg("scope"), py::arg("threads"),
       py::arg("storage"), py::arg("staging"), py::arg("target"), py::arg("backend"), py::arg("devices") = std::vector<int>{},
       py::arg("fastmath") = false,
       "Plans a traced program: each step through the registry, copies where placements differ, shared memory "
-      "by live range.");
+      "by live range; its runner binds on the first run.");
+  m.def(
+      "prepare_call",
+      [](const OpCall& call, const std::string& target, const std::string& backend, const std::vector<int>& devices) {
+        return std::make_shared<BoundProgram>(plan_program(call_program(call), make_context(target, backend, devices)));
+      },
+      py::arg("call"), py::arg("target"), py::arg("backend"), py::arg("devices") = std::vector<int>{},
+      "A standalone call as the program of one step, planned as it is called; its runner binds on the first run.");
 }
 
 }  // namespace tp

@@ -81,7 +81,6 @@ void bind_treduce(py::module_& m) {
   m.def(
       "treduce_plan_on",
       [](OpCall call, const std::string& target, int multiprocessors, bool peer_access) {
-        validate_call(call);
         DispatchContext ctx;
         ctx.target = target;
         ctx.sm_version = sm_version(target);
@@ -97,6 +96,7 @@ void bind_treduce(py::module_& m) {
           for (int b : ctx.devices) row.push_back(a == b || peer_access);
           ctx.peer.push_back(row);
         }
+        validate_call(call, ctx);
         return std::const_pointer_cast<Plan>(Registry::instance().choose(call, ctx));
       },
       py::arg("call"), py::arg("target"), py::arg("multiprocessors"), py::arg("peer_access") = true,

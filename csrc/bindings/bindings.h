@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dispatch/context.h"
+#include "dispatch/executor.h"
 
 namespace tp {
 void bind_layout(pybind11::module_& m);
@@ -22,6 +23,21 @@ void bind_program(pybind11::module_& m);
 // The addresses of C-contiguous NumPy arrays (a program's host inputs or outputs); TypeError or
 // ValueError naming `what` for anything else.
 std::vector<std::uintptr_t> host_addresses(const pybind11::list& arrays, const char* what);
+// Whether Ctrl-C was pressed (a pending signal raised in Python): host work polls it with the GIL
+// released.
+bool python_interrupted();
+// run() with the GIL released, its `interrupted` set to python_interrupted: Ctrl-C raises
+// KeyboardInterrupt within ~20 ms and leaves the caller's arrays as they were (the caller passes
+// fresh outputs).
+template <class Args, class Run> void run_released(Args& args, Run run) {
+  args.interrupted = python_interrupted;
+  try {
+    pybind11::gil_scoped_release release;
+    run(args);
+  } catch (const Interrupted&) {
+    throw pybind11::error_already_set();
+  }
+}
 // The context dispatch sees: the target, the backend and, on CUDA, which devices reach which.
 DispatchContext make_context(const std::string& target, const std::string& backend, const std::vector<int>& devices);
 }  // namespace tp

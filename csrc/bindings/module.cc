@@ -1,7 +1,9 @@
 #include <pybind11/pybind11.h>
 
 #include "backends/cpu/executors.h"
+#include "backends/cpu/program_runner.h"
 #include "backends/cuda/executors.h"
+#include "backends/cuda/program_executor.h"
 #include "bindings/bindings.h"
 #include "dispatch/executor.h"
 #include "errors.h"
@@ -24,6 +26,8 @@ PYBIND11_MODULE(_C, m) {
   });
   tp::register_cpu_executors(tp::ExecutorTable::instance());
   tp::cuda::register_cuda_executors(tp::ExecutorTable::instance());
+  tp::register_cpu_program_executor();
+  tp::cuda::register_cuda_program_executor();
   tp::bind_layout(m);
   tp::bind_dispatch(m);
   tp::bind_treduce(m);

@@ -52,6 +52,13 @@ SmLimits sm_limits(const std::string& arch) {
   return l;
 }
 
+SmLimits target_limits(const std::string& target) { return target.empty() ? SmLimits{} : sm_limits(target); }
+
+std::string shared_bytes_str(long long bytes) {
+  return (bytes % 1024 == 0 ? std::to_string(bytes / 1024) + " KiB (" : "") + std::to_string(bytes) +
+         (bytes % 1024 == 0 ? " bytes)" : " bytes");
+}
+
 std::string sm_target(int cc) {
   const bool specific = cc == 90 || cc == 100 || cc == 103;
   return "sm_" + std::to_string(cc) + (specific ? "a" : "");

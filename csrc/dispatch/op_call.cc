@@ -17,8 +17,13 @@ const char* storage_name(Storage s) {
   return "?";
 }
 
+const std::vector<Storage>& storages() {
+  static const std::vector<Storage> all = {Storage::local, Storage::shared, Storage::shared_dyn, Storage::global};
+  return all;
+}
+
 Storage storage_from_name(const std::string& name) {
-  for (Storage s : {Storage::local, Storage::shared, Storage::shared_dyn, Storage::global}) {
+  for (Storage s : storages()) {
     if (name == storage_name(s)) return s;
   }
   // Suggest only the storages a tile variant stages into ('global' parses, but no tile variant takes it).
@@ -97,7 +102,6 @@ std::string OpCall::key() const {
   };
   for (const TileRef& t : inputs) strides(t);
   strides(output);
-  if (program_step) os << "|program_step";
   return os.str();
 }
 

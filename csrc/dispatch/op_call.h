@@ -18,6 +18,7 @@ namespace tp {
 
 enum class Storage { local, shared, shared_dyn, global };
 const char* storage_name(Storage s);  // "local", "shared", "shared.dyn", "global"
+const std::vector<Storage>& storages();  // every storage, in that order
 Storage storage_from_name(const std::string& name);  // ValueError naming `storage`
 inline bool is_shared(Storage s) { return s == Storage::shared || s == Storage::shared_dyn; }
 
@@ -49,7 +50,6 @@ struct OpCall {
   std::map<std::string, ConfigValue> config;
   std::optional<TreduceOptions> treduce;  // treduce's options (the collective family); unset for the others
   std::string dispatch;  // a forced variant name, or empty
-  bool program_step = false;  // planned as a step of a tile program (variants may serve only those)
 
   const std::string& op() const { return def->name; }
   bool flag(const std::string& key) const;  // a bool option of **config, default false

@@ -7,15 +7,11 @@
 namespace tp {
 
 const Runner& BoundPlan::runner() const {
-  if (const Runner* r = bound_.load(std::memory_order_acquire)) return *r;
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!runner_) {
+  return runner_.get([&] {
     const Executor* e = ExecutorTable::instance().find(plan_->variant, plan_->context.backend);
     if (!e) throw ValueError("backend: no " + plan_->context.backend + " executor for " + plan_->variant);
-    runner_ = e->bind(*plan_);
-    bound_.store(runner_.get(), std::memory_order_release);
-  }
-  return *runner_;
+    return e->bind(*plan_);
+  });
 }
 
 PlanCache& PlanCache::instance() {
@@ -30,7 +26,7 @@ std::shared_ptr<const BoundPlan> PlanCache::get(const OpCall& call, const Dispat
     if (auto hit = entries_.find(signature); hit != entries_.end()) return hit->second;
   }
   OpCall checked = call;
-  validate_call(checked);
+  validate_call(checked, ctx);
   auto bound = std::make_shared<const BoundPlan>(Registry::instance().choose(checked, ctx));
   std::lock_guard<std::mutex> lock(mutex_);
   if (entries_.size() >= kMaxEntries) entries_.clear();

@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "dispatch/bind_once.h"
 #include "dispatch/context.h"
 #include "dispatch/executor.h"
 #include "dispatch/op_call.h"
@@ -26,9 +27,7 @@ class BoundPlan {
 
  private:
   std::shared_ptr<const Plan> plan_;
-  mutable std::mutex mutex_;
-  mutable std::shared_ptr<const Runner> runner_;
-  mutable std::atomic<const Runner*> bound_{nullptr};  // set once bound: later calls take no lock
+  BindOnce<Runner> runner_;
 };
 
 class PlanCache {

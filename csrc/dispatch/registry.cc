@@ -9,12 +9,17 @@ namespace tp {
 
 namespace {
 
-// Runs an analysing predicate: its reason, or "" with the analysis in `found`.
-std::string run_analysis(const Predicate& p, const OpCall& call, const DispatchContext& ctx, Analysis& found) {
+// Runs an analysing predicate: its reason, or "" with the analysis in `found`; past_limit set
+// where the reason is a LimitError.
+std::string run_analysis(const Predicate& p, const OpCall& call, const DispatchContext& ctx, Analysis& found,
+                         bool& past_limit) {
   try {
     found = p.analyse(call, ctx);
   } catch (const Decline& d) {
     return d.what();
+  } catch (const LimitError& e) {
+    past_limit = true;
+    return e.what();
   } catch (const ValueError& e) {
     return e.what();
   }
@@ -27,7 +32,8 @@ Predicate analysing(std::string name, std::function<Analysis(const OpCall&, cons
   Predicate p{std::move(name), nullptr, false, std::move(analyse)};
   p.check = [analyse = p.analyse](const OpCall& call, const DispatchContext& ctx) {
     Analysis ignored;
-    return run_analysis(Predicate{"", nullptr, false, analyse}, call, ctx, ignored);
+    bool past_limit = false;
+    return run_analysis(Predicate{"", nullptr, false, analyse}, call, ctx, ignored, past_limit);
   };
   return p;
 }
@@ -66,6 +72,7 @@ std::shared_ptr<const Plan> Registry::choose(const OpCall& call, const DispatchC
   }
   std::vector<TraceEntry> trace;
   for (const Variant* v : candidates) trace.push_back({v->name(), v->priority(), "not tried", {}});
+  bool past_limit = false;  // some variant declined for a LimitError
 
   for (size_t i = 0; i < candidates.size(); ++i) {
     const Variant* v = candidates[i];
@@ -74,7 +81,7 @@ std::shared_ptr<const Plan> Registry::choose(const OpCall& call, const DispatchC
     std::vector<std::string> overridden;  // preferences dispatch= overrides: shown on the chosen entry
     Analysis analysis;
     for (const Predicate& p : v->predicates()) {
-      const std::string reason = p.analyse ? run_analysis(p, call, ctx, analysis) : p.check(call, ctx);
+      const std::string reason = p.analyse ? run_analysis(p, call, ctx, analysis, past_limit) : p.check(call, ctx);
       if (reason.empty()) continue;
       if (!p.preference) {
         entry.reasons.push_back(p.name + ": " + reason);
@@ -99,6 +106,7 @@ std::shared_ptr<const Plan> Registry::choose(const OpCall& call, const DispatchC
       v->plan(*plan);
     } catch (const Decline& d) {
       entry.reasons.push_back(std::string("planner: ") + d.what());
+      past_limit |= d.past_limit;
       continue;
     }
     plan->analysis.reset();
@@ -107,7 +115,7 @@ std::shared_ptr<const Plan> Registry::choose(const OpCall& call, const DispatchC
     plan->trace = trace;
     return plan;
   }
-  throw DispatchError("no variant accepts " + call.str() + "\n" + ctx.str() + "\n" + trace_table(trace));
+  throw DispatchError("no variant accepts " + call.str() + "\n" + ctx.str() + "\n" + trace_table(trace), past_limit);
 }
 
 }  // namespace tp

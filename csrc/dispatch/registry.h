@@ -29,14 +29,17 @@ struct Predicate {
   std::function<Analysis(const OpCall&, const DispatchContext&)> analyse;
 };
 
-// A predicate that is the variant's analysis of the call: it throws Decline (or ValueError) for
-// the reason it fails, else returns what it found (null: nothing to say), which the registry
-// hands to the planner (Plan::analysis), so one dispatch analyses once.
+// A predicate that is the variant's analysis of the call: it throws Decline (or ValueError; a
+// LimitError for a tile past a limit) for the reason it fails, else returns what it found (null:
+// nothing to say), which the registry hands to the planner (Plan::analysis), so one dispatch
+// analyses once.
 Predicate analysing(std::string name, std::function<Analysis(const OpCall&, const DispatchContext&)> analyse);
 
-// Thrown by a planner that accepts the predicates' verdict but cannot plan the call.
+// Thrown by a planner that accepts the predicates' verdict but cannot plan the call; past_limit:
+// because a tile is past a limit (errors.h: LimitError's meaning).
 struct Decline : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit Decline(const std::string& what, bool past_limit = false) : std::runtime_error(what), past_limit(past_limit) {}
+  bool past_limit = false;
 };
 
 class Variant {
@@ -69,8 +72,8 @@ class Registry {
   void add(std::unique_ptr<Variant> v);
   std::vector<const Variant*> variants_for(const std::string& op) const;  // in choice order
 
-  // Plans the call; throws DispatchError (the trace table) when no variant accepts, and
-  // ValueError when dispatch= names no variant of the op.
+  // Plans the call; throws DispatchError (the trace table; past_limit where a variant declined for
+  // a LimitError) when no variant accepts, and ValueError when dispatch= names no variant of the op.
   std::shared_ptr<const Plan> choose(const OpCall& call, const DispatchContext& ctx) const;
 
  private:

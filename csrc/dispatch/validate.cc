@@ -13,13 +13,14 @@ namespace {
 
 constexpr int kTreduceMaxDims = 5;
 
-// A shared tile fits in shared memory and gives every element its own address.
-void check_shared_addresses(const TileLayout& L, DType dtype, const std::string& arg) {
-  const long long span = L.span();
-  if (span > kMaxSharedBytes / dtype_size(dtype)) {
-    throw ValueError(arg + ": " + L.str() + " spans " + std::to_string(span) + " elements of shared memory (" +
+// A shared tile fits in a block's shared memory on the target (LimitError) and gives every
+// element its own address.
+void check_shared_addresses(const TileLayout& L, DType dtype, const std::string& arg, const DispatchContext& ctx) {
+  const long long span = L.span(), limit = target_limits(ctx.target).shared_per_block;
+  if (span > limit / dtype_size(dtype)) {
+    throw LimitError(arg + ": " + L.str() + " spans " + std::to_string(span) + " elements of shared memory (" +
                      std::to_string(span) + " x " + std::to_string(dtype_size(dtype)) +
-                     " bytes); a shared tile must fit in 227 KiB");
+                     " bytes); a shared tile must fit in " + shared_bytes_str(limit));
   }
   const MemLayout mem = L.memory_layout();
   std::vector<long long> owner(static_cast<size_t>(span), -1);
@@ -35,7 +36,8 @@ void check_shared_addresses(const TileLayout& L, DType dtype, const std::string&
 }
 
 // `placed`: the register layouts already checked in this call; operands share one, mostly.
-void check_layout(const TileRef& t, const ExecScope& scope, const std::string& arg, std::vector<TileLayout>& placed) {
+void check_layout(const TileRef& t, const ExecScope& scope, const std::string& arg, std::vector<TileLayout>& placed,
+                  const DispatchContext& ctx) {
   if (!t.layout) return;
   const TileLayout& L = *t.layout;
   L.group(t.shape);  // the layout must place exactly this shape
@@ -54,7 +56,7 @@ void check_layout(const TileRef& t, const ExecScope& scope, const std::string& a
     throw ValueError(arg + ": " + L.str() + " has replicas; a " + std::string(storage_name(t.storage)) +
                      " tile holds each element once");
   }
-  check_shared_addresses(L, t.dtype, arg);
+  check_shared_addresses(L, t.dtype, arg, ctx);
 }
 
 // A copy inside a program may broadcast its source to a larger shape, as NumPy would.
@@ -188,7 +190,7 @@ void validate_collective(const OpCall& call) {
 
 // take_along_axis (x, idx) and scatter_add_along_axis (x, idx, src): arrays only, x of a float
 // dtype, idx of an index type, src of x's; the shapes by gather_result_shape.
-void validate_gather(OpCall& call) {
+void validate_gather(OpCall& call, const DispatchContext& ctx) {
   const OpDef& def = *call.def;
   std::vector<std::vector<long long>> shapes;
   std::vector<TileLayout> placed;
@@ -210,10 +212,10 @@ void validate_gather(OpCall& call) {
   call.output.dtype = call.inputs[0].dtype;
   for (TileRef& t : call.inputs) {
     if (!t.layout) t.layout = TileLayout::row_major(t.shape);
-    check_layout(t, call.scope, "layout (" + t.arg + ")", placed);
+    check_layout(t, call.scope, "layout (" + t.arg + ")", placed, ctx);
   }
   if (!call.output.layout) call.output.layout = TileLayout::row_major(call.output.shape);
-  check_layout(call.output, call.scope, "out_layout", placed);
+  check_layout(call.output, call.scope, "out_layout", placed, ctx);
 }
 
 }  // namespace
@@ -254,12 +256,12 @@ std::vector<long long> gather_result_shape(const OpDef& def, const std::vector<s
   return def.name == "take_along_axis" ? idx : x;
 }
 
-void validate_call(OpCall& call) {
+void validate_call(OpCall& call, const DispatchContext& ctx) {
   const OpDef& def = *call.def;
   if (def.family == OpFamily::collective) return validate_collective(call);
   if (def.family == OpFamily::gather) {
     check_options(call);
-    return validate_gather(call);
+    return validate_gather(call, ctx);
   }
   if (static_cast<int>(call.inputs.size()) != def.arity()) {
     throw ValueError(def.name + ": takes " + std::to_string(def.arity()) + " operands, got " +
@@ -301,8 +303,8 @@ void validate_call(OpCall& call) {
       throw ValueError(t.arg + ": shape " + shape_str(t.shape) + " differs from " + first_array->arg + "'s " +
                        shape_str(first_array->shape));
     }
-    check_layout(t, call.scope, t.arg == "src" ? "layout" : "layout (" + t.arg + ")", placed);
-    if (is_shared(t.storage) && !t.layout) check_shared_addresses(TileLayout::row_major(t.shape), t.dtype, t.arg);
+    check_layout(t, call.scope, t.arg == "src" ? "layout" : "layout (" + t.arg + ")", placed, ctx);
+    if (is_shared(t.storage) && !t.layout) check_shared_addresses(TileLayout::row_major(t.shape), t.dtype, t.arg, ctx);
   }
   if (def.family == OpFamily::reduction) {
     normalise_axes(call);
@@ -329,7 +331,7 @@ void validate_call(OpCall& call) {
     for (TileRef& t : call.inputs) {
       if (!t.scalar && !t.layout) t.layout = TileLayout::row_major(t.shape);
     }
-    check_layout(call.output, call.scope, "out_layout", placed);
+    check_layout(call.output, call.scope, "out_layout", placed, ctx);
   }
   if (call.output.layout && call.output.layout->has_thread_axes() && call.output.storage != Storage::local) {
     throw ValueError("out_layout: " + call.output.layout->str() + " uses thread axes, but a " +
@@ -339,7 +341,7 @@ void validate_call(OpCall& call) {
     place_in_registers(*call.output.layout, call.scope, "out_layout");  // elementwise: check_layout did
   }
   if (call.output.layout && is_shared(call.output.storage)) {
-    check_shared_addresses(*call.output.layout, call.output.dtype, "out_layout");
+    check_shared_addresses(*call.output.layout, call.output.dtype, "out_layout", ctx);
   }
   if (call.accum && def.family != OpFamily::reduction) {
     throw ValueError("accum: only reductions accumulate into their output");

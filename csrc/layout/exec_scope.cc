@@ -5,18 +5,33 @@
 namespace tp {
 
 ExecScope ExecScope::cta(int threads) {
-  if (threads < 1 || threads > 1024) {
-    throw ValueError("scope: cta(threads=" + std::to_string(threads) +
-                     ") needs 1 <= threads <= 1024");
+  if (threads < 1 || threads > kMaxCtaThreads) {
+    throw ValueError("scope: cta(threads=" + std::to_string(threads) + ") needs 1 <= threads <= " +
+                     std::to_string(kMaxCtaThreads));
   }
   return {ScopeKind::cta, threads};
 }
 
+int ExecScope::fixed_threads(ScopeKind kind) {
+  switch (kind) {
+    case ScopeKind::thread: return 1;
+    case ScopeKind::warp: return 32;
+    case ScopeKind::warpgroup: return 128;
+    case ScopeKind::cta: return 0;
+  }
+  return 0;
+}
+
+const std::vector<ScopeKind>& ExecScope::kinds() {
+  static const std::vector<ScopeKind> all = {ScopeKind::thread, ScopeKind::warp, ScopeKind::warpgroup, ScopeKind::cta};
+  return all;
+}
+
 ExecScope ExecScope::named(const std::string& kind, int threads) {
-  if (kind == "thread") return thread();
-  if (kind == "warp") return warp();
-  if (kind == "warpgroup") return warpgroup();
-  if (kind == "cta") return cta(threads);
+  for (ScopeKind k : kinds()) {
+    const ExecScope scope{k, k == ScopeKind::cta ? 1 : fixed_threads(k)};
+    if (kind == scope.kind_name()) return k == ScopeKind::cta ? cta(threads) : scope;
+  }
   throw ValueError("scope: unknown exec scope '" + kind + "'; use thread, warp, warpgroup or cta(threads)");
 }
 

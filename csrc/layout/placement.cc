@@ -6,8 +6,8 @@
 namespace tp {
 
 namespace {
-// A thread has at most 255 hardware registers; a tile needing more than 1024 slots per
-// thread is a mistake (or wants batch_dims), and the placement tables stay small.
+// Far past a thread's registers (dispatch/architecture.h): a tile needing more than 1024 slots
+// per thread is a mistake (or wants batch_dims), and the placement tables stay small.
 constexpr long long kMaxRegisterSlots = 1024;
 constexpr long long kMaxTableEntries = 1ll << 22;
 }  // namespace
@@ -35,13 +35,13 @@ RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& 
   p.threads = scope.threads;
   const long long span = layout.span();
   if (span > kMaxRegisterSlots) {
-    throw ValueError(arg + ": registers per thread: " + layout.str() + " needs " + std::to_string(span) +
+    throw LimitError(arg + ": registers per thread: " + layout.str() + " needs " + std::to_string(span) +
                      " register slots per thread; the limit is " + std::to_string(kMaxRegisterSlots) +
                      " (split the tile with batch_dims)");
   }
   long long entries = 0;
   if (!checked_mul(span, scope.threads, entries) || entries > kMaxTableEntries) {
-    throw ValueError(arg + ": " + layout.str() + " at " + scope.str() + " scope needs a placement table of " +
+    throw LimitError(arg + ": " + layout.str() + " at " + scope.str() + " scope needs a placement table of " +
                      std::to_string(span) + " slots x " + std::to_string(scope.threads) +
                      " threads; the limit is " + int_str(kMaxTableEntries) + " entries");
   }

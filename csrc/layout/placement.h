@@ -28,7 +28,8 @@ struct RegisterPlacement {
 long long thread_of(const Position& pos);
 
 // Throws ValueError naming `arg` when the layout uses an axis the scope lacks, reaches a
-// thread the scope does not have, or puts two elements in one register.
+// thread the scope does not have, or puts two elements in one register; LimitError when a thread
+// would hold more than 1024 slots (or the tables would pass 2^22 entries).
 RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& scope,
                                      const std::string& arg);
 

@@ -49,14 +49,15 @@ void size_shared_memory(ProgramPlan& plan) {
     v.shared_offset = at;
     plan.shared_bytes = std::max(plan.shared_bytes, at + v.shared_bytes);
   }
-  if (plan.shared_bytes + staged_bytes > kMaxSharedBytes) {
+  const long long limit = target_limits(plan.context.target).shared_per_block;
+  if (plan.shared_bytes + staged_bytes > limit) {
     std::string live;
     for (int i : all_shared) {
       const ProgramValue& v = plan.values.at(i);
       live += (live.empty() ? "" : ", ") + v.name + " " + std::to_string(v.shared_bytes) + " B";
     }
-    throw ValueError(plan.name + ": the program needs " + std::to_string(plan.shared_bytes + staged_bytes) +
-                     " bytes of shared memory (tiles " + live + "); a block has at most 227 KiB (232448 bytes). "
+    throw LimitError(plan.name + ": the program needs " + std::to_string(plan.shared_bytes + staged_bytes) +
+                     " bytes of shared memory (tiles " + live + "); a block has at most " + shared_bytes_str(limit) + ". "
                      "Fix: a smaller tile (more batch_dims), or storage='local' for the steps whose tiles "
                      "can live in registers");
   }

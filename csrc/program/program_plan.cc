@@ -26,51 +26,6 @@ std::string placement_of(Storage storage, const TileLayout& layout) {
   return std::string(storage_name(storage)) + " " + layout.str();
 }
 
-// NumPy's rule, right-aligned; ValueError naming the step when the shapes do not broadcast.
-std::vector<long long> broadcast_shapes(const std::vector<std::vector<long long>>& shapes, const std::string& where,
-                                        const std::string& op) {
-  size_t rank = 0;
-  for (const auto& s : shapes) rank = std::max(rank, s.size());
-  std::vector<long long> out(rank, 1);
-  for (const auto& s : shapes) {
-    for (size_t k = 0; k < s.size(); ++k) {
-      long long& d = out[rank - 1 - k];
-      const long long e = s[s.size() - 1 - k];
-      if (d == 1) {
-        d = e;
-      } else if (e != 1 && e != d) {
-        std::string list;
-        for (const auto& t : shapes) list += (list.empty() ? "" : " and ") + shape_str(t);
-        throw ValueError(where + ": " + op + ": tile shapes " + list + " do not broadcast");
-      }
-    }
-  }
-  return out;
-}
-
-// The result shape of a reduction: keepdims keeps 1s where the axes were; otherwise the other
-// dims, or (1,) when every dim is reduced (a tile has at least one dim).
-std::vector<long long> reduced_shape(const std::vector<long long>& shape, std::vector<int>& axes, bool keepdims,
-                                     const std::string& where) {
-  const int rank = static_cast<int>(shape.size());
-  std::vector<bool> reduced(shape.size(), false);
-  for (int& a : axes) {
-    if (a < -rank || a >= rank) {
-      throw ValueError(where + ": axes: axis " + std::to_string(a) + " is out of range for a tile of rank " +
-                       std::to_string(rank));
-    }
-    if (a < 0) a += rank;
-    reduced[a] = true;
-  }
-  std::vector<long long> out;
-  for (int d = 0; d < rank; ++d) {
-    if (!reduced[d]) out.push_back(shape[d]);
-    else if (keepdims) out.push_back(1);
-  }
-  if (out.empty()) out.push_back(1);
-  return out;
-}
-
 // One way to place a step: its storage, its operands' layout and its result's layout.
 struct Placement {
   Storage storage = Storage::local;
@@ -115,6 +70,8 @@ class ProgramPlanner {
       plan_->outputs.push_back(ids_.at(id));
       place_unread_input(plan_->outputs.back());
     }
+    plan_->scalar_args = spec_.scalar_args;
+    mark_accumulated();
     size_shared_memory(*plan_);
     mark_syncs(*plan_);
     choose_staging(*plan_, spec_.staging);
@@ -126,6 +83,7 @@ class ProgramPlanner {
   const ProgramValue& value(int id) const { return plan_->values.at(static_cast<size_t>(id)); }
 
   int plan_step(const StepSpec& s) {
+    if (s.call) return plan_as_called(s);
     const OpDef& def = op_def(s.op);
     const ExecScope& scope = spec_.scope;
     std::vector<std::vector<long long>> shapes;
@@ -141,6 +99,7 @@ class ProgramPlanner {
     const std::vector<long long> in_shape =
         reduction || own_shapes ? shapes[0] : broadcast_shapes(shapes, s.where, s.op);
     std::vector<long long> out_shape = reduction ? reduced_shape(in_shape, axes, s.keepdims, s.where) : in_shape;
+    if (out_shape.empty()) out_shape = {1};  // every dim reduced: a tile has at least one dim
     if (def.family == OpFamily::gather) {
       try {
         out_shape = gather_result_shape(def, shapes, axes);
@@ -169,6 +128,7 @@ class ProgramPlanner {
     result.shape = out_shape;
 
     std::string errors;
+    bool limit = false;  // a placement was refused for a tile past a limit
     for (const Placement& p : placements(s, def, in_shape, out_shape)) {
       OpCall call;
       call.def = &def;
@@ -177,7 +137,6 @@ class ProgramPlanner {
       call.config = s.config;
       if (spec_.fastmath && def.has_option("fastmath")) call.config.emplace("fastmath", true);  // unless the step says
       call.dispatch = s.dispatch;
-      call.program_step = true;
       for (size_t i = 0; i < s.operands.size(); ++i) {
         const std::string arg = def.operands.at(i);
         if (s.operands[i] < 0) {
@@ -212,26 +171,47 @@ class ProgramPlanner {
       std::shared_ptr<const BoundPlan> bound;
       try {
         bound = PlanCache::instance().get(call, plan_->context);
-      } catch (const DispatchError& e) {
+      } catch (const ValueError& e) {  // DispatchError and LimitError too
         errors += std::string(errors.empty() ? "" : "\n") + e.what();
-        continue;
-      } catch (const ValueError& e) {
-        errors += std::string(errors.empty() ? "" : "\n") + e.what();
+        limit |= past_limit(e);
         continue;
       } catch (const TypeError& e) {  // an option or dtype the op does not take: no placement helps
         throw TypeError(s.where + ": " + s.op + ": " + e.what());
       }
       return add_step(s, bound, result, p.why);
     }
-    const bool too_big = errors.find("register slots per thread") != std::string::npos ||
-                         errors.find("must fit in 227 KiB") != std::string::npos;
     const std::string dividing = dividing_scopes(product(in_shape), scope);
     throw DispatchError(s.where + ": " + s.op + " of " + first.name + " " + shape_str(in_shape) +
                         ": no placement is accepted at scope " + scope.str() + ":\n" + errors +
-                        (too_big ? "\nFix: a scope with more threads (each thread of tp.cta(n) holds 1/n of a tile), a "
-                                   "smaller tile (more batch_dims), or storage='shared' for the steps that take it" +
-                                       (dividing.empty() ? "" : "; " + dividing)
-                                 : ""));
+                        (limit ? "\nFix: a scope with more threads (each thread of tp.cta(n) holds 1/n of a tile), a "
+                                 "smaller tile (more batch_dims), or storage='shared' for the steps that take it" +
+                                     (dividing.empty() ? "" : "; " + dividing)
+                               : ""),
+                        limit);
+  }
+
+  // A step made as called: its call planned as it is, so it declines or errs as the standalone
+  // call does, with no placement of the planner's.
+  int plan_as_called(const StepSpec& s) {
+    const std::shared_ptr<const BoundPlan> bound = PlanCache::instance().get(*s.call, plan_->context);
+    const TileRef& out = bound->plan().call.output;
+    ProgramValue result;
+    result.name = s.name.empty() ? out.arg : s.name;
+    result.dtype = out.dtype;
+    result.shape = out.shape;
+    return add_step(s, bound, result, "");
+  }
+
+  // A step that folds into its result's old value (accum) writes an output the caller holds.
+  void mark_accumulated() {
+    for (const ProgramStep& step : plan_->steps) {
+      if (!step.bound->plan().call.accum) continue;
+      if (std::count(plan_->outputs.begin(), plan_->outputs.end(), step.result) != 1) {
+        throw ValueError("accum: " + value(step.result).name + " folds into its old value, so it must be returned "
+                         "once (into out=)");
+      }
+      value(step.result).accumulated = true;
+    }
   }
 
   std::optional<TileLayout> spread_or_none(const std::vector<long long>& shape, Storage storage) const {
@@ -346,7 +326,6 @@ class ProgramPlanner {
     OpCall call;
     call.def = &op_def("copy");
     call.scope = spec_.scope;
-    call.program_step = true;
     TileRef src;
     src.arg = "src";
     src.dtype = v.dtype;
@@ -361,7 +340,8 @@ class ProgramPlanner {
     try {
       bound = PlanCache::instance().get(call, plan_->context);
     } catch (const ValueError& e) {
-      throw DispatchError(where + ": the copy of " + v.name + " that " + op + " needs cannot be planned:\n" + e.what());
+      throw DispatchError(where + ": the copy of " + v.name + " that " + op + " needs cannot be planned:\n" + e.what(),
+                          past_limit(e));
     }
     ProgramValue copied;
     copied.name = v.name + "'";
@@ -377,6 +357,7 @@ class ProgramPlanner {
     step.bound = bound;
     step.operands = {id};
     step.scalars = {0.0};
+    step.scalar_args = {-1};
     step.where = where;
     step.inserted = true;
     step.reasons = {reason};
@@ -411,6 +392,8 @@ class ProgramPlanner {
     step.op = s.op;
     step.bound = bound;
     step.scalars = s.scalars;
+    step.scalar_args = s.scalar_args;
+    step.scalar_args.resize(s.operands.size(), -1);
     step.where = s.where;
     if (!why.empty()) step.reasons.push_back(why);
     std::vector<std::string> names;

@@ -3,7 +3,8 @@
 // registry exactly as the standalone call of that step would be planned (the call-shape cache
 // gives the same bound plan), inserts a copy step where an operand's placement differs from
 // what the step's variant takes (with the reason), checks that every tile fits the scope and
-// sizes shared memory for the whole program by live range. Backends run the result.
+// sizes shared memory for the whole program by live range. Backends run the result. A
+// standalone call is the program of one step (call_program): the same planner, the same runs.
 #pragma once
 #include <algorithm>
 #include <map>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/architecture.h"
 #include "dispatch/context.h"
 #include "dispatch/op_call.h"
 #include "dispatch/plan_cache.h"
@@ -33,6 +35,9 @@ struct StepSpec {
   std::string op;
   std::vector<int> operands;    // value ids (inputs first, then step k's result is inputs + k); -1: a scalar
   std::vector<double> scalars;  // per operand: a scalar constant's value
+  // per operand (or empty: none): the program call's run-time scalar it reads (a kernel parameter,
+  // a new value each call), -1 where it is the constant in `scalars`
+  std::vector<int> scalar_args;
   std::vector<int> axes;        // reductions
   bool keepdims = false;
   std::string dtype;            // cast: the result's dtype
@@ -42,6 +47,9 @@ struct StepSpec {
   std::map<std::string, ConfigValue> config;
   std::string where;            // the user's file:line
   std::string name;             // the result's name in the user's code, or empty
+  // The step's call exactly as made, operands placed as given (a standalone call's): planned as it
+  // is, with no placement of the planner's; its accum folds into the output's old value.
+  std::optional<OpCall> call;
 };
 
 struct ProgramSpec {
@@ -53,6 +61,7 @@ struct ProgramSpec {
   std::vector<ProgramInput> inputs;
   std::vector<StepSpec> steps;
   std::vector<int> outputs;  // value ids
+  int scalar_args = 0;       // run-time scalars of each call (StepSpec::scalar_args)
 };
 
 // ---- the plan --------------------------------------------------------------------------------
@@ -69,6 +78,7 @@ struct ProgramValue {
   long long shared_offset = -1;      // shared tiles between steps: byte offset in the program's shared
                                      // memory; -1 for inputs and outputs (the kernel frame stages those)
   long long shared_bytes = 0;
+  bool accumulated = false;          // an output its step folds into (accum): its old value is read first
 
   long long elements() const;
   std::string placement() const;  // "shared S[4096 : 1]"
@@ -83,6 +93,7 @@ struct ProgramStep {
   std::shared_ptr<const BoundPlan> bound;  // the standalone call's bound plan
   std::vector<int> operands;               // value ids, -1 for scalars
   std::vector<double> scalars;
+  std::vector<int> scalar_args;            // per operand: a run-time scalar (StepSpec::scalar_args), or -1
   int result = -1;
   std::string where;
   bool inserted = false;              // a copy the planner added
@@ -97,6 +108,7 @@ struct ProgramPlan {
   std::vector<ProgramValue> values;
   std::vector<ProgramStep> steps;
   std::vector<int> outputs;
+  int scalar_args = 0;                 // run-time scalars of each call
   long long shared_bytes = 0;          // per instance, the tiles between steps, reused by live range
   long long peak_register_slots = 0;   // per thread, over the tiles live at once
   long long peak_registers = 0;        // the same in 32-bit registers (a 64-bit element takes two)
@@ -105,19 +117,42 @@ struct ProgramPlan {
   std::vector<StagingVerdict> staging_trace;  // every candidate's verdict, in priority order
   std::optional<RowChunks> rows;       // shared and streamed: the rows and their chunks
 
-  // The registers a thread of the scope may hold: its share of a block's, within a thread's limit.
-  static constexpr long long kRegistersPerBlock = 65536, kRegistersPerThread = 255;
+  // The registers a thread of the scope may hold on the target (dispatch/architecture.h): its
+  // share of a block's, within a thread's limit.
   long long register_budget() const {
-    return std::min<long long>(kRegistersPerThread, kRegistersPerBlock / std::max(1, scope.threads));
+    const SmLimits limits = target_limits(context.target);
+    return std::min<long long>(limits.registers_per_thread, limits.registers_per_block / std::max(1, scope.threads));
   }
+
+  // The scalar operand i of step s as a run gives it: the call's run-time scalar, or the constant.
+  double scalar(const ProgramStep& s, size_t i, const std::vector<double>& run_time) const;
+  // The body is one call of a step on the program's own inputs and output (a program of one step,
+  // a standalone call among them): no tile lives between steps, so the kernel frame stages the
+  // step's operands as it stages any (a map a chunk of registers at a time, a long run read where
+  // it lies) and the tiles need not fit a thread's registers whole.
+  bool frame_stages_every_tile() const;
 
   std::string str() const;  // a table: one row per step
 };
 
 std::shared_ptr<const ProgramPlan> plan_program(const ProgramSpec& spec, const DispatchContext& ctx);
 
+// The shape of a step's result, NumPy's rules: a map's operands broadcast right-aligned, a
+// reduction drops its axes (keepdims: keeps 1s there; `axes` normalised to 0..rank-1 in place),
+// () where every dim is reduced. ValueError naming `where` (the user's file:line) otherwise.
+std::vector<long long> broadcast_shapes(const std::vector<std::vector<long long>>& shapes, const std::string& where,
+                                        const std::string& op);
+std::vector<long long> reduced_shape(const std::vector<long long>& shape, std::vector<int>& axes, bool keepdims,
+                                     const std::string& where);
+
+// A standalone call as the program of one step: its array operands are the program's inputs (in
+// order, named by their argument), its scalar operands the call's run-time scalars, its result
+// the one output; the step is the call as made (StepSpec::call).
+ProgramSpec call_program(const OpCall& call);
+
 // Stages of plan_program (program_memory.cc): shared tiles get byte offsets by live range (tiles
-// never live at once share bytes; ValueError with the tiles and the fix past 227 KiB), and the
+// never live at once share bytes; LimitError with the tiles and the fix past the target's shared
+// memory per block), and the
 // peak register slots per thread; then the scope's barrier is marked before each step that reads
 // a shared tile written since the last one, or moves values between threads.
 void size_shared_memory(ProgramPlan& plan);

@@ -1,4 +1,4 @@
-// A program's values and plan as text.
+// A program's values and plan: what they hold, and as text.
 #include "program/program_plan.h"
 
 #include "layout/placement.h"
@@ -29,6 +29,19 @@ bool ProgramValue::held_by_every_lane(const ExecScope& scope) const {
 
 std::string ProgramValue::placement() const {
   return layout ? std::string(storage_name(storage)) + " " + layout->str() : std::string("not staged");
+}
+
+double ProgramPlan::scalar(const ProgramStep& s, size_t i, const std::vector<double>& run_time) const {
+  const int arg = i < s.scalar_args.size() ? s.scalar_args[i] : -1;
+  return arg >= 0 ? run_time.at(static_cast<size_t>(arg)) : s.scalars.at(i);
+}
+
+bool ProgramPlan::frame_stages_every_tile() const {
+  if (steps.size() != 1 || outputs.size() != 1 || steps.front().result != outputs.front()) return false;
+  for (int id : steps.front().operands) {
+    if (id >= 0 && values.at(static_cast<size_t>(id)).input < 0) return false;
+  }
+  return true;
 }
 
 std::string ProgramPlan::str() const {

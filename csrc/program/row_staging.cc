@@ -13,24 +13,17 @@ namespace tp {
 namespace {
 
 constexpr int kChunkSlotsTarget = 16;  // registers per thread per row tile and chunk
-// Past this many elements of one tile in a thread's registers, a kernel for a GPU is not built to
-// spill: the thread's unrolled code grows until NVRTC takes minutes (2 cores: a thread-scope softmax
-// of rows of 200 elements 3.4 s, 400 14 s, 1000 11 minutes), and it would run from local memory.
-// Rows a CTA replicates in every thread compile faster per element (RMSNorm of 515 at cta(256),
-// 2060 registers: 8.5 s); the tests' ragged rows, up to 700 wide, stay under it.
-constexpr long long kSpillableSlots = 768;
 
 std::string registers_held(const ProgramPlan& plan) {
   return "the tiles live at once take " + std::to_string(plan.peak_registers) + " registers per thread";
 }
 std::string budget_of(const ProgramPlan& plan) {
+  const SmLimits limits = target_limits(plan.context.target);
   return "a thread of scope " + plan.scope.str() + " holds at most " + std::to_string(plan.register_budget()) + " (" +
-         std::to_string(ProgramPlan::kRegistersPerBlock) + " per block, " +
-         std::to_string(ProgramPlan::kRegistersPerThread) + " per thread)";
+         std::to_string(limits.registers_per_block) + " per block, " + std::to_string(limits.registers_per_thread) +
+         " per thread)";
 }
 bool fits_registers(const ProgramPlan& plan) { return plan.peak_registers <= plan.register_budget(); }
-// A program of one step is its standalone call, whose kernel frame stages long tiles itself.
-bool one_step(const ProgramPlan& plan) { return plan.steps.size() == 1 && plan.steps.front().op != "copy"; }
 // One pass per reduction, then one for the outputs.
 int passes_of(const ProgramPlan& plan) {
   int passes = 1;
@@ -55,8 +48,8 @@ std::string described(const ProgramValue& v) { return v.name + " " + dtype_name(
 // take rows to rows or such values to such values; copies broadcast such a value over a row;
 // reductions fold a whole row, each lane its slots in order. Reasons either way.
 std::optional<RowChunks> row_chunks(const ProgramPlan& plan, std::vector<std::string>& why) {
-  if (one_step(plan)) {
-    why.push_back("a program of one step runs as its standalone call");
+  if (plan.frame_stages_every_tile()) {
+    why.push_back("one step on the program's inputs and output: the kernel frame stages its operands itself");
     return std::nullopt;
   }
   if (plan.scope.threads == 1) {
@@ -180,10 +173,12 @@ void choose_staging(ProgramPlan& plan, const std::string& forced) {
   for (size_t i = 0; i < names.size(); ++i) verdicts[i].name = names[i];
   StagingVerdict &registers = verdicts[0], &shared = verdicts[1], &streamed = verdicts[2], &spilled = verdicts[3];
 
-  registers.accepted = one_step(plan) || fits_registers(plan);
+  const bool frame_stages = plan.frame_stages_every_tile();
+  registers.accepted = frame_stages || fits_registers(plan);
   registers.reasons.push_back(
-      one_step(plan) ? "a program of one step runs as its standalone call, whose kernel stages the tiles as it does (a map "
-                 "a chunk of registers at a time, a long run read as it is folded)"
+      frame_stages ? "one step on the program's inputs and output: no tile lives between steps, and the kernel frame "
+                     "stages the step's operands as it stages any (a map a chunk of registers at a time, a long run "
+                     "read as it is folded)"
       : registers.accepted ? registers_held(plan) + ", within the " + std::to_string(plan.register_budget()) +
                                  " a thread of scope " + plan.scope.str() + " holds"
                            : registers_held(plan) + "; " + budget_of(plan));
@@ -196,14 +191,15 @@ void choose_staging(ProgramPlan& plan, const std::string& forced) {
     streamed.reasons.push_back("each pass re-reads the row inputs from global memory (L2 serves the re-reads while "
                                "the rows in flight fit in it)");
     const long long bytes = row_input_bytes(plan, *rows);
+    const long long limit = target_limits(plan.context.target).shared_per_block;
     shared.reasons = why;
     if (passes_of(plan) == 1) {
       shared.reasons.push_back("one pass reads each row once: staging it first buys nothing");
     } else {
-      shared.accepted = bytes <= kMaxSharedBytes;
+      shared.accepted = bytes <= limit;
       shared.reasons.push_back("the row inputs take " + std::to_string(bytes) + " bytes of shared memory per instance" +
                                (shared.accepted ? ": staged once, each pass reads them there"
-                                                : "; a block has at most 227 KiB (232448 bytes)"));
+                                                : "; a block has at most " + shared_bytes_str(limit)));
     }
   } else {
     shared.reasons = why;
@@ -216,13 +212,14 @@ void choose_staging(ProgramPlan& plan, const std::string& forced) {
                           "steps whose tiles need not stay in registers" +
                           (dividing.empty() ? "" : "; " + dividing);
   const bool for_gpu = plan.context.backend == "cuda" || !plan.context.target.empty();
-  const bool unbuildable = for_gpu && plan.widest_thread_slots > kSpillableSlots;
-  spilled.accepted = !fits_registers(plan) && !one_step(plan) && !unbuildable;
+  const long long spill_slots = target_limits(plan.context.target).spill_slots;
+  const bool unbuildable = for_gpu && plan.widest_thread_slots > spill_slots;
+  spilled.accepted = !fits_registers(plan) && !frame_stages && !unbuildable;
   spilled.reasons.push_back(
-      one_step(plan)          ? "a program of one step runs as its standalone call"
+      frame_stages            ? "the kernel frame stages the one step's operands"
       : fits_registers(plan)  ? "the tiles fit in registers"
       : unbuildable           ? "a thread holds " + std::to_string(plan.widest_thread_slots) +
-                                  " elements of one tile in registers: past " + std::to_string(kSpillableSlots) +
+                                  " elements of one tile in registers: past " + std::to_string(spill_slots) +
                                   " its kernel unrolls until NVRTC takes minutes to compile it, and it would run from "
                                   "local memory. " + fix
                               : registers_held(plan) + "; " + budget_of(plan) +

@@ -117,8 +117,10 @@ def lower(op, /, *args, target=None, **kwargs) -> Kernel:
         on_device = any(adapter_for(x) is not None for x in args)
         p = op._tp_planner(*args, target=target, backend="cuda" if on_device else "cpu", **kwargs)
         return Kernel(p, _C.cuda.build_program(p._core, _C.cuda.compile_arch(target)))
-    collective = getattr(op, "_tp_planner", None) is not None
-    p = plan(op, *args, **kwargs) if collective else plan(op, *args, target=target, **kwargs)
-    if isinstance(p, ProgramPlan):  # a gather op: a program of one step
-        return Kernel(p, _C.cuda.build_program(p._core, _C.cuda.compile_arch(target)))
-    return Kernel(p, _C.cuda.build(p._core, _C.cuda.compile_arch(target)))
+    if getattr(op, "_tp_planner", None) is not None:  # a collective: the kernel each worker runs
+        p = plan(op, *args, **kwargs)
+        return Kernel(p, _C.cuda.build(p._core, _C.cuda.compile_arch(target)))
+    # a tile op: the kernel of its program of one step (a gather op's plan is that program's own)
+    p = plan(op, *args, target=target, **kwargs)
+    program = p._core if isinstance(p, ProgramPlan) else p._bound.plan
+    return Kernel(p, _C.cuda.build_program(program, _C.cuda.compile_arch(target)))

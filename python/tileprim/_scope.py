@@ -12,11 +12,16 @@ import functools
 import operator
 import sys
 
+from . import _C
 from ._op_table import OPS
 
 __all__ = ["ExecScope", "thread", "warp", "warpgroup", "wg", "cta", "STORAGE_SCOPES"]
 
-STORAGE_SCOPES = ("local", "shared", "shared.dyn", "global")
+STORAGE_SCOPES = tuple(_C.storage_names())  # C++'s storages, in its order
+# (fewest, most) threads of each kind, as C++ has them: thread (1, 1), warp (32, 32), ...
+_THREADS = _C.scope_threads()
+_KINDS = tuple(_THREADS)
+_MOST_CTA = _THREADS["cta"][1]
 
 
 class ExecScope:
@@ -86,23 +91,24 @@ class ExecScope:
 
 _BOUND: dict = {}  # (kind, threads, op name) -> the op bound to that scope
 
-_THREADS = {"thread": 1, "warp": 32, "warpgroup": 128}  # a CTA: 1..1024
-
-
 def _check_scope(kind, threads) -> None:
-    """The rule of each kind: a thread is 1 thread, a warp 32, a warpgroup 128 (4 warps), a CTA
-    1..1024."""
-    if kind not in ("thread", "warp", "warpgroup", "cta"):
+    """The rule of each kind (_THREADS): a thread is 1 thread, a warp 32, a warpgroup 128 (4 warps),
+    a CTA 1..1024."""
+    if kind not in _KINDS:
         raise ValueError(f"kind: {kind!r} is not a scope; expected 'thread', 'warp', 'warpgroup' or 'cta'")
     if isinstance(threads, bool) or type(threads) is not int:
         raise TypeError(f"threads: expected an int, not {threads!r}")
+    fewest, most = _THREADS[kind]
     if kind == "cta":
-        if not 1 <= threads <= 1024:
-            raise ValueError(f"threads: cta(threads={threads}) needs 1 <= threads <= 1024")
-    elif threads != _THREADS[kind]:
-        size = _THREADS[kind]
-        raise ValueError(f"threads: a {kind} is {size} thread{'s' if size > 1 else ''}, not {threads} "
+        _check_cta(threads)
+    elif threads != fewest:
+        raise ValueError(f"threads: a {kind} is {fewest} thread{'s' if fewest > 1 else ''}, not {threads} "
                          f"(use tp.{kind}, or tp.cta(n) for another count)")
+
+
+def _check_cta(threads: int) -> None:
+    if not 1 <= threads <= _MOST_CTA:
+        raise ValueError(f"threads: cta(threads={threads}) needs 1 <= threads <= {_MOST_CTA}")
 
 
 def _compiling() -> bool:
@@ -140,12 +146,11 @@ def cta(threads: int = 128) -> ExecScope:
     if isinstance(threads, bool) or not hasattr(threads, "__index__"):
         raise TypeError(f"threads: expected an int, not {type(threads).__name__}")
     threads = operator.index(threads)
-    if not 1 <= threads <= 1024:
-        raise ValueError(f"threads: cta(threads={threads}) needs 1 <= threads <= 1024")
+    _check_cta(threads)
     return ExecScope("cta", threads)
 
 
 # Every CTA scope exists from the start (1024 small objects): a compiled function (torch.compile)
 # that calls tp.cta(n) finds its scope instead of making one, which Dynamo would guard against.
-for _threads in range(1, 1025):
+for _threads in range(1, _MOST_CTA + 1):
     ExecScope("cta", _threads)

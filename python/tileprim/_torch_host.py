@@ -8,7 +8,7 @@ import sys
 import ml_dtypes
 import numpy as np
 
-__all__ = ["is_host_tensor", "to_numpy", "to_torch", "TorchHostCall"]
+__all__ = ["is_host_tensor", "to_numpy", "to_torch", "TorchHostCall", "on_host_tensors"]
 
 
 def is_host_tensor(x) -> bool:
@@ -44,10 +44,22 @@ def _same(x):
     return x
 
 
+def on_host_tensors(values, prepare) -> "TorchHostCall":
+    """The call on these values, some of them torch CPU tensors, prepared (``prepare(views)``) on
+    NumPy views of them; later calls' tensors are keyed as torch keys them."""
+    from ._interop import PLACED_KEYS, adapter_named
+    from ._prepared import OPERAND_KEYS
+    torch_keys = adapter_named("torch")
+    for x in values:
+        if is_host_tensor(x):
+            OPERAND_KEYS[type(x)], PLACED_KEYS[type(x)] = torch_keys.dense_key, torch_keys.placed_key
+    return TorchHostCall(prepare([to_numpy(x) for x in values]), values)
+
+
 class TorchHostCall:
-    """A host call prepared on NumPy views (``inner``), taking and returning torch CPU tensors.
-    Which operands are tensors, their dtypes and negative bits are in the call's key: a run only
-    takes the views."""
+    """A host call prepared on NumPy views (``inner``), taking and returning torch CPU tensors
+    (a tuple of them for a program returning several). Which operands are tensors, their dtypes
+    and negative bits are in the call's key: a run only takes the views."""
 
     def __init__(self, inner, values):
         import torch
@@ -62,6 +74,9 @@ class TorchHostCall:
     def run(self, values, out):
         inputs = [v(x) for v, x in zip(self.views, values)]
         if out is not None:
-            self.inner.run(inputs, to_numpy(out, contiguous=False))
+            views = tuple(to_numpy(o, contiguous=False) for o in out) if type(out) is tuple else \
+                to_numpy(out, contiguous=False)
+            self.inner.run(inputs, views)
             return out
-        return to_torch(self.inner.run(inputs, None))
+        result = self.inner.run(inputs, None)
+        return tuple(map(to_torch, result)) if type(result) is tuple else to_torch(result)

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backends/cpu/parallel.h"
+#include "errors.h"
 #include "ops/dtype.h"
 
 namespace tp {
@@ -17,69 +18,100 @@ constexpr long long kChunkElements = 1 << 14;
 
 }  // namespace
 
-void run_program_host(const ProgramPlan& plan, const std::vector<std::uintptr_t>& inputs,
-                      const std::vector<std::uintptr_t>& outputs, long long tiles,
-                      const std::function<bool()>& interrupted) {
-  if (tiles <= 0) return;
-  const size_t n_values = plan.values.size();
-  std::vector<long long> bytes(n_values);  // per tile
-  long long widest = 1, per_tile = 0;
-  for (size_t i = 0; i < n_values; ++i) {
-    bytes[i] = plan.values[i].elements() * dtype_size(plan.values[i].dtype);
-    widest = std::max(widest, plan.values[i].elements());
-    per_tile += plan.values[i].elements();
+HostProgramRunner::HostProgramRunner(std::shared_ptr<const ProgramPlan> plan) : plan_(std::move(plan)) {
+  const std::vector<ProgramValue>& values = plan_->values;
+  for (const ProgramValue& v : values) {
+    bytes_.push_back(v.elements() * dtype_size(v.dtype));
+    widest_ = std::max(widest_, v.elements());
+    per_tile_ += v.elements();
   }
   // a result returned once is written straight into its output
-  std::vector<int> direct(n_values, -1);
+  direct_.assign(values.size(), -1);
+  for (size_t j = 0; j < plan_->outputs.size(); ++j) {
+    const int id = plan_->outputs[j];
+    if (values[id].input < 0 && direct_[id] < 0) direct_[id] = static_cast<int>(j);
+  }
+  // Chunks keep a chunk's intermediates in cache; with none (every tile an input read in place or
+  // an output written in place), each step runs over the whole batch, spread over the cores itself.
+  for (size_t i = 0; i < values.size(); ++i) buffered_ |= values[i].input >= 0 ? values[i].batch_broadcast : direct_[i] < 0;
+}
+
+template <class At>
+void HostProgramRunner::run_steps(const ProgramArgs& args, long long first, long long n, const At& at,
+                                  bool whole_batch) const {
+  const ProgramPlan& plan = *plan_;
+  for (const ProgramStep& step : plan.steps) {
+    RunArgs run;
+    run.inputs.reserve(step.operands.size());
+    run.scalars.reserve(step.operands.size());
+    for (size_t i = 0; i < step.operands.size(); ++i) {
+      const int id = step.operands[i];
+      run.inputs.push_back(TensorArg{id < 0 ? 0 : at(id), {}, -1});
+      run.scalars.push_back(plan.scalar(step, i, args.scalars));
+    }
+    run.output = TensorArg{at(step.result), {}, -1};
+    run.tiles = n;
+    if (whole_batch) run.interrupted = args.interrupted;  // the step spreads the batch over the cores
+    step.bound->runner().run(run);
+  }
   for (size_t j = 0; j < plan.outputs.size(); ++j) {
     const int id = plan.outputs[j];
-    if (plan.values[id].input < 0 && direct[id] < 0) direct[id] = static_cast<int>(j);
+    if (direct_[id] == static_cast<int>(j)) continue;
+    std::memcpy(reinterpret_cast<void*>(args.outputs[j] + static_cast<std::uintptr_t>(first * bytes_[id])),
+                reinterpret_cast<const void*>(at(id)), static_cast<size_t>(n * bytes_[id]));
   }
-  const long long chunk = std::max(1ll, std::min(tiles, kChunkElements / widest));
+}
+
+void HostProgramRunner::run(const ProgramArgs& args) const {
+  if (args.device >= 0) throw ValueError("backend: 'cpu' runs on host arrays, not on CUDA device " + std::to_string(args.device));
+  const long long tiles = args.tiles;
+  if (tiles <= 0) return;
+  const ProgramPlan& plan = *plan_;
+  if (!buffered_) {  // every value an input or an output, read and written in place
+    run_steps(args, 0, tiles, [&](int id) {
+      const ProgramValue& v = plan.values[id];
+      return v.input >= 0 ? args.inputs[v.input] : args.outputs[direct_[id]];
+    }, true);
+    return;
+  }
+  const long long chunk = std::max(1ll, std::min(tiles, kChunkElements / widest_));
   const long long chunks = (tiles + chunk - 1) / chunk;
-  parallel_for(chunks, chunk * per_tile, interrupted, [&](long long begin, long long end, const auto& keep_going) {
+  parallel_for(chunks, chunk * per_tile_, args.interrupted, [&](long long begin, long long end, const auto& keep_going) {
     // this range's intermediates; a batch-broadcast input repeated once per tile of a chunk
-    std::vector<std::vector<std::max_align_t>> buffers(n_values);
+    std::vector<std::vector<std::max_align_t>> buffers(plan.values.size());
     auto reserve = [&](size_t i) {
-      const long long words = (chunk * bytes[i] + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
+      const long long words = (chunk * bytes_[i] + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
       buffers[i].resize(static_cast<size_t>(words));
       return reinterpret_cast<unsigned char*>(buffers[i].data());
     };
-    for (size_t i = 0; i < n_values; ++i) {
+    for (size_t i = 0; i < plan.values.size(); ++i) {
       const ProgramValue& v = plan.values[i];
       if (v.input >= 0 && v.batch_broadcast) {
         unsigned char* buf = reserve(i);
         for (long long t = 0; t < chunk; ++t) {
-          std::memcpy(buf + t * bytes[i], reinterpret_cast<const void*>(inputs[v.input]),
-                      static_cast<size_t>(bytes[i]));
+          std::memcpy(buf + t * bytes_[i], reinterpret_cast<const void*>(args.inputs[v.input]),
+                      static_cast<size_t>(bytes_[i]));
         }
-      } else if (v.input < 0 && direct[i] < 0) {
+      } else if (v.input < 0 && direct_[i] < 0) {
         reserve(i);
       }
     }
     for (long long c = begin; c < end && keep_going(); ++c) {
       const long long first = c * chunk, n = std::min(chunk, tiles - first);
-      auto at = [&](int id) -> std::uintptr_t {
+      run_steps(args, first, n, [&](int id) -> std::uintptr_t {
         const ProgramValue& v = plan.values[id];
-        if (v.input >= 0 && !v.batch_broadcast) return inputs[v.input] + static_cast<std::uintptr_t>(first * bytes[id]);
-        if (direct[id] >= 0) return outputs[direct[id]] + static_cast<std::uintptr_t>(first * bytes[id]);
+        const std::uintptr_t offset = static_cast<std::uintptr_t>(first * bytes_[id]);
+        if (v.input >= 0 && !v.batch_broadcast) return args.inputs[v.input] + offset;
+        if (direct_[id] >= 0) return args.outputs[direct_[id]] + offset;
         return reinterpret_cast<std::uintptr_t>(buffers[id].data());
-      };
-      for (const ProgramStep& step : plan.steps) {
-        RunArgs args;
-        for (int id : step.operands) args.inputs.push_back(TensorArg{id < 0 ? 0 : at(id), {}, -1});
-        args.scalars = step.scalars;
-        args.output = TensorArg{at(step.result), {}, -1};
-        args.tiles = n;
-        step.bound->runner().run(args);
-      }
-      for (size_t j = 0; j < plan.outputs.size(); ++j) {
-        const int id = plan.outputs[j];
-        if (direct[id] == static_cast<int>(j)) continue;
-        std::memcpy(reinterpret_cast<void*>(outputs[j] + static_cast<std::uintptr_t>(first * bytes[id])),
-                    reinterpret_cast<const void*>(at(id)), static_cast<size_t>(n * bytes[id]));
-      }
+      }, chunks == 1);
     }
+  });
+}
+
+void register_cpu_program_executor() {
+  add_program_executor("cpu", [](const std::shared_ptr<const ProgramPlan>& plan) -> std::shared_ptr<const ProgramRunner> {
+    return std::make_shared<HostProgramRunner>(plan);
   });
 }
 

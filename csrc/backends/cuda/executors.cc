@@ -126,20 +126,10 @@ KernelBody gather_body(const Plan& plan) {
   return KernelBody{decls.str(), call.str(), false};
 }
 
-// copy -> stage moves tiles between placements inside a tile program's one kernel
-// (program_frame.cc), which reads the plan itself; a standalone copy has no kernel of its own.
-class ProgramStepOnly : public Executor {
- public:
-  std::shared_ptr<const Runner> bind(const Plan& plan) const override {
-    throw ValueError("backend: " + plan.call.op() + " on the cuda backend runs as a step of a tile program "
-                     "(tp.program); a standalone copy runs on the cpu backend");
-  }
-};
-
 }  // namespace
 
 void register_cuda_executors(ExecutorTable& table) {
-  table.add("stage", "cuda", std::make_unique<ProgramStepOnly>());
+  table.add("stage", "cuda", std::make_unique<CudaTileExecutor>(nullptr));  // the program frame writes copies
   table.add("local", "cuda", std::make_unique<CudaTileExecutor>(local_body));
   table.add("cross_warp", "cuda", std::make_unique<CudaTileExecutor>(cross_warp_body));
   table.add("shared", "cuda", std::make_unique<CudaTileExecutor>(shared_body));

@@ -100,7 +100,9 @@ FunctionResources function_resources(const std::string& cubin, const std::string
       if (name == ".nv.info" && payload >= 8 && at + 4 + payload <= s.offset + s.size &&
           image.read<uint32_t>(at + 4) == symbol) {
         const uint32_t value = image.read<uint32_t>(at + 8);
-        if (attribute == kAttrRegisterCount) r.registers = static_cast<int>(std::min<uint32_t>(value, 255));
+        if (attribute == kAttrRegisterCount) {  // no architecture gives a thread more than SmLimits' default
+          r.registers = static_cast<int>(std::min<uint32_t>(value, SmLimits{}.registers_per_thread));
+        }
         if (attribute == kAttrFrameSize) r.frame_bytes = value;
       }
       at += 4 + payload;
@@ -115,15 +117,15 @@ Residency residency(const std::string& arch, int block_threads, int registers, l
                      "barriers from 0 to 16");
   }
   const SmLimits sm = sm_limits(arch);
-  constexpr int kWarp = 32, kPartitions = 4, kRegisterUnit = 256, kSharedUnit = 128;
-  const int warps_per_block = (block_threads + kWarp - 1) / kWarp;
+  const int warp = sm.warp_threads, unit = sm.register_unit, partitions = sm.register_partitions;
+  const int warps_per_block = (block_threads + warp - 1) / warp;
   Residency r;
-  r.max_warps = sm.threads / kWarp;
+  r.max_warps = sm.threads / warp;
   // registers: each warp takes registers x 32 rounded up to 256, from one of four partitions
-  const int per_warp = std::max(1, (registers * kWarp + kRegisterUnit - 1) / kRegisterUnit * kRegisterUnit);
-  const int by_registers = (sm.registers / kPartitions / per_warp) * kPartitions / warps_per_block;
+  const int per_warp = std::max(1, (registers * warp + unit - 1) / unit * unit);
+  const int by_registers = (sm.registers / partitions / per_warp) * partitions / warps_per_block;
   const long long taken = shared_bytes + sm.shared_reserved_per_block;
-  const long long per_block = (taken + kSharedUnit - 1) / kSharedUnit * kSharedUnit;
+  const long long per_block = (taken + sm.shared_unit - 1) / sm.shared_unit * sm.shared_unit;
   const int by_shared = shared_bytes > sm.shared_per_block ? 0 : static_cast<int>(sm.shared / std::max(1LL, per_block));
   const int by_threads = r.max_warps / warps_per_block;
   const int by_barriers = sm.barriers > 0 && barriers > 0 ? sm.barriers / barriers : sm.blocks;

@@ -59,6 +59,8 @@ std::string named(const char* prefix, int id) { return prefix + std::to_string(i
 
 // Kernel parameter names: in<i> for input i; out for the first output, out<j> for the others.
 std::string input_name(int i) { return "in" + std::to_string(i); }
+// The call's run-time scalar k (ProgramPlan::scalar_args): a double parameter.
+std::string scalar_name(int k) { return "a" + std::to_string(k); }
 std::string output_name(size_t j) { return j == 0 ? "out" : "out" + std::to_string(j); }
 
 // A row of a program that runs in passes (ProgramPlan::rows): the body moves it itself, but for
@@ -68,8 +70,25 @@ bool staged_in_shared(const ProgramPlan& plan, const ProgramValue& v) {
   return plan.staging == "shared" && chunked_row(plan, v) && v.input >= 0 && !v.batch_broadcast;
 }
 
+// Whether step s reads the values of its operand i (zero and fill read only src's shape).
+bool reads(const ProgramStep& s, size_t i) {
+  if (s.op == "copy") return true;
+  for (const OperandStaging& staged : s.bound->plan().staging) {
+    if (staged.operand == static_cast<int>(i) && staged.load) return true;
+  }
+  return false;
+}
+bool values_read(const ProgramPlan& plan, int id) {
+  for (const ProgramStep& s : plan.steps) {
+    for (size_t i = 0; i < s.operands.size(); ++i) {
+      if (s.operands[i] == id && reads(s, i)) return true;
+    }
+  }
+  return false;
+}
+
 // A program value as the frame stages it.
-FrameOperand operand_of(const ProgramPlan& plan, const ProgramValue& v, const std::string& name, bool output) {
+FrameOperand operand_of(const ProgramPlan& plan, const ProgramValue& v, int id, const std::string& name, bool output) {
   const ExecScope& scope = plan.scope;
   FrameOperand o;
   o.name = name;
@@ -77,10 +96,10 @@ FrameOperand operand_of(const ProgramPlan& plan, const ProgramValue& v, const st
   o.dtype = v.dtype;
   o.shape = v.shape;
   o.elements = v.elements();
-  o.load = !output;
+  o.load = output ? v.accumulated : values_read(plan, id);
   o.store = output;
   o.batch_broadcast = v.batch_broadcast;
-  if (!v.layout) return o;  // an input nobody reads: a parameter only
+  if (!v.layout || (!output && !o.load)) return o;  // an input whose values nobody reads: a parameter only
   if (chunked_row(plan, v)) {
     if (staged_in_shared(plan, v)) {
       o.kind = Staging::shared;
@@ -116,33 +135,17 @@ BodyMemory body_memory(const ProgramPlan& plan) {
   return m;
 }
 
-// One step, not a copy, reading input i as its operand i (every input once) and writing the one
-// output: the frame's operands are the step's own, and its body the standalone call's.
-bool one_call(const ProgramPlan& plan) {
-  if (plan.steps.size() != 1 || plan.outputs.size() != 1) return false;
-  const ProgramStep& s = plan.steps.front();
-  if (s.op == "copy" || s.result != plan.outputs.front()) return false;
-  int inputs = 0;
-  for (const ProgramValue& v : plan.values) inputs += v.input >= 0 ? 1 : 0;
-  int read = 0;
-  for (size_t i = 0; i < s.operands.size(); ++i) {
-    if (s.operands[i] < 0) continue;
-    if (plan.values.at(s.operands[i]).input != static_cast<int>(i)) return false;
-    ++read;
-  }
-  return read == inputs;
-}
-
 // What the launch shape depends on, before the body's text: its shared memory and how it reads
-// its operands.
+// its operands. A body that is one call on the frame's operands (ProgramPlan::frame_stages_every_tile)
+// reads them as that call does: a map's slots may come a chunk at a time, a run read by index
+// where it lies.
 KernelBody launch_body(const ProgramPlan& plan) {
   KernelBody body;
-  if (one_call(plan)) {
-    const KernelBody step = cuda::kernel_body(plan.steps.front().bound->plan());
-    body.indexes_sources = step.indexes_sources;
-    body.maps_slots = step.maps_slots;
-  } else {
-    body.shared_bytes = body_memory(plan).total();
+  body.shared_bytes = body_memory(plan).total();
+  if (plan.frame_stages_every_tile() && plan.steps.front().op != "copy") {
+    const KernelBody call = cuda::kernel_body(plan.steps.front().bound->plan());
+    body.indexes_sources = call.indexes_sources;
+    body.maps_slots = call.maps_slots;
   }
   return body;
 }
@@ -152,30 +155,20 @@ KernelBody launch_body(const ProgramPlan& plan) {
 // them, then one block per step.
 class ProgramBody {
  public:
-  ProgramBody(const ProgramPlan& plan, int instances)
-      : plan_(plan), instances_(instances), memory_(body_memory(plan)) {}
-
+  // launch: launch_body's flags, which the rendered body keeps (with maps_slots, the frame takes a
+  // map's slots kBodySlots at a time and declares kBodySlots itself)
+  ProgramBody(const ProgramPlan& plan, int instances, const KernelBody& launch)
+      : plan_(plan), instances_(instances), memory_(body_memory(plan)), launch_(launch) {}
 
   KernelBody render() {
-    if (one_call(plan_)) {  // the program of one step: its standalone body, on the frame's operands
-      const ProgramStep& s = plan_.steps.front();
-      KernelBody body = cuda::kernel_body(s.bound->plan());
-      std::ostringstream constants;
-      for (size_t i = 0; i < s.operands.size(); ++i) {
-        if (s.operands[i] < 0) constants << "const double s" << i << " = " << exact_double(s.scalars.at(i)) << ";\n";
-      }
-      body.call = constants.str() + body.call;
-      return body;
-    }
     if (plan_.rows) return passes();
     std::ostringstream decls, os;
     declare(decls, os);
     for (size_t k = 0; k < plan_.steps.size(); ++k) step(os, decls, k);
     copy_out(os);
-    KernelBody body;
+    KernelBody body = launch_;
     body.decls = decls.str();
     body.call = os.str();
-    body.shared_bytes = memory_.total();
     body.syncs_instances = syncs_;
     return body;
   }
@@ -197,19 +190,17 @@ class ProgramBody {
     if (memory_.scratch_bytes > 0) os << "unsigned char* const scratch = smem + " << memory_.tile_bytes << ";\n";
     for (size_t i = 0; i < plan_.values.size(); ++i) {
       const ProgramValue& v = plan_.values[i];
-      if (!v.layout) continue;
       const int id = static_cast<int>(i);
+      if (!v.layout || (v.input >= 0 && !values_read(plan_, id))) continue;
       const char* T = type(id);
       os << "// " << v.name << ": " << dtype_name(v.dtype) << shape_str(v.shape) << " " << v.placement() << "\n";
       const int out = output_of(id);
       const std::string staged = v.input >= 0 ? input_name(v.input) : out >= 0 ? output_name(out) : "";
       if (v.in_registers()) {
-        const RegisterPlacement p = place_in_registers(*v.layout, plan_.scope, v.name);
-        decls << cuda_place_type(named("P", id), p);
         if (!staged.empty()) {
           os << "auto& " << named("v", id) << " = " << staged << ";\n";
         } else {
-          os << T << " " << named("v", id) << "[" << p.slots << "];\n";
+          os << T << " " << named("v", id) << "[" << place_in_registers(*v.layout, plan_.scope, v.name).slots << "];\n";
         }
       } else {
         decls << "constexpr tp::MemLayout " << named("kMem", id) << " = " << cuda_mem_layout(v.layout->memory_layout())
@@ -263,10 +254,11 @@ class ProgramBody {
       const int id = s.operands[i];
       const std::string one = maps && id >= 0 ? one_value(id) : "";
       if (id < 0) {
-        os << "  const double s" << i << " = " << exact_double(s.scalars.at(i)) << ";\n";
+        const int arg = s.scalar_args.empty() ? -1 : s.scalar_args.at(i);
+        os << "  const double s" << i << " = " << (arg >= 0 ? scalar_name(arg) : exact_double(s.scalars.at(i))) << ";\n";
       } else if (!one.empty()) {  // the map takes it as the scalar it is: one divisor for a row, say
         os << "  const tp::ScalarOperand<" << type(id) << "> in" << i << "{" << one << "};\n";
-      } else {
+      } else if (reads(s, i)) {
         alias(os, "in" + std::to_string(i), id);
       }
     }
@@ -283,7 +275,7 @@ class ProgramBody {
     if (!declared_.insert(k).second) return body;
     const std::string ns = "step" + std::to_string(k);
     decls << "namespace " << ns << " {\n" << body.decls;
-    if (body.maps_slots) {
+    if (body.maps_slots && !launch_.maps_slots) {
       const bool row = chunked_row(plan_, value(s.result));
       decls << "constexpr int kBodySlots = " << (row ? plan_.rows->chunk_slots : plan.staged_output().place->slots)
             << ";\n";
@@ -452,13 +444,13 @@ class ProgramBody {
     if (src.held_by_every_lane(plan_.scope)) {
       source = named("v", a) + "[" + index + "]";
     } else if (src.in_registers() && !dst.in_registers() && !broadcast) {
-      os << "tp::scatter<" << named("P", a) << ">(" << named("v", a) << ", lane, [&](long long e, " << T << " x) { "
+      os << "tp::scatter<" << place_type(decls, a) << ">(" << named("v", a) << ", lane, [&](long long e, " << T << " x) { "
          << named("v", r) << "[tp::memory_offset(" << named("kMem", r) << ", e)] = x; });\n";
       return;
     } else if (src.in_registers()) {
       sync(os);  // the scratch area's last readers are done
       os << "{\n  " << T << "* const spill = reinterpret_cast<" << T << "*>(scratch);\n"
-         << "  tp::scatter<" << named("P", a) << ">(" << named("v", a) << ", lane, [&](long long e, " << T
+         << "  tp::scatter<" << place_type(decls, a) << ">(" << named("v", a) << ", lane, [&](long long e, " << T
          << " x) { spill[e] = x; });\n}\n";
       synced_ = false;
       sync(os);
@@ -467,12 +459,21 @@ class ProgramBody {
       source = named("v", a) + "[tp::memory_offset(" + named("kMem", a) + ", " + index + ")]";
     }
     if (dst.in_registers()) {
-      os << "tp::gather<" << named("P", r) << ">(" << named("v", r) << ", lane, [&](long long e) { return " << source
+      os << "tp::gather<" << place_type(decls, r) << ">(" << named("v", r) << ", lane, [&](long long e) { return " << source
          << "; });\n";
     } else {
       os << "tp::fill_shared<kThreads>(" << named("v", r) << ", " << named("kMem", r) << ", " << elements_of(dst)
          << ", lane, [&](long long e) { return " << source << "; });\n";
     }
+  }
+
+  // The type through which gathers and scatters see the register placement of `id`, declared once.
+  std::string place_type(std::ostream& decls, int id) {
+    const std::string name = named("P", id);
+    if (places_.insert(id).second) {
+      decls << cuda_place_type(name, place_in_registers(*value(id).layout, plan_.scope, value(id).name));
+    }
+    return name;
   }
 
   // Outputs the frame's operand could not hold from the start: an input returned as it is, or
@@ -498,14 +499,19 @@ class ProgramBody {
   bool synced_ = true;  // the frame syncs the instance after staging its inputs
   bool syncs_ = false;  // a barrier was emitted
   std::set<size_t> declared_;  // steps whose namespace is declared
+  std::set<int> places_;       // values whose placement type is declared
+  KernelBody launch_;
 };
 
-// The frame's operands (the program's inputs in argument order, then its outputs) and what the
-// launch shape depends on; the body's text comes once the instances per block are known.
+// The frame's operands (the program's inputs in argument order, its run-time scalars, then its
+// outputs) and what the launch shape depends on; the body's text comes once the instances per
+// block are known.
 FrameSpec program_operands(const ProgramPlan& plan) {
   FrameSpec spec;
-  spec.title = "tileprim program kernel: " + plan.name + " at " + plan.scope.str() + ", " +
-               std::to_string(plan.steps.size()) + " steps in one kernel";
+  spec.title = "tileprim kernel: " + plan.name + " at " + plan.scope.str() + ":";
+  for (size_t k = 0; k < plan.steps.size(); ++k) {
+    spec.title += std::string(k ? ", " : " ") + plan.steps[k].op + " [" + plan.steps[k].bound->plan().variant + "]";
+  }
   spec.scope = plan.scope;
   std::vector<const ProgramValue*> inputs;
   for (const ProgramValue& v : plan.values) {
@@ -513,9 +519,16 @@ FrameSpec program_operands(const ProgramPlan& plan) {
     if (std::find(spec.dtypes.begin(), spec.dtypes.end(), v.dtype) == spec.dtypes.end()) spec.dtypes.push_back(v.dtype);
   }
   std::sort(inputs.begin(), inputs.end(), [](const ProgramValue* a, const ProgramValue* b) { return a->input < b->input; });
-  for (const ProgramValue* v : inputs) spec.operands.push_back(operand_of(plan, *v, input_name(v->input), false));
+  for (const ProgramValue* v : inputs) spec.operands.push_back(operand_of(plan, *v, v->input, input_name(v->input), false));
+  for (int k = 0; k < plan.scalar_args; ++k) {
+    FrameOperand a;
+    a.name = scalar_name(k);
+    a.kind = Staging::scalar;
+    spec.operands.push_back(a);
+  }
   for (size_t j = 0; j < plan.outputs.size(); ++j) {
-    spec.operands.push_back(operand_of(plan, plan.values.at(plan.outputs[j]), output_name(j), true));
+    const int id = plan.outputs[j];
+    spec.operands.push_back(operand_of(plan, plan.values.at(id), id, output_name(j), true));
   }
   spec.body = launch_body(plan);
   return spec;
@@ -523,50 +536,13 @@ FrameSpec program_operands(const ProgramPlan& plan) {
 
 }  // namespace
 
-FrameSpec call_frame(const Plan& plan, KernelBody body) {
-  const OpCall& call = plan.call;
-  FrameSpec spec;
-  spec.title = "tileprim kernel: " + call.str() + " [" + plan.variant + "]";
-  spec.scope = call.scope;
-  spec.dtypes.push_back(call.output.dtype);
-  for (size_t i = 0; i < call.inputs.size(); ++i) {
-    const TileRef& r = call.inputs[i];
-    FrameOperand o;
-    o.name = r.scalar ? "s" + std::to_string(i) : input_name(static_cast<int>(i));
-    o.kind = r.scalar ? Staging::scalar : Staging::registers;
-    o.dtype = r.dtype;
-    o.load = false;  // until its staging says otherwise (zero and fill read only the shape)
-    if (!r.scalar) spec.dtypes.push_back(r.dtype);
-    spec.operands.push_back(o);
-  }
-  FrameOperand out;
-  out.name = output_name(0);
-  out.output = true;
-  out.dtype = call.output.dtype;
-  spec.operands.push_back(out);
-  for (const OperandStaging& s : plan.staging) {
-    if (s.kind == Staging::scalar) continue;
-    FrameOperand& o = s.operand < 0 ? spec.operands.back() : spec.operands.at(static_cast<size_t>(s.operand));
-    const TileRef& ref = s.operand < 0 ? call.output : call.inputs[s.operand];
-    o.kind = s.kind;
-    o.shape = ref.shape;
-    o.elements = s.elements;
-    o.load = s.load;
-    o.store = s.store;
-    o.place = s.place;
-    o.layout = s.layout;
-  }
-  spec.body = std::move(body);
-  return spec;
-}
-
 KernelSource program_launch(const ProgramPlan& plan, const std::string& arch) {
   return frame_launch(program_operands(plan), arch);
 }
 
 FrameSpec program_frame(const ProgramPlan& plan, const std::string& arch) {
   FrameSpec spec = program_operands(plan);
-  spec.body = ProgramBody(plan, frame_launch(spec, arch).instances).render();
+  spec.body = ProgramBody(plan, frame_launch(spec, arch).instances, spec.body).render();
   return spec;
 }
 

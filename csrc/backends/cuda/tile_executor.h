@@ -1,7 +1,8 @@
-// The CUDA executor of a tile variant: the variant's kernel body, the frame around it
-// (kernel_frame.h), compiled through the kernel cache for the device's architecture, loaded
-// once per call signature and launched on the caller's stream. NumPy operands travel through
-// the device's staging arena.
+// The CUDA backend's executors of tile variants and what every kernel launch shares. A tile
+// variant's executor is its kernel body (declarations and one call of its device template),
+// which a program's kernel calls as one of its steps (program_frame.h; a standalone call is the
+// program of one step), so it is never bound alone. Collectives (treduce) build and bind their
+// own kernels (CudaExecutor).
 #pragma once
 #include <memory>
 #include <string>
@@ -21,13 +22,15 @@ class CudaExecutor : public Executor {
   virtual BuiltKernel build(const Plan& plan, const std::string& arch) const = 0;
 };
 
-class CudaTileExecutor : public CudaExecutor {
+class CudaTileExecutor : public Executor {
  public:
   using MakeBody = KernelBody (*)(const Plan&);
+  // null: a step whose code the program frame writes itself (a copy between placements)
   explicit CudaTileExecutor(MakeBody make) : make_(make) {}
-  BuiltKernel build(const Plan& plan, const std::string& arch) const override;
+  // ValueError: a tile variant runs inside a program's kernel (bound_program.h), never alone.
   std::shared_ptr<const Runner> bind(const Plan& plan) const override;
-  KernelBody body(const Plan& plan) const { return make_(plan); }
+  // ValueError for a step the program frame writes itself.
+  KernelBody body(const Plan& plan) const;
 
  private:
   MakeBody make_;
@@ -47,11 +50,8 @@ CUfunction load_kernel(const CompiledKernel& binary, long long shared_bytes);
 void launch_kernel(CUfunction function, long long blocks, long long block_threads, long long shared_bytes,
                    CUstream stream, void** params, int device);
 
-// The launch shape of the plan's kernel for `arch`; nothing rendered or compiled.
-KernelSource kernel_launch(const Plan& plan, const std::string& arch);
-
-// The plan's kernel for `arch`, from the kernel cache or compiled now (tp.lower).
-// ValueError when the variant has no CUDA executor.
+// The plan's kernel for `arch`, from the kernel cache or compiled now (tp.lower of a collective).
+// ValueError when the variant has no CUDA executor that builds kernels of its own.
 BuiltKernel build_kernel(const Plan& plan, const std::string& arch);
 
 }  // namespace tp::cuda

@@ -7,8 +7,7 @@
 // Unlike the reference, the shuffle path honours axes and accum (old value folded in once),
 // and warpgroup may shuffle too as long as the reduced lanes stay within one warp.
 //
-// reduction -> cross_warp (priority 5, for tile-program steps and calls that name it): the same
-// algorithm at CTA scope (where local declines)
+// reduction -> cross_warp (priority 5): the same algorithm at CTA scope (where local declines)
 // and at warpgroup scope where the butterfly crosses warps (reduced lanes spanning up to 1024
 // threads): lane masks past 31 exchange through shared memory between the instance's barriers. The fold order is local's, so
 // the CPU backend runs it with the same lane group. Not in the reference, which has no register
@@ -249,13 +248,6 @@ Analysis local_valid(const OpCall& call, const DispatchContext&) {
   return std::make_shared<const LocalAnalysis>(analyze(call, false));
 }
 
-// Standalone calls keep the reference's rule (no register reduction at CTA scope) unless they
-// name this variant; tile programs take it for their steps.
-std::string asked_for(const OpCall& call, const DispatchContext&) {
-  if (call.program_step || call.dispatch == "cross_warp") return "";
-  return "a standalone call takes cross_warp only by name (dispatch='cross_warp'); tile programs use it for their steps";
-}
-
 Analysis cross_warp_valid(const OpCall& call, const DispatchContext&) {
   if (call.inputs.at(0).storage != Storage::local) return nullptr;
   return std::make_shared<const LocalAnalysis>(analyze(call, true));
@@ -276,8 +268,7 @@ class LocalReduction : public Variant {
  public:
   explicit LocalReduction(bool cross_warp)
       : Variant(cross_warp ? "cross_warp" : "local", cross_warp ? 5 : 10, OpFamily::reduction,
-                cross_warp ? std::vector<Predicate>{{"asked_for", asked_for}, storage_predicate(false),
-                                                    analysing("cross_warp_valid", cross_warp_valid)}
+                cross_warp ? std::vector<Predicate>{storage_predicate(false), analysing("cross_warp_valid", cross_warp_valid)}
                            : std::vector<Predicate>{storage_predicate(false), analysing("local_valid", local_valid)}),
         cross_warp_(cross_warp) {}
 

@@ -55,9 +55,11 @@ class SharedReduction : public Variant {
     const TileLayout dst = call.output.layout.value_or(TileLayout::row_major(ax.dst_shape));
     p->view = fold_view(src, src.group(ax.src_shape), ax.reduced, dst, dst.group(ax.dst_shape));
     const long long bytes = (src.span() + dst.span()) * dtype_size(call.inputs[0].dtype);
-    if (bytes > kMaxSharedBytes) {
-      throw Decline("shared memory: the src and dst tiles need " + std::to_string(bytes) +
-                    " bytes; a block has at most 227 KiB (232448 bytes)");
+    const long long limit = target_limits(plan.context.target).shared_per_block;
+    if (bytes > limit) {
+      throw Decline("shared memory: the src and dst tiles need " + std::to_string(bytes) + " bytes; a block has at most " +
+                        shared_bytes_str(limit),
+                    /*past_limit=*/true);
     }
     p->thread_wise = call.scope.kind == ScopeKind::thread;
     plan.call.output.layout = dst;

@@ -54,7 +54,8 @@ class ProgramPlan:
         32-bit registers per thread of the tiles live at once in registers, at the peak (a 64-bit
         element takes two).
     register_budget : int
-        The registers a thread of the scope may hold (65536 per block, 255 per thread).
+        The registers a thread of the scope may hold on the target (its share of a block's, within a
+        thread's limit: 65536 and 255 on every architecture so far).
     staging : str
         How the kernel holds the rows, chosen like a variant (the first candidate whose predicate
         accepts, or the program's ``staging=``): ``"registers"`` (every tile in registers for the

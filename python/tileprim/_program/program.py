@@ -1,13 +1,14 @@
 """tp.program: a Python function over tiles, traced once per call signature into steps that the
 C++ planner turns into a ProgramPlan; the CPU backend runs it step by step, the CUDA backend as one
-kernel. A repeated call of a signature is a dictionary lookup and a run."""
+kernel. A repeated call of a signature is a dictionary lookup and a run: the same memo and runs
+as a standalone call's (``_prepared``; a standalone call is the program of one step)."""
 from __future__ import annotations
 
 import functools
 import inspect
 import math
 import sys
-from typing import Dict, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -15,9 +16,9 @@ from .. import _C
 from .._backends import device_arch, resolve_backend
 from .._calls import _host_array
 from .._checks import as_int
-from .._dtypes import numpy_dtype
-from .._interop import Adapter, Unkeyable, adapter_for, placed_key, remember_device_type
-from .._torch_host import is_host_tensor, to_numpy, to_torch
+from .._interop import adapter_for, remember_device_type
+from .._prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, remember, signature
+from .._torch_host import is_host_tensor, on_host_tensors
 from .._torch_ops import routing
 from .._scope import STORAGE_SCOPES, ExecScope, thread
 from .torch_op import call_program_op, number_program, torch_compiling
@@ -28,7 +29,6 @@ from .trace import TRACING, Trace, user_location
 __all__ = ["Program", "program"]
 
 _SCALARS = (int, float, bool, np.integer, np.floating)
-_MEMO_LIMIT = 256  # signatures per program; more start over
 STAGINGS = tuple(_C.staging_names())  # how the kernel may hold the rows, in priority order
 
 
@@ -88,7 +88,6 @@ class Program:
         self._fn, self._scope, self._storage, self._staging = fn, scope, storage, staging
         self._fastmath = fastmath
         self._params = list(inspect.signature(fn).parameters)
-        self._memo: Dict[tuple, "_PreparedProgram"] = {}
         self._number = number_program(self)  # its name in a compiled graph's custom op
 
     def __call__(self, *args, batch_dims=0, scope=None, backend=None, target=None, out=None, fastmath=None):
@@ -98,29 +97,12 @@ class Program:
         always = routing(args, out)  # torch tensors that need a gradient, or fake/functional ones
         if always or (always is False and _grad_enabled()):
             return call_program_op(self, args, batch_dims, scope, backend, target, out, fastmath)
-        if any(map(is_host_tensor, args)):
-            return self._call_on_host_tensors(args, batch_dims, scope, backend, target, out, fastmath)
-        key = self._key(args, batch_dims, scope, backend, target, fastmath)
-        prepared = self._memo.get(key) if key is not None else None
+        key = signature((self, batch_dims, scope, backend, target, fastmath), args, constants=True)
+        prepared = MEMO.get(key) if key is not None else None
         if prepared is None:
             prepared = self._prepare(args, batch_dims, scope, backend, target, fastmath)
-            if key is not None:
-                if len(self._memo) >= _MEMO_LIMIT:
-                    self._memo.clear()
-                self._memo[key] = prepared
+            remember(key, prepared)
         return prepared.run(args, out)
-
-    def _call_on_host_tensors(self, args, batch_dims, scope, backend, target, out, fastmath):
-        """PyTorch CPU tensors: run on NumPy views of them, the results returned as tensors."""
-        views = tuple(to_numpy(x) for x in args)
-        if out is not None:
-            outs = tuple(to_numpy(o, contiguous=False) for o in out) if isinstance(out, tuple) else \
-                to_numpy(out, contiguous=False)
-            self(*views, batch_dims=batch_dims, scope=scope, backend=backend, target=target, out=outs,
-                 fastmath=fastmath)
-            return out
-        result = self(*views, batch_dims=batch_dims, scope=scope, backend=backend, target=target, fastmath=fastmath)
-        return tuple(map(to_torch, result)) if isinstance(result, tuple) else to_torch(result)
 
     def _tp_planner(self, *args, batch_dims=0, scope=None, backend=None, target=None, fastmath=None) -> ProgramPlan:
         """tp.plan(program, ...): the ProgramPlan of this call; nothing runs."""
@@ -130,27 +112,10 @@ class Program:
     def __repr__(self) -> str:
         return f"<tp.program {self.__name__}>"
 
-    # ---- signatures ---------------------------------------------------------------------------
-    @staticmethod
-    def _key(args, batch_dims, scope, backend, target, fastmath):
-        parts = [batch_dims, scope, backend, target, fastmath]
-        for x in args:
-            if type(x) is np.ndarray:
-                parts.append((x.dtype, x.shape, x.strides))
-            elif isinstance(x, _SCALARS):
-                parts.append((type(x), x))  # scalars are constants of the trace: a new value traces anew
-            else:
-                try:
-                    parts.append(placed_key(x))  # a device array of a type seen before
-                except Unkeyable:
-                    adapter = adapter_for(x)
-                    if adapter is None:
-                        return None
-                    remember_device_type(x, adapter)  # the next call keys it directly
-                    parts.append(adapter.placed_key(x))
-        return tuple(parts)
-
-    def _prepare(self, args, batch_dims, scope, backend, target, fastmath=False) -> "_PreparedProgram":
+    def _prepare(self, args, batch_dims, scope, backend, target, fastmath=False):
+        if any(map(is_host_tensor, args)):  # PyTorch CPU tensors: run on NumPy views, tensors returned
+            return on_host_tensors(args, lambda views: self._prepare(views, batch_dims, scope, backend, target,
+                                                                     fastmath))
         where = f"{self.__name__}"
         if len(args) != len(self._params):
             raise TypeError(f"{where}() takes {len(self._params)} arguments ({', '.join(self._params)}), "
@@ -172,6 +137,9 @@ class Program:
         for name, x in zip(self._params, args):
             if not isinstance(x, _SCALARS):
                 arrays[name] = _host_array(x, name) if adapter is None else _DeviceArray(adapter, x, name)
+                if adapter is not None:  # the next call keys it directly
+                    remember_device_type(x, adapter)
+                    OPERAND_KEYS[type(x)] = adapter.dense_key
         if not arrays:
             raise ValueError(f"{where}: at least one argument must be an array (all are scalars)")
         rank = max(a.ndim for a, _, _ in arrays.values())
@@ -195,7 +163,7 @@ class Program:
             batch_shape = (1,) * (batch_dims - len(batch_shape)) + batch_shape
         trace = Trace(self.__name__, scope)
         traced_args, inputs = [], []
-        for name, x in zip(self._params, args):
+        for position, (name, x) in enumerate(zip(self._params, args)):
             if name not in arrays:
                 traced_args.append(x.item() if isinstance(x, np.generic) else x)
                 continue
@@ -204,7 +172,8 @@ class Program:
             per_tile = tuple(b) == batch_shape
             # one tile for the whole batch: read once; partly broadcast batch dims are expanded
             shared = not per_tile and all(d == 1 for d in b)
-            inputs.append(_Input(name, arr, convert, batch_shape, tile_shape, per_tile, shared, dtype))
+            inputs.append(Input(position, convert, None if per_tile else batch_shape + tuple(tile_shape),
+                                tuple(tile_shape), shared))
             traced_args.append(trace.input(name, dtype, tile_shape, shared))
         result, names, line = _trace_call(self._fn, trace, traced_args)
         outputs = result if isinstance(result, tuple) else (result,)
@@ -219,10 +188,17 @@ class Program:
         core = _C.plan_program(self.__name__, trace.inputs, trace.steps, [t._id for t in outputs], scope.kind,
                                scope.threads, self._storage or "", self._staging or "", target or "", backend,
                                [device] if backend == "cuda" else [], fastmath)
-        plan = ProgramPlan(core, [batch_shape + t.shape for t in outputs])
-        kernel = _C.cuda.ProgramKernel(core) if backend == "cuda" else None
-        return _PreparedProgram(core, plan, inputs, outputs, batch_shape, isinstance(result, tuple), kernel, adapter,
-                                device, trace)
+        results = [(batch_shape + t.shape, t.dtype) for t in outputs]
+        plan = ProgramPlan(core.plan, [shape for shape, _ in results])
+        tiles = math.prod(batch_shape)
+        as_tuple = isinstance(result, tuple)
+        if adapter is None:
+            prepared = HostPrepared(core, plan, len(args), inputs, [], results, as_tuple, tiles)
+        else:
+            prepared = DevicePrepared(core, plan, len(args), inputs, [], results, as_tuple, tiles, adapter=adapter,
+                                      device=device)
+        prepared.trace, prepared.output_ids = trace, [t._id for t in outputs]  # what a derived backward reads
+        return prepared
 
 
 def _grad_enabled() -> bool:
@@ -293,118 +269,3 @@ def _trace_call(fn, trace: Trace, args):
         sys.setprofile(previous)
         TRACING[0] = None
     return result, seen.get("locals", {}), seen.get("line", fn.__name__)
-
-
-class _Input:
-    """One array argument and how a call readies it for the runner."""
-
-    def __init__(self, name, arr, convert, batch_shape, tile_shape, per_tile, shared, dtype):
-        self.name, self.batch_shape, self.tile_shape = name, batch_shape, tuple(tile_shape)
-        self.per_tile, self.shared, self.dtype = per_tile, shared, dtype
-        self.convert = convert
-
-    def prepare_device(self, adapter, x):
-        """A C-contiguous device array holding this input's tiles (one where the batch shares it),
-        kept alive by the caller until the launch."""
-        if not self.shared and not self.per_tile:
-            x = adapter.broadcast(x, self.batch_shape + self.tile_shape)
-        return adapter.contiguous(x)
-
-    def prepare(self, x):
-        arr = np.asarray(x) if self.convert is None else self.convert(x)
-        if self.shared:
-            return np.ascontiguousarray(arr.reshape(self.tile_shape))
-        if not self.per_tile:
-            arr = np.broadcast_to(arr, self.batch_shape + self.tile_shape)
-        return np.ascontiguousarray(arr)
-
-
-class _PreparedProgram:
-    """A program call signature's plan and what its runs need: on the CUDA backend its one
-    kernel, and for device arrays their library's adapter and device."""
-
-    def __init__(self, core, plan, inputs, outputs, batch_shape, as_tuple, kernel, adapter, device, trace):
-        self.core, self.plan, self.inputs = core, plan, inputs
-        self.trace, self.output_ids = trace, [t._id for t in outputs]  # what a derived backward reads
-        self.batch_shape, self.as_tuple = batch_shape, as_tuple
-        self.tiles = math.prod(batch_shape)
-        self.results = [(batch_shape + t.shape, numpy_dtype(t.dtype)) for t in outputs]
-        self.result_dtypes = [t.dtype for t in outputs]
-        self.prepare = [i.prepare for i in inputs]
-        self.kernel, self.adapter, self.device = kernel, adapter, device
-        if adapter is not None:
-            # what a repeated call does, fixed here (as for standalone calls): the library's own makers
-            self.run = self._run_device
-            self.stream = adapter.stream_of(device)
-            self.allocators = [adapter.allocator(shape, dtype, device)
-                               for (shape, _), dtype in zip(self.results, self.result_dtypes)]
-            self.finish = None if type(adapter).finish is Adapter.finish else adapter.finish
-            self.pointer, self.result_pointer = adapter.pointer, adapter.result_pointer
-            self.readies = [functools.partial(i.prepare_device, adapter) for i in inputs]
-
-    def _run_device(self, args, out):
-        """Device arrays in place: the result in their library, ordered on its current stream."""
-        if out is not None:
-            self.check_device_out(out)
-        held = [ready(x) for ready, x in zip(self.readies, (x for x in args if not isinstance(x, _SCALARS)))]
-        pointers = [self.pointer(h) for h in held]  # held until the launch: a copy must outlive it
-        stream = self.stream()
-        if out is not None:
-            outs = out if self.as_tuple else (out,)
-            self.kernel.run_device(pointers, [self.pointer(o) for o in outs], self.tiles, stream)
-            return out
-        results = [allocate() for allocate in self.allocators]
-        self.kernel.run_device(pointers, [self.result_pointer(r) for r in results], self.tiles, stream)
-        if self.finish is not None:
-            results = [self.finish(r, self.device, stream) for r in results]
-        return tuple(results) if self.as_tuple else results[0]
-
-    def check_device_out(self, out) -> None:
-        outs = out if self.as_tuple else (out,)
-        if self.as_tuple and not isinstance(out, tuple):
-            raise TypeError(f"out: the program returns a tuple of {len(self.results)} tiles; pass a tuple of arrays")
-        if len(outs) != len(self.results):
-            raise ValueError(f"out: the program returns {len(self.results)} tile(s); out= gives {len(outs)}")
-        a = self.adapter
-        if a.library == "jax":
-            raise TypeError("out: JAX arrays are immutable; use the returned array")
-        for o, (shape, _), dtype in zip(outs, self.results, self.result_dtypes):
-            if adapter_for(o) is not a:
-                raise TypeError(f"out: expected a {a.library} device array like the inputs, not {type(o).__name__}")
-            if tuple(a.shape(o)) != shape or a.dtype(o, "out") != dtype:
-                raise ValueError(f"out: expected shape {shape} and dtype {dtype}, not {tuple(a.shape(o))} "
-                                 f"{a.dtype(o, 'out')}")
-            if a.device(o) != self.device:
-                raise ValueError(f"out: is on device {a.device(o)}, the inputs on device {self.device}")
-            if a.contiguous(o) is not o:
-                raise ValueError("out: must be C-contiguous; the kernel writes into it")
-
-    def run(self, args, out):
-        if out is not None:
-            self.check_out(out)
-        arrays = [x for x in args if not isinstance(x, _SCALARS)]
-        ready = [p(x) for p, x in zip(self.prepare, arrays)]
-        results = [np.empty(shape, dtype) for shape, dtype in self.results]
-        if self.kernel is None:
-            self.core.run_host(ready, results, self.tiles)
-        else:
-            self.kernel.run_host(ready, results, self.tiles)
-        if out is None:
-            return tuple(results) if self.as_tuple else results[0]
-        for o, r in zip(out if self.as_tuple else (out,), results):
-            o[...] = r  # only now: a failed run leaves out untouched
-        return out
-
-    def check_out(self, out) -> None:
-        outs = out if self.as_tuple else (out,)
-        if self.as_tuple and not isinstance(out, tuple):
-            raise TypeError(f"out: the program returns a tuple of {len(self.results)} tiles; pass a tuple of arrays")
-        if len(outs) != len(self.results):
-            raise ValueError(f"out: the program returns {len(self.results)} tile(s); out= gives {len(outs)}")
-        for o, (shape, dtype) in zip(outs, self.results):
-            if not isinstance(o, np.ndarray):
-                raise TypeError(f"out: expected a NumPy array, not {type(o).__name__}")
-            if o.shape != shape or o.dtype != dtype:
-                raise ValueError(f"out: expected shape {shape} and dtype {np.dtype(dtype)}, not {o.shape} {o.dtype}")
-            if not o.flags.writeable:
-                raise ValueError("out: the array is read-only")

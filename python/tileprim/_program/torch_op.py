@@ -99,7 +99,7 @@ class ProgramOp:
         self.trace, self.output_ids, self.as_tuple = bound.trace, bound.output_ids, bound.as_tuple
         # a result tile of shape () is one value per batch entry: its gradient goes in as (..., 1)
         self.scalar_results = [bound.trace.tiles[i].shape == () for i in bound.output_ids]
-        self.results = [(shape, getattr(torch, dtype)) for (shape, _), dtype in zip(bound.results, bound.result_dtypes)]
+        self.results = [(shape, getattr(torch, dtype)) for shape, dtype in bound.results]
         self.backwards: Dict[Tuple[bool, ...], Optional[tuple]] = {}
         params = [name for name, t in zip(program._params, self.is_tensor) if t]
         self.several = len(self.results) > 1

@@ -9,6 +9,7 @@ from typing import List, Optional
 
 import numpy as np
 
+from .. import _C
 from .._checks import as_bool
 from .._dtypes import INDEX_DTYPES, TILE_DTYPES, check_index_scalar, dtype_name
 from .._op_table import SPECS
@@ -128,13 +129,9 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
             if u < 0:
                 raise TypeError(f"{where}: {op}: {name}: {op} takes tiles, not a scalar")
         shape, axes_list = tiles[1 if op == "take_along_axis" else 0].shape, [int(axes)]
-    else:
+    else:  # the planner's rule (C++'s)
         axes_list = []
-        try:
-            shape = tuple(np.broadcast_shapes(*(t.shape for t in tiles)))
-        except ValueError:
-            raise ValueError(f"{where}: {op}: tile shapes {' and '.join(str(t.shape) for t in tiles)} do not "
-                             f"broadcast") from None
+        shape = tuple(_C.broadcast_shapes([list(t.shape) for t in tiles], where, op))
     core_layout = as_layout(layout, "layout")
     core_out_layout = as_layout(out_layout, "out_layout")
     step = {"op": op, "operands": ids, "scalars": scalars, "axes": axes_list,
@@ -152,16 +149,12 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
 
 
 def _reduced(shape: tuple, axes, keepdims: bool, where: str):
+    """The result's shape by the planner's rule (C++'s), and the axes as given."""
     items = axes if isinstance(axes, (tuple, list)) else (axes,)
-    rank = len(shape)
     out = []
     for a in items:
         if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
             raise TypeError(f"{where}: axes: expected an int or a tuple of ints, not {axes!r}")
-        if not -max(rank, 1) <= a < max(rank, 1):
-            raise ValueError(f"{where}: axes: axis {a} is out of range for a tile of rank {rank}")
         out.append(int(a))
-    kept = {a % max(rank, 1) for a in out}
-    if keepdims:
-        return tuple(1 if i in kept else d for i, d in enumerate(shape)), out
-    return tuple(d for i, d in enumerate(shape) if i not in kept), out
+    reduced, _ = _C.reduced_shape(list(shape), out, keepdims, where)
+    return reduced, out
