@@ -14,10 +14,15 @@ import programs
 ARCH = "sm_90a"
 
 
-def launch(plan):
-    """The launch shape of a program's kernel, or of a standalone call's (its program of one step)."""
+def program_of(plan):
+    """A program's plan, or a standalone call's program of one step."""
     bound = getattr(plan, "_bound", None)
-    return _C.cuda.launch(bound.plan if bound is not None else plan._core, ARCH)
+    return bound.plan if bound is not None else plan._core
+
+
+def launch(plan, arch=ARCH):
+    """The launch shape of a program's kernel, or of a standalone call's (its program of one step)."""
+    return _C.cuda.launch(program_of(plan), arch)
 
 
 def shape_of(d):
@@ -134,7 +139,8 @@ def test_instances_that_sync_pass_the_same_barriers_past_the_batch_end():
     assert built["clamped"] and ", true>([&](const int round, const int slot" in built["source"]
     assert "if (live) tp::store_tile<Place_out>" in built["source"]
     # a body without barriers keeps its instances past the end out entirely
-    built = _C.cuda.build(tp.plan(tp.exp, np.ones((5, 8), np.float32), batch_dims=1, target=ARCH)._core, ARCH)
+    built = _C.cuda.build_program(program_of(tp.plan(tp.exp, np.ones((5, 8), np.float32), batch_dims=1, target=ARCH)),
+                                  ARCH)
     assert not built["clamped"] and "if (live)" not in built["source"]
 
 
@@ -170,7 +176,7 @@ def call_plan(op, shape, dtype="float32", scope=tp.thread, arity=1, **options):
     (lambda: call_plan("sqrt", (64, 1)), {"in0": "direct", "out": "direct"}, {"rounds": 16}),
     # a scalar is a parameter the body reads
     (lambda: tp.plan(tp.mul, np.ones((64, 8), np.float16), 2.0, batch_dims=1, target=ARCH),
-     {"in0": "direct", "s1": "parameter", "out": "direct"}, {}),
+     {"in0": "direct", "a0": "parameter", "out": "direct"}, {}),
     (lambda: call_plan("add", (64, 8, 32), scope=tp.warp, arity=2, layout=tp.S[(8, 32):(1, 1 @ tp.laneid)]),
      {"in0": "placed", "in1": "placed", "out": "placed"}, {"rounds": 1}),
     # a map over 1024 slots a thread takes them 32 at a time
@@ -206,7 +212,7 @@ def test_rows_in_passes_are_moved_by_the_body_and_staged_rows_by_the_block():
 
 def test_before_sm_80_the_block_copies_its_shared_tiles_at_once_and_reads_runs_in_place():
     old = "sm_75"
-    d = _C.cuda.launch(call_plan("sum", (64, 4, 32), scope=tp.cta(32), axes=-1, storage="shared")._core, old)
+    d = launch(call_plan("sum", (64, 4, 32), scope=tp.cta(32), axes=-1, storage="shared"), old)
     assert d["paths"]["in0"] == "block_tile" and d["stages"] == 1 and "cp.async" not in d["staging"]["in0"]
-    d = _C.cuda.launch(call_plan("sum", (64, 1000), axes=-1)._core, old)
+    d = launch(call_plan("sum", (64, 1000), axes=-1), old)
     assert d["paths"]["in0"] == "run" and d["window_stages"] == 0 and d["shared_bytes"] == 0
