@@ -133,15 +133,20 @@ def test_instances_that_sync_pass_the_same_barriers_past_the_batch_end():
     def normalized(x):
         return x / tp.sum(x, axes=-1, keepdims=True)
 
-    built = _C.cuda.build_program(tp.plan(normalized, np.ones((5, 1024), np.float32), batch_dims=1, target=ARCH)._core,
-                                  ARCH)
+    plan = tp.plan(normalized, np.ones((5, 1024), np.float32), batch_dims=1, target=ARCH)
+    built = _C.cuda.build_program(plan._core, ARCH)
     assert built["instances"] > 1 and "tp::CtaLanes" in built["source"]
     assert built["clamped"] and ", true>([&](const int round, const int slot" in built["source"]
     assert "if (live) tp::store_tile<Place_out>" in built["source"]
+    assert launch(plan)["clamped"]  # the launch shape reported is the one the kernel is built with
     # a body without barriers keeps its instances past the end out entirely
-    built = _C.cuda.build_program(program_of(tp.plan(tp.exp, np.ones((5, 8), np.float32), batch_dims=1, target=ARCH)),
-                                  ARCH)
-    assert not built["clamped"] and "if (live)" not in built["source"]
+    exp = tp.plan(tp.exp, np.ones((5, 8), np.float32), batch_dims=1, target=ARCH)
+    built = _C.cuda.build_program(program_of(exp), ARCH)
+    assert not built["clamped"] and "if (live)" not in built["source"] and not launch(exp)["clamped"]
+    # a standalone call whose variant syncs its instances (cross_warp) is clamped alike
+    crossed = tp.plan(tp.cta(64).sum, np.ones((5, 1024), np.float32), axes=-1, batch_dims=1, target=ARCH,
+                      layout=tp.S[(4, 64, 4):(4, 1 @ tp.tx, 1)])
+    assert crossed.variant == "cross_warp" and launch(crossed)["instances"] > 1 and launch(crossed)["clamped"]
 
 
 def test_the_launch_says_how_each_operand_is_staged():

@@ -537,7 +537,7 @@ FrameSpec program_operands(const ProgramPlan& plan) {
 }  // namespace
 
 KernelSource program_launch(const ProgramPlan& plan, const std::string& arch) {
-  return frame_launch(program_operands(plan), arch);
+  return frame_launch(program_frame(plan, arch), arch);
 }
 
 FrameSpec program_frame(const ProgramPlan& plan, const std::string& arch) {

@@ -13,8 +13,10 @@
 
 namespace tp {
 
-// A program for `arch`: its launch shape (nothing rendered; ValueError naming the program when
-// one instance needs more shared memory than the arch gives a block) and its frame, body and all.
+// A program for `arch`: its launch shape (the shape its kernel is built with: the body is rendered,
+// not compiled, so that `clamped` says whether the body syncs its instances; ValueError naming the
+// program when one instance needs more shared memory than the arch gives a block) and its frame,
+// body and all.
 KernelSource program_launch(const ProgramPlan& plan, const std::string& arch);
 FrameSpec program_frame(const ProgramPlan& plan, const std::string& arch);
 
