@@ -299,7 +299,7 @@ const char* nan_rule_text(NanRule r) {
     case NanRule::fmax: return "fmax: a NaN meeting a number yields the number; propagate_nan=True propagates";
     case NanRule::none: return "none: reads no values";
     case NanRule::compare: return "compare: a NaN compares false (0), but for ne (1)";
-    case NanRule::select: return "select: values move unchanged; a NaN cond is nonzero";
+    case NanRule::select: return "select: values move unchanged (where counts a NaN cond as nonzero)";
   }
   return "?";
 }

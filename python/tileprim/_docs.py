@@ -95,6 +95,9 @@ def op_docstring(spec: dict) -> str:
                  f"{', '.join(spec['exactly_rounded']) or 'no dtype'}; the same bits on the CPU and every "
                  f"GPU for {', '.join(spec['same_bits']) or 'no dtype'}"
                  + (f"; max error in ulps {spec['max_ulp']}." if spec["max_ulp"] else "."))
+    if family == "gather":
+        lines += ["", "It runs as a tile program of one step (tp.plan gives its ProgramPlan), so its operands keep "
+                  "their own shapes and broadcast over the batch as a program's arguments do."]
     lines += ["", "Parameters", "----------"]
     for o in operands:
         if name == "fill" and o == "value":
@@ -113,9 +116,7 @@ def op_docstring(spec: dict) -> str:
     if spec["extra_arg"] == "dtype":
         lines += ["dtype : str or dtype", "    'float16', 'bfloat16', 'float32' or 'float64'."]
     if family == "gather":
-        lines += ["axis : int, default -1", "    The tile dim indexed (counted within the tile).",
-                  "", "It runs as a tile program of one step (tp.plan gives its ProgramPlan), so its operands keep "
-                  "their own shapes and broadcast over the batch as a program's arguments do."]
+        lines += ["axis : int, default -1", "    The tile dim indexed (counted within the tile)."]
     if family == "reduction":
         lines += ["axes : int or tuple of int, default -1", "    The tile dims to reduce (counted within the tile).",
                   "accum : bool, default False", "    Fold the result into ``out``'s old values.",
