@@ -9,7 +9,9 @@ costing its callee's cheapest path to RET and a predicated EXIT never taken (a t
 batch); 2-byte global loads and stores count 10 when choosing it, so that where the kernel tests
 its rows' alignment the vector path (aligned rows, as the benchmark's) is the one counted. On the
 bfloat16 programs of issue 31 this gives what Nsight Compute counted on an H200 (softmax at 16384
-30.9 per element against 31.1, logsumexp 26.6 against 26.5). Each row: the case, both paths
+30.9 per element against 31.1, logsumexp 26.6 against 26.5). float32 maps and layers stage their
+tiles through shared memory, so their rows count that staging too (the arithmetic is in --opcodes).
+Each row: the case, both paths
 (exact, fastmath), registers, the whole kernel's instructions and the common path's per element."""
 from __future__ import annotations
 
@@ -40,7 +42,9 @@ _RARE_CALL_BLOCK = 12  # at most this many instructions around a call: a rare pa
 PROGRAMS = [(w, n, "bfloat16") for w in ("softmax", "logsumexp") for n in (4096, 16384)]
 # (the 16-bit maps: float32 maps stage their tiles through shared memory in loops, which a common
 # path of one iteration does not count per element)
-MAPS = [(op, dtype) for op in ("exp", "exp2", "silu", "log2", "log", "rsqrt") for dtype in ("float16", "bfloat16")]
+MAPS = [(op, dtype) for op in ("exp", "exp2", "silu", "log2", "log", "rsqrt", "sigmoid", "tanh") for dtype in ("float16", "bfloat16")]
+# the activation layers of issue 48 as maps (tp.layers' programs of one operand, float32 inside)
+LAYER_MAPS = [(layer, dtype) for layer in ("gelu_tanh", "gelu_erf") for dtype in ("float32", "bfloat16")]
 
 
 def cuobjdump() -> str:
@@ -202,6 +206,17 @@ def map_kernels(target: str, only: List[str], paths):
             yield case, fastmath, tp.lower(getattr(tp, op), x, batch_dims=1, target=target, fastmath=fastmath), MAP_TILE
 
 
+def layer_kernels(target: str, only: List[str], paths):
+    for layer, dtype in LAYER_MAPS:
+        case = f"layer {layer} {dtype}"
+        if only and not any(o in case for o in only):
+            continue
+        x = np.ones((1024, MAP_TILE), numpy_dtype(dtype))
+        for fastmath in paths:
+            yield case, fastmath, tp.lower(getattr(tp.layers, layer), x, batch_dims=1, target=target,
+                                           fastmath=fastmath), MAP_TILE
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", default="sm_90a")
@@ -214,7 +229,8 @@ def main(argv=None) -> int:
     paths = {"both": (False, True), "exact": (False,), "fastmath": (True,)}[args.path]
     rows = []
     print(f"{'case':<36} {'path':<9} {'regs':>4} {'kernel':>7} {'path':>6} {'per element':>11}")
-    for kernels in (program_kernels(args.target, args.only, paths), map_kernels(args.target, args.only, paths)):
+    for kernels in (program_kernels(args.target, args.only, paths), map_kernels(args.target, args.only, paths),
+                    layer_kernels(args.target, args.only, paths)):
         for case, fastmath, kernel, per_thread in kernels:
             row = {"case": case, "fastmath": fastmath, "target": args.target, **count(kernel, per_thread)}
             rows.append(row)

@@ -169,7 +169,9 @@ def test_maps_use_only_ieee_rounded_instructions(op, dtype):
 
 FAST_FORMS = {"exp": [r"ex2\.approx\.ftz\.f32"], "exp2": [r"ex2\.approx\.ftz\.f32"],
               "log": [r"lg2\.approx\.f32"], "log2": [r"lg2\.approx\.f32"], "rsqrt": [r"rsqrt\.approx\.f32"],
-              "silu": [r"ex2\.approx\.ftz\.f32", r"rcp\.approx\.ftz\.f32"]}
+              "silu": [r"ex2\.approx\.ftz\.f32", r"rcp\.approx\.ftz\.f32"],
+              "sigmoid": [r"ex2\.approx\.ftz\.f32", r"rcp\.approx\.ftz\.f32"],
+              "tanh": [r"tanh\.approx\.(f32|f16|bf16)\b"]}
 
 
 @pytest.mark.parametrize("op", sorted(FAST_FORMS))
@@ -184,8 +186,17 @@ def test_fastmath_maps_run_the_hardware_approximations(op, dtype):
     assert fast.source != exact.source  # so the kernel cache keeps them apart
 
 
-def test_fastmath_leaves_float64_and_the_ieee_exact_ops_alone():
+@pytest.mark.parametrize("dtype,target,form", [("f4", "sm_90a", "f32"), ("f2", "sm_90a", "f16"), (BF16, "sm_90a", "bf16"),
+                                               ("f2", "sm_80", "f16"), (BF16, "sm_80", "f32")])
+def test_fastmath_tanh_runs_the_16_bit_instruction_where_the_target_has_it(dtype, target, form):
+    ptx = tp.lower(tp.tanh, f(dtype, 3, 5), batch_dims=1, target=target, fastmath=True).ptx
+    assert set(re.findall(r"\btanh\.approx\.(\w+)", ptx)) == {form}  # bfloat16's needs sm_90: in float before
+
+
+def test_fastmath_leaves_float64_erf_and_the_ieee_exact_ops_alone():
     for op, args in [("exp", (f("f8", 3, 5),)), ("silu", (f("f8", 3, 5),)), ("add", (f("f4", 3, 5),) * 2),
+                     ("tanh", (f("f8", 3, 5),)), ("sigmoid", (f("f8", 3, 5),)), ("erf", (f(BF16, 3, 5),)),
+                     ("erf", (f("f4", 3, 5),)),
                      ("fma", (f(BF16, 3, 5),) * 3), ("sqrt", (f("f4", 3, 5),)), ("cast", (f("f4", 3, 5), "float16")),
                      ("maximum", (f("f2", 3, 5),) * 2), ("fdiv", (f("f4", 3, 5),) * 2)]:
         ptx = tp.lower(getattr(tp, op), *args, batch_dims=1, target="sm_90a", fastmath=True).ptx
@@ -214,6 +225,23 @@ def test_a_fastmath_program_holds_ex2_approx_and_an_exact_one_does_not():
     assert re.findall(r"ex2\.approx\.ftz\.f32", fast.ptx) and not re.findall(APPROXIMATIONS, exact.ptx)
     assert "tp::map_op::FastExp" in fast.source and "tp::map_op::FastFdiv" in fast.source
     assert "tp::map_op::Fast" not in exact.source
+
+
+@pytest.mark.parametrize("dtype", ["f4", BF16])
+def test_fastmath_activation_programs_hold_their_approximations_and_exact_ones_do_not(dtype):
+    @tp.program
+    def silu_from_sigmoid(x):
+        xf = tp.cast(x, "float32")
+        return tp.cast(xf * tp.sigmoid(xf), x.dtype)
+
+    x = f(dtype, 64, 8)
+    for program, forms in [(tp.layers.gelu_tanh, [r"tanh\.approx\.f32"]),
+                           (silu_from_sigmoid, [r"ex2\.approx\.ftz\.f32", r"rcp\.approx\.ftz\.f32"])]:
+        fast = tp.lower(program, x, batch_dims=1, target="sm_90a", fastmath=True)
+        exact = tp.lower(program, x, batch_dims=1, target="sm_90a")
+        for form in forms:
+            assert re.findall(form, fast.ptx), (program, form)
+        assert not re.findall(APPROXIMATIONS, exact.ptx), program
 
 
 def test_an_arch_nvrtc_does_not_know_falls_back_to_ptx():

@@ -232,7 +232,8 @@ def table(samples: int = 1 << 20, seed: int = 0, ops=OPS, dtypes=("float32", "fl
 
 
 # ---- fastmath=True: the GPU's approximations -----------------------------------------------------
-FASTMATH_OPS = ("exp", "exp2", "log", "log2", "rsqrt", "silu")  # and "fdiv": a division by one value
+# the ops of OPS with an approximation (tp.op_table()[op]["fastmath"]), and "fdiv": a division by one value
+FASTMATH_OPS = tuple(op for op in OPS if tp.op_table()[op]["fastmath"] is not None)
 DIVISORS = 16  # scalars each division by one value is measured with
 
 

@@ -177,10 +177,12 @@ OpDef restage(OpDef d) {
 }
 
 // fastmath=True's form of an op on the GPU (transcendental_fast.cuh): its functor, and what runs
-// in words. float16 and bfloat16 compute it in float, rounded once; float64 stays exact.
-OpDef with_fast_form(OpDef d, const std::string& fn, const std::string& form) {
+// in words. float16 and bfloat16 compute it in float, rounded once, unless `sixteen_bit` says
+// otherwise; float64 stays exact.
+OpDef with_fast_form(OpDef d, const std::string& fn, const std::string& form,
+                     const std::string& sixteen_bit = "in float, rounded once") {
   d.device_fn_fast = fn;
-  d.fast_form = form + " (float16, bfloat16: in float, rounded once; float64: exact)";
+  d.fast_form = form + " (float16, bfloat16: " + sixteen_bit + "; float64: exact)";
   return d;
 }
 
@@ -231,15 +233,22 @@ std::vector<OpDef> build_table() {
                                                    "src * sigmoid(src) = src / (1 + exp(-src)), finite wherever the result is"),
                               0.82, kWideSubnormalUlp),
                      "tp::map_op::FastSilu",
-                     "src * sigmoid(src) through ex2.approx.ftz.f32 of -|src| log2(e) and rcp.approx.ftz.f32: -0 below "
-                     "src = -87.3, where e^src flushes to 0"),
-      measured(map<map_op::Tanh, 1>("tanh", {"src"}, {0}, k16, "tp::map_op::Tanh", "the hyperbolic tangent of src"),
-               0.78, 0.69),
+                     "src * sigmoid(src), sigmoid as fastmath's (rcp.approx.ftz.f32 of 1 + ex2.approx.ftz.f32 of -src "
+                     "log2(e)): -0 below src = -87.3, where sigmoid's result flushes to 0"),
+      with_fast_form(measured(map<map_op::Tanh, 1>("tanh", {"src"}, {0}, k16, "tp::map_op::Tanh",
+                                                   "the hyperbolic tangent of src"),
+                              0.78, 0.69),
+                     "tp::map_op::FastTanh",
+                     "tanh.approx.f32: the PTX ISA bounds its relative error by 2^-11 (measured near 2^-16.5)",
+                     "tanh.approx.f16 (sm_75 on) and tanh.approx.bf16 (sm_90 on), else in float, rounded once"),
       measured(map<map_op::Erf, 1>("erf", {"src"}, {0}, k16, "tp::map_op::Erf", "the error function of src"), 0.77,
                kWideSubnormalUlp),
-      measured(map<map_op::Sigmoid, 1>("sigmoid", {"src"}, {0}, k16, "tp::map_op::Sigmoid",
-                                       "1 / (1 + exp(-src)), finite wherever the result is"),
-               0.78, kWideSubnormalUlp),
+      with_fast_form(measured(map<map_op::Sigmoid, 1>("sigmoid", {"src"}, {0}, k16, "tp::map_op::Sigmoid",
+                                                      "1 / (1 + exp(-src)), finite wherever the result is"),
+                              0.78, kWideSubnormalUlp),
+                     "tp::map_op::FastSigmoid",
+                     "rcp.approx.ftz.f32 of 1 + ex2.approx.ftz.f32 of -src log2(e): results below 2^-126 (src "
+                     "below -87.3) are 0"),
       map<map_op::Add, 2>("add", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Add", "a + b"),
       map<map_op::Sub, 2>("sub", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Sub", "a - b"),
       map<map_op::Mul, 2>("mul", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Mul", "a * b"),

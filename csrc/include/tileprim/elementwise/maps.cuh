@@ -123,6 +123,8 @@ TP_FAST_MAP(FastLog, log)
 TP_FAST_MAP(FastLog2, log2)
 TP_FAST_MAP(FastRsqrt, rsqrt)
 TP_FAST_MAP(FastSilu, silu)
+TP_FAST_MAP(FastSigmoid, sigmoid)
+TP_FAST_MAP(FastTanh, tanh)
 #undef TP_FAST_MAP
 // a / b: where b is one value for the whole bundle (a row's sum, broadcast), a times b's
 // reciprocal on the GPU (multiply_by_reciprocal, below); an IEEE division elsewhere
