@@ -3,7 +3,9 @@ GeGLU's GELU-mul (tanh), LayerNorm and the cross-entropy of logits over a vocabu
 programs through tileprim.nn (no scope named, unless --scope) beside torch eager, torch.compile of
 the same code and Liger's kernels, bfloat16, at the shapes Liger's benchmarks use; each side's
 result checked against float64 on its first rows, and tileprim's first rows against the CPU
-backend's bits, in the same run.
+backend's bits, in the same run. "tileprim fastmath" is the same programs with fastmath=True (the
+GPU's approximations in their silu, tanh, rsqrt, exp and log steps, forward and backward; its
+bits are the GPU's, so only checked against float64), with its own ratio to the best peer.
 
     python benchmarks/llm_layers.py [--quick] [--only TEXT] [--scope cta256] [--json PATH]
     python benchmarks/llm_layers.py --smoke      # no GPU: CPU backend on torch CPU tensors, tiny shapes
@@ -22,6 +24,7 @@ is n/a with the reason.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -42,6 +45,7 @@ GPU_SHAPES = {  # (tokens, features): Liger's benchmark shapes (hidden 4096; int
 }
 SMOKE_SHAPES = {"silu_mul": [(16, 72)], "gelu_mul": [(16, 72)], "layer_norm": [(12, 96)], "cross_entropy": [(12, 500)]}
 CHECK_ROWS = 64
+FAST = "tileprim fastmath"  # the side of tileprim's programs with fastmath=True
 TOLERANCE = 2.0 ** -7  # ||got - want|| / ||want|| of a bfloat16 result (or gradient) on the rows checked
 
 
@@ -83,27 +87,38 @@ def layers(scope, liger) -> Dict[str, Layer]:
         labels[::10] = -100
         return [logits, labels]
 
-    def layer_norm_tp(x, w, b):  # tileprim.nn.LayerNorm's call, its weight and bias as inputs
+    def layer_norm_tp(x, w, b, fastmath=False):  # tileprim.nn.LayerNorm's call, its weight and bias as inputs
         return tp.layers.layer_norm(x, w, b, 1e-5, batch_dims=1, scope=scope,
-                                    backend="cpu" if x.device.type == "cpu" else None)
+                                    backend="cpu" if x.device.type == "cpu" else None, fastmath=fastmath)
+
+    # fastmath=True: tileprim.nn's calls of the same programs (its modules take no fastmath=)
+    def fast_product(program):
+        return lambda a, b: tpnn._elementwise(functools.partial(program, fastmath=True), scope, a, b)
+
+    def fast_cross_entropy(x, y):
+        rows = tp.layers.cross_entropy(x, y[:, None], -100, batch_dims=1, scope=scope,
+                                       backend="cpu" if x.device.type == "cpu" else None, fastmath=True)[:, 0]
+        return rows.sum() / (y != -100).sum()
 
     def liger_side(fn):
         return fn if not isinstance(liger, str) else liger
 
     return {
-        "silu_mul": Layer("silu_mul", pair, {"tileprim": silu_mul, "torch": lambda a, b: F.silu(a) * b,
+        "silu_mul": Layer("silu_mul", pair, {"tileprim": silu_mul, FAST: fast_product(tp.layers.silu_mul),
+                                             "torch": lambda a, b: F.silu(a) * b,
                                              "liger": liger_side(lambda a, b: liger.liger_swiglu(a, b))},
                           lambda a, b: F.silu(a) * b, lambda m, n: (3 * m * n, 5 * m * n)),
-        "gelu_mul": Layer("gelu_mul", pair, {"tileprim": gelu_mul,
+        "gelu_mul": Layer("gelu_mul", pair, {"tileprim": gelu_mul, FAST: fast_product(tp.layers.gelu_tanh_mul),
                                              "torch": lambda a, b: F.gelu(a, approximate="tanh") * b,
                                              "liger": liger_side(lambda a, b: liger.liger_geglu(a, b))},
                           lambda a, b: _gelu_tanh64(a) * b, lambda m, n: (3 * m * n, 5 * m * n)),
         "layer_norm": Layer("layer_norm", norm_inputs, {
-            "tileprim": layer_norm_tp, "torch": lambda x, w, b: F.layer_norm(x, (x.shape[1],), w, b, 1e-5),
+            "tileprim": layer_norm_tp, FAST: functools.partial(layer_norm_tp, fastmath=True),
+            "torch": lambda x, w, b: F.layer_norm(x, (x.shape[1],), w, b, 1e-5),
             "liger": liger_side(lambda x, w, b: liger.liger_layer_norm(x, w, b, 1e-5))},
             lambda x, w, b: F.layer_norm(x, (x.shape[1],), w, b, 1e-5), lambda m, n: (2 * m * n, 3 * m * n)),
         "cross_entropy": Layer("cross_entropy", ce_inputs, {
-            "tileprim": ce, "torch": lambda x, y: F.cross_entropy(x, y),
+            "tileprim": ce, FAST: fast_cross_entropy, "torch": lambda x, y: F.cross_entropy(x, y),
             "liger": liger_side(lambda x, y: liger.liger_cross_entropy(x, y, ignore_index=-100))},
             lambda x, y: F.cross_entropy(x, y), lambda m, n: (m * n, 2 * m * n)),
     }
@@ -188,9 +203,10 @@ def measure(layer: Layer, shape, backward: bool, timer, device, compile_ok: bool
         except Exception as e:  # noqa: BLE001 (a side that cannot run says why)
             row["sides"][name] = {"n/a": f"{type(e).__name__}: {' '.join(str(e).split())[:400]}"}
         del own
-    peers = [s["ms"] for n, s in row["sides"].items() if n != "tileprim" and "ms" in s]
-    if peers and "ms" in row["sides"]["tileprim"]:
-        row["ratio"] = min(peers) / row["sides"]["tileprim"]["ms"]
+    peers = [s["ms"] for n, s in row["sides"].items() if not n.startswith("tileprim") and "ms" in s]
+    for ours, key in (("tileprim", "ratio"), (FAST, "ratio fastmath")):
+        if peers and "ms" in row["sides"].get(ours, {}):
+            row[key] = min(peers) / row["sides"][ours]["ms"]
     return row
 
 
@@ -204,7 +220,7 @@ def show(row: dict) -> str:
             cells.append(f"{name} {s['ms']:.3f} ms {s['TB/s']:.2f} TB/s{extra}")
         else:
             cells.append(f"{name} n/a ({s['n/a']})")
-    ratio = f"  ratio {row['ratio']:.2f}" if "ratio" in row else ""
+    ratio = "".join(f"  {key} {row[key]:.2f}" for key in ("ratio", "ratio fastmath") if key in row)
     return f"{row['case']}:{ratio}\n    " + "\n    ".join(cells)
 
 

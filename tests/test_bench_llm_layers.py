@@ -1,5 +1,5 @@
 """benchmarks/llm_layers.py without a GPU (--smoke): every layer forward and forward + backward,
-tileprim (the CPU backend) beside torch eager, each checked against float64 in the run; Liger and
+tileprim (the CPU backend; with fastmath=True too) beside torch eager, each checked against float64 in the run; Liger and
 torch.compile n/a with their reasons."""
 import json
 
@@ -16,7 +16,8 @@ def test_the_layer_benchmark_runs_and_checks_on_the_cpu(tmp_path, capsys):
     assert [r["case"].split()[:2] for r in rows] == [[name, mode] for name in llm_layers.SMOKE_SHAPES
                                                     for mode in ("fwd", "fwd+bwd")]
     for row in rows:
-        ours, eager = row["sides"]["tileprim"], row["sides"]["torch"]
+        ours, fast, eager = row["sides"]["tileprim"], row["sides"][llm_layers.FAST], row["sides"]["torch"]
         assert ours["ok"] and eager["ok"] and ours["ms"] > 0 and "ratio" in row, row
+        assert fast["ok"] and fast["ms"] > 0 and "ratio fastmath" in row, row  # the CPU: the exact functions
         assert "n/a" in row["sides"]["liger"] and "n/a" in row["sides"]["torch.compile"]
     assert "ratio" in capsys.readouterr().out
