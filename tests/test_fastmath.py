@@ -156,6 +156,21 @@ def test_a_program_on_the_cpu_gives_the_exact_bits_under_fastmath(rng):
     assert np.allclose(exact, want, rtol=1e-5, atol=1e-7)
 
 
+def test_the_fastmath_measure_counts_silus_documented_flush_apart_and_errors_elsewhere():
+    # below x = -87.34 fastmath's sigmoid is 0, so silu is -0 where x sigmoid(x) is still normal
+    x = np.array([-90.0, -88.0, -50.0, 1.0, 3.0], np.float32)
+    exact = accuracy._float64_oracle("silu", x)
+    got = exact.astype(np.float32)
+    got[:2] = -0.0
+    r = accuracy._fast_errors("silu", "float32", x, got, exact)
+    assert r.flushed == 2 and r.max_ulp <= 0.5, r
+    got[2] = 0.0  # silu(-50) is 2^-66 or so: a 0 there is an error, not the flush
+    assert accuracy._fast_errors("silu", "float32", x, got, exact).max_ulp > 1e6
+    y = np.array([-80.0], np.float32)  # exp's 0 where its result is normal is an error: the rule is silu's
+    r = accuracy._fast_errors("exp", "float32", y, np.zeros(1, np.float32), np.exp(y.astype(np.float64)))
+    assert r.flushed == 0 and r.max_ulp > 1e6, r
+
+
 # ---- on a GPU --------------------------------------------------------------------------------------
 # Until benchmarks/accuracy.py --fastmath has measured them on a GPU, the bounds are the PTX ISA's
 # order of magnitude: float32 in ulps where the result is normal (exp's grows with |x|: x log2(e)
