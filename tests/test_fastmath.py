@@ -179,8 +179,9 @@ def test_the_fastmath_measure_counts_silus_documented_flush_apart_and_errors_els
 UNMEASURED = {"float32": 128.0, "float16": 1.0, "bfloat16": 1.0}
 LG2_ABSOLUTE = 2.0 ** -20
 # tanh.approx.f32: the PTX ISA promises a relative error of 2^-11 only; measured on sm_75 it erred
-# by 134 ulps at most (N. Juffa, NVIDIA forums), so twice that until measured here
-UNMEASURED_TANH_FLOAT32 = 268.0
+# by 134 ulps at most (N. Juffa, NVIDIA forums), so twice that until measured here. Its 16-bit
+# forms' errors are published nowhere: within 2 of their ulps until measured
+UNMEASURED_TANH = {"float32": 268.0, "float16": 2.0, "bfloat16": 2.0}
 
 
 def stated(op, dtype, key):
@@ -203,7 +204,7 @@ def test_fastmath_results_stay_within_their_stated_bound(op, dtype, rng):
     elif measured is not None:  # every 16-bit input was measured; float32 was sampled
         assert r.max_ulp <= (measured if dtype != "float32" else measured * 1.25 + 0.5), r
     else:
-        assert r.max_ulp <= (UNMEASURED_TANH_FLOAT32 if (op, dtype) == ("tanh", "float32") else UNMEASURED[dtype]), r
+        assert r.max_ulp <= (UNMEASURED_TANH if op == "tanh" else UNMEASURED)[dtype], r
 
 
 @pytest.mark.gpu
