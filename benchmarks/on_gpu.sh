@@ -149,7 +149,7 @@ if want fastmath; then  # issue 45: fastmath=True and the cheaper exact 16-bit m
   TAIL=12 step fastmath_accuracy python3 benchmarks/accuracy.py --fastmath --json "$OUT/fastmath_errors.json"
   step fastmath_memcheck compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 \
     python3 -m pytest tests/test_fastmath.py -m gpu -q -p no:cacheprovider -x \
-    -k "runs_the_approximation or (programs and 4224)"
+    -k "runs_the_approximation or (programs and 4224) or activation_programs"
 fi
 if want fastmath_bench; then  # issue 45's rows, exact and fastmath, beside the peers
   carried_wheels

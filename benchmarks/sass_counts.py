@@ -43,8 +43,9 @@ PROGRAMS = [(w, n, "bfloat16") for w in ("softmax", "logsumexp") for n in (4096,
 # (the 16-bit maps: float32 maps stage their tiles through shared memory in loops, which a common
 # path of one iteration does not count per element)
 MAPS = [(op, dtype) for op in ("exp", "exp2", "silu", "log2", "log", "rsqrt", "sigmoid", "tanh") for dtype in ("float16", "bfloat16")]
-# the activation layers of issue 48 as maps (tp.layers' programs of one operand, float32 inside)
-LAYER_MAPS = [(layer, dtype) for layer in ("gelu_tanh", "gelu_erf") for dtype in ("float32", "bfloat16")]
+# the activation layers of issue 48 as maps (tp.layers' programs, float32 inside): layer -> operands
+LAYER_ARITY = {"gelu_tanh": 1, "gelu_erf": 1, "silu_mul": 2, "gelu_tanh_mul": 2}
+LAYER_MAPS = [(layer, dtype) for layer in LAYER_ARITY for dtype in ("float32", "bfloat16")]
 
 
 def cuobjdump() -> str:
@@ -213,8 +214,8 @@ def layer_kernels(target: str, only: List[str], paths):
             continue
         x = np.ones((1024, MAP_TILE), numpy_dtype(dtype))
         for fastmath in paths:
-            yield case, fastmath, tp.lower(getattr(tp.layers, layer), x, batch_dims=1, target=target,
-                                           fastmath=fastmath), MAP_TILE
+            yield case, fastmath, tp.lower(getattr(tp.layers, layer), *(x,) * LAYER_ARITY[layer], batch_dims=1,
+                                           target=target, fastmath=fastmath), MAP_TILE
 
 
 def main(argv=None) -> int:
