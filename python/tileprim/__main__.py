@@ -120,7 +120,7 @@ def _demo(args) -> int:
 
 
 def _info(args) -> int:
-    from ._info import info, info_text
+    from ._platform.info import info, info_text
     print(json.dumps(info(), indent=2) if args.json else info_text(info()))
     return 0
 
