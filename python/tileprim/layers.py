@@ -23,12 +23,9 @@ array([[0.46436882],
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
-from ._ops.public import OPS
+from ._ops import names as tp  # the ops as a user writes them: tp.sum...
 from ._program.program import program
-
-tp = SimpleNamespace(**OPS)  # the ops as a user writes them (tp.sum...), from beneath the package's face
 
 __all__ = ["gelu_erf", "gelu_tanh", "silu_mul", "gelu_tanh_mul", "layer_norm", "rms_norm", "cross_entropy"]
 
