@@ -14,7 +14,7 @@ import numpy as np
 
 import tileprim._C as _C
 from .._arrays.adapters import adapter_for, remember_device_type
-from .._arrays.routing import UNROUTED, on_host, route_program
+from .._arrays.routing import PROGRAM_ROUTES, UNROUTED, on_host
 from .._calls.call import _host_array
 from .._calls.prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, remember, signature
 from .._calls.scope import STORAGE_SCOPES, ExecScope, thread
@@ -91,10 +91,10 @@ class Program:
 
     def __call__(self, *args, batch_dims=0, scope=None, backend=None, target=None, out=None, fastmath=None):
         fastmath = self._fastmath if fastmath is None else _fastmath(fastmath)
-        # a library's own machinery takes it: torch.compile, torch tensors that need a gradient
-        routed = route_program(self, args, out, batch_dims, scope, backend, target, fastmath)
-        if routed is not UNROUTED:
-            return routed
+        for route in PROGRAM_ROUTES:  # a library's own machinery may take it: torch.compile, autograd
+            routed = route(self, args, out, batch_dims, scope, backend, target, fastmath)
+            if routed is not UNROUTED:
+                return routed
         key = signature((self, batch_dims, scope, backend, target, fastmath), args, constants=True)
         prepared = MEMO.get(key) if key is not None else None
         if prepared is None:

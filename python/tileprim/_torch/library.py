@@ -5,12 +5,14 @@ standalone calls that need autograd or meet fake/functional tensors through the 
 (``program_op``)."""
 from __future__ import annotations
 
+import sys
+
 from .._arrays.routing import UNROUTED, ArrayLibrary, register as register_library
 from .after_load import after_load
 from .arrays import torch_adapter
 from .host import is_host_tensor, on_host_tensors
 from .ops import Routed, refuse_autograd, register as register_ops, routing
-from .program_op import call_program_op, torch_compiling
+from .program_op import call_program_op
 
 __all__ = ["register"]
 
@@ -34,20 +36,16 @@ class _Torch(ArrayLibrary):
                       call["keepdims"]), not always
 
     def route_program(self, program, args, out, batch_dims, scope, backend, target, fastmath):
-        if torch_compiling():
+        torch = sys.modules["torch"]  # loaded: this entry registers as torch loads
+        if torch.compiler.is_compiling():
             return call_program_op(program, args, batch_dims, scope, backend, target, out, fastmath)
         always = routing(args, out)  # tensors that need a gradient, or fake/functional ones
-        if always or (always is False and _grad_enabled()):
+        if always or (always is False and torch.is_grad_enabled()):
             return call_program_op(program, args, batch_dims, scope, backend, target, out, fastmath)
         return UNROUTED
 
     def refuse_gradient(self, what, values):
         refuse_autograd(what, values)
-
-
-def _grad_enabled() -> bool:
-    import torch
-    return torch.is_grad_enabled()
 
 
 def _on_load() -> None:

@@ -13,7 +13,6 @@ specialised."""
 from __future__ import annotations
 
 import re
-import sys
 from typing import Dict, Optional, Tuple
 
 import numpy as np
@@ -25,7 +24,7 @@ from .._program.numbers import PROGRAMS
 from .after_load import after_load
 from .ops import define
 
-__all__ = ["ProgramOp", "call_program_op", "torch_compiling"]
+__all__ = ["ProgramOp", "call_program_op"]
 
 _OPS: Dict[tuple, "ProgramOp"] = {}
 
@@ -138,11 +137,6 @@ class ProgramOp:
                 derived = (type(self.program)(derived[0], self.trace.scope, self.program._storage), derived[1])
             self.backwards[needs] = derived
         return self.backwards[needs]
-
-
-def torch_compiling() -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and torch.compiler.is_compiling()
 
 
 def _identifier(name: str) -> str:
