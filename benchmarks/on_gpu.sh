@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything one GPU lease does, in one call: build, the GPU tests, compute-sanitizer over the
-# GPU suite, the benchmarks (python -m tileprim bench; its JSON in $OUT/bench.json). Logs go to
-# $OUT/<step>.log; a summary line per step is printed.
+# GPU suite, the benchmarks (benchmarks/run.py: python -m tileprim bench of the checkout; its JSON
+# in $OUT/bench.json). Logs go to $OUT/<step>.log; a summary line per step is printed.
 #   bash benchmarks/on_gpu.sh [install] [test] [sanitize] [bench] [programs] [programs_backward] [profile] [scopes]
 #        [fastmath] [fastmath_bench] [treduce] [processes] [nccl] [layers]
 #   (default: the first four; treduce: on a multi-GPU host, in under 8 minutes after install, the treduce
@@ -103,7 +103,8 @@ if want sanitize; then
   fi
 fi
 if want bench; then
-  TAIL=12 step bench python3 -m tileprim bench --json "$OUT/bench.json"
+  # benchmarks/run.py: the installed package has no suite beside it (python -m tileprim bench needs a checkout's)
+  TAIL=12 step bench python3 benchmarks/run.py --json "$OUT/bench.json"
 fi
 if want programs; then  # the tile-program benchmark alone (also inside bench), beside torch, torch.compile, Liger
   carried_wheels
@@ -156,7 +157,7 @@ if want fastmath_bench; then  # issue 45's rows, exact and fastmath, beside the 
   TAIL=20 step fastmath_programs python3 benchmarks/programs.py --only "softmax 32768x4096 bfloat16" \
     --only "softmax 32768x16384 bfloat16" --only "logsumexp 32768x4096 bfloat16" \
     --only "logsumexp 32768x16384 bfloat16" --json "$OUT/fastmath_programs.json"
-  TAIL=14 step fastmath_maps python3 -m tileprim bench --only "exp float16" --only "exp bfloat16" \
+  TAIL=14 step fastmath_maps python3 benchmarks/run.py --only "exp float16" --only "exp bfloat16" \
     --only "silu float16" --only "silu bfloat16" --only "log2 float16" --only "log2 bfloat16" \
     --json "$OUT/fastmath_maps.json"
 fi

@@ -30,7 +30,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 import tileprim as tp
-from tileprim._dtypes import numpy_dtype
+from tileprim._arrays.dtypes import numpy_dtype
 from tileprim_bench import program_workloads as workloads
 from tileprim_bench.cases import MAP_TILE
 

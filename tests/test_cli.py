@@ -3,6 +3,7 @@ text is read by a walker that knows only the layout syntax, never by eval."""
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -12,6 +13,8 @@ import pytest
 import tileprim as tp
 from tileprim import R, S, TileLayout, laneid, warpid
 from tileprim._layout.text import LayoutTextError, parse_layout
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def run_cli(*args, cwd=None):
@@ -55,17 +58,34 @@ def test_every_command_describes_itself(command):
     assert usage.startswith("usage:") and len(description.split()) >= 12, proc.stdout
 
 
-def test_bench_outside_a_checkout_says_where_the_benchmarks_are(tmp_path):
-    """The benchmark suite is not installed with tileprim: outside a checkout ``bench`` says where
-    it lives, whatever options it is given, and its help says so too."""
+def test_bench_finds_the_suite_of_its_own_checkout_from_any_directory(tmp_path):
+    """The suite is found beside the package's own files, not in the working directory."""
+    proc = run_cli("bench", "--backend", "cpu", "--list", "--only", "K=128 ", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "sum K=128 thread" in proc.stdout.splitlines()
+
+
+def test_an_installed_package_says_where_the_benchmarks_are(tmp_path):
+    """The benchmark suite is not installed with tileprim: a copy of the package with no checkout
+    around it says where the suite lives, whatever options ``bench`` is given (also when run from a
+    checkout: the working directory is never searched), and its help says so too."""
+    site = tmp_path / "site"
+    shutil.copytree(pathlib.Path(tp.__file__).resolve().parent, site / "tileprim",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+
+    def run_installed(*args):
+        env = dict(os.environ, PYTHONPATH=str(site))
+        return subprocess.run([sys.executable, "-m", "tileprim", *args], capture_output=True, text=True,
+                              timeout=120, cwd=ROOT, env=env)
+    assert run_installed("info", "--json").returncode == 0  # the copy imports
     for args in (["bench"], ["bench", "--quick", "--only", "sum"]):
-        proc = run_cli(*args, cwd=tmp_path)
+        proc = run_installed(*args)
         said = " ".join(proc.stderr.split())
         assert proc.returncode == 2 and "not installed with tileprim" in said, proc.stderr
         assert "benchmarks/ of its source checkout" in said and "python benchmarks/run.py" in said
-    proc = run_cli("bench", "--help", cwd=tmp_path)
+    proc = run_installed("bench", "--help")
     assert proc.returncode == 0 and "benchmarks/ of its source checkout" in " ".join(proc.stdout.split())
-    proc = run_cli("info", "--quick", cwd=tmp_path)  # other commands still refuse what they do not take
+    proc = run_installed("info", "--quick")  # other commands still refuse what they do not take
     assert proc.returncode == 2 and "unrecognized arguments: --quick" in proc.stderr
 
 

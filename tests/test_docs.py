@@ -93,7 +93,7 @@ def test_docstring_examples(test):
 
 
 def test_every_public_function_and_class_documents_itself_with_an_example():
-    for name, fn in tp._ops.OPS.items():
+    for name, fn in tp._ops.public.OPS.items():
         for section in ("Parameters", "Returns", "Raises", "Examples"):
             assert section in (fn.__doc__ or ""), (name, section)
     for obj in (tp.plan, tp.lower, tp.variants, tp.info, tp.op_table, tp.cta, tp.comm.treduce, tp.comm.ParallelGroup,

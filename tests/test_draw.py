@@ -11,7 +11,7 @@ import pytest
 
 import tileprim as tp
 from tileprim import R, S, Swizzle, TileLayout, laneid, warpid
-from tileprim._kernel import kernel_origin_words
+from tileprim._ops.lower import kernel_origin_words
 from tileprim._viz.layout_grid import bank_conflicts, layout_svg, thread_colour
 from tileprim._viz.plan_diagram import plan_diagram_svg
 from tileprim._viz.plan_html import dispatch_error_html, plan_html

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import tileprim as tp
-from tileprim._backends import device_arch
+from tileprim._platform.backends import device_arch
 from conftest import cuda_usable
 import programs
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tileprim as tp
-from tileprim import _prepared
+from tileprim._calls import prepared as _prepared
 from tileprim import S, R, laneid, tx
 from conftest import bits_equal, random_tile
 

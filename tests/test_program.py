@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tileprim as tp
-from tileprim import _prepared
+from tileprim._calls import prepared as _prepared
 from conftest import bits_equal, random_tile
 from program_chain import run_chain
 import programs
@@ -199,7 +199,7 @@ def test_torch_cpu_tensors_in_and_out(rng):
         x = random_tile(rng, (5, 96), dtype)
         w = random_tile(rng, (96,), dtype, special=False)
         want = rmsnorm(x, w, 1e-6, batch_dims=1, scope=tp.warp, backend="cpu")
-        xt, wt = (tp._torch_host.to_torch(a) for a in (x, w))
+        xt, wt = (tp._torch.host.to_torch(a) for a in (x, w))
         got = rmsnorm(xt, wt, 1e-6, batch_dims=1, scope=tp.warp, backend="cpu")
         assert isinstance(got, torch.Tensor) and got.dtype == xt.dtype and tuple(got.shape) == x.shape
         host = got.view(torch.int16).numpy().view(want.dtype) if dtype == "bfloat16" else got.numpy()

@@ -90,7 +90,7 @@ def test_ties_split_the_gradient_evenly_as_amax_and_maximum_do(device):
 
 def test_a_maximum_whose_operands_both_need_a_gradient_makes_its_tie_masks_once(monkeypatch):
     """Both operands' shares read the same masks and count: one backward runs each map once."""
-    from tileprim import _op_table
+    from tileprim._opspec import table as _op_table
     calls = []
     eq = _op_table.OPS["eq"]
     monkeypatch.setitem(_op_table.OPS, "eq", lambda *args, **kw: calls.append(1) or eq(*args, **kw))

@@ -102,7 +102,7 @@ def test_custom_ops_give_the_direct_paths_bits(rng, device, dtype):
 
 def test_opcheck_passes_for_every_op(rng, device):
     from torch.library import opcheck
-    from tileprim._torch_ops import TORCH_OPS
+    from tileprim._torch.ops import TORCH_OPS
     checked = set()
     for op, args, kw in calls(rng, device):
         if op in checked:
@@ -159,7 +159,7 @@ def test_a_mix_of_tensors_and_numpy_under_autograd_is_a_type_error(rng):
 def test_an_op_defined_without_a_backward_refuses_a_gradient(rng):
     """The helper a tile program registers its custom op with: no backward given, a requires_grad
     input under grad mode raises instead of a gradient through the ops its impl happens to call."""
-    from tileprim._torch_ops import define
+    from tileprim._torch.ops import define
     name = f"doubled_{rng.integers(1 << 30)}"
     doubled = define(name, "(Tensor x, str options) -> Tensor", lambda x, o: tp.mul(x, 2.0, backend="cpu"),
                      lambda x, o: torch.empty_like(x))

@@ -20,7 +20,7 @@ from typing import Callable, Dict, Optional
 import numpy as np
 
 import tileprim as tp
-from tileprim._dtypes import numpy_dtype
+from tileprim._arrays.dtypes import numpy_dtype
 
 OPS = ("exp", "exp2", "log", "log2", "rsqrt", "silu", "tanh", "erf", "sigmoid", "sqrt", "reciprocal")
 SIXTEEN_BIT = ("float16", "bfloat16")

@@ -11,7 +11,7 @@ from typing import Callable, Dict, Optional
 
 import numpy as np
 
-from tileprim._dtypes import numpy_dtype
+from tileprim._arrays.dtypes import numpy_dtype
 
 # NumPy and CuPy spell these the same; `xp` is the module
 _ARRAY_REDUCTIONS = {"sum": lambda x: x.sum(-1), "max": lambda x: x.max(-1), "min": lambda x: x.min(-1)}

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional
 
 import tileprim as tp
-from tileprim._dtypes import numpy_dtype
+from tileprim._arrays.dtypes import numpy_dtype
 
 REDUCTIONS = ("sum", "max", "min")
 MAPS = {"sqrt": 1, "exp": 1, "log2": 1, "silu": 1, "add": 2, "fma": 3}  # op -> number of array operands

@@ -13,8 +13,8 @@ from typing import List
 import numpy as np
 
 import tileprim as tp
-from tileprim._backends import cuda_details
-from tileprim._calls import prepared_call
+from tileprim._platform.backends import cuda_details
+from tileprim._calls.call import prepared_call
 
 from .cases import Case, Inputs, Measured
 from .timing import per_call_ms, side_by_side_ms
@@ -130,7 +130,7 @@ def gpu_small_calls(torch, inputs: Inputs, calls: int) -> List[Case]:
 
 def _host_parts(torch, x) -> dict:
     """Each step of a repeated ``tp.sum(x, axes=-1)`` on a 4x8 torch tensor, as a call to time:
-    the arguments are the generated ``tp.sum``'s own (see ``_ops._source``)."""
+    the arguments are the generated ``tp.sum``'s own (see ``_ops.functions._source``)."""
     args = ("sum", (x,), -1, None, False, tp.thread, None, None, None, 0, None, None, None, None, {})
     prepared = prepared_call(*args)
     allocate = prepared.allocators[0]

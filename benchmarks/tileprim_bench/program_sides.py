@@ -11,7 +11,7 @@ from typing import Optional
 
 import numpy as np
 
-from tileprim._dtypes import numpy_dtype
+from tileprim._arrays.dtypes import numpy_dtype
 
 from .baselines import GpuLibrary, NumpyLibrary
 from .program_workloads import Workload

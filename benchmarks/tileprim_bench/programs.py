@@ -40,7 +40,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 import tileprim as tp
-from tileprim._dtypes import numpy_dtype
+from tileprim._arrays.dtypes import numpy_dtype
 
 from .baselines import GpuLibrary, NumpyLibrary
 from .cases import Case, Inputs, Measured, scope_name

@@ -10,17 +10,17 @@ The ops (tp.sum, tp.sqrt, tp.fma, ...) are generated from the C++ op table; tp.o
 them with their dtypes, NaN rule and numerics.
 """
 
-from . import _C  # noqa: F401  (the compiled core, tileprim._C)
+import tileprim._C as _C  # noqa: F401  (the compiled core, tileprim._C)
 from ._version import __version__  # noqa: F401
 from ._layout import (R, S, Axis, DimInfo, Iter, Position, Swizzle, TileLayout, laneid, m, tid_in_wg,
                       tx, wgid, wid_in_wg, warpid)
-from ._scope import STORAGE_SCOPES, ExecScope, cta, thread, warp, warpgroup, wg
-from ._ops import OPS as _OPS
-from ._ops import op_table, plan, variants
+from ._calls.scope import STORAGE_SCOPES, ExecScope, cta, thread, warp, warpgroup, wg
+from ._ops.public import OPS as _OPS
+from ._ops.public import op_table, plan, variants
 from ._errors import DispatchError
-from ._plan import Plan
-from ._info import info
-from ._kernel import Kernel, lower
+from ._calls.plan import Plan
+from ._platform.info import info
+from ._ops.lower import Kernel, lower
 from ._program.plan import ProgramPlan
 from ._program.program import Program, program
 from ._program.tile import Tile
@@ -30,9 +30,16 @@ from . import comm
 globals().update(_OPS)  # tp.sum, tp.max, ..., tp.cast: one function per op table entry
 
 from . import layers  # noqa: E402  (tile programs of the ops above)
-from ._torch_ops import register_when_torch_loads as _register_torch_ops  # noqa: E402
+from ._arrays.cupy import register as _register_cupy  # noqa: E402
+from ._jax.arrays import register as _register_jax  # noqa: E402
+from ._torch.library import register as _register_torch  # noqa: E402
 
-_register_torch_ops()  # torch.ops.tileprim.*, once torch is loaded
+# the array libraries' entries in the routing table (none of them is imported here): CuPy's and
+# JAX's now, torch's and torch.ops.tileprim.* once torch is loaded
+_register_cupy()
+_register_jax()
+_register_torch()
+
 
 __all__ = [
     "S", "R", "TileLayout", "Swizzle", "Iter", "Position", "DimInfo", "Axis",

@@ -1,7 +1,7 @@
 """``python -m tileprim``: run four small programs, one per tile variant (``demo``), say what this
 installation can do (``info``), draw a layout as an SVG picture (``show``), or time tileprim
-against PyTorch/CuPy on a GPU or NumPy on the CPU (``bench``: the benchmark suite of a source
-checkout, which ``pip install`` leaves out)."""
+against PyTorch/CuPy on a GPU or NumPy on the CPU (``bench``: the benchmark suite of the source
+checkout this package is imported from, which ``pip install`` leaves out)."""
 from __future__ import annotations
 
 import argparse
@@ -13,8 +13,8 @@ import sys
 from typing import Callable, List, Optional
 
 BENCHMARKS_ELSEWHERE = ("the benchmarks are not installed with tileprim: they live in benchmarks/ of its "
-                        "source checkout (benchmarks/tileprim_bench). Run this command from the checkout, "
-                        "or there: python benchmarks/run.py")
+                        "source checkout (benchmarks/tileprim_bench). Run this command with tileprim imported from "
+                        "a checkout (PYTHONPATH=python, or pip install -e .), or there: python benchmarks/run.py")
 
 SHOW_EXAMPLES = """examples:
   python -m tileprim show "S[(32, 8) : (1@laneid, 1)]" -o warp_rows.svg
@@ -102,16 +102,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _benchmark_suite():
-    """The benchmark suite (``tileprim_bench``) where it can be imported, or found in benchmarks/ of
-    the checkout holding the current directory; else None."""
-    if importlib.util.find_spec("tileprim_bench") is None:
-        here = pathlib.Path.cwd()
-        found = [d for d in (here, *here.parents) if (d / "benchmarks" / "tileprim_bench").is_dir()]
-        if not found:
-            return None
-        sys.path.append(str(found[0] / "benchmarks"))
-    import tileprim_bench
-    return tileprim_bench
+    """The benchmark suite (``tileprim_bench``) of the source checkout this package is imported
+    from (python/tileprim beside benchmarks/), else None: an installed package has none beside it.
+    Found from the package's own files, never the working directory: the suite measures the
+    tileprim that imports it."""
+    if "tileprim_bench" in sys.modules:  # imported already (the tests, benchmarks/run.py)
+        return sys.modules["tileprim_bench"]
+    root = pathlib.Path(__file__).resolve().parents[2]
+    suite = root / "benchmarks" / "tileprim_bench"
+    if not ((root / "pyproject.toml").is_file() and (suite / "__init__.py").is_file()):
+        return None
+    spec = importlib.util.spec_from_file_location("tileprim_bench", suite / "__init__.py",
+                                                  submodule_search_locations=[str(suite)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["tileprim_bench"] = module  # its modules import each other by this name
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules["tileprim_bench"]
+        raise
+    return module
 
 
 def _demo(args) -> int:
@@ -120,7 +130,7 @@ def _demo(args) -> int:
 
 
 def _info(args) -> int:
-    from ._info import info, info_text
+    from ._platform.info import info, info_text
     print(json.dumps(info(), indent=2) if args.json else info_text(info()))
     return 0
 

@@ -2,7 +2,7 @@
 one, and it imports nothing of tileprim but the compiled core."""
 from __future__ import annotations
 
-from . import _C
+import tileprim._C as _C
 
 __all__ = ["DispatchError"]
 

@@ -3,8 +3,8 @@ $TILEPRIM_CACHE_DIR, else $XDG_CACHE_HOME/tileprim/<version>, else ~/.cache/tile
 TILEPRIM_CACHE=0 keeps them in memory only."""
 from __future__ import annotations
 
-from . import _C
-from ._backends import cuda_details
+import tileprim._C as _C
+from ._platform.backends import cuda_details
 
 __all__ = ["clear", "directory", "disk_enabled"]
 

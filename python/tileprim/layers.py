@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import math
 
-import tileprim as tp  # the ops as a user writes them (this module loads after them)
-
+from ._ops import names as tp  # the ops as a user writes them: tp.sum...
 from ._program.program import program
 
 __all__ = ["gelu_erf", "gelu_tanh", "silu_mul", "gelu_tanh_mul", "layer_norm", "rms_norm", "cross_entropy"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import operator
 from typing import Dict, List, Optional
 
-from .. import _C
+import tileprim._C as _C
 
 __all__ = ["Axis", "OnAxis", "LayoutExpr", "S", "R", "Iter", "m", "laneid", "warpid", "tx", "wgid",
            "tid_in_wg", "wid_in_wg", "THREAD_WEIGHT", "axis_rank", "layout_int", "as_tuple", "row_major"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple, Union
 
-from .. import _C
+import tileprim._C as _C
 from .syntax import THREAD_WEIGHT, Iter, LayoutExpr, as_tuple, axis_rank, layout_int, row_major
 
 __all__ = ["TileLayout", "Swizzle", "Position", "PositionSet", "DimInfo", "as_layout", "spelled_layout"]

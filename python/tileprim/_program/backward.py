@@ -2,7 +2,7 @@
 arguments are the forward's arrays and the gradients of its results, and whose results are the
 gradients of the forward arguments that need one. It recomputes the forward values the
 vector-Jacobian products read (only those), then takes the forward steps in reverse order, each
-step's product written with tileprim ops (``_derivatives``, the rules standalone ops' backward
+step's product written with tileprim ops (``_opspec.derivatives``, the rules standalone ops' backward
 use). Being a tile program, it is planned, lowered and run as one kernel like any, with the same
 bits on the CPU and the GPU.
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 import inspect
 from typing import Dict, List, Sequence
 
-from .._derivatives import GATHER, NARY, UNARY, VALUELESS
-from .._op_table import OPS
+from .._opspec.derivatives import GATHER, NARY, UNARY, VALUELESS
+from .._opspec.table import OPS
 from .tile import Tile
 from .trace import TRACING
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Dict
 
-from .._op_table import OPS, SPECS
+from .._opspec.table import OPS, SPECS
 from .program import Program
 
 __all__ = ["run_gather"]

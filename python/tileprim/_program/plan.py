@@ -7,7 +7,7 @@ from __future__ import annotations
 from html import escape
 from typing import Dict, List
 
-from .._plan import Plan
+from .._calls.plan import Plan
 
 __all__ = ["ProgramPlan", "StepPlan"]
 

@@ -1,7 +1,7 @@
 """tp.program: a Python function over tiles, traced once per call signature into steps that the
 C++ planner turns into a ProgramPlan; the CPU backend runs it step by step, the CUDA backend as one
 kernel. A repeated call of a signature is a dictionary lookup and a run: the same memo and runs
-as a standalone call's (``_prepared``; a standalone call is the program of one step)."""
+as a standalone call's (``_calls.prepared``; a standalone call is the program of one step)."""
 from __future__ import annotations
 
 import functools
@@ -12,16 +12,15 @@ from typing import Optional
 
 import numpy as np
 
-from .. import _C
-from .._backends import device_arch, resolve_backend
-from .._calls import _host_array
+import tileprim._C as _C
+from .._arrays.adapters import adapter_for, remember_device_type
+from .._arrays.routing import PROGRAM_ROUTES, UNROUTED, on_host
+from .._calls.call import _host_array
+from .._calls.prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, remember, signature
+from .._calls.scope import STORAGE_SCOPES, ExecScope, thread
 from .._checks import as_int
-from .._interop import adapter_for, remember_device_type
-from .._prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, remember, signature
-from .._torch_host import is_host_tensor, on_host_tensors
-from .._torch_ops import routing
-from .._scope import STORAGE_SCOPES, ExecScope, thread
-from .torch_op import call_program_op, number_program, torch_compiling
+from .._platform.backends import device_arch, resolve_backend
+from .numbers import number_program
 from .plan import ProgramPlan
 from .tile import Tile
 from .trace import TRACING, Trace, user_location
@@ -92,11 +91,10 @@ class Program:
 
     def __call__(self, *args, batch_dims=0, scope=None, backend=None, target=None, out=None, fastmath=None):
         fastmath = self._fastmath if fastmath is None else _fastmath(fastmath)
-        if torch_compiling():
-            return call_program_op(self, args, batch_dims, scope, backend, target, out, fastmath)
-        always = routing(args, out)  # torch tensors that need a gradient, or fake/functional ones
-        if always or (always is False and _grad_enabled()):
-            return call_program_op(self, args, batch_dims, scope, backend, target, out, fastmath)
+        for route in PROGRAM_ROUTES:  # a library's own machinery may take it: torch.compile, autograd
+            routed = route(self, args, out, batch_dims, scope, backend, target, fastmath)
+            if routed is not UNROUTED:
+                return routed
         key = signature((self, batch_dims, scope, backend, target, fastmath), args, constants=True)
         prepared = MEMO.get(key) if key is not None else None
         if prepared is None:
@@ -113,9 +111,9 @@ class Program:
         return f"<tp.program {self.__name__}>"
 
     def _prepare(self, args, batch_dims, scope, backend, target, fastmath=False):
-        if any(map(is_host_tensor, args)):  # PyTorch CPU tensors: run on NumPy views, tensors returned
-            return on_host_tensors(args, lambda views: self._prepare(views, batch_dims, scope, backend, target,
-                                                                     fastmath))
+        viewed = on_host(args, lambda views: self._prepare(views, batch_dims, scope, backend, target, fastmath))
+        if viewed is not None:  # e.g. PyTorch CPU tensors: run on NumPy views, tensors returned
+            return viewed
         where = f"{self.__name__}"
         if len(args) != len(self._params):
             raise TypeError(f"{where}() takes {len(self._params)} arguments ({', '.join(self._params)}), "
@@ -199,10 +197,6 @@ class Program:
                                       device=device)
         prepared.trace, prepared.output_ids = trace, [t._id for t in outputs]  # what a derived backward reads
         return prepared
-
-
-def _grad_enabled() -> bool:
-    return sys.modules["torch"].is_grad_enabled()
 
 
 def _program_backend(backend, arrays):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-from .._op_table import OPS
+from .._opspec.table import OPS
 
 __all__ = ["Tile"]
 

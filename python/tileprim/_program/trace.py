@@ -9,12 +9,12 @@ from typing import List, Optional
 
 import numpy as np
 
-from .. import _C
+import tileprim._C as _C
+from .._arrays.dtypes import INDEX_DTYPES, TILE_DTYPES, check_index_scalar, dtype_name
+from .._calls.scope import ExecScope, thread
 from .._checks import as_bool
-from .._dtypes import INDEX_DTYPES, TILE_DTYPES, check_index_scalar, dtype_name
-from .._op_table import SPECS
 from .._layout.value import as_layout
-from .._scope import ExecScope, thread
+from .._opspec.table import SPECS
 from .tile import Tile
 
 __all__ = ["TRACING", "Trace", "record_step", "user_location"]

@@ -10,7 +10,7 @@ import uuid
 import weakref
 from typing import Dict, List, Optional
 
-from .._backends import cuda_details, resolve_backend
+from .._platform.backends import cuda_details, resolve_backend
 from ._errors import CommError
 from ._timeout import DEFAULT_TIMEOUT, check_timeout
 from .processes.bootstrap import Bootstrap

@@ -11,7 +11,7 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from .. import _C
+import tileprim._C as _C
 from .._checks import OPTIONAL_STR, expect
 
 __all__ = ["TreduceOptions", "treduce_options"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from .. import _C
+import tileprim._C as _C
 from .._checks import short_repr
 
 __all__ = ["DEFAULT_TIMEOUT", "check_timeout", "call_timeout"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .._plan import Plan
-from .._torch_ops import refuse_autograd
+from .._arrays.routing import refuse_gradients
+from .._calls.plan import Plan
 from ._group import DistributedGroup, ParallelGroup
 from ._options import treduce_options
 from ._timeout import call_timeout
@@ -76,7 +76,7 @@ def treduce(group: ParallelGroup, dst=None, op: str = "sum", *, tile=(64, 256), 
            [6., 6., 6.]], dtype=float32)
     """
     if isinstance(group, DistributedGroup):
-        refuse_autograd("treduce", [group.tensor, dst])
+        refuse_gradients("treduce", [group.tensor, dst])
         # its options are checked among the rank's own checks, which every rank hears of
         return distributed_treduce(group, dst, call_timeout(timeout, group.comm.timeout), op=op, tile=tile,
                                    pingpong=pingpong, valid=valid, accumulate=accumulate, backend=backend,

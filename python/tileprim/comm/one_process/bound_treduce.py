@@ -6,9 +6,9 @@ from typing import List, Sequence
 
 import numpy as np
 
-from ... import _C
-from ..._dtypes import numpy_dtype
-from ..._interop import array_pointer
+import tileprim._C as _C
+from ..._arrays.adapters import array_pointer
+from ..._arrays.dtypes import numpy_dtype
 from .._timeout import DEFAULT_TIMEOUT
 from .dst_overlap import raise_dst_overlap
 from .rank_tensor import RankTensor

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Dict
 
-from ... import _C
-from ..._interop import PLACED_KEYS
-from ..._torch_ops import refuse_autograd
+import tileprim._C as _C
+from ..._arrays.adapters import PLACED_KEYS
+from ..._arrays.routing import refuse_gradients
 from .._options import TreduceOptions
 from .bound_treduce import BoundTreduce
 from .checked_treduce import check_and_bind
@@ -52,7 +52,7 @@ def run_treduce(tensors: list, dst, options: TreduceOptions):
             out = repeated.run(tensors, dst)
             if out is not None:
                 return out
-    refuse_autograd("treduce", [*tensors, dst])
+    refuse_gradients("treduce", [*tensors, dst])
     bound = bound_treduce(tensors, dst, options)
     out = bound.run(tensors, dst)
     if dst is not None and bound.adapter is not None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import _C
-from ..._backends import resolve_backend
-from ..._dtypes import numpy_dtype
-from ..._interop import adapter_for, remember_device_type
-from ..._plan import Plan
+import tileprim._C as _C
+from ..._arrays.adapters import adapter_for, remember_device_type
+from ..._arrays.dtypes import numpy_dtype
+from ..._calls.plan import Plan
+from ..._platform.backends import resolve_backend
 from .._options import TreduceOptions
 from .bound_treduce import BoundTreduce
 from .core_plan import prepare

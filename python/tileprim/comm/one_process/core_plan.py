@@ -7,8 +7,8 @@ import dataclasses
 import functools
 from typing import List, NamedTuple, Tuple
 
-from ... import _C
-from ..._backends import default_target
+import tileprim._C as _C
+from ..._platform.backends import default_target
 from .._options import TreduceOptions
 
 __all__ = ["prepare", "RanksLayout", "plan_for_layout", "fold_options", "contiguous_plan"]

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import _C
+import tileprim._C as _C
+from ..._arrays.dtypes import dtype_name, numpy_dtype
 from ..._checks import plain_ndarray
-from ..._dtypes import dtype_name, numpy_dtype
 
 __all__ = ["RankTensor", "DTYPES"]
 

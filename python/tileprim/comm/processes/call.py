@@ -11,8 +11,8 @@ from typing import List, Optional
 
 import numpy as np
 
+from ..._arrays.adapters import Unkeyable, placed_key
 from ..._errors import DispatchError
-from ..._interop import Unkeyable, placed_key
 from .._errors import CallTypeError, CommError, CommTimeout
 from .._options import treduce_options
 from ..one_process.calls import bound_treduce

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
-from ..._interop import PLACED_KEYS, adapter_for, array_pointer, remember_device_type
+from ..._arrays.adapters import PLACED_KEYS, adapter_for, array_pointer, remember_device_type
 from .._options import TreduceOptions
 from ..one_process.rank_tensor import RankTensor
 

@@ -16,7 +16,7 @@ import tempfile
 import time
 from typing import Iterable, List, Optional, Sequence
 
-from ... import _C
+import tileprim._C as _C
 from .._errors import CommError, CommTimeout
 
 __all__ = ["Rendezvous", "SharedFile", "remove_segment", "source_segment"]

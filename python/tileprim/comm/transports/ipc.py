@@ -28,7 +28,7 @@ import pickle
 import struct
 from typing import Dict, List
 
-from ... import _C
+import tileprim._C as _C
 from .._errors import CommError
 from ..one_process.calls import bound_treduce
 from ..one_process.rank_tensor import RankTensor

@@ -28,9 +28,9 @@ from typing import List
 
 import numpy as np
 
-from ... import _C
-from ..._backends import nccl_status
-from ..._interop import c_strides
+import tileprim._C as _C
+from ..._arrays.adapters import c_strides
+from ..._platform.backends import nccl_status
 from .._errors import CommError
 from .._options import TreduceOptions
 from ..one_process.calls import bound_treduce

@@ -9,8 +9,8 @@ from typing import List, Optional
 
 import numpy as np
 
-from ..._dtypes import numpy_dtype
-from ..._interop import array_pointer
+from ..._arrays.adapters import array_pointer
+from ..._arrays.dtypes import numpy_dtype
 from .._errors import CommError
 from ..one_process.calls import bound_treduce
 from ..processes.rendezvous import SharedFile, source_segment

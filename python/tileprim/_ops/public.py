@@ -1,5 +1,5 @@
-"""The primitives as Python functions, one per entry of the C++ op table (``_op_functions``
-writes them): each hands its arguments to the call memo (``_calls``) and runs the prepared call.
+"""The primitives as Python functions, one per entry of the C++ op table (``functions``
+writes them): each hands its arguments to the call memo (``_calls.call``) and runs the prepared call.
 Every op is also a method of each scope; ``tp.plan`` gives an op's Plan, nothing run."""
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import json
 import os
 from typing import Dict, List, Tuple
 
-from . import _C
-from ._calls import prepared_call
-from ._op_functions import op_function
-from ._op_table import OPS, SPECS
-from ._scope import thread
-from .comm import treduce
+import tileprim._C as _C
+from .._calls.call import prepared_call
+from .._calls.scope import thread
+from .._opspec.table import OPS, SPECS
+from ..comm import treduce
+from .functions import op_function
 
 __all__ = ["OPS", "plan", "variants", "op_table", "op_name"]
 
@@ -119,7 +119,10 @@ def fastmath_errors(op: str, dtypes: List[str]) -> Dict[str, dict]:
             for key in ("max_ulp", "max_abs")} | {"measured_on": measured["device"] or "not measured"}
 
 
+_FASTMATH_ERRORS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fastmath_errors.json")  # package's
+
+
 @functools.lru_cache(maxsize=1)
 def _fastmath_measurements() -> dict:
-    with open(os.path.join(os.path.dirname(__file__), "fastmath_errors.json"), encoding="utf-8") as f:
+    with open(_FASTMATH_ERRORS, encoding="utf-8") as f:
         return json.load(f)

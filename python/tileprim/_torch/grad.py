@@ -4,16 +4,16 @@ scope, storage, layouts, batch_dims); the maps run at thread scope, a row per th
 operand broadcasts, 8 elements per thread: an elementwise op gives the same bits however its
 tiles are cut, and a map at a wider scope would need a layout the forward's does not give.
 
-The rules themselves are ``_derivatives``' (shared with the tile programs' backward); the tie
+The rules themselves are ``_opspec.derivatives``' (shared with the tile programs' backward); the tie
 masks of max/min come from ``tp.eq``. Broadcast operands get the gradient summed back to their
 shape (``sum_to_size``)."""
 from __future__ import annotations
 
-from ._derivatives import NARY, UNARY, VALUELESS
+from .._opspec.derivatives import NARY, UNARY, VALUELESS
 
-from ._op_table import OPS
-from ._scope import thread
-from ._torch_options import options_of
+from .._calls.scope import thread
+from .._opspec.table import OPS
+from .options import options_of
 
 __all__ = ["backward_of"]
 

@@ -5,8 +5,9 @@ for the twins torch.compile traces) and runs what that makes, or, inside a tile 
 traced, records a step instead."""
 from __future__ import annotations
 
-from ._docs import op_docstring
-from ._program.trace import TRACING, record_step
+from .._opspec.docs import op_docstring
+from .._program.gather_call import run_gather
+from .._program.trace import TRACING, record_step
 
 __all__ = ["op_function"]
 
@@ -23,11 +24,6 @@ def _gather_source(spec: dict, runs: bool) -> str:
     record = f"    if TRACING[0] is not None:\n        return record_step({args})\n" if runs else ""
     return (f"def op({', '.join(spec['operands'])}, axis=-1, *, out=None, {_COMMON}):\n{record}"
             f"    return gather_call({args}, runs={runs})\n")
-
-
-def _gather_call(*args, runs: bool):
-    from ._program.gather_call import run_gather  # the programs' modules load after the ops'
-    return run_gather(*args, runs=runs)
 
 
 def _source(spec: dict, runs: bool) -> str:
@@ -56,11 +52,11 @@ def _source(spec: dict, runs: bool) -> str:
 
 
 def op_function(spec: dict, prepare, default_scope, runs: bool = True):
-    """The function of the op ``spec`` (an entry of ``_op_table.SPECS``): it hands its arguments to
+    """The function of the op ``spec`` (an entry of ``_opspec.table.SPECS``): it hands its arguments to
     ``prepare`` and runs what comes back (``runs=False``: returns its Plan instead); ``scope``
     defaults to ``default_scope``."""
     namespace = {"prepare": prepare, "thread": default_scope, "TRACING": TRACING, "record_step": record_step,
-                 "gather_call": _gather_call}
+                 "gather_call": run_gather}
     exec(compile(_source(spec, runs), f"<tileprim.{spec['name']}>", "exec"), namespace)
     fn = namespace["op"]
     fn.__name__ = fn.__qualname__ = spec["name"]

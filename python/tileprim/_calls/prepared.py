@@ -15,10 +15,10 @@ from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
-from . import _C
-from ._checks import plain_ndarray, short_repr
-from ._dtypes import INDEX_DTYPES, check_index_scalar, dtype_name, numpy_dtype
-from ._interop import Adapter, Unkeyable, adapter_for, placed_key
+import tileprim._C as _C
+from .._arrays.adapters import Adapter, Unkeyable, adapter_for, placed_key
+from .._arrays.dtypes import INDEX_DTYPES, check_index_scalar, dtype_name, numpy_dtype
+from .._checks import plain_ndarray, short_repr
 
 __all__ = ["MEMO", "OPERAND_KEYS", "signature", "remember", "forget", "Input", "HostPrepared", "DevicePrepared"]
 

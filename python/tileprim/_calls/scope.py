@@ -1,7 +1,7 @@
 """Exec scopes: who runs one instance of a primitive on one tile.
 
 Every op is a function with ``scope=...`` and a method of each scope object (found in
-``_op_table.OPS``, which ``_ops`` fills)::
+``_opspec.table.OPS``, which ``_ops.public`` fills)::
 
     tp.sum(A, axes=-1, scope=tp.cta(32), storage="shared")
     tp.cta(32).sum(A, axes=-1, storage="shared")        # the same call
@@ -12,8 +12,8 @@ import functools
 import operator
 import sys
 
-from . import _C
-from ._op_table import OPS
+import tileprim._C as _C
+from .._opspec.table import OPS
 
 __all__ = ["ExecScope", "thread", "warp", "warpgroup", "wg", "cta", "STORAGE_SCOPES"]
 

@@ -1,9 +1,9 @@
 """tp.info(): what this installation can do, and why not where it cannot."""
 from __future__ import annotations
 
-from . import _C
-from ._backends import cuda_details, cuda_status, nccl_status
-from ._version import __version__
+import tileprim._C as _C
+from .._version import __version__
+from .backends import cuda_details, cuda_status, nccl_status
 
 
 def info() -> dict:

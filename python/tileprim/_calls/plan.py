@@ -93,5 +93,5 @@ class Plan:
         return str(self._core)
 
     def _repr_html_(self) -> str:
-        from ._viz.plan_html import plan_html
+        from .._viz.plan_html import plan_html
         return plan_html(self)

@@ -7,14 +7,13 @@ the call has no derivative (``jax.grad`` through it raises JAX's error for callb
 calls on JAX GPU arrays stay on the GPU."""
 from __future__ import annotations
 
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ._op_table import OPS
+from .._opspec.table import OPS
 
-__all__ = ["traced", "JaxCallback"]
+__all__ = ["JaxCallback"]
 
 _WORKER = []  # one thread, started from a tracing thread
 
@@ -27,12 +26,6 @@ def _worker() -> ThreadPoolExecutor:
         pool.submit(int).result()  # the thread starts now, from this thread
         _WORKER.append(pool)
     return _WORKER[0]
-
-
-def traced(values) -> bool:
-    """True where an operand is a JAX tracer (inside jit, vmap, grad...)."""
-    jax = sys.modules.get("jax")
-    return jax is not None and any(isinstance(x, jax.core.Tracer) for x in values)
 
 
 class JaxCallback:

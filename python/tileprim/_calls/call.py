@@ -1,6 +1,6 @@
 """Calling a tile primitive: the caller's arguments become a prepared call once per call
 signature (checked, then planned by C++ as the program of one step: ``_C.prepare_call``), and
-every call of that signature is a dictionary lookup and a run (``_prepared``, which tile programs
+every call of that signature is a dictionary lookup and a run (``prepared``, which tile programs
 share).
 
 The signature key is what decides the plan: the op, each operand's kind, dtype, shape, strides
@@ -13,20 +13,18 @@ from typing import List, Optional
 
 import numpy as np
 
-from . import _C
-from ._backends import default_target, resolve_backend
-from ._checks import OPTIONAL_STR, as_bool, as_int, expect, plain_ndarray
-from ._dtypes import TILE_DTYPES, dtype_name, numpy_dtype
-from ._interop import adapter_for, remember_device_type
-from ._jax import JaxCallback, traced
-from ._layout.syntax import LayoutExpr
-from ._layout.value import TileLayout, as_layout, spelled_layout
-from ._op_table import SPECS
-from ._plan import Plan
-from ._prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, forget, remember
-from ._scope import ExecScope
-from ._torch_host import is_host_tensor, on_host_tensors
-from ._torch_ops import Routed, routing
+import tileprim._C as _C
+from .._arrays.adapters import adapter_for, remember_device_type
+from .._arrays.dtypes import TILE_DTYPES, dtype_name, numpy_dtype
+from .._arrays.routing import on_host, route_call
+from .._checks import OPTIONAL_STR, as_bool, as_int, expect, plain_ndarray
+from .._layout.syntax import LayoutExpr
+from .._layout.value import TileLayout, as_layout, spelled_layout
+from .._opspec.table import SPECS
+from .._platform.backends import default_target, resolve_backend
+from .plan import Plan
+from .prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, forget, remember
+from .scope import ExecScope
 
 __all__ = ["prepared_call", "forget"]
 
@@ -43,7 +41,7 @@ def prepared_call(op: str, operands: tuple, axes, out, accum, scope, storage, la
     if type(out_layout) is LayoutExpr and out_layout.shard is not None:
         out_layout = spelled_layout(out_layout)
     if (layout is None or type(layout) is TileLayout) and (out_layout is None or type(out_layout) is TileLayout):
-        try:  # _prepared.signature spelled out: this runs on every call, and a call frame costs 0.2 us
+        try:  # prepared.signature spelled out: this runs on every call, and a call frame costs 0.2 us
             key = (op, scope, axes, accum, keepdims, storage, layout, out_layout, batch_dims, target, backend,
                    dispatch, extra, *[OPERAND_KEYS[type(x)](x) for x in operands], *config.items())
             prepared = MEMO.get(key)
@@ -52,19 +50,17 @@ def prepared_call(op: str, operands: tuple, axes, out, accum, scope, storage, la
     if prepared is None:
         args = (op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
                 dispatch, extra, config, keepdims)
-        always = routing(operands, out)  # torch tensors that need autograd, or fake/functional ones
-        if always is not None or traced(operands):
-            options = dict(scope=scope, storage=storage, layout=layout, out_layout=out_layout, batch_dims=batch_dims,
-                           target=target, backend=backend, dispatch=dispatch, extra=extra, config=config)
-            if always is None:  # JAX tracers: the eager call takes keepdims as a keyword, as config is passed
-                if keepdims:
-                    options["config"] = {**config, "keepdims": True}
-                return JaxCallback(op, axes, accum, options)
-            prepared = Routed(always, op, axes, accum, options, lambda: _prepare(*args), keepdims)
-            if always:  # a subclass's key would meet the plain tensor's
-                return prepared
-        else:
+        # a library's own machinery may take the call (torch autograd, fake tensors, JAX tracers)
+        options = dict(scope=scope, storage=storage, layout=layout, out_layout=out_layout, batch_dims=batch_dims,
+                       target=target, backend=backend, dispatch=dispatch, extra=extra, config=config)
+        routed = route_call(operands, out, dict(op=op, axes=axes, accum=accum, keepdims=keepdims, options=options),
+                            lambda: _prepare(*args))
+        if routed is None:
             prepared = _prepare(*args)
+        else:
+            prepared, memo = routed
+            if not memo:
+                return prepared
         remember(key, prepared)
     return prepared
 
@@ -136,10 +132,10 @@ def _operands(op: str, names, values, extra_scalar_ok) -> List[_Operand]:
 
 def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
              dispatch, extra, config, keepdims=False):
-    if any(map(is_host_tensor, values)):  # torch CPU tensors: through NumPy views
-        return on_host_tensors(values, lambda views: _prepare(op, views, axes, out, accum, scope, storage, layout,
-                                                               out_layout, batch_dims, target, backend, dispatch,
-                                                               extra, config, keepdims))
+    viewed = on_host(values, lambda views: _prepare(op, views, axes, out, accum, scope, storage, layout, out_layout,
+                                                     batch_dims, target, backend, dispatch, extra, config, keepdims))
+    if viewed is not None:  # e.g. torch CPU tensors: through NumPy views
+        return viewed
     spec = SPECS[op]
     if not isinstance(scope, ExecScope):
         raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")

@@ -8,6 +8,10 @@ import sys
 import ml_dtypes
 import numpy as np
 
+from .._arrays.adapters import PLACED_KEYS
+from .._calls.prepared import OPERAND_KEYS
+from .arrays import torch_adapter
+
 __all__ = ["is_host_tensor", "to_numpy", "to_torch", "TorchHostCall", "on_host_tensors"]
 
 
@@ -47,9 +51,7 @@ def _same(x):
 def on_host_tensors(values, prepare) -> "TorchHostCall":
     """The call on these values, some of them torch CPU tensors, prepared (``prepare(views)``) on
     NumPy views of them; later calls' tensors are keyed as torch keys them."""
-    from ._interop import PLACED_KEYS, adapter_named
-    from ._prepared import OPERAND_KEYS
-    torch_keys = adapter_named("torch")
+    torch_keys = torch_adapter()
     for x in values:
         if is_host_tensor(x):
             OPERAND_KEYS[type(x)], PLACED_KEYS[type(x)] = torch_keys.dense_key, torch_keys.placed_key

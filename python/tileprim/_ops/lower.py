@@ -5,13 +5,13 @@ from __future__ import annotations
 import html
 from typing import Optional
 
-from . import _C
-from ._backends import cuda_details, cuda_status, device_arch
-from ._interop import adapter_for
-from ._ops import plan
-from ._plan import Plan
-from ._program.plan import ProgramPlan
-from ._program.program import Program
+import tileprim._C as _C
+from .._arrays.adapters import adapter_for
+from .._calls.plan import Plan
+from .._platform.backends import cuda_details, cuda_status, device_arch
+from .._program.plan import ProgramPlan
+from .._program.program import Program
+from .public import plan
 
 __all__ = ["Kernel", "lower", "kernel_origin_words"]
 

@@ -1,5 +1,5 @@
 """Each op's vector-Jacobian product, written once with tileprim ops: the backward of a
-standalone op (``_torch_grad``, on tensors) and the backward of a tile program (``_program.backward``,
+standalone op (``_torch.grad``, on tensors) and the backward of a tile program (``_program.backward``,
 on the tiles of the backward program being traced) both read these rules. ``tp`` is whatever runs
 the ops: an object with the op functions bound to the backward's options, or the op functions
 themselves inside a trace.

@@ -1,6 +1,9 @@
 """Device arrays from PyTorch, CuPy, JAX or anything with ``__cuda_array_interface__``: one
 adapter per library gives an array's signature, pointer, device and the library's current
-stream, and allocates results in the caller's own library.
+stream, and allocates results in the caller's own library. Here: what every adapter is
+(``Adapter``), the ``__cuda_array_interface__`` one, and the keys a call signature takes of an
+array; each library's own adapter lives with it (``_torch.arrays``, ``_jax.arrays``,
+``_arrays.cupy``) and answers through the routing table (``routing``).
 
 Inputs are used in place (zero copy) when C-contiguous; the kernel runs on the library's
 current stream (PyTorch, CuPy, the interface's ``stream``), so it is ordered after the work that
@@ -13,10 +16,11 @@ from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
-from . import _C
-from ._dtypes import dtype_name, numpy_dtype
+import tileprim._C as _C
+from .dtypes import dtype_name, numpy_dtype
+from .routing import library_of
 
-__all__ = ["adapter_for", "adapter_named", "Adapter", "OwnedArray", "c_strides", "Unkeyable", "remember_device_type",
+__all__ = ["adapter_for", "Adapter", "OwnedArray", "c_strides", "Unkeyable", "remember_device_type",
            "placed_key", "PLACED_KEYS", "array_pointer"]
 
 
@@ -98,150 +102,6 @@ class Adapter:
                         "result's shape")
 
 
-class _Torch(Adapter):
-    library = "torch"
-    lazy_view = "is_neg"  # x.conj().imag of a complex x: its memory holds -x.imag until resolve_neg()
-
-    def __init__(self):
-        import torch
-        self._torch = torch
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        self._raw_stream = raw if callable(raw) else None
-        # the per-call steps as PyTorch's own C functions: no Python frame of ours on a repeated call
-        self.contiguous = torch.Tensor.contiguous
-        self.pointer = self.result_pointer = torch.Tensor.data_ptr
-    # every key holds the negative bit: a repeated call must not take a lazy view for the array it
-    # replaced (check_stored refuses it where the call is checked)
-    def dense_key(self, x):  # a torch.dtype first: no other library's key starts with one
-        # requires_grad: such a tensor's calls take the custom op under grad mode (_torch_ops)
-        return (x.dtype, x.shape, x.device, x.is_neg(), x.requires_grad)
-
-    def key(self, x):
-        return (x.dtype, x.shape, x.stride(), x.get_device(), x.is_neg())
-
-    def placed_key(self, x):  # key() inline: one call per array of a repeated collective
-        return (type(x), x.dtype, x.shape, x.stride(), x.get_device(), x.is_neg())
-
-    def check_stored(self, x, arg):
-        if x.is_neg():
-            raise TypeError(f"{arg}: its negative bit is set (a lazy view such as z.conj().imag), so its memory "
-                            f"holds the negated values; pass {arg}.resolve_neg()")
-
-    def device(self, x):
-        return x.get_device()
-
-    def strides(self, x):
-        return tuple(x.stride())
-
-    def stream(self, device):
-        if self._raw_stream is not None:
-            return self._raw_stream(device)
-        return self._torch.cuda.current_stream(device).cuda_stream
-
-    def stream_of(self, device):
-        if self._raw_stream is not None:
-            return functools.partial(self._raw_stream, device)
-        return super().stream_of(device)
-
-    def streams(self, devices):
-        if self._raw_stream is not None:
-            return list(map(self._raw_stream, devices))
-        return super().streams(devices)
-
-    def empty(self, template, shape, dtype):
-        return template.new_empty(shape, dtype=getattr(self._torch, dtype))
-
-    def allocator(self, shape, dtype, device):
-        # torch.empty_like of one element broadcast to the shape parses a single argument where
-        # torch.empty parses sizes, dtype and device (0.4-1 us less per call on an H100); a
-        # broadcast view is not dense, so its results take C-contiguous strides (checked here)
-        torch, shape = self._torch, tuple(shape)
-        made = torch.empty(shape, dtype=getattr(torch, dtype), device=torch.device("cuda", device))
-        template = made if made.numel() <= 1 else torch.empty((), dtype=made.dtype, device=made.device).expand(shape)
-        if torch.empty_like(template).stride() == made.stride():
-            return functools.partial(torch.empty_like, template)
-        return functools.partial(torch.empty, shape, dtype=made.dtype, device=made.device)
-
-    def broadcast(self, x, shape):
-        return x.broadcast_to(tuple(shape)).contiguous()
-
-
-class _Cupy(Adapter):
-    library = "cupy"
-
-    def __init__(self):
-        import cupy
-        self._cupy = cupy
-
-    def key(self, x):
-        return (x.dtype, x.shape, x.strides, x.device.id)
-
-    def dense_key(self, x):
-        return ("cupy", x.dtype, x.shape, x.device.id)
-
-    def device(self, x):
-        return x.device.id
-
-    def strides(self, x):
-        return tuple(s // x.itemsize for s in x.strides)
-
-    def contiguous(self, x):
-        return x if x.flags.c_contiguous else self._cupy.ascontiguousarray(x)
-
-    def pointer(self, x):
-        return x.data.ptr
-
-    def stream(self, device):
-        with self._cupy.cuda.Device(device):  # CuPy keeps a current stream per device
-            return self._cupy.cuda.get_current_stream().ptr
-
-    def empty(self, template, shape, dtype):
-        return self._empty_on(template.device.id, tuple(shape), dtype)
-
-    def allocator(self, shape, dtype, device):
-        return functools.partial(self._empty_on, device, tuple(shape), dtype)
-
-    def result_pointer(self, result):
-        return result.data.ptr
-
-    def _empty_on(self, device, shape, dtype):
-        with self._cupy.cuda.Device(device):
-            return self._cupy.empty(shape, dtype=numpy_dtype(dtype))
-
-    def broadcast(self, x, shape):
-        return self._cupy.ascontiguousarray(self._cupy.broadcast_to(x, tuple(shape)))
-
-
-class _Jax(Adapter):
-    library = "jax"
-
-    def key(self, x):
-        return (x.dtype, x.shape, self.device(x))
-
-    def dense_key(self, x):
-        return ("jax", *self.key(x))
-
-    def device(self, x):
-        (dev,) = x.devices()
-        return dev.id
-
-    def contiguous(self, x):
-        return x
-
-    def pointer(self, x):
-        x.block_until_ready()
-        return x.unsafe_buffer_pointer()
-
-    def finish(self, result, device, stream):
-        import jax.dlpack
-        _C.cuda.synchronize(stream, device)
-        return jax.dlpack.from_dlpack(result)
-
-    def broadcast(self, x, shape):
-        import jax.numpy as jnp
-        return jnp.broadcast_to(x, tuple(shape))
-
-
 class _Interface(Adapter):
     """Anything with ``__cuda_array_interface__`` (v3)."""
 
@@ -293,26 +153,17 @@ def c_strides(shape) -> tuple:
     return tuple(reversed(strides))
 
 
-_ADAPTERS = {}
-
-
-def adapter_named(name: str) -> Adapter:
-    if name not in _ADAPTERS:
-        _ADAPTERS[name] = {"torch": _Torch, "cupy": _Cupy, "jax": _Jax, "cuda_array_interface": _Interface}[name]()
-    return _ADAPTERS[name]
+_INTERFACE = _Interface()
 
 
 def adapter_for(x) -> Optional[Adapter]:
-    """The adapter of a device array, or None for anything else (NumPy arrays, host tensors)."""
-    mod = type(x).__module__.split(".")[0]
-    if mod == "torch":
-        return adapter_named("torch") if getattr(x, "is_cuda", False) else None
-    if mod == "cupy":
-        return adapter_named("cupy")
-    if mod in ("jax", "jaxlib"):
-        return adapter_named("jax") if any(d.platform == "gpu" for d in x.devices()) else None
+    """The adapter of a device array (its library's, from the routing table, else the
+    ``__cuda_array_interface__`` one), or None for anything else (NumPy arrays, host tensors)."""
+    library = library_of(x)
+    if library is not None:
+        return library.device_adapter(x)
     if not isinstance(x, np.ndarray) and hasattr(x, "__cuda_array_interface__"):
-        return adapter_named("cuda_array_interface")
+        return _INTERFACE
     return None
 
 

@@ -9,8 +9,8 @@ import site
 import sys
 from typing import Dict, Tuple
 
-from . import _C
-from ._version import __version__
+import tileprim._C as _C
+from .._version import __version__
 
 __all__ = ["resolve_backend", "default_target", "device_arch", "BACKENDS", "cuda_status", "cuda_details",
            "nccl_status"]

@@ -1,6 +1,6 @@
 """Every tileprim op as a ``torch.library`` custom op (``torch.ops.tileprim.<op>``), registered
-once per op when torch loads (or at import, where it has), with a fake implementation (the result's shape,
-dtype and device, nothing run) and a backward (``_torch_grad``).
+once per op when torch loads (``library.register``), with a fake implementation (the result's shape,
+dtype and device, nothing run) and a backward (``grad``).
 
 Which calls take the custom op: those ``torch.compile`` traces (Dynamo inlines each op
 function's twin, which calls the custom op), tensors that need autograd (an input with
@@ -9,27 +9,24 @@ tracing). Every other call on torch tensors keeps the direct path: a custom op's
 costs more than a small call does.
 
 The schema of each op is fixed; what is not a tensor or the axes travels as ``options``, the
-name of an entry in the table of call options (``_torch_options``). A tile program registers
+name of an entry in the table of call options (``options``). A tile program registers
 through ``define`` too: one custom op per program signature (a name made from its traced steps'
 key), its options interned in that table, its backward optional (none: a gradient is refused, not
 dropped)."""
 from __future__ import annotations
 
-import importlib.abc
-import importlib.util
 import sys
-import warnings
 from typing import Dict, Optional
 
-from . import _torch_grad
-from ._layout.value import TileLayout
-from ._op_functions import op_function
-from ._op_table import OPS, SPECS
-from ._scope import thread
-from ._torch_options import OPTION_NAMES, intern_options, options_name, options_of
+from .._calls.scope import thread
+from .._layout.value import TileLayout
+from .._ops.functions import op_function
+from .._opspec.table import OPS, SPECS
+from .after_load import after_load
+from .grad import backward_of
+from .options import OPTION_NAMES, intern_options, options_name, options_of
 
-__all__ = ["routing", "Routed", "register", "define", "register_when_torch_loads", "refuse_autograd", "after_load",
-           "TORCH_OPS"]
+__all__ = ["routing", "Routed", "register", "define", "refuse_autograd", "TORCH_OPS"]
 
 TORCH_OPS: Dict[str, object] = {}  # op name -> torch.ops.tileprim.<op>.default, once registered
 _LIBRARY = []  # the torch.library.Library that owns the registrations (kept alive)
@@ -218,7 +215,7 @@ def register() -> None:
     _LIBRARY.append(torch.library.Library("tileprim", "DEF"))
     for name in _own_ops():
         spec = SPECS[name]
-        TORCH_OPS[name] = define(name, _schema(spec), _direct(spec), _fake(spec), *_torch_grad.backward_of(spec))
+        TORCH_OPS[name] = define(name, _schema(spec), _direct(spec), _fake(spec), *backward_of(spec))
     after_load("torch._dynamo", _register_compiled_twins)  # torch.compile's first use loads it
 
 
@@ -259,53 +256,3 @@ def _register_compiled_twins() -> None:
     if substitute is not None:
         for name in _own_ops():
             substitute(OPS[name], skip_signature_check=True)(op_function(SPECS[name], _torch_call, None))
-
-
-class _AfterLoad(importlib.abc.MetaPathFinder):
-    """Finds ``name`` through the other finders and calls each of ``thens`` once it has loaded:
-    tileprim's ops are registered when torch loads, their compiled twins when torch._dynamo does,
-    so a first call inside torch.compile meets them (Dynamo cannot trace a registration)."""
-
-    def __init__(self, name: str, then):
-        self.name, self.thens, self.finding = name, [then], False
-
-    def find_spec(self, name, path=None, target=None):
-        if name != self.name or self.finding:
-            return None
-        self.finding = True  # the other finders' answer (a find_spec that imports nothing asks too)
-        try:
-            spec = importlib.util.find_spec(name)
-        finally:
-            self.finding = False
-        if spec is not None and spec.loader is not None:
-            exec_module, thens = spec.loader.exec_module, self.thens
-
-            def exec_then_register(module):
-                exec_module(module)
-                if self in sys.meta_path:
-                    sys.meta_path.remove(self)
-                for then in thens:
-                    try:
-                        then()
-                    except Exception as e:  # the module itself loaded: say so, and let the import stand
-                        warnings.warn(f"tileprim: registering its ops with {name} failed ({e!r}); torch.compile "
-                                      f"and autograd will not see them", RuntimeWarning, stacklevel=2)
-            spec.loader.exec_module = exec_then_register
-        return spec
-
-
-def after_load(name: str, then) -> None:
-    """then() now where module ``name`` is loaded, else right after it loads."""
-    if name in sys.modules:
-        then()
-        return
-    waiting = next((f for f in sys.meta_path if isinstance(f, _AfterLoad) and f.name == name), None)
-    if waiting is None:
-        sys.meta_path.insert(0, _AfterLoad(name, then))
-    elif then not in waiting.thens:
-        waiting.thens.append(then)
-
-
-def register_when_torch_loads() -> None:
-    """register() now where torch is loaded, else right after it loads."""
-    after_load("torch", register)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Dict
 
-from ._scope import ExecScope
+from .._calls.scope import ExecScope
 
 __all__ = ["OPTION_NAMES", "intern_options", "options_name", "options_of"]
 

@@ -12,31 +12,21 @@ the graph holds the custom op. A shape is part of the signature: a traced (symbo
 specialised."""
 from __future__ import annotations
 
-import itertools
 import re
-import sys
-import weakref
 from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from .._dtypes import numpy_dtype
-from .._scope import ExecScope
-from .._torch_ops import after_load, define
-from .backward import derive_backward
+from .._arrays.dtypes import numpy_dtype
+from .._calls.scope import ExecScope
+from .._program.backward import derive_backward
+from .._program.numbers import PROGRAMS
+from .after_load import after_load
+from .ops import define
 
-__all__ = ["ProgramOp", "call_program_op", "number_program", "torch_compiling"]
+__all__ = ["ProgramOp", "call_program_op"]
 
 _OPS: Dict[tuple, "ProgramOp"] = {}
-_PROGRAMS: "weakref.WeakValueDictionary[int, object]" = weakref.WeakValueDictionary()
-_NUMBERS = itertools.count(1)
-
-
-def number_program(program) -> int:
-    """A number naming ``program`` in this process (what a compiled graph's constants can hold)."""
-    number = next(_NUMBERS)
-    _PROGRAMS[number] = program
-    return number
 
 
 def call_program_op(program, args, batch_dims, scope, backend, target, out, fastmath=False):
@@ -69,7 +59,7 @@ def op_name(number: int, described: tuple, batch_dims, scope_parts, backend, tar
     op = _OPS.get(key)
     if op is None:
         scope = None if scope_parts is None else ExecScope(*scope_parts)
-        op = _OPS[key] = ProgramOp(_PROGRAMS[number], described, dict(batch_dims=batch_dims, scope=scope,
+        op = _OPS[key] = ProgramOp(PROGRAMS[number], described, dict(batch_dims=batch_dims, scope=scope,
                                                                           backend=backend, target=target,
                                                                           fastmath=fastmath))
     return op.name, op.as_tuple and len(op.results) == 1
@@ -147,11 +137,6 @@ class ProgramOp:
                 derived = (type(self.program)(derived[0], self.trace.scope, self.program._storage), derived[1])
             self.backwards[needs] = derived
         return self.backwards[needs]
-
-
-def torch_compiling() -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and torch.compiler.is_compiling()
 
 
 def _identifier(name: str) -> str:

@@ -1,0 +1,108 @@
+"""The routing table: what the call path asks of an array library it never imports. Each library's
+adapter module (``_torch``, ``_jax``, ``_arrays.cupy``) registers an ``ArrayLibrary`` under the
+top-level module of its array types; an argument finds its library by its type's module, so
+``import tileprim`` imports no array library, and a library's arrays exist only once it is loaded.
+
+The call path asks, where a call signature is first prepared: ``device_adapter`` (arrays used in
+place on a GPU), ``on_host`` (host arrays read through NumPy views), ``route_call`` (a call taken by
+the library's own machinery: torch's custom op under autograd, JAX's host callback inside
+``jit``); on every call of a tile program: ``route_program`` (torch.compile and autograd); and
+before a collective: ``refuse_gradient``."""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional
+
+__all__ = ["ArrayLibrary", "UNROUTED", "PROGRAM_ROUTES", "register", "library_of", "route_call", "on_host",
+           "refuse_gradients"]
+
+UNROUTED = object()  # route_program's answer where the library leaves the call to tileprim
+
+
+class ArrayLibrary:
+    """One array library as the call path meets it; every answer here: nothing of its own."""
+
+    def device_adapter(self, x):
+        """The adapter (``_arrays.adapters.Adapter``) of a device array of this library, else None."""
+        return None
+
+    def is_host_array(self, x) -> bool:
+        """True for an array read on the host through a NumPy view (``on_host``)."""
+        return False
+
+    def on_host(self, values, prepare: Callable):
+        """The call on ``values``, some of them this library's host arrays, prepared by
+        ``prepare(views)`` on NumPy views of them and returning the library's arrays."""
+        raise NotImplementedError
+
+    def route_call(self, values, out, call: dict, prepare: Callable):
+        """None, or (prepared, memo) where the library takes this standalone call: ``call`` holds
+        op, axes, accum, keepdims and options; ``prepare()`` makes tileprim's own prepared call;
+        memo: whether the call's memo may keep the answer for the signature."""
+        return None
+
+    def route_program(self, program, args, out, batch_dims, scope, backend, target, fastmath):
+        """The result where the library takes this call of a tile program (its arguments and
+        options as the call gave them), else UNROUTED. Asked on every call, whatever the
+        arguments: inside torch.compile a call is routed before any tensor is looked at."""
+        return UNROUTED
+
+    def refuse_gradient(self, what: str, values) -> None:
+        """TypeError where one of ``values`` needs a gradient that ``what`` has none for."""
+
+
+_LIBRARIES: Dict[str, ArrayLibrary] = {}  # by the top-level module of the library's array types
+# the route_program of each library that has one: a tile program's every call asks them in turn
+# (spelled out there, as a call frame costs 0.2 us), none where no such library is loaded
+PROGRAM_ROUTES: List[Callable] = []
+
+
+def register(modules, library: ArrayLibrary) -> None:
+    """``library`` answers for the arrays whose type's top-level module is one of ``modules``."""
+    for module in modules:
+        _LIBRARIES[module] = library
+    answers = type(library).route_program is not ArrayLibrary.route_program
+    if answers and library.route_program not in PROGRAM_ROUTES:
+        PROGRAM_ROUTES.append(library.route_program)
+
+
+def library_of(x) -> Optional[ArrayLibrary]:
+    """The library of x's type (or of a base class: a subclass defined elsewhere), else None."""
+    cls = type(x)
+    library = _LIBRARIES.get(cls.__module__.partition(".")[0])
+    if library is None:
+        for base in cls.__mro__[1:-1]:
+            library = _LIBRARIES.get(base.__module__.partition(".")[0])
+            if library is not None:
+                break
+    return library
+
+
+def _libraries(values) -> List[ArrayLibrary]:
+    found = []
+    for x in values:
+        library = library_of(x)
+        if library is not None and library not in found:
+            found.append(library)
+    return found
+
+
+def route_call(values, out, call: dict, prepare: Callable):
+    """(prepared, memo) from the first library of the operands that takes the call, else None."""
+    for library in _libraries(values):
+        routed = library.route_call(values, out, call, prepare)
+        if routed is not None:
+            return routed
+    return None
+
+
+def on_host(values, prepare: Callable):
+    """The call prepared on NumPy views where an operand is a library's host array, else None."""
+    for library in _libraries(values):
+        if any(map(library.is_host_array, values)):
+            return library.on_host(values, prepare)
+    return None
+
+
+def refuse_gradients(what: str, values) -> None:
+    for library in _libraries(values):
+        library.refuse_gradient(what, values)

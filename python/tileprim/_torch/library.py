@@ -1,0 +1,58 @@
+"""torch's entry in the routing table, registered once torch loads (with ``torch.ops.tileprim.*``):
+CUDA tensors through their adapter (``arrays``), CPU tensors through NumPy views (``host``),
+standalone calls that need autograd or meet fake/functional tensors through the custom ops
+(``ops``), tile programs under ``torch.compile`` or autograd through their program op
+(``program_op``)."""
+from __future__ import annotations
+
+import sys
+
+from .._arrays.routing import UNROUTED, ArrayLibrary, register as register_library
+from .after_load import after_load
+from .arrays import torch_adapter
+from .host import is_host_tensor, on_host_tensors
+from .ops import Routed, refuse_autograd, register as register_ops, routing
+from .program_op import call_program_op
+
+__all__ = ["register"]
+
+
+class _Torch(ArrayLibrary):
+    def device_adapter(self, x):
+        return torch_adapter() if getattr(x, "is_cuda", False) else None
+
+    def is_host_array(self, x):
+        return is_host_tensor(x)
+
+    def on_host(self, values, prepare):
+        return on_host_tensors(values, prepare)
+
+    def route_call(self, values, out, call, prepare):
+        always = routing(values, out)  # tensors that need autograd, or fake/functional ones
+        if always is None:
+            return None
+        # a subclass's call is never kept: its key would meet the plain tensor's
+        return Routed(always, call["op"], call["axes"], call["accum"], call["options"], prepare,
+                      call["keepdims"]), not always
+
+    def route_program(self, program, args, out, batch_dims, scope, backend, target, fastmath):
+        torch = sys.modules["torch"]  # loaded: this entry registers as torch loads
+        if torch.compiler.is_compiling():
+            return call_program_op(program, args, batch_dims, scope, backend, target, out, fastmath)
+        always = routing(args, out)  # tensors that need a gradient, or fake/functional ones
+        if always or (always is False and torch.is_grad_enabled()):
+            return call_program_op(program, args, batch_dims, scope, backend, target, out, fastmath)
+        return UNROUTED
+
+    def refuse_gradient(self, what, values):
+        refuse_autograd(what, values)
+
+
+def _on_load() -> None:
+    register_library(("torch",), _Torch())
+    register_ops()
+
+
+def register() -> None:
+    """torch's routes and custom ops, now where torch is loaded, else right after it loads."""
+    after_load("torch", _on_load)
