@@ -56,6 +56,10 @@ void check_layout(const TileRef& t, const ExecScope& scope, const std::string& a
     throw ValueError(arg + ": " + L.str() + " has replicas; a " + std::string(storage_name(t.storage)) +
                      " tile holds each element once");
   }
+  if (L.padded()) {
+    throw ValueError(arg + ": " + L.str() + " is padded; a " + std::string(storage_name(t.storage)) +
+                     " tile has no slots past its elements (only a register tile is padded over its threads)");
+  }
   check_shared_addresses(L, t.dtype, arg, ctx);
 }
 

@@ -161,12 +161,10 @@ void mark_syncs(ProgramPlan& plan);
 // The layout a multi-thread scope gives a tile when a step names none: the elements spread over
 // the scope's threads as evenly as the shape allows, in runs of 4 interleaved over the threads
 // where every thread gets more than one run (so that a warp's accesses are contiguous), else one
-// run each; where the thread count does not divide the tile, gcd(elements, threads) threads own
-// runs and the rest hold replicas.
+// run each. A row (1-D) the threads do not divide is padded: every thread holds ceil(n / threads)
+// slots (whole runs past one), the slots past the row's end holding nothing. One value, or a tile
+// of several dims the threads do not divide: gcd(elements, threads) threads own it and the rest
+// hold replicas.
 std::optional<TileLayout> spread_layout(const std::vector<long long>& shape, const ExecScope& scope);
-// Where the scope's thread count does not divide a tile of n elements (so spread_layout replicates
-// it): the CTAs nearest in size whose thread counts do, as a hint for the plan's reasons; "" where
-// it divides.
-std::string dividing_scopes(long long n, const ExecScope& scope);
 
 }  // namespace tp

@@ -28,12 +28,14 @@ struct StagingVerdict {
 };
 
 // The rows of a chunked (shared or streamed) program: every row tile has `shape` and the same
-// register placement in closed form, tp::RunPlace<owners, vec> over `slots` slots per thread,
-// which a pass takes `chunk_slots` at a time (a contiguous run of chunk_elements of the row).
+// register placement in closed form, tp::RunPlace<owners, vec[, padded]> over `slots` slots per
+// thread, which a pass takes `chunk_slots` at a time (a contiguous run of chunk_elements of the
+// row; a padded row's last chunks hold slots past its elements).
 struct RowChunks {
   std::vector<long long> shape;
   int slots = 0;
   int owners = 0, vec = 0;
+  long long padded = 0;  // the row's elements where its slots are padded past them, else 0
   int chunk_slots = 0;
   int chunks() const { return slots / chunk_slots; }
   long long chunk_elements() const { return static_cast<long long>(chunk_slots) * owners; }
