@@ -95,7 +95,6 @@ TileLayout::TileLayout(std::vector<Iter> shard, std::vector<Iter> replica,
       swizzle_(swizzle) {
   check_parts();
   measure();
-  elements_ = size_;
 }
 
 TileLayout TileLayout::padded_to(long long elements) const {
@@ -137,6 +136,7 @@ void TileLayout::measure() {
                      "shard iter " + std::to_string(k) + ": extent " + int_str(shard_[k].extent));
     }
   }
+  elements_ = size_;  // unpadded (padded_to narrows it)
 
   std::map<Axis, long long> last = offset_;  // the largest coordinate on each axis
   const auto reach = [&](const char* part, const std::vector<Iter>& iters) {

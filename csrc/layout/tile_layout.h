@@ -97,7 +97,7 @@ class TileLayout {
   std::map<Axis, long long> offset_;
   Swizzle swizzle_;
   long long size_ = 1;
-  long long elements_ = 1;
+  long long elements_ = 1ll << 62;  // measure() sets it to size_
   long long span_ = 1;
 };
 
