@@ -277,7 +277,7 @@ def test_a_ragged_row_is_padded_over_every_thread(rng):
     x = random_tile(rng, (3, 1000), "float32", special=False)
     ragged = tp.plan(softmax, x, batch_dims=1, scope=tp.cta(256), target="sm_90a")
     assert ragged.staging == "registers"
-    assert "1000 elements over the 256 threads of cta(256), padded: 4 slots per thread, the 24 past the row's end " \
+    assert "1000 elements over the 256 threads of cta(256), padded: 4 slots per thread, the 24 past its end " \
            "holding nothing" in str(ragged)
     assert "replica" not in str(ragged)
     even = tp.plan(softmax, x, batch_dims=1, scope=tp.cta(250), target="sm_90a")

@@ -156,3 +156,25 @@ def test_maps_on_ragged_rows(n, rng):
     assert np.array_equal(np.isnan(out), np.isnan(want))  # the poison is overwritten everywhere
     plan = tp.plan(maps_only, x, y, batch_dims=1, scope=tp.cta(256), target="sm_90a")
     assert plan.staging != "spilled" and (n % 256 == 0 or f"padded({n})" in str(plan))
+
+
+@tp.program
+def biased_rows(x, b):
+    y = x + b
+    return y - tp.max(y, axes=-1, keepdims=True) + tp.sum(y, axes=(-2, -1), keepdims=True)
+
+
+@pytest.mark.parametrize("scope", [tp.warp, tp.cta(32), tp.cta(128)], ids=str)
+@pytest.mark.parametrize("shape", [(3, 5, 7), (2, 3, 33), (5, 1, 9)])
+def test_tiles_of_several_dims_with_a_broadcast_operand(shape, scope, rng):
+    """x[B, 3, 5, 7] + b[7] at cta(32): the tile padded flat (4 slots per thread, not 105 held by
+    every thread), the broadcast read by element, its reductions over some dims exact."""
+    x = random_tile(rng, (4,) + shape, "float32", special=False)
+    b = random_tile(rng, shape[-1:], "float32", special=False)
+    out = np.full(x.shape, np.nan, np.float32)
+    biased_rows(x, b, batch_dims=1, scope=scope, backend="cpu", out=out)
+    y = x.astype(np.float64) + b
+    want = y - y.max(-1, keepdims=True) + y.sum(axis=(-2, -1), keepdims=True)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * np.abs(y).sum(axis=(-2, -1)).max())
+    plan = tp.plan(biased_rows, x, b, batch_dims=1, scope=scope, target="sm_90a")
+    assert plan.staging == "registers" and f"padded({int(np.prod(shape))})" in str(plan)

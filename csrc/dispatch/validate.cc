@@ -40,7 +40,13 @@ void check_layout(const TileRef& t, const ExecScope& scope, const std::string& a
                   const DispatchContext& ctx) {
   if (!t.layout) return;
   const TileLayout& L = *t.layout;
-  L.group(t.shape);  // the layout must place exactly this shape
+  if (!L.padded()) {
+    L.group(t.shape);  // the layout must place exactly this shape
+  } else if (L.elements() != t.elements()) {  // a padded one its elements, flat (maps and copies
+    // index them so; a reduction's variant groups them into dims where the padding allows)
+    throw ValueError(arg + ": " + L.str() + " places " + std::to_string(L.elements()) + " elements but the tile shape " +
+                     shape_str(t.shape) + " has " + std::to_string(t.elements()));
+  }
   if (t.storage == Storage::local) {
     if (std::find(placed.begin(), placed.end(), L) == placed.end()) {
       place_in_registers(L, scope, arg);

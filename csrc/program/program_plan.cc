@@ -304,11 +304,9 @@ class ProgramPlanner {
     if (layout && layout->padded()) {
       const long long slots = layout->size() / t;
       return over + ", padded: " + std::to_string(slots) + " slots per thread, the " +
-             std::to_string(layout->size() - n) + " past the row's end holding nothing";
+             std::to_string(layout->size() - n) + " past its end holding nothing";
     }
-    const long long g = std::gcd(n, t);
-    return over + ": " + std::to_string(g) + " (their gcd) own " + std::to_string(n / g) +
-           " each, the other threads hold copies";
+    return "one value, a copy in each of the " + std::to_string(t) + " threads of " + spec_.scope.str();
   }
 
   // An input not yet read is staged where its reader wants it; a result read elsewhere than

@@ -161,10 +161,10 @@ void mark_syncs(ProgramPlan& plan);
 // The layout a multi-thread scope gives a tile when a step names none: the elements spread over
 // the scope's threads as evenly as the shape allows, in runs of 4 interleaved over the threads
 // where every thread gets more than one run (so that a warp's accesses are contiguous), else one
-// run each. A row (1-D) the threads do not divide is padded: every thread holds ceil(n / threads)
-// slots (whole runs past one), the slots past the row's end holding nothing. One value, or a tile
-// of several dims the threads do not divide: gcd(elements, threads) threads own it and the rest
-// hold replicas.
+// run each. A tile the threads do not divide is padded: every thread holds ceil(n / threads)
+// slots (whole runs past one), the slots past its end holding nothing (a tile of several dims
+// is padded flat: its reductions group it into dims where the padding lies in dim 0, else fold
+// it in shared memory). One value: a copy in every thread.
 std::optional<TileLayout> spread_layout(const std::vector<long long>& shape, const ExecScope& scope);
 
 }  // namespace tp

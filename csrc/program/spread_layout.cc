@@ -1,6 +1,4 @@
 // The planner's register layout for a step that names none.
-#include <numeric>
-
 #include "program/program_plan.h"
 
 namespace tp {
@@ -37,22 +35,15 @@ std::optional<TileLayout> spread_layout(const std::vector<long long>& shape, con
   const long long t = scope.threads;
   const Axis axis = thread_axis(scope);
   if (n % t == 0) return even_spread(n, t, axis);
-  if (shape.size() == 1 && n > 1) {
-    // a ragged row: padded over every thread, ceil(n / t) slots each (whole runs past one run),
+  if (n > 1) {
+    // a ragged tile: padded over every thread, ceil(n / t) slots each (whole runs past one run),
     // the slots past its end holding nothing
     long long slots = (n + t - 1) / t;
     if (slots > kRunElements) slots = (slots + kRunElements - 1) / kRunElements * kRunElements;
     return even_spread(slots * t, t, axis).padded_to(n);
   }
-  // one value (or a tile of several dims the threads do not divide): the gcd of its elements and
-  // the threads own them, the other threads hold replicas (every thread its own copy of one value)
-  const long long g = std::gcd(n, t);
-  std::vector<Iter> shard;
-  if (g > 1) shard.push_back(Iter{g, 1, axis});
-  if (n / g > 1 || shard.empty()) shard.push_back(Iter{n / g, 1, Axis::m});
-  std::vector<Iter> replica;
-  if (t / g > 1) replica.push_back(Iter{t / g, g, axis});
-  return TileLayout(shard, replica);
+  // one value: every thread its own copy
+  return TileLayout({Iter{1, 1, Axis::m}}, {Iter{t, 1, axis}});
 }
 
 }  // namespace tp
