@@ -178,3 +178,15 @@ def test_tiles_of_several_dims_with_a_broadcast_operand(shape, scope, rng):
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * np.abs(y).sum(axis=(-2, -1)).max())
     plan = tp.plan(biased_rows, x, b, batch_dims=1, scope=scope, target="sm_90a")
     assert plan.staging == "registers" and f"padded({int(np.prod(shape))})" in str(plan)
+
+
+@pytest.mark.parametrize("n,staging", [(4097, "registers"), (4097, "streamed"), (50257, "shared"),
+                                       (50257, "streamed")])
+def test_padded_rows_lower_without_spills(n, staging):
+    """The sm_90a kernel of a padded row (NVRTC, no GPU): its place names the row's elements, the
+    tail slots are predicated off in the source, and nothing spills to local memory."""
+    prog = tp.program(programs.softmax, scope=tp.cta(256), staging=staging)
+    k = tp.lower(prog, np.ones((4, n), np.float32), batch_dims=1, target="sm_90a")
+    assert k.plan.staging == staging
+    assert f", {n}>" in k.source and "tp::pad_identity<" in k.source  # RunPlace<owners, vec, n>
+    assert "ld.local" not in k.ptx and "st.local" not in k.ptx
