@@ -8,7 +8,10 @@
 //   streamed   the same passes, each re-reading the rows from global memory a chunk at a time
 //              (L2 serves the re-reads while the rows in flight fit in it)
 //   spilled    every tile in registers past the budget: the GPU spills the rest to local memory
-//              (accepted only where nothing above is; the plan says so with the fix)
+//              (accepted only where nothing above is; the plan says so with the fix). A ragged
+//              row is padded over the scope's threads, never replicated, so it needs no more than
+//              ceil(n / threads) slots: what spills is a long row at thread scope or many tiles
+//              live at once that no pass can take a chunk at a time
 // The steps, their variants and their bits are the same whichever staging runs: a chunked pass
 // recomputes its maps slot for slot, and each reduction folds a lane's slots in the same order
 // (its variant says so: `lane_folds_in_slot_order`), one chunk after the other.
