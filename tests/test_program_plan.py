@@ -263,29 +263,27 @@ def test_a_thread_too_long_for_a_gpu_kernel_is_refused_with_the_fix():
     assert "Fix: fewer elements per thread" in str(info.value)
     p = tp.plan(softmax, x, batch_dims=1, scope=tp.thread)
     assert p.staging == "spilled"
-    # rows of 699 that every thread of a CTA holds whole (odd: one thread owns, the rest replicas):
-    # past 2048 registers, but 699 elements of one tile per thread, so built to spill
+    # rows of 699 at a CTA (odd: no thread count divides them) are padded over its threads, 3 slots
+    # each, and stay in registers
     wide = tp.plan(softmax, x[:, :699].copy(), batch_dims=1, scope=tp.cta(256), target="sm_90a")
-    assert wide.staging == "spilled" and wide.registers > 2048
+    assert wide.staging == "registers" and "padded(699)" in str(wide)
     e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
     np.testing.assert_allclose(softmax(x, batch_dims=1, scope=tp.thread), e / e.sum(-1, keepdims=True), rtol=1e-5)
 
 
-def test_a_ragged_row_names_the_ctas_whose_threads_divide_it(rng):
-    """Rows of 1000 at cta(256): 8 threads own 125 elements each and the rest hold replicas (and
-    spill); the reasons name the CTAs nearest in size that divide the row, and at the one named
-    first the row spreads evenly and stays in registers."""
+def test_a_ragged_row_is_padded_over_every_thread(rng):
+    """Rows of 1000 at cta(256): every thread holds 4 slots (threads 250 on hold only padding), in
+    registers, no replicas and no spill; the plan says how many slots lie past the row's end."""
     x = random_tile(rng, (3, 1000), "float32", special=False)
     ragged = tp.plan(softmax, x, batch_dims=1, scope=tp.cta(256), target="sm_90a")
-    assert ragged.staging == "spilled"
-    assert "the other threads hold replicas (a CTA whose threads divide a tile of 1000 elements spreads it with no " \
-           "replicas: tp.cta(250) or tp.cta(200))" in str(ragged)
-    assert "; a CTA whose threads divide a tile of 1000 elements" in ragged.staging_trace[-1]["reasons"][0]
+    assert ragged.staging == "registers"
+    assert "1000 elements over the 256 threads of cta(256), padded: 4 slots per thread, the 24 past its end " \
+           "holding nothing" in str(ragged)
+    assert "replica" not in str(ragged)
     even = tp.plan(softmax, x, batch_dims=1, scope=tp.cta(250), target="sm_90a")
-    assert even.staging == "registers" and "1000 elements spread evenly over the 250 threads" in str(even)
+    assert even.staging == "registers" and "1000 elements over the 250 threads of cta(250) (4 per thread)" in str(even)
     e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
-    np.testing.assert_allclose(softmax(x, batch_dims=1, scope=tp.cta(250)), e / e.sum(-1, keepdims=True), rtol=1e-5)
-    with pytest.raises(tp.DispatchError, match=r"spreads it with no replicas: tp\.cta\(273\) or tp\.cta\(315\)"):
-        tp.plan(softmax, random_tile(rng, (2, 4095), "float32"), batch_dims=1, scope=tp.cta(256), target="sm_90a")
-    with pytest.raises(tp.DispatchError, match="no CTA of 32 to 1024 threads divides a tile of 50257 elements"):
-        tp.plan(softmax, random_tile(rng, (2, 50257), "float32"), batch_dims=1, scope=tp.cta(256), target="sm_90a")
+    np.testing.assert_allclose(softmax(x, batch_dims=1, scope=tp.cta(256)), e / e.sum(-1, keepdims=True), rtol=1e-5)
+    for n in (4095, 50257):  # refused before (4095 slots per thread; 50257 spilled past the limit)
+        plan = tp.plan(softmax, random_tile(rng, (2, n), "float32"), batch_dims=1, scope=tp.cta(256), target="sm_90a")
+        assert plan.staging != "spilled" and f"padded({n})" in str(plan)

@@ -75,6 +75,7 @@ void bind_layout(py::module_& m) {
       })
       .def_property_readonly("swizzled", &TileLayout::swizzled)
       .def_property_readonly("size", &TileLayout::size)
+      .def_property_readonly("elements", &TileLayout::elements)
       .def_property_readonly("shape", &TileLayout::shape)
       .def_property_readonly("span", &TileLayout::span)
       .def_property_readonly("thread_axes", [](const TileLayout& L) {

@@ -49,9 +49,8 @@ struct SmLimits {
   // tileprim's own bound, kept with the hardware's: a GPU kernel whose threads hold more elements
   // of one tile in registers than this is refused (the thread's unrolled code grows until NVRTC
   // takes minutes: a thread-scope softmax of rows of 200 elements 3.4 s, 400 14 s, 1000 11 minutes
-  // on 2 cores; and it would run from local memory). Rows a CTA replicates in every thread compile
-  // faster per element (RMSNorm of 515 at cta(256), 2060 registers: 8.5 s); the tests' ragged
-  // rows, up to 700 wide, stay under it.
+  // on 2 cores; and it would run from local memory). A ragged row at a CTA is padded over its
+  // threads (ceil(n / threads) each), so only thread-scope rows come near it.
   long long spill_slots = 768;
 };
 // The limits of `arch`'s SM ("sm_90a", "compute_90"); ValueError for an unknown target.

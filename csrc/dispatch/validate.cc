@@ -40,7 +40,13 @@ void check_layout(const TileRef& t, const ExecScope& scope, const std::string& a
                   const DispatchContext& ctx) {
   if (!t.layout) return;
   const TileLayout& L = *t.layout;
-  L.group(t.shape);  // the layout must place exactly this shape
+  if (!L.padded()) {
+    L.group(t.shape);  // the layout must place exactly this shape
+  } else if (L.elements() != t.elements()) {  // a padded one its elements, flat (maps and copies
+    // index them so; a reduction's variant groups them into dims where the padding allows)
+    throw ValueError(arg + ": " + L.str() + " places " + std::to_string(L.elements()) + " elements but the tile shape " +
+                     shape_str(t.shape) + " has " + std::to_string(t.elements()));
+  }
   if (t.storage == Storage::local) {
     if (std::find(placed.begin(), placed.end(), L) == placed.end()) {
       place_in_registers(L, scope, arg);
@@ -55,6 +61,10 @@ void check_layout(const TileRef& t, const ExecScope& scope, const std::string& a
   if (!L.replica().empty()) {
     throw ValueError(arg + ": " + L.str() + " has replicas; a " + std::string(storage_name(t.storage)) +
                      " tile holds each element once");
+  }
+  if (L.padded()) {
+    throw ValueError(arg + ": " + L.str() + " is padded; a " + std::string(storage_name(t.storage)) +
+                     " tile has no slots past its elements (only a register tile is padded over its threads)");
   }
   check_shared_addresses(L, t.dtype, arg, ctx);
 }

@@ -50,7 +50,7 @@ RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& 
   p.store.assign(p.load.size(), -1);
   p.thread_private = !layout.has_thread_axes() && scope.threads > 1;
 
-  const long long n = layout.size();
+  const long long n = layout.elements();  // a padded layout's slots past them hold nothing
   for (long long e = 0; e < n; ++e) {
     bool first = true;
     for (const Position& pos : layout.positions(e)) {
@@ -83,24 +83,30 @@ RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& 
   return p;
 }
 
-std::pair<int, int> run_form(const RegisterPlacement& p) {
+RunForm run_form(const RegisterPlacement& p) {
   const int T = p.threads, S = p.slots;
-  int owners = 0;
-  while (owners < T && p.store[static_cast<size_t>(owners)] >= 0) ++owners;
-  if (owners == 0) return {0, 0};
-  for (int vec = S; vec >= 1; --vec) {
-    if (S % vec != 0) continue;
-    bool ok = true;
-    for (int s = 0; s < S && ok; ++s) {
-      for (int t = 0; t < T && ok; ++t) {
-        const int e = ((s / vec) * owners + t % owners) * vec + s % vec;
-        const size_t at = static_cast<size_t>(s) * T + t;
-        ok = p.load[at] == e && p.store[at] == (t < owners ? e : -1);
+  int elements = 0;
+  for (int e : p.store) elements += e >= 0 ? 1 : 0;
+  int leading = 0;  // lanes that write slot 0 back, in order: the owners of a replicated tile
+  while (leading < T && p.store[static_cast<size_t>(leading)] >= 0) ++leading;
+  // every lane an owner, slots past the elements empty (a padded tile), else the leading owners
+  for (const int owners : {T, leading}) {
+    if (owners == 0) continue;
+    for (int vec = S; vec >= 1; --vec) {
+      if (S % vec != 0) continue;
+      bool ok = true;
+      for (int s = 0; s < S && ok; ++s) {
+        for (int t = 0; t < T && ok; ++t) {
+          int e = ((s / vec) * owners + t % owners) * vec + s % vec;
+          if (e >= elements) e = -1;
+          const size_t at = static_cast<size_t>(s) * T + t;
+          ok = p.load[at] == e && p.store[at] == (t < owners ? e : -1);
+        }
       }
+      if (ok) return {owners, vec, static_cast<long long>(owners) * S > elements ? elements : 0};
     }
-    if (ok) return {owners, vec};
   }
-  return {0, 0};
+  return {};
 }
 
 }  // namespace tp

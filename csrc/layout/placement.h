@@ -34,7 +34,12 @@ RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& 
                                      const std::string& arg);
 
 // A placement in closed form (tp::RunPlace): lane l holds in slot s element
-// ((s / vec) * owners + l % owners) * vec + s % vec, lanes < owners write back. {0, 0}: none.
-std::pair<int, int> run_form(const RegisterPlacement& p);
+// e = ((s / vec) * owners + l % owners) * vec + s % vec, lanes < owners write back; a padded
+// placement (padded_elements > 0) holds nothing where e >= padded_elements. owners 0: none.
+struct RunForm {
+  int owners = 0, vec = 0;
+  long long padded_elements = 0;
+};
+RunForm run_form(const RegisterPlacement& p);
 
 }  // namespace tp

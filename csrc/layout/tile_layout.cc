@@ -97,6 +97,16 @@ TileLayout::TileLayout(std::vector<Iter> shard, std::vector<Iter> replica,
   measure();
 }
 
+TileLayout TileLayout::padded_to(long long elements) const {
+  if (elements < 1 || elements > size_) {
+    throw ValueError("layout: " + str() + " names " + std::to_string(size_) + " positions; it cannot place " +
+                     std::to_string(elements) + " elements");
+  }
+  TileLayout padded = *this;
+  padded.elements_ = elements;
+  return padded;
+}
+
 void TileLayout::check_parts() const {
   if (shard_.empty()) throw ValueError("layout: the shard S[...] needs at least one iter");
   if (shard_.size() > static_cast<size_t>(kMaxIters)) {
@@ -126,6 +136,7 @@ void TileLayout::measure() {
                      "shard iter " + std::to_string(k) + ": extent " + int_str(shard_[k].extent));
     }
   }
+  elements_ = size_;  // unpadded (padded_to narrows it)
 
   std::map<Axis, long long> last = offset_;  // the largest coordinate on each axis
   const auto reach = [&](const char* part, const std::vector<Iter>& iters) {
@@ -278,16 +289,26 @@ std::vector<DimIters> TileLayout::group(const std::vector<long long>& shape) con
       throw ValueError("layout: tile shape " + shape_str(shape) + " has more than 2**63 - 1 elements");
     }
   }
-  if (elements != size()) {
-    throw ValueError("layout: " + str() + " places " + std::to_string(size()) +
+  if (elements != elements_) {
+    throw ValueError("layout: " + str() + " places " + std::to_string(elements_) +
                      " elements but the tile shape " + shape_str(shape) + " has " +
                      std::to_string(elements));
+  }
+  std::vector<long long> extents = shape;  // the padding lies in dim 0
+  if (padded()) {
+    const long long inner = elements / shape[0];
+    if (size_ % inner != 0) {
+      throw ValueError("layout: " + str() + " pads " + std::to_string(elements_) + " elements to " +
+                       std::to_string(size_) + ", which is no whole number of the tile " + shape_str(shape) +
+                       "'s dim-0 slices of " + std::to_string(inner));
+    }
+    extents[0] = size_ / inner;
   }
   std::vector<DimIters> dims(shape.size());
   std::vector<Iter> pending(shard_.begin(), shard_.end());
   size_t next = 0;
   for (size_t d = 0; d < shape.size(); ++d) {
-    long long need = shape[d];
+    long long need = extents[d];
     while (need > 1) {
       // iters of extent 1 carry no digit; skip them
       while (next < pending.size() && pending[next].extent == 1) ++next;
@@ -352,6 +373,7 @@ std::string TileLayout::str() const {
     s += " swizzled(" + std::to_string(swizzle_.per_element) + ", " +
          std::to_string(swizzle_.swizzle_len) + ", " + std::to_string(swizzle_.atom_len) + ")";
   }
+  if (padded()) s += " padded(" + std::to_string(elements_) + ")";
   return s;
 }
 
@@ -365,7 +387,8 @@ bool TileLayout::operator==(const TileLayout& o) const {
   };
   return shard_ == o.shard_ && replica_ == o.replica_ && nonzero(offset_) == nonzero(o.offset_) &&
          swizzle_.per_element == o.swizzle_.per_element &&
-         swizzle_.swizzle_len == o.swizzle_.swizzle_len && swizzle_.atom_len == o.swizzle_.atom_len;
+         swizzle_.swizzle_len == o.swizzle_.swizzle_len && swizzle_.atom_len == o.swizzle_.atom_len &&
+         elements_ == o.elements_;
 }
 
 size_t TileLayout::hash() const {
@@ -388,6 +411,7 @@ size_t TileLayout::hash() const {
   mix(swizzle_.per_element);
   mix(swizzle_.swizzle_len);
   mix(swizzle_.atom_len);
+  mix(elements_);
   return h;
 }
 

@@ -1,6 +1,8 @@
 // TileLayout: shard iters place each element, replica iters copy it, an offset shifts it.
 // For a logical flat index x the shard digits are c_k = (x / prod_{l>k} e_l) mod e_k and
 // the positions are { sum_k c_k s_k @ axis_k + r + offset | r in replica }.
+// A padded layout places only its first `elements()` flat indices: the shard's positions past
+// them are slots that hold no element (a ragged tile spread over all of a scope's threads).
 // Host-only value type; the memory part becomes a tp::MemLayout for the kernels.
 // Construction rejects any layout whose size, span or positions do not fit in int64, so the
 // arithmetic after it (positions, group, memory_offset) cannot overflow.
@@ -53,7 +55,12 @@ class TileLayout {
   const Swizzle& swizzle() const { return swizzle_; }
   bool swizzled() const { return swizzle_.swizzle_len != 0; }
 
-  long long size() const { return size_; }  // elements the shard places
+  long long size() const { return size_; }  // positions the shard names
+  // Elements it places: the flat indices [0, elements()); size() unless padded.
+  long long elements() const { return elements_; }
+  bool padded() const { return elements_ < size_; }
+  // The same layout placing only the first `elements` flat indices (1 <= elements <= size()).
+  TileLayout padded_to(long long elements) const;
   std::vector<long long> shape() const;  // the shard's extents
   bool has_thread_axes() const;
   std::vector<Axis> thread_axes() const;  // in first-use order
@@ -71,7 +78,7 @@ class TileLayout {
 
   // Splits the shard into consecutive iters per logical dim (splitting an iter where a dim
   // boundary falls inside it); throws ValueError when the shape does not fit or has a dim
-  // below 1.
+  // below 1. A padded layout's padding lies in dim 0: that dim's iters span past its size.
   std::vector<DimIters> group(const std::vector<long long>& shape) const;
 
   // The memory part for kernels; requires a layout without thread axes.
@@ -90,6 +97,7 @@ class TileLayout {
   std::map<Axis, long long> offset_;
   Swizzle swizzle_;
   long long size_ = 1;
+  long long elements_ = 1ll << 62;  // measure() sets it to size_
   long long span_ = 1;
 };
 

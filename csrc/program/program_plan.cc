@@ -180,12 +180,10 @@ class ProgramPlanner {
       }
       return add_step(s, bound, result, p.why);
     }
-    const std::string dividing = dividing_scopes(product(in_shape), scope);
     throw DispatchError(s.where + ": " + s.op + " of " + first.name + " " + shape_str(in_shape) +
                         ": no placement is accepted at scope " + scope.str() + ":\n" + errors +
                         (limit ? "\nFix: a scope with more threads (each thread of tp.cta(n) holds 1/n of a tile), a "
-                                 "smaller tile (more batch_dims), or storage='shared' for the steps that take it" +
-                                     (dividing.empty() ? "" : "; " + dividing)
+                                 "smaller tile (more batch_dims), or storage='shared' for the steps that take it"
                                : ""),
                         limit);
   }
@@ -299,14 +297,16 @@ class ProgramPlanner {
 
   std::string spread_why(const std::vector<long long>& shape) const {
     const long long n = product(shape), t = spec_.scope.threads;
-    const long long g = std::gcd(n, t);
-    if (g == t) {
-      return std::to_string(n) + " elements spread evenly over the " + std::to_string(t) + " threads of " +
-             spec_.scope.str() + " (" + std::to_string(n / t) + " per thread)";
+    const std::string over = std::to_string(n) + " elements over the " + std::to_string(t) + " threads of " +
+                             spec_.scope.str();
+    if (n % t == 0) return over + " (" + std::to_string(n / t) + " per thread)";
+    const std::optional<TileLayout> layout = spread_layout(shape, spec_.scope);
+    if (layout && layout->padded()) {
+      const long long slots = layout->size() / t;
+      return over + ", padded: " + std::to_string(slots) + " slots per thread, the " +
+             std::to_string(layout->size() - n) + " past its end holding nothing";
     }
-    return std::to_string(n) + " elements over " + std::to_string(t) + " threads: " + std::to_string(g) +
-           " (their gcd) own " + std::to_string(n / g) + " each, the other threads hold replicas (" +
-           dividing_scopes(n, spec_.scope) + ")";
+    return "one value, a copy in each of the " + std::to_string(t) + " threads of " + spec_.scope.str();
   }
 
   // An input not yet read is staged where its reader wants it; a result read elsewhere than

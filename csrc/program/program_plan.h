@@ -161,12 +161,10 @@ void mark_syncs(ProgramPlan& plan);
 // The layout a multi-thread scope gives a tile when a step names none: the elements spread over
 // the scope's threads as evenly as the shape allows, in runs of 4 interleaved over the threads
 // where every thread gets more than one run (so that a warp's accesses are contiguous), else one
-// run each; where the thread count does not divide the tile, gcd(elements, threads) threads own
-// runs and the rest hold replicas.
+// run each. A tile the threads do not divide is padded: every thread holds ceil(n / threads)
+// slots (whole runs past one), the slots past its end holding nothing (a tile of several dims
+// is padded flat: its reductions group it into dims where the padding lies in dim 0, else fold
+// it in shared memory). One value: a copy in every thread.
 std::optional<TileLayout> spread_layout(const std::vector<long long>& shape, const ExecScope& scope);
-// Where the scope's thread count does not divide a tile of n elements (so spread_layout replicates
-// it): the CTAs nearest in size whose thread counts do, as a hint for the plan's reasons; "" where
-// it divides.
-std::string dividing_scopes(long long n, const ExecScope& scope);
 
 }  // namespace tp

@@ -123,7 +123,8 @@ std::optional<RowChunks> row_chunks(const ProgramPlan& plan, std::vector<std::st
     }
   }
   const RegisterPlacement place = place_in_registers(*row->layout, plan.scope, row->name);
-  const auto [owners, vec] = run_form(place);
+  const RunForm form = run_form(place);
+  const int owners = form.owners, vec = form.vec;
   if (owners == 0) {
     why.push_back("the rows' placement " + row->layout->str() + " has no closed form to take a chunk of");
     return std::nullopt;
@@ -133,6 +134,7 @@ std::optional<RowChunks> row_chunks(const ProgramPlan& plan, std::vector<std::st
   rows.slots = place.slots;
   rows.owners = owners;
   rows.vec = vec;
+  rows.padded = form.padded_elements;
   rows.chunk_slots = vec;  // the most slots up to the target that are whole runs and divide the row
   for (int c = vec; c <= std::max(vec, kChunkSlotsTarget); c += vec) {
     if (rows.slots % c == 0) rows.chunk_slots = c;
@@ -205,12 +207,8 @@ void choose_staging(ProgramPlan& plan, const std::string& forced) {
     shared.reasons = why;
   }
 
-  // the largest tile in registers is replicated where the scope's threads do not divide it
-  const ProgramValue* widest = widest_in_registers(plan);
-  const std::string dividing = widest ? dividing_scopes(widest->elements(), plan.scope) : "";
   const std::string fix = "Fix: fewer elements per thread (a wider scope, more batch_dims), or storage='shared' for the "
-                          "steps whose tiles need not stay in registers" +
-                          (dividing.empty() ? "" : "; " + dividing);
+                          "steps whose tiles need not stay in registers";
   const bool for_gpu = plan.context.backend == "cuda" || !plan.context.target.empty();
   const long long spill_slots = target_limits(plan.context.target).spill_slots;
   const bool unbuildable = for_gpu && plan.widest_thread_slots > spill_slots;

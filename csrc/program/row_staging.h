@@ -8,7 +8,10 @@
 //   streamed   the same passes, each re-reading the rows from global memory a chunk at a time
 //              (L2 serves the re-reads while the rows in flight fit in it)
 //   spilled    every tile in registers past the budget: the GPU spills the rest to local memory
-//              (accepted only where nothing above is; the plan says so with the fix)
+//              (accepted only where nothing above is; the plan says so with the fix). A ragged
+//              row is padded over the scope's threads, never replicated, so it needs no more than
+//              ceil(n / threads) slots: what spills is a long row at thread scope or many tiles
+//              live at once that no pass can take a chunk at a time
 // The steps, their variants and their bits are the same whichever staging runs: a chunked pass
 // recomputes its maps slot for slot, and each reduction folds a lane's slots in the same order
 // (its variant says so: `lane_folds_in_slot_order`), one chunk after the other.
@@ -28,12 +31,14 @@ struct StagingVerdict {
 };
 
 // The rows of a chunked (shared or streamed) program: every row tile has `shape` and the same
-// register placement in closed form, tp::RunPlace<owners, vec> over `slots` slots per thread,
-// which a pass takes `chunk_slots` at a time (a contiguous run of chunk_elements of the row).
+// register placement in closed form, tp::RunPlace<owners, vec[, padded]> over `slots` slots per
+// thread, which a pass takes `chunk_slots` at a time (a contiguous run of chunk_elements of the
+// row; a padded row's last chunks hold slots past its elements).
 struct RowChunks {
   std::vector<long long> shape;
   int slots = 0;
   int owners = 0, vec = 0;
+  long long padded = 0;  // the row's elements where its slots are padded past them, else 0
   int chunk_slots = 0;
   int chunks() const { return slots / chunk_slots; }
   long long chunk_elements() const { return static_cast<long long>(chunk_slots) * owners; }

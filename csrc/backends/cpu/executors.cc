@@ -34,6 +34,24 @@ template <class F> HostBody reduction_body(const Plan& plan, F&& f) {
   return body;
 }
 
+// The staged source's [thread * slots + slot] that hold no element of a padded register tile:
+// the fold reads them as its identity (tp::pad_identity on the GPU).
+std::vector<long long> padded_slots(const Plan& plan) {
+  std::vector<long long> out;
+  const TileRef& src = plan.call.inputs[0];
+  if (src.storage != Storage::local || !src.layout || !src.layout->padded()) return out;
+  for (const OperandStaging& s : plan.staging) {
+    if (s.operand != 0 || s.kind != Staging::registers) continue;
+    const RegisterPlacement& p = *s.place;
+    for (int t = 0; t < p.threads; ++t) {
+      for (int k = 0; k < p.slots; ++k) {
+        if (p.element_at(t, k) < 0) out.push_back(static_cast<long long>(t) * p.slots + k);
+      }
+    }
+  }
+  return out;
+}
+
 // local and shared on one scope instance: a thread-wise plan folds each thread's own registers;
 // the others fold across lanes by the variant's own algorithm, `lane_fold`.
 // The lanes fold through the view's slot tables (table_view.h): the same slots, no division.
@@ -42,11 +60,14 @@ template <class Detail, class LaneFold> HostBody lane_body(const Plan& plan, Lan
   const bool accum = plan.call.accum;
   const HostLanes lanes{plan.call.scope.threads};
   auto slots = std::make_shared<const SlotTables>(d.view);
+  auto padded = std::make_shared<const std::vector<long long>>(padded_slots(plan));
   return reduction_body(plan, [&](auto tag, auto op) -> HostBody {
     using T = typename decltype(tag)::type;
-    return [d, slots, accum, lanes, lane_fold, op](const HostTile& t) {
+    return [d, slots, padded, accum, lanes, lane_fold, op](const HostTile& t) {
       T* out = static_cast<T*>(t.out);
-      const T* in = static_cast<const T*>(t.in[0]);
+      T* const staged = static_cast<T*>(t.in[0]);  // the frame's own buffer
+      for (long long at : *padded) staged[at] = decltype(op)::template identity<T>();
+      const T* in = staged;
       if (d.thread_wise) {
         thread_reduce<decltype(op)>(out, in, d.view, accum);
       } else {

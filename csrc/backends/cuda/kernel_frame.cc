@@ -236,6 +236,14 @@ class Renderer {
     // tiles the instance filled itself must be whole before the body reads them, and read
     // before it stores them
     if (own_tiles) chunk << "    " << sync() << "\n";
+    // a lane fold's source with slots that hold no element (a padded tile's tail): its identity there
+    for (OperandPath path : {OperandPath::placed, OperandPath::skewed}) {
+      each(path, [&](const FrameOperand& s, const OperandLaunch&) {
+        if (body_.fold_op.empty() || s.name != "in0" || !s.load) return;
+        if (std::find(s.place->load.begin(), s.place->load.end(), -1) == s.place->load.end()) return;
+        chunk << pad << "tp::pad_identity<" << body_.fold_op << ", Place_in0>(in0, lane" << from << ");\n";
+      });
+    }
     body_call(chunk, pad);
     if (chunked) {
       os << "    tp::for_each_chunk<" << first_output().place->slots / shape_.chunk_slots

@@ -49,9 +49,14 @@ std::string table_place_type(const std::string& name, const RegisterPlacement& p
   return tables.take() + "using " + name + " = tp::TablePlace<" + args + ">;\n";
 }
 
+std::string run_place_type(const RunForm& f) {
+  return "tp::RunPlace<" + std::to_string(f.owners) + ", " + std::to_string(f.vec) +
+         (f.padded_elements ? ", " + std::to_string(f.padded_elements) : "") + ">";
+}
+
 std::string cuda_place_type(const std::string& name, const RegisterPlacement& p) {
-  const auto [owners, vec] = run_form(p);
-  if (owners > 0) return "using " + name + " = tp::RunPlace<" + std::to_string(owners) + ", " + std::to_string(vec) + ">;\n";
+  const RunForm f = run_form(p);
+  if (f.owners > 0) return "using " + name + " = " + run_place_type(f) + ";\n";
   PlaceTables tables;
   return table_place_type(name, p, tables);
 }

@@ -32,6 +32,9 @@ class PlaceTables {
 std::string table_place_type(const std::string& name, const RegisterPlacement& p, PlaceTables& tables,
                              bool load = true, bool store = true);
 
+// tp::RunPlace<owners, vec[, padded elements]> of a closed form.
+std::string run_place_type(const RunForm& f);
+
 // `name` as the type through which tp::load_tile, store_tile, gather and scatter see a register
 // placement: tp::RunPlace where it has a closed form, else tp::TablePlace over its tables
 // (`name`_load, `name`_store).

@@ -263,6 +263,11 @@ class ProgramBody {
       }
     }
     alias(os, "out", s.result);
+    const int src = s.operands.empty() ? -1 : s.operands.front();
+    if (!body.fold_op.empty() && src >= 0 && value(src).in_registers() && value(src).layout->padded()) {
+      // its slots past the tile's elements (garbage a map left there) fold as the identity
+      os << "  tp::pad_identity<" << body.fold_op << ", " << place_type(decls, src) << ">(in0, lane);\n";
+    }
     os << "  " << body.call << "\n}\n";
   }
 
@@ -294,9 +299,11 @@ class ProgramBody {
   KernelBody passes() {
     const RowChunks& rows = *plan_.rows;
     std::ostringstream decls, os;
-    decls << "using PRow = tp::RunPlace<" << rows.owners << ", " << rows.vec << ">;  // a chunk of a row\n"
+    decls << "using PRow = " << run_place_type({rows.owners, rows.vec, rows.padded}) << ";  // a row, a chunk at a time\n"
           << "constexpr int kChunks = " << rows.chunks() << ";\n"
-          << "constexpr long long kChunkElements = " << rows.chunk_elements() << ";\n";
+          << (rows.padded ? "constexpr int kChunkSlots = " + std::to_string(rows.chunk_slots)
+                          : "constexpr long long kChunkElements = " + std::to_string(rows.chunk_elements()))
+          << ";\n";
     for (size_t i = 0; i < plan_.values.size(); ++i) {
       const ProgramValue& v = plan_.values[i];
       if (!v.layout || chunked_row(plan_, v)) continue;
@@ -337,6 +344,11 @@ class ProgramBody {
   // One pass: the rows `targets` computed chunk by chunk; with `fold`, folded by that step into
   // its result, else stored as the program's outputs.
   void pass(std::ostream& os, std::ostream& decls, const std::vector<int>& targets, const ProgramStep* fold, size_t k) {
+    // A chunk's slots: an even row's from the chunk's first element on (every index a constant but
+    // the lane's); a padded row's by their slot in the row, to tell the tail's slots past its end
+    const bool padded = plan_.rows->padded > 0;
+    const std::string at_chunk = padded ? "" : " + chunk * kChunkElements";
+    const std::string chunk_slot = padded ? ", chunk * kChunkSlots" : "";
     std::set<int> needed(targets.begin(), targets.end());
     for (size_t j = plan_.steps.size(); j-- > 0;) {
       const ProgramStep& s = plan_.steps[j];
@@ -364,7 +376,7 @@ class ProgramBody {
                               : "g_" + input_name(v.input) + (v.batch_broadcast ? "" : " + tile * " + std::to_string(v.elements()));
       body << type(id) << " " << named("v", id) << "[" << plan_.rows->chunk_slots << "];\n"
            << "tp::load_tile<PRow, " << access(v, fold) << ">(" << named("v", id) << ", " << row
-           << " + chunk * kChunkElements, lane);\n";
+           << at_chunk << ", lane" << chunk_slot << ");\n";
     }
     for (size_t j = 0; j < plan_.steps.size(); ++j) {
       const ProgramStep& s = plan_.steps[j];
@@ -373,19 +385,23 @@ class ProgramBody {
            << type(s.result) << " " << named("v", s.result) << "[" << plan_.rows->chunk_slots << "];\n";
       if (s.op == "copy") {  // one value every lane holds, over the chunk
         body << "tp::gather<PRow>(" << named("v", s.result) << ", lane, [&](long long) { return " << named("v", s.operands[0])
-             << "[0]; });\n";
+             << "[0]; }" << chunk_slot << ");\n";
       } else {
         call(body, decls, s, j);
       }
     }
     if (fold) {
+      if (padded) {  // the last chunks' slots past the row fold as the identity
+        body << "tp::pad_identity<" << folding.fold_op << ", PRow>(" << named("v", fold->operands.front())
+             << ", lane" << chunk_slot << ");\n";
+      }
       body << "tp::fold_run<" << folding.fold_op << ">(part, " << named("v", fold->operands.front()) << ");\n";
     } else {
       for (size_t j = 0; j < plan_.outputs.size(); ++j) {
         const int id = plan_.outputs[j];
         if (!chunked_row(plan_, value(id))) continue;
         body << "if (live) tp::store_tile<PRow, tp::LastAccess>(g_" << output_name(j) << " + tile * " << value(id).elements()
-             << " + chunk * kChunkElements, " << named("v", id) << ", lane);\n";
+             << at_chunk << ", " << named("v", id) << ", lane" << chunk_slot << ");\n";
       }
     }
     std::istringstream lines(body.str());

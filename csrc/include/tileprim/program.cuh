@@ -13,10 +13,16 @@ namespace tp {
 #if TP_ON_DEVICE
 // A register tile's placement in closed form (the planner's spread layouts): lane l holds in
 // slot s element ((s / kVec) * kOwners + l % kOwners) * kVec + s % kVec; lanes past kOwners
-// hold replicas, and the first kOwners lanes write the tile back.
-template <int kOwners, int kVec> struct RunPlace {
+// hold replicas, and the first kOwners lanes write the tile back. A padded tile (kElements > 0,
+// a ragged row spread over every lane) holds nothing where that element is kElements or more:
+// full(s) says every lane's slot s holds one, a constant for each unrolled slot but the tail's.
+template <int kOwners, int kVec, int kElements = 0> struct RunPlace {
+  static __device__ __forceinline__ constexpr bool full(int s) {
+    return kElements == 0 || (s / kVec + 1) * kOwners * kVec <= kElements;
+  }
   static __device__ __forceinline__ int load_element(int lane, int s) {
-    return ((s / kVec) * kOwners + lane % kOwners) * kVec + s % kVec;
+    const int e = ((s / kVec) * kOwners + lane % kOwners) * kVec + s % kVec;
+    return full(s) || e < kElements ? e : -1;
   }
   static __device__ __forceinline__ int store_element(int lane, int s) {
     return lane < kOwners ? load_element(lane, s) : -1;
@@ -24,7 +30,8 @@ template <int kOwners, int kVec> struct RunPlace {
   // f(element) where this lane writes slot s back (the element a function of the slot alone,
   // not a select that a store would have to resolve)
   template <class F> static __device__ __forceinline__ void stored(int lane, int s, F f) {
-    if (lane < kOwners) f(load_element(lane, s));
+    const int e = store_element(lane, s);
+    if (e >= 0) f(e);
   }
   static constexpr int kVector = kVec;
 };
@@ -101,40 +108,56 @@ struct SharedAccess {
   template <class W> static __device__ __forceinline__ void store(W* p, const W& w) { *p = w; }
 };
 
-// A register tile from or to a row-major tile in memory: a lane's runs move in 16-, 8- or 4-byte
-// accesses where the tile is aligned for them (a warp's accesses then cover one contiguous span
-// for the planner's interleaved runs), element by element otherwise.
+// A register tile from or to a row-major tile in memory (slots [first, first + N) of it): a
+// lane's runs move in 16-, 8- or 4-byte accesses where the tile is aligned for them (a warp's
+// accesses then cover one contiguous span for the planner's interleaved runs), element by element
+// otherwise and in a padded tile's last runs (RunPlace::full).
 template <class Place, class Access = GlobalAccess, class T, int N>
-__device__ __forceinline__ void load_tile(T (&regs)[N], const T* tile, int lane) {
+__device__ __forceinline__ void load_tile(T (&regs)[N], const T* tile, int lane, int first = 0) {
   using R = RunWord<T, Place::kVector>;
   if constexpr (Place::kVector > 1 && N % Place::kVector == 0 && R::kBytes > 0 && R::kElements > 1) {
     using W = typename WordOf<R::kBytes>::type;
     if (reinterpret_cast<unsigned long long>(tile) % R::kBytes == 0) {
 #pragma unroll
       for (int s = 0; s < N; s += R::kElements) {
+        if (!Place::full(first + s)) {
+#pragma unroll
+          for (int j = 0; j < R::kElements; ++j) {
+            const int e = Place::load_element(lane, first + s + j);
+            regs[s + j] = e >= 0 ? tile[e] : limits<T>::quiet_nan();
+          }
+          continue;
+        }
         union {
           W word;
           T values[R::kElements];
         } u;
-        u.word = Access::load(reinterpret_cast<const W*>(tile + Place::load_element(lane, s)));
+        u.word = Access::load(reinterpret_cast<const W*>(tile + Place::load_element(lane, first + s)));
 #pragma unroll
         for (int j = 0; j < R::kElements; ++j) regs[s + j] = u.values[j];
       }
       return;
     }
   }
-  gather<Place>(regs, lane, [&](int e) { return tile[e]; });
+  gather<Place>(regs, lane, [&](int e) { return tile[e]; }, first);
 }
 
 template <class Place, class Access = GlobalAccess, class T, int N>
-__device__ __forceinline__ void store_tile(T* tile, const T (&regs)[N], int lane) {
+__device__ __forceinline__ void store_tile(T* tile, const T (&regs)[N], int lane, int first = 0) {
   using R = RunWord<T, Place::kVector>;
   if constexpr (Place::kVector > 1 && N % Place::kVector == 0 && R::kBytes > 0 && R::kElements > 1) {
     using W = typename WordOf<R::kBytes>::type;
     if (reinterpret_cast<unsigned long long>(tile) % R::kBytes == 0) {
 #pragma unroll
       for (int s = 0; s < N; s += R::kElements) {
-        const int e = Place::store_element(lane, s);
+        if (!Place::full(first + s)) {
+#pragma unroll
+          for (int j = 0; j < R::kElements; ++j) {
+            Place::stored(lane, first + s + j, [&](int e) { tile[e] = regs[s + j]; });
+          }
+          continue;
+        }
+        const int e = Place::store_element(lane, first + s);
         if (e < 0) continue;
         union {
           W word;
@@ -147,7 +170,18 @@ __device__ __forceinline__ void store_tile(T* tile, const T (&regs)[N], int lane
       return;
     }
   }
-  scatter<Place>(regs, lane, [&](int e, T v) { tile[e] = v; });
+  scatter<Place>(regs, lane, [&](int e, T v) { tile[e] = v; }, first);
+}
+
+// A reduction's source: the slots [first, first + N) of this lane that hold no element (a padded
+// tile's tail) set to the fold's identity, so that folding them changes nothing (x + -0 == x;
+// fmax(x, NaN) == x; the NaN-propagating forms' infinities). Nothing else reads those slots.
+template <class Op, class Place, class T, int N>
+__device__ __forceinline__ void pad_identity(T (&regs)[N], int lane, int first = 0) {
+#pragma unroll
+  for (int s = 0; s < N; ++s) {
+    if (Place::load_element(lane, first + s) < 0) regs[s] = Op::template identity<T>();
+  }
 }
 
 // A shared tile from or to a row-major tile in global memory, the instance's threads taking

@@ -29,7 +29,8 @@ std::string anchor_layout(const OpCall& call, const DispatchContext&) {
   return anchor_of(call).swizzled() ? "anchor layout is swizzle" : "";
 }
 
-// Every thread of the scope holds a part of the anchor; the placement goes on to the planner.
+// Every thread of the scope holds a part of the anchor (or a padded row's slots, some past its end:
+// those threads compute what nothing reads); the placement goes on to the planner.
 Analysis scope_anchor(const OpCall& call, const DispatchContext&) {
   if (call.scope.kind == ScopeKind::thread) return nullptr;
   const TileLayout& anchor = anchor_of(call);
@@ -47,7 +48,7 @@ Analysis scope_anchor(const OpCall& call, const DispatchContext&) {
       }
     }
   }
-  if (covered == p->threads) return p;
+  if (covered == p->threads || anchor.padded()) return p;
   throw Decline("layout covers " + std::to_string(covered) + " of the " + std::to_string(p->threads) +
                 " threads of " + call.scope.str() + " scope; reg needs every thread of the scope");
 }

@@ -191,6 +191,12 @@ class TileLayout:
         return self._core.size
 
     @property
+    def elements(self) -> int:
+        """Elements it places: ``size`` unless padded (the planner's layout of a tile its scope's
+        threads do not divide, shown ``padded(n)``: the positions past the first n hold nothing)."""
+        return self._core.elements
+
+    @property
     def shape(self) -> Tuple[int, ...]:
         """The shard's extents: the shape this layout was written for."""
         return tuple(self._core.shape)

@@ -115,9 +115,9 @@ def _check_shape(layout, shape) -> Tuple[int, ...]:
         shape = ()
     if len(shape) != len(given) or not shape or min(shape) <= 0:
         raise ValueError(f"shape: {tuple(given)!r} must be a tuple of positive integers")
-    if math.prod(shape) != layout.size:
+    if math.prod(shape) != layout.elements:
         raise ValueError(f"shape: {shape} has {math.prod(shape)} elements but the layout places "
-                         f"{layout.size}")
+                         f"{layout.elements}")
     return shape
 
 
