@@ -237,7 +237,7 @@ std::vector<OpDef> build_table() {
                      "log2(e)): -0 below src = -87.3, where sigmoid's result flushes to 0"),
       with_fast_form(measured(map<map_op::Tanh, 1>("tanh", {"src"}, {0}, k16, "tp::map_op::Tanh",
                                                    "the hyperbolic tangent of src"),
-                              0.78, 0.69),
+                              0.78, 0.83),  // float64: 0.80 at src ~ 0.17 (12M samples); 0.69 was too few
                      "tp::map_op::FastTanh",
                      "tanh.approx.f32: the PTX ISA bounds its relative error by 2^-11 (measured near 2^-16.5)",
                      "tanh.approx.f16 (sm_75 on) and tanh.approx.bf16 (sm_90 on), else in float, rounded once"),
