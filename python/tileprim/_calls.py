@@ -24,7 +24,7 @@ from ._layout.value import TileLayout, as_layout, spelled_layout
 from ._op_table import SPECS
 from ._plan import Plan
 from ._prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, forget, remember
-from ._scope import ExecScope
+from ._scope import ExecScope, thread
 from ._torch_host import is_host_tensor, on_host_tensors
 from ._torch_ops import Routed, routing
 
@@ -141,6 +141,9 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
                                                                out_layout, batch_dims, target, backend, dispatch,
                                                                extra, config, keepdims))
     spec = SPECS[op]
+    named = scope is not None  # named nowhere on a batched call: the planner chooses (C++ auto_scope)
+    if not named:
+        scope = thread
     if not isinstance(scope, ExecScope):
         raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")
     accum = as_bool(accum, "accum")
@@ -166,6 +169,7 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
 
     layout = as_layout(layout, "layout")
     out_layout = as_layout(out_layout, "out_layout")
+    storage_given = storage is not None
     if storage is None:
         storage = "local" if layout is not None and layout.thread_axes else scope.default_storage
     expect(storage, str, "storage", "one of 'local', 'shared', 'shared.dyn'")
@@ -187,7 +191,8 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
     if len(devices) > 1:
         raise ValueError(f"operands: on devices {devices[0]} and {devices[1]}; move them to one device")
     target = default_target(backend, devices[0] if devices else 0) if target is None else target
-    core = _C.prepare_call(call, target, backend, devices)  # the program of one step
+    # the program of one step; batched with no scope named, at the planner's choice of scope
+    core = _C.prepare_call(call, target, backend, devices, not named and batch_dims >= 1, storage_given)
     step = core.plan.step_plans[0]
 
     out_tile = tuple(step.call.output.shape)

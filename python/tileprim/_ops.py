@@ -12,14 +12,13 @@ from . import _C
 from ._calls import prepared_call
 from ._op_functions import op_function
 from ._op_table import OPS, SPECS
-from ._scope import thread
 from .comm import treduce
 
 __all__ = ["OPS", "plan", "variants", "op_table", "op_name"]
 
 _TILE_OPS = [spec for spec in SPECS.values() if spec["family"] != "collective"]
-OPS.update({spec["name"]: op_function(spec, prepared_call, thread) for spec in _TILE_OPS})
-_PLANNERS = {spec["name"]: op_function(spec, prepared_call, thread, runs=False) for spec in _TILE_OPS}
+OPS.update({spec["name"]: op_function(spec, prepared_call) for spec in _TILE_OPS})
+_PLANNERS = {spec["name"]: op_function(spec, prepared_call, runs=False) for spec in _TILE_OPS}
 
 
 def op_name(op) -> str:

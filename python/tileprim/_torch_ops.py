@@ -25,7 +25,6 @@ from . import _torch_grad
 from ._layout.value import TileLayout
 from ._op_functions import op_function
 from ._op_table import OPS, SPECS
-from ._scope import thread
 from ._torch_options import OPTION_NAMES, intern_options, options_name, options_of
 
 __all__ = ["routing", "Routed", "register", "define", "register_when_torch_loads", "refuse_autograd", "after_load",
@@ -95,8 +94,6 @@ class Routed:
 def _torch_call(op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
                 dispatch, extra, config, keepdims=False) -> Routed:
     """The compiled twin's ``prepared_call``: always the custom op."""
-    if scope is None:
-        scope = thread
     options = dict(zip(OPTION_NAMES, (scope, storage, layout, out_layout, batch_dims, target, backend, dispatch,
                                       extra)), config=config)
     return Routed(True, op, axes, accum, options, None, keepdims)
@@ -258,7 +255,7 @@ def _register_compiled_twins() -> None:
     substitute = getattr(torch.compiler, "substitute_in_graph", None)
     if substitute is not None:
         for name in _own_ops():
-            substitute(OPS[name], skip_signature_check=True)(op_function(SPECS[name], _torch_call, None))
+            substitute(OPS[name], skip_signature_check=True)(op_function(SPECS[name], _torch_call))
 
 
 class _AfterLoad(importlib.abc.MetaPathFinder):
