@@ -1,6 +1,7 @@
 #include "program/auto_scope.h"
 
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include "errors.h"
@@ -38,6 +39,26 @@ ProgramSpec rescoped(const ProgramSpec& spec, const ExecScope& scope) {
   return at;
 }
 
+// A standalone call that names no storage, layout or accum, as a program's step: the planner
+// places its tiles (spread over the scope's threads in registers, or in shared memory) where the
+// scope's default storage refuses them (a row past a thread's registers or a block's shared memory).
+std::optional<ProgramSpec> placed_by_planner(const ProgramSpec& at) {
+  if (at.steps.size() != 1 || !at.steps.front().call || at.steps.front().storage_given) return std::nullopt;
+  ProgramSpec placed = at;
+  StepSpec& s = placed.steps.front();
+  const OpCall& call = *s.call;
+  if (call.accum || call.output.layout) return std::nullopt;
+  for (const TileRef& t : call.inputs) {
+    if (t.layout) return std::nullopt;
+  }
+  s.axes = call.axes;
+  s.config = call.config;
+  s.dispatch = call.dispatch;
+  if (call.def->extra_arg == "dtype") s.dtype = dtype_name(call.output.dtype);
+  s.call.reset();
+  return placed;
+}
+
 // A refusal's first lines: the plan's error names the step and the rule; the whole trace is what
 // naming the scope shows.
 std::vector<std::string> refusal(const std::string& what) {
@@ -67,15 +88,22 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
   bool limit = false;
   for (const ExecScope& scope : candidates()) {
     std::shared_ptr<const ProgramPlan> plan;
+    const ProgramSpec at = rescoped(spec, scope);
     try {
-      plan = plan_at_scope(rescoped(spec, scope), ctx);
-    } catch (const ValueError& e) {  // DispatchError and LimitError too: the next candidate
-      ScopeVerdict v;
-      v.scope = scope.str();
-      v.reasons = refusal(e.what());
-      limit |= past_limit(e);
-      trace.push_back(v);
-      continue;
+      plan = plan_at_scope(at, ctx);
+    } catch (const ValueError& e) {  // DispatchError and LimitError too: placed by the planner, or the next
+      const std::optional<ProgramSpec> placed = placed_by_planner(at);
+      try {
+        if (!placed) throw;
+        plan = plan_at_scope(*placed, ctx);
+      } catch (const ValueError&) {
+        ScopeVerdict v;
+        v.scope = scope.str();
+        v.reasons = refusal(e.what());
+        limit |= past_limit(e);
+        trace.push_back(v);
+        continue;
+      }
     }
     for (const StagingVerdict& staging : plan->staging_trace) {
       if (!staging.accepted || (!spec.staging.empty() && staging.name != spec.staging)) continue;
@@ -97,7 +125,10 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
   }
   if (!best) {
     std::string reasons;
-    for (const ScopeVerdict& v : trace) reasons += "\n  " + v.scope + ": " + (v.reasons.empty() ? "" : v.reasons[0]);
+    for (const ScopeVerdict& v : trace) {
+      reasons += "\n  " + v.scope + ":";
+      for (const std::string& r : v.reasons) reasons += " " + r;
+    }
     throw DispatchError(spec.name + ": no scope holds its tiles (the scope is named nowhere, so every candidate was "
                         "planned):" + reasons,
                         limit);
