@@ -112,9 +112,16 @@ class Program:
         return prepared.run(args, out)
 
     def _tp_planner(self, *args, batch_dims=0, scope=None, backend=None, target=None, fastmath=None) -> ProgramPlan:
-        """tp.plan(program, ...): the ProgramPlan of this call; nothing runs."""
+        """tp.plan(program, ...): the ProgramPlan of this call; nothing runs. The call's prepared
+        signature is remembered, so that a plan and a call of it plan once (an auto-scoped plan
+        of a long row takes seconds)."""
         fastmath = self._fastmath if fastmath is None else _fastmath(fastmath)
-        return self._prepare(args, batch_dims, scope, backend, target, fastmath).plan
+        key = signature((self, batch_dims, scope, backend, target, fastmath), args, constants=True)
+        prepared = MEMO.get(key) if key is not None else None
+        if prepared is None:
+            prepared = self._prepare(args, batch_dims, scope, backend, target, fastmath)
+            remember(key, prepared)
+        return prepared.plan
 
     def __repr__(self) -> str:
         return f"<tp.program {self.__name__}>"
@@ -190,9 +197,9 @@ class Program:
         trace.name_results(names)
         if backend == "cuda" and not target:
             target = device_arch(device)
-        scope = trace.scope  # None: named nowhere, the planner chooses it
-        core = _C.plan_program(self.__name__, trace.inputs, trace.steps, [t._id for t in outputs],
-                               scope.kind if scope else "", scope.threads if scope else 0, self._storage or "", self._staging or "", target or "", backend,
+        kind, threads = (trace.scope.kind, trace.scope.threads) if trace.scope else ("", 0)  # "": the planner's
+        core = _C.plan_program(self.__name__, trace.inputs, trace.steps, [t._id for t in outputs], kind, threads,
+                               self._storage or "", self._staging or "", target or "", backend,
                                [device] if backend == "cuda" else [], fastmath)
         results = [(batch_shape + t.shape, t.dtype) for t in outputs]
         plan = ProgramPlan(core.plan, [shape for shape, _ in results])
