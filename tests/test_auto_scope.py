@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import tileprim as tp
-from conftest import NP, random_tile
+from conftest import NP, bits_equal, cuda_usable, random_tile
 
 import programs as P
 
@@ -172,3 +172,21 @@ def test_model_within_5_percent_of_the_sweeps_best(case):
     assert measured, f"{case}: the model chose {plan.scope} {plan.staging}, which the sweep did not measure"
     best = max(r["tbps"] for r in runs)
     assert measured[0]["tbps"] >= 0.95 * best, (case, plan.scope, plan.staging, measured[0]["tbps"], best)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA GPU")
+@pytest.mark.parametrize("n", ROWS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_no_scope_gives_the_cpus_bits_on_the_gpu(name, dtype, n, rng):
+    """The GPU plans what the CPU plans for sm_90a (on an H100/H200) and computes the same bits."""
+    args = _arguments(name, rng, n, dtype)
+    program = PROGRAMS[name]
+    gpu_plan = tp.plan(program, *args, batch_dims=1, backend="cuda")
+    if gpu_plan._core.target == "sm_90a":
+        cpu_plan = tp.plan(program, *args, batch_dims=1, backend="cpu")
+        assert (gpu_plan.scope, gpu_plan.staging) == (cpu_plan.scope, cpu_plan.staging)
+    gpu = program(*args, batch_dims=1, backend="cuda")
+    cpu = program(*args, batch_dims=1, backend="cpu")
+    assert bits_equal(np.asarray(gpu), np.asarray(cpu))
