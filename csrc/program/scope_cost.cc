@@ -131,9 +131,11 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   double core = instructions / limits.warp_threads / kIssuePerNs;
   if (plan.staging == "shared") core += passes * t.in_bytes / kSharedBytesPerNs;
   if (threads == 1) core += static_cast<double>(t.row) * 2 / kWavefrontsPerNs;
-  cost.terms.push_back("cores " + fixed(core) + " ns: " + fixed(instructions / limits.warp_threads) +
-                       " warp instructions of maps" + (plan.staging == "shared" ? ", passes over shared memory" : "") +
-                       (threads == 1 ? ", one L1 wavefront per element of a thread's row" : ""));
+  if (core > 0) {
+    cost.terms.push_back("cores " + fixed(core) + " ns: " + fixed(instructions / limits.warp_threads) +
+                         " warp instructions of maps" + (plan.staging == "shared" ? ", passes over shared memory" : "") +
+                         (threads == 1 ? ", one L1 wavefront per element of a thread's row" : ""));
+  }
 
   // barriers: each reduction across warps (and a shared staging's fill) waits, hidden by the
   // other instances on the SM

@@ -56,7 +56,13 @@ class Plan:
     @property
     def scope_trace(self) -> List[dict]:
         """A batched call with no scope named: the planner's candidates (``ProgramPlan.scope_trace``)."""
-        return self._bound.plan.scope_trace if self._bound is not None else []
+        program = self._program()
+        return program.scope_trace if program is not None else []
+
+    def _program(self):
+        """The program of one step a tile op's call is (a collective's Plan has none)."""
+        program = getattr(self._bound, "plan", None)
+        return program if hasattr(program, "scope_trace") else None
 
     @property
     def params(self) -> Dict[str, object]:
@@ -98,7 +104,8 @@ class Plan:
         return hash(str(self._core))
 
     def __str__(self) -> str:
-        return str(self._core) + (self._bound.plan.scope_trace_str() if self._bound is not None else "")
+        program = self._program()
+        return str(self._core) + (program.scope_trace_str() if program is not None else "")
 
     __repr__ = __str__
 
