@@ -1,8 +1,9 @@
 """The sweep that the planner's choice of scope is checked against (its cost model,
 csrc/program/scope_cost.cc; tests/test_auto_scope.py reads benchmarks/results/*-program-scopes.json):
-each workload's program for rows of N at CTA sizes 64 to 1024 (one CTA per row), held in
-registers or staged in shared memory where that staging takes the rows, tileprim alone, one JSON
-line per run, the fastest per case last, then the planner's own choice with no scope named:
+each workload's program for rows of N at a warp, a warpgroup and CTAs of 64 to 1024 threads (one
+instance per row), held in registers, staged in shared memory or streamed where that staging takes
+the rows, tileprim alone, one JSON line per run, the fastest per case last, then the planner's own
+choice with no scope named:
 
     python benchmarks/program_scopes.py 16384 bfloat16 softmax logsumexp
 
@@ -17,8 +18,9 @@ import tileprim as tp
 from program_ab import median_ms
 from tileprim_bench.program_workloads import WORKLOADS
 
-THREADS = (64, 128, 256, 512, 1024)
-STAGINGS = ("registers", "shared")  # "streamed" (passes re-reading global memory) is for rows past these
+# every candidate of the planner's but thread (one thread per row of thousands: refused or spilled)
+SCOPES = (tp.warp, tp.cta(64), tp.warpgroup, tp.cta(128), tp.cta(256), tp.cta(512), tp.cta(1024))
+STAGINGS = ("registers", "shared", "streamed")
 ROWS = 32768
 
 
@@ -41,14 +43,14 @@ def sweep(n: int, dtype: str, name: str) -> None:
     best = None
     for staging in STAGINGS:
         program = staged(workload, staging)
-        for threads in THREADS:
-            scope = tp.cta(threads)
+        for scope in SCOPES:
             try:
                 kernel = tp.lower(program, *args, batch_dims=1, scope=scope)
             except tp.DispatchError:
                 continue  # this staging does not take rows of n at this scope
             ms = median_ms(lambda: program(*args, batch_dims=1, scope=scope))
-            row = {"case": f"{name} {ROWS}x{n} {dtype}", "threads": threads, "staging": staging, "ms": ms,
+            row = {"case": f"{name} {ROWS}x{n} {dtype}", "scope": str(scope).removeprefix("tp.").replace("threads=", ""),
+                   "threads": scope.threads, "staging": staging, "ms": ms,
                    "tbps": workload.bytes(ROWS, n, x.element_size()) / ms / 1e9, "registers": kernel.registers,
                    "blocks_per_sm": kernel.blocks_per_sm}
             print(json.dumps(row), flush=True)
