@@ -1,7 +1,7 @@
 """What each benchmarked kernel compiles to, read without a GPU: registers, local memory and SASS
 instructions per thread, per kernel, for sm_90a (or --target). The kernels: the tile programs of
 the benchmark (softmax, RMSNorm, add+RMSNorm and logsumexp, float32 and bfloat16, rows of 4096 and
-16384, at the scope the benchmark takes, held in registers, staged in shared memory or streamed),
+16384, at the scope the planner chooses for each staging, held in registers, staged in shared memory or streamed),
 the standalone maps (exp, sqrt, silu, add, fma on tiles of 8 as the benchmark runs them, and a
 thread's 1024 slots a chunk at a time), the standalone reductions (sum and max at thread, warp,
 warpgroup and CTA scope, rows short enough to be staged and long enough to be read in place or
@@ -63,13 +63,11 @@ def program_cases(target: str) -> Iterator[Case]:
             for dtype in DTYPES:
                 x = values((ROWS, n), dtype)
                 args = workload.arguments(x, values((ROWS, n), dtype, 1), values((n,), dtype, 2))
-                scope = workloads.scope_for(n, dtype, workload.name)
-                for staging in PROGRAM_STAGINGS:
-                    program = workloads.staged(workload, staging)
-                    name = f"program {workload.name} {n} {dtype} cta({scope.threads}) {staging}"
+                for staging in PROGRAM_STAGINGS:  # no scope named: the planner's best for the staging
+                    program = tp.program(workload.program._fn, staging=staging)
+                    name = f"program {workload.name} {n} {dtype} {staging}"
                     elements = (workload.rows_in + workload.rows_out) * n + workload.values_out
-                    yield name, (lambda p=program, a=args, s=scope: tp.lower(p, *a, batch_dims=1, scope=s,
-                                                                             target=target)), elements
+                    yield name, (lambda p=program, a=args: tp.lower(p, *a, batch_dims=1, target=target)), elements
 
 
 def map_cases(target: str) -> Iterator[Case]:

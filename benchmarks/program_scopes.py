@@ -1,7 +1,9 @@
-"""The sweep behind `scope_for` and the stagings in benchmarks/tileprim_bench/program_workloads.py:
-each workload's program for rows of N at CTA sizes 128 to 1024 (one CTA per row), held in
-registers or staged in shared memory where that staging takes the rows, tileprim alone, one JSON
-line per run, the fastest per case last:
+"""The sweep that the planner's choice of scope is checked against (its cost model,
+csrc/program/scope_cost.cc; tests/test_auto_scope.py reads benchmarks/results/*-program-scopes.json):
+each workload's program for rows of N at a warp, a warpgroup and CTAs of 64 to 1024 threads (one
+instance per row), held in registers, staged in shared memory or streamed where that staging takes
+the rows, tileprim alone, one JSON line per run, the fastest per case last, then the planner's own
+choice with no scope named:
 
     python benchmarks/program_scopes.py 16384 bfloat16 softmax logsumexp
 
@@ -14,11 +16,23 @@ import torch
 
 import tileprim as tp
 from program_ab import median_ms
-from tileprim_bench.program_workloads import WORKLOADS, staged
+from tileprim_bench.program_workloads import WORKLOADS
 
-THREADS = (128, 256, 512, 1024)
-STAGINGS = ("registers", "shared")  # "streamed" (passes re-reading global memory) is for rows past these
+# every candidate of the planner's but thread (one thread per row of thousands: refused or spilled)
+SCOPES = (tp.warp, tp.cta(64), tp.warpgroup, tp.cta(128), tp.cta(256), tp.cta(512), tp.cta(1024))
+STAGINGS = ("registers", "shared", "streamed")
 ROWS = 32768
+
+
+_STAGED: dict = {}
+
+
+def staged(workload, staging: str) -> tp.Program:
+    """The workload's program with ``staging`` named (one Program per staging, so its plans are kept)."""
+    key = (workload.name, staging)
+    if key not in _STAGED:
+        _STAGED[key] = tp.program(workload.program._fn, staging=staging)
+    return _STAGED[key]
 
 
 def sweep(n: int, dtype: str, name: str) -> None:
@@ -29,19 +43,24 @@ def sweep(n: int, dtype: str, name: str) -> None:
     best = None
     for staging in STAGINGS:
         program = staged(workload, staging)
-        for threads in THREADS:
-            scope = tp.cta(threads)
+        for scope in SCOPES:
             try:
                 kernel = tp.lower(program, *args, batch_dims=1, scope=scope)
             except tp.DispatchError:
                 continue  # this staging does not take rows of n at this scope
             ms = median_ms(lambda: program(*args, batch_dims=1, scope=scope))
-            row = {"case": f"{name} {ROWS}x{n} {dtype}", "threads": threads, "staging": staging, "ms": ms,
+            row = {"case": f"{name} {ROWS}x{n} {dtype}", "scope": str(scope).removeprefix("tp.").replace("threads=", ""),
+                   "threads": scope.threads, "staging": staging, "ms": ms,
                    "tbps": workload.bytes(ROWS, n, x.element_size()) / ms / 1e9, "registers": kernel.registers,
                    "blocks_per_sm": kernel.blocks_per_sm}
             print(json.dumps(row), flush=True)
             best = row if best is None or row["ms"] < best["ms"] else best
     print(json.dumps({"best": best}), flush=True)
+    plan = tp.plan(workload.program, *args, batch_dims=1)  # no scope: the planner's choice
+    ms = median_ms(lambda: workload.program(*args, batch_dims=1))
+    print(json.dumps({"chosen": {"case": f"{name} {ROWS}x{n} {dtype}", "scope": plan.scope, "staging": plan.staging,
+                                 "ms": ms, "tbps": workload.bytes(ROWS, n, x.element_size()) / ms / 1e9}}),
+          flush=True)
 
 
 if __name__ == "__main__":

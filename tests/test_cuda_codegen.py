@@ -366,10 +366,10 @@ def test_long_rows_past_a_whole_number_of_steps_stay_out_of_local_memory(dtype, 
 
 def test_maps_over_a_thousand_slots_per_thread_compile_a_chunk_at_a_time():
     # unrolled whole, a thread's 1024 bfloat16 silus took NVRTC minutes and megabytes of PTX
-    k = tp.lower(tp.silu, f(BF16, 4, 1024), batch_dims=1, target="sm_90a")
+    k = tp.lower(tp.silu, f(BF16, 4, 1024), batch_dims=1, scope=tp.thread, target="sm_90a")
     assert "tp::for_each_chunk<32>(" in k.source and "kBodySlots = 32;" in k.source
     assert "1024 slots 32 at a time" in k.instances_why
     assert len(k.ptx) < 600_000, len(k.ptx)  # 32 silus (tileprim's own, ~100 instructions each)
     assert "ld.local" not in k.ptx and "st.local" not in k.ptx
-    small = tp.lower(tp.silu, f(BF16, 4, 8), batch_dims=1, target="sm_90a")
+    small = tp.lower(tp.silu, f(BF16, 4, 8), batch_dims=1, scope=tp.thread, target="sm_90a")
     assert "chunk" not in small.source and "kBodySlots = 8;" in small.source

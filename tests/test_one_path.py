@@ -14,7 +14,7 @@ ROWS = S[(4, 256, 4):(4, 1 @ tx, 1)]  # 4096 wide over the 256 threads of a CTA,
 
 def test_the_plan_of_a_standalone_call_is_the_step_of_its_program_of_one_step(rng):
     x = random_tile(rng, (6, 40), "float32")
-    plan = tp.plan(tp.sum, x, axes=-1, batch_dims=1, backend="cpu")
+    plan = tp.plan(tp.sum, x, axes=-1, batch_dims=1, scope=tp.thread, backend="cpu")  # named: no scope trace
     program = plan._bound.plan
     (step,) = program.step_plans
     assert str(step) == str(plan) and plan.variant == "local"

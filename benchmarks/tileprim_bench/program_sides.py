@@ -18,9 +18,13 @@ from .program_workloads import Workload
 from .report import reason
 from .timing import CudaEventTimer, HostWallTimer, WallTimer
 
-__all__ = ["GPU_SHAPES", "CPU_SHAPES", "side_for"]
+__all__ = ["GPU_SHAPES", "GPU_EXTRA_SHAPES", "CPU_SHAPES", "side_for"]
 
-GPU_SHAPES = ((262144, 1024), (32768, 4096), (32768, 16384), (4096, 65536))
+# issue 49's rows: 32768 of each length up to 32000, then as many as 8 GiB holds of four float32
+# operands' rows (add+RMSNorm's x, r and two results)
+GPU_SHAPES = tuple((32768, n) for n in (1000, 2048, 4096, 4097, 8192, 16384, 32000)) + tuple(
+    (min(32768, (8 << 30) // (16 * n)), n) for n in (50257, 65536, 131072, 262144))
+GPU_EXTRA_SHAPES = ((32768, 4096), (32768, 16384))  # fastmath=True and forward + backward too
 CPU_SHAPES = ((100, 1024), (24, 4096), (6, 16384), (3, 65536))
 
 
@@ -39,6 +43,13 @@ class _CpuSide:
     @staticmethod
     def shapes(quick: bool):
         return tuple((max(1, m // 4) if quick else m, n) for m, n in CPU_SHAPES)
+
+    extra_shapes = shapes  # every case on every shape
+
+    @staticmethod
+    def copy_timed(x) -> None:
+        """No device copy to measure on the CPU side."""
+        return None
 
     def inputs(self, shape: tuple, dtype: str):
         dt = numpy_dtype(dtype)
@@ -104,6 +115,17 @@ class _GpuSide:
     @staticmethod
     def shapes(quick: bool):
         return tuple((m // 4 if quick else m, n) for m, n in GPU_SHAPES)
+
+    @staticmethod
+    def extra_shapes(quick: bool):
+        return tuple((m // 4 if quick else m, n) for m, n in GPU_EXTRA_SHAPES)
+
+    def copy_timed(self, x) -> Optional[float]:
+        """ms of one device-to-device copy of x (read once, written once), timed as the cases are."""
+        if self.device_name != "cuda":
+            return None
+        out = self.torch.empty_like(x)
+        return self.timer(lambda: out.copy_(x))
 
     def _random(self, shape: tuple, dtype: str, normal: bool = True):
         """Standard normal (``normal``) or uniform [0.5, 1.5) values, drawn on the device in float32

@@ -7,7 +7,9 @@ and tileprim derives the program's).
 
 Every workload reads bfloat16 or float32 rows, computes in float32 and writes the input's dtype,
 as PyTorch and Liger do. The programs are examples/programs/{softmax,rmsnorm,logsumexp}.py's with
-that float32 cast added to softmax and logsumexp (the examples' float32 steps are the same)."""
+that float32 cast added to softmax and logsumexp (the examples' float32 steps are the same). Each
+program names no scope and no staging: it is called as a user calls it, and the planner chooses
+both (benchmarks/program_scopes.py is the sweep its cost model is checked against)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,55 +19,9 @@ import numpy as np
 
 import tileprim as tp
 
-__all__ = ["EPS", "scope_for", "program_for", "staged", "softmax", "rmsnorm", "add_rmsnorm", "logsumexp", "Workload", "WORKLOADS",
-           "GRADIENT_WORKLOADS"]
+__all__ = ["EPS", "softmax", "rmsnorm", "add_rmsnorm", "logsumexp", "Workload", "WORKLOADS", "GRADIENT_WORKLOADS"]
 
 EPS = 1e-6
-
-
-# Threads per CTA (one CTA per row) by row length, dtype and workload: the fastest of a sweep over
-# cta(32 ... 1024) on one H100 (2026-11-25, the note of issue 31), float32 RMSNorm at 16384 of a
-# sweep on one H200 (2026-11-28, benchmarks/program_scopes.py); rows past 16384 take 1024.
-_SCOPES = {
-    (1024, "float32"): {"softmax": 64, "rmsnorm": 32, "add_rmsnorm": 32, "logsumexp": 64},
-    (1024, "bfloat16"): {"softmax": 64, "rmsnorm": 64, "add_rmsnorm": 128, "logsumexp": 64},
-    (4096, "float32"): {"softmax": 256, "rmsnorm": 128, "add_rmsnorm": 256, "logsumexp": 128},
-    (4096, "bfloat16"): {"softmax": 128, "rmsnorm": 256, "add_rmsnorm": 256, "logsumexp": 128},
-    (16384, "float32"): {"softmax": 512, "rmsnorm": 512, "add_rmsnorm": 1024, "logsumexp": 256},
-    (16384, "bfloat16"): {"softmax": 256, "rmsnorm": 512, "add_rmsnorm": 512, "logsumexp": 256},
-}
-
-
-def scope_for(n: int, dtype: str, workload: str = "softmax"):
-    """The exec scope that runs one row of length ``n`` (one CTA per row): the measured best for
-    the row lengths swept, else more threads as the row grows, so each holds few elements."""
-    threads = _SCOPES.get((n, dtype), {}).get(workload)
-    if threads is None:
-        threads = 256 if n <= 4096 else 512 if n <= 16384 else 1024
-    return tp.cta(threads)
-
-
-# How the kernel holds the rows where the planner's first choice (registers, as they fit) was not
-# the fastest of the stagings swept: bfloat16 RMSNorm rows of 16384 at cta(512) run 2.87 TB/s staged
-# in shared memory, 2.36 in registers (one H100, 2026-11-25, the note of issue 31); float32 ones
-# 4.04 staged at cta(512), 3.83 in registers at cta(1024), 3.98 at cta(512) (one H200, 2026-11-28).
-_STAGINGS = {(16384, "bfloat16"): {"rmsnorm": "shared"}, (16384, "float32"): {"rmsnorm": "shared"}}
-_STAGED_PROGRAMS: dict = {}
-
-
-def program_for(workload: "Workload", n: int, dtype: str) -> tp.Program:
-    """The workload's program, with the staging measured best for rows of ``n`` in ``dtype`` where
-    that is not the planner's first choice (one Program per staging, so its plans are kept)."""
-    staging = _STAGINGS.get((n, dtype), {}).get(workload.name)
-    return workload.program if staging is None else staged(workload, staging)
-
-
-def staged(workload: "Workload", staging: str) -> tp.Program:
-    """The workload's program with ``staging`` named (one Program per staging, so its plans are kept)."""
-    key = (workload.name, staging)
-    if key not in _STAGED_PROGRAMS:
-        _STAGED_PROGRAMS[key] = tp.program(workload.program._fn, staging=staging)
-    return _STAGED_PROGRAMS[key]
 
 
 @tp.program

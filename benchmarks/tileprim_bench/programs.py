@@ -7,8 +7,14 @@ then softmax and RMSNorm forward + backward (issue 33), the program's backward d
     python benchmarks/programs.py --smoke        # no GPU: CPU backend against NumPy, tiny shapes
     python -m tileprim bench --only program      # the same cases inside the whole suite
 
-On a GPU: rows of N = 1024, 4096, 16384, 65536 (M = 262144, 32768, 32768, 4096: inputs of
-0.25-2 GiB, far larger than L2), float32 and bfloat16, each program exact (the default) and with
+Every program is called as a user calls it: no scope, no staging (the planner's choice, which
+each case's detail records as "scope" and "staging"); "first_call_s" is its first call's cost
+(trace, plan and, on the GPU, NVRTC unless the kernel cache holds it), "copy_tbps" the device's
+copy bandwidth on the same rows and "vs_copy" the program's TB/s over it.
+
+On a GPU: issue 49's rows, 32768 rows of N = 1000, 2048, 4096, 4097, 8192, 16384 and 32000 and
+rows of 50257, 65536, 131072 and 262144 as many as fit in 8 GiB (program_sides.GPU_SHAPES),
+float32 and bfloat16, each program exact (the default); on rows of 4096 and 16384 also with
 fastmath=True (the GPU's approximations: "... fastmath" cases, checked against the same oracle
 within TOLERANCE_FASTMATH, their bits against the CPU's exact ones for information; the peers'
 figures are those the exact case measured on the same inputs just before, where it ran), CUDA events around batches of 5
@@ -35,6 +41,7 @@ import argparse
 import functools
 import math
 import sys
+import time
 from typing import List, Optional, Tuple
 
 import numpy as np
@@ -43,9 +50,9 @@ import tileprim as tp
 from tileprim._arrays.dtypes import numpy_dtype
 
 from .baselines import GpuLibrary, NumpyLibrary
-from .cases import Case, Inputs, Measured, scope_name
+from .cases import Case, Inputs, Measured
 from .program_sides import side_for
-from .program_workloads import GRADIENT_WORKLOADS, WORKLOADS, Workload, program_for, scope_for
+from .program_workloads import GRADIENT_WORKLOADS, WORKLOADS, Workload
 from .report import reason
 from .runner import Sizes, Suite, cuda_usable, run_as_asked
 
@@ -108,12 +115,12 @@ def _worst_error(side, workload: Workload, args: tuple, results: tuple, dtype: s
     return worst
 
 
-def _bits(side, workload: Workload, args: tuple, results: tuple, scope) -> str:
+def _bits(side, workload: Workload, args: tuple, results: tuple) -> str:
     """tileprim's first CHECK_ROWS rows against the CPU backend's run of those rows alone."""
     k = min(CHECK_ROWS, args[0].shape[0])
     host_args = tuple(a if isinstance(a, float) else side.host(a[:k] if i < workload.rows_in else a)
                       for i, a in enumerate(args))
-    cpu = _as_tuple(workload.program(*host_args, batch_dims=1, scope=scope, backend="cpu"))
+    cpu = _as_tuple(workload.program(*host_args, batch_dims=1, backend="cpu"))
     return _differing((side.host(side.device(res)[:k]), ref) for res, ref in zip(results, cpu))
 
 
@@ -159,7 +166,7 @@ def _gradient_error(side, workload: Workload, arrays: tuple, g, grads: tuple, dt
     return math.nan if any(map(math.isnan, errors)) else max(errors)
 
 
-def _gradient_bits(side, workload: Workload, args: tuple, g, grads: tuple, scope) -> str:
+def _gradient_bits(side, workload: Workload, args: tuple, g, grads: tuple) -> str:
     """tileprim's gradients of the rows (dx) on the first CHECK_ROWS rows against the CPU
     backend's forward + backward of those rows alone, on CPU copies (w's gradient is torch's sum
     over the batch: the oracle checks it)."""
@@ -167,7 +174,7 @@ def _gradient_bits(side, workload: Workload, args: tuple, g, grads: tuple, scope
     k = min(CHECK_ROWS, g.shape[0])
     host = tuple(a if isinstance(a, float) else (a[:k] if i < rows_in else a).detach().cpu().requires_grad_()
                  for i, a in enumerate(args))
-    y = workload.program(*host, batch_dims=1, scope=scope, backend="cpu")
+    y = workload.program(*host, batch_dims=1, backend="cpu")
     cpu = torch.autograd.grad(y, [a for a in host if torch.is_tensor(a)], g[:k].cpu())
     return _differing((side.host(got[:k]), side.host(ref)) for got, ref in zip(grads[:rows_in], cpu))
 
@@ -176,18 +183,15 @@ def _measure(side, inputs: Inputs, workload: Workload, shape: tuple, dtype: str,
              fastmath: bool = False) -> Measured:
     x, r, w = inputs.get(("program", shape, dtype), lambda: side.inputs(shape, dtype))
     args = workload.arguments(x, r, w)
-    scope = scope_for(shape[-1], dtype, workload.name)
-    program = program_for(workload, shape[-1], dtype)
     peers, missing = side.peers(workload, args)
     options = dict(side.options, fastmath=fastmath)
-    detail = {"scope": scope_name(scope), "unit": "µs" if per_call else "TB/s",
-              "tolerance": (TOLERANCE_FASTMATH if fastmath else TOLERANCE)[dtype], "n/a": missing, "fastmath": fastmath,
-              "staging": tp.plan(program, *args, batch_dims=1, scope=scope, **options).staging}
-    ours = functools.partial(program, *args, batch_dims=1, scope=scope, **options)
+    detail = {"unit": "µs" if per_call else "TB/s",
+              "tolerance": (TOLERANCE_FASTMATH if fastmath else TOLERANCE)[dtype], "n/a": missing, "fastmath": fastmath}
+    # called as a user calls it: no scope, no staging (the planner's choice, which the detail records)
+    ours = functools.partial(workload.program, *args, batch_dims=1, **options)
 
     def bits(results):  # under fastmath the GPU's bits, which differ from the CPU's exact ones
-        return ("fastmath, against the exact: " if fastmath else "") + _bits(side, workload, args, _as_tuple(results),
-                                                                             scope)
+        return ("fastmath, against the exact: " if fastmath else "") + _bits(side, workload, args, _as_tuple(results))
     key = (workload.name, shape, dtype, per_call)
     known = _PEER_FIGURES.get(key) if fastmath else None
     if known is not None:  # the exact twin timed these peers on these inputs
@@ -197,6 +201,14 @@ def _measure(side, inputs: Inputs, workload: Workload, shape: tuple, dtype: str,
     measured = _checked_and_timed(side.small_timer if per_call else side.timer, ours, peers, detail,
                                   lambda results: _worst_error(side, workload, args, _as_tuple(results), dtype),
                                   bits, min(CHECK_ROWS, shape[0]))
+    _chosen(detail, workload.program, args, options)
+    copy = side.copy_timed(x) if not per_call else None  # the device's copy bandwidth on these rows
+    if copy is not None:
+        detail["copy_tbps"] = 2 * x.numel() * x.element_size() / copy / 1e9
+        if measured.tileprim_ms:
+            m, n = shape
+            tbps = workload.bytes(m, n, x.element_size()) / measured.tileprim_ms / 1e9
+            detail["vs_copy"] = tbps / detail["copy_tbps"]
     if known is not None:
         measured.baselines.update(known["baselines"])
         detail["peers_ok"] = dict(known["peers_ok"])
@@ -206,6 +218,15 @@ def _measure(side, inputs: Inputs, workload: Workload, shape: tuple, dtype: str,
         _PEER_FIGURES[key] = {"baselines": dict(measured.baselines), "peers_ok": dict(detail["peers_ok"]),
                               "n/a": dict(missing)}
     return measured
+
+
+def _chosen(detail: dict, program, args: tuple, options: dict) -> None:
+    """The planner's scope and staging for the call (no scope named), in the case's detail."""
+    try:
+        plan = tp.plan(program, *args, batch_dims=1, **options)
+        detail.update(scope=plan.scope, staging=plan.staging)
+    except Exception as e:  # refused: the note says why
+        detail.update(scope="refused", staging=reason(e))
 
 
 def _forward_backward(torch, wrt: tuple, g, forward):
@@ -218,18 +239,18 @@ def _measure_gradients(side, inputs: Inputs, workload: Workload, shape: tuple, d
     x, w, g = inputs.get(("program fwd+bwd", shape, dtype), lambda: side.gradient_inputs(shape, dtype))
     args = workload.arguments(x, None, w)
     wrt = tuple(a for a in args if not isinstance(a, float))
-    scope = scope_for(shape[-1], dtype, workload.name)
     with_backward = functools.partial(_forward_backward, side.torch, wrt, g)
     forwards, missing = side.peers(workload, args)
     peers = {name: functools.partial(with_backward, fn) for name, fn in forwards.items()}
-    detail = {"scope": scope_name(scope), "unit": "TB/s", "tolerance": GRADIENT_TOLERANCE[dtype],
-              "n/a": missing}
-    forward = functools.partial(workload.program, *args, batch_dims=1, scope=scope, **side.options)
+    detail = {"unit": "TB/s", "tolerance": GRADIENT_TOLERANCE[dtype], "n/a": missing}
+    forward = functools.partial(workload.program, *args, batch_dims=1, **side.options)
     ours = functools.partial(with_backward, forward)
-    return _checked_and_timed(side.timer, ours, peers, detail,
-                              lambda grads: _gradient_error(side, workload, wrt, g, grads, dtype),
-                              lambda grads: _gradient_bits(side, workload, args, g, grads, scope),
-                              min(CHECK_ROWS, shape[0]))
+    measured = _checked_and_timed(side.timer, ours, peers, detail,
+                                  lambda grads: _gradient_error(side, workload, wrt, g, grads, dtype),
+                                  lambda grads: _gradient_bits(side, workload, args, g, grads),
+                                  min(CHECK_ROWS, shape[0]))
+    _chosen(detail, workload.program, args, side.options)
+    return measured
 
 
 def _checked_and_timed(timer, ours, peers: dict, detail: dict, error_of, bits_of, bits_rows: int) -> Measured:
@@ -240,7 +261,9 @@ def _checked_and_timed(timer, ours, peers: dict, detail: dict, error_of, bits_of
     tolerance, missing = detail["tolerance"], detail["n/a"]
     ours_ms, note = None, None
     try:
-        results = ours()  # compiles; the check runs on this first result
+        start = time.perf_counter()
+        results = ours()  # traces, plans and compiles; the check runs on this first result
+        detail["first_call_s"] = time.perf_counter() - start
         error = error_of(results)
         detail.update(oracle=None if math.isnan(error) else error, oracle_ok=error <= tolerance,
                       bits=bits_of(results), bits_rows=bits_rows)
@@ -270,7 +293,7 @@ def _case(side, inputs: Inputs, workload: Workload, shape: tuple, dtype: str, pe
     name = (f"program {workload.name} {m}x{n} {dtype}" + (" host wall time" if per_call else "")
             + (" fastmath" if fastmath else ""))
     return Case(name, "program", lambda: _measure(side, inputs, workload, shape, dtype, per_call, fastmath),
-                op=workload.name, dtype=dtype, scope=scope_name(scope_for(n, dtype, workload.name)), K=n, shape=shape,
+                op=workload.name, dtype=dtype, scope="planner", K=n, shape=shape,
                 bytes=workload.bytes(m, n, numpy_dtype(dtype).itemsize))
 
 
@@ -278,7 +301,7 @@ def _gradient_case(side, inputs: Inputs, workload: Workload, shape: tuple, dtype
     m, n = shape
     return Case(f"program {workload.name} fwd+bwd {m}x{n} {dtype}", "program_backward",
                 lambda: _measure_gradients(side, inputs, workload, shape, dtype), op=workload.name,
-                dtype=dtype, scope=scope_name(scope_for(n, dtype, workload.name)), K=n, shape=shape,
+                dtype=dtype, scope="planner", K=n, shape=shape,
                 bytes=workload.gradient_bytes(m, n, numpy_dtype(dtype).itemsize))
 
 
@@ -303,12 +326,15 @@ def program_cases(side, inputs: Inputs, quick: bool = False) -> Tuple[List[Case]
     (list of Case, dict)
     """
     # each workload on both paths: exact (the default) and fastmath=True, beside the same peers
+    # each workload exact (the default) on every shape; fastmath=True and forward + backward on the
+    # side's shorter list, beside the same peers
     cases = [_case(side, inputs, workload, shape, dtype, fastmath=fastmath)
-             for shape in side.shapes(quick) for dtype in DTYPES for workload in WORKLOADS for fastmath in (False, True)]
+             for shape in side.shapes(quick) for dtype in DTYPES for workload in WORKLOADS
+             for fastmath in ((False, True) if shape in side.extra_shapes(quick) else (False,))]
     rmsnorm = next(w for w in WORKLOADS if w.name == "rmsnorm")
     cases += [_case(side, inputs, rmsnorm, SMALL_SHAPE, dtype, per_call=True) for dtype in DTYPES]
     cases += [_gradient_case(side, inputs, workload, shape, dtype)
-              for shape in side.shapes(quick) for dtype in DTYPES for workload in GRADIENT_WORKLOADS]
+              for shape in side.extra_shapes(quick) for dtype in DTYPES for workload in GRADIENT_WORKLOADS]
     header = {"program_timing": side.timer.describe(), "program_small_timing": side.small_timer.describe(),
               "program_tolerance": TOLERANCE, "program_tolerance_fastmath": TOLERANCE_FASTMATH,
               "program_bits_rows": CHECK_ROWS,

@@ -122,6 +122,20 @@ void bind_program(py::module_& m) {
         }
         return out;
       })
+      .def_property_readonly("scope_trace", [](const ProgramPlan& p) {
+        py::list out;
+        for (const ScopeVerdict& v : p.scope_trace) {
+          py::dict d;
+          d["scope"] = v.scope;
+          d["staging"] = v.staging;
+          d["accepted"] = v.accepted;
+          d["chosen"] = v.chosen;
+          d["ns_per_row"] = v.accepted ? py::object(py::float_(v.ns_per_row)) : py::object(py::none());
+          d["reasons"] = v.reasons;
+          out.append(d);
+        }
+        return out;
+      })
       .def_property_readonly("rows", [](const ProgramPlan& p) -> py::object {
         if (!p.rows) return py::none();
         py::dict d;
@@ -151,6 +165,7 @@ void bind_program(py::module_& m) {
         for (const ProgramStep& s : p.steps) out.append(std::const_pointer_cast<Plan>(s.bound->shared_plan()));
         return out;
       })
+      .def("scope_trace_str", &ProgramPlan::scope_trace_str)
       .def("__str__", &ProgramPlan::str);
 
   py::class_<BoundProgram, std::shared_ptr<BoundProgram>>(m, "BoundProgram")
@@ -233,7 +248,8 @@ void bind_program(py::module_& m) {
          const std::string& target, const std::string& backend, const std::vector<int>& devices, bool fastmath) {
         ProgramSpec spec;
         spec.name = name;
-        spec.scope = ExecScope::named(scope, threads);
+        spec.auto_scope = scope.empty();  // named nowhere: the planner's choice
+        spec.scope = spec.auto_scope ? ExecScope::thread() : ExecScope::named(scope, threads);
         spec.storage = storage;
         spec.staging = staging;
         spec.fastmath = fastmath;
@@ -253,15 +269,22 @@ void bind_program(py::module_& m) {
       py::arg("name"), py::arg("inputs"), py::arg("steps"), py::arg("outputs"), py::arg("scope"), py::arg("threads"),
       py::arg("storage"), py::arg("staging"), py::arg("target"), py::arg("backend"), py::arg("devices") = std::vector<int>{},
       py::arg("fastmath") = false,
-      "Plans a traced program: each step through the registry, copies where placements differ, shared memory "
+      "Plans a traced program (scope '': named nowhere, the planner chooses it): each step through the registry, copies where placements differ, shared memory "
       "by live range; its runner binds on the first run.");
   m.def(
       "prepare_call",
-      [](const OpCall& call, const std::string& target, const std::string& backend, const std::vector<int>& devices) {
-        return std::make_shared<BoundProgram>(plan_program(call_program(call), make_context(target, backend, devices)));
+      [](const OpCall& call, const std::string& target, const std::string& backend, const std::vector<int>& devices,
+         bool auto_scope, bool storage_given) {
+        ProgramSpec spec = call_program(call);
+        spec.auto_scope = auto_scope;
+        spec.steps.front().storage_given = storage_given;
+        return std::make_shared<BoundProgram>(plan_program(spec, make_context(target, backend, devices)));
       },
       py::arg("call"), py::arg("target"), py::arg("backend"), py::arg("devices") = std::vector<int>{},
-      "A standalone call as the program of one step, planned as it is called; its runner binds on the first run.");
+      py::arg("auto_scope") = false, py::arg("storage_given") = true,
+      "A standalone call as the program of one step, planned as it is called; its runner binds on the first run. "
+      "auto_scope: no scope was named (a batched call): the planner chooses it, and the storage too unless "
+      "storage_given.");
 }
 
 }  // namespace tp

@@ -424,8 +424,12 @@ class ProgramPlanner {
 
 }  // namespace
 
-std::shared_ptr<const ProgramPlan> plan_program(const ProgramSpec& spec, const DispatchContext& ctx) {
+std::shared_ptr<const ProgramPlan> plan_at_scope(const ProgramSpec& spec, const DispatchContext& ctx) {
   return ProgramPlanner(spec, ctx).run();
+}
+
+std::shared_ptr<const ProgramPlan> plan_program(const ProgramSpec& spec, const DispatchContext& ctx) {
+  return spec.auto_scope ? plan_auto_scope(spec, ctx) : plan_at_scope(spec, ctx);
 }
 
 }  // namespace tp

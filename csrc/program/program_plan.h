@@ -19,6 +19,7 @@
 #include "dispatch/plan_cache.h"
 #include "layout/exec_scope.h"
 #include "layout/tile_layout.h"
+#include "program/auto_scope.h"
 #include "program/row_staging.h"
 
 namespace tp {
@@ -50,11 +51,13 @@ struct StepSpec {
   // The step's call exactly as made, operands placed as given (a standalone call's): planned as it
   // is, with no placement of the planner's; its accum folds into the output's old value.
   std::optional<OpCall> call;
+  bool storage_given = true;  // the call named its storage (else its scope's default: auto_scope.h)
 };
 
 struct ProgramSpec {
   std::string name;
   ExecScope scope;
+  bool auto_scope = false;  // the scope is named nowhere: the planner chooses it (auto_scope.h)
   std::string storage;  // the program's default storage for its steps; empty: the planner's choice
   std::string staging;  // how the kernel holds the rows (row_staging.h); empty: the first that accepts
   bool fastmath = false;  // every elementwise step's fastmath= where the step names none (DESIGN §3)
@@ -116,6 +119,7 @@ struct ProgramPlan {
   std::string staging = "registers";   // how the kernel holds the rows (row_staging.h)
   std::vector<StagingVerdict> staging_trace;  // every candidate's verdict, in priority order
   std::optional<RowChunks> rows;       // shared and streamed: the rows and their chunks
+  std::vector<ScopeVerdict> scope_trace;  // an auto-scoped plan: every candidate's verdict; else empty
 
   // The registers a thread of the scope may hold on the target (dispatch/architecture.h): its
   // share of a block's, within a thread's limit.
@@ -133,9 +137,13 @@ struct ProgramPlan {
   bool frame_stages_every_tile() const;
 
   std::string str() const;  // a table: one row per step
+  std::string scope_trace_str() const;  // the lines of the scope trace ("" where a scope is named)
 };
 
+// The plan of a program: at its scope, or (spec.auto_scope) at the scope the planner chooses.
 std::shared_ptr<const ProgramPlan> plan_program(const ProgramSpec& spec, const DispatchContext& ctx);
+// The plan at spec.scope.
+std::shared_ptr<const ProgramPlan> plan_at_scope(const ProgramSpec& spec, const DispatchContext& ctx);
 
 // The shape of a step's result, NumPy's rules: a map's operands broadcast right-aligned, a
 // reduction drops its axes (keepdims: keeps 1s there; `axes` normalised to 0..rank-1 in place),

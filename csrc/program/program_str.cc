@@ -45,7 +45,9 @@ bool ProgramPlan::frame_stages_every_tile() const {
 }
 
 std::string ProgramPlan::str() const {
-  std::string out = "program " + name + " at scope " + scope.str() + "; " + context.str() + "\n";
+  std::string out = "program " + name + " at scope " + scope.str() +
+                    (scope_trace.empty() ? "" : " (the planner's choice: no scope is named)") + "; " + context.str() +
+                    "\n";
   out += "inputs:";
   for (const ProgramValue& v : values) {
     if (v.input >= 0) {
@@ -74,6 +76,17 @@ std::string ProgramPlan::str() const {
   out += "\nstaging: " + staging;
   for (const StagingVerdict& v : staging_trace) {
     out += "\n  " + v.name + (v.name == staging ? " (runs)" : v.accepted ? " (accepts)" : " (declines)") + ":";
+    for (const std::string& why : v.reasons) out += "\n      " + why;
+  }
+  return out + scope_trace_str();
+}
+
+std::string ProgramPlan::scope_trace_str() const {
+  if (scope_trace.empty()) return "";
+  std::string out = "\nscope: " + scope.str() + ", staging " + staging + " (the planner's choice: no scope is named)";
+  for (const ScopeVerdict& v : scope_trace) {
+    out += "\n  " + v.scope + (v.staging.empty() ? "" : " " + v.staging) +
+           (v.chosen ? " (runs)" : v.accepted ? " (accepts)" : " (declines)") + ":";
     for (const std::string& why : v.reasons) out += "\n      " + why;
   }
   return out;

@@ -24,12 +24,6 @@ std::string budget_of(const ProgramPlan& plan) {
          " per thread)";
 }
 bool fits_registers(const ProgramPlan& plan) { return plan.peak_registers <= plan.register_budget(); }
-// One pass per reduction, then one for the outputs.
-int passes_of(const ProgramPlan& plan) {
-  int passes = 1;
-  for (const ProgramStep& s : plan.steps) passes += s.bound->plan().call.def->family == OpFamily::reduction ? 1 : 0;
-  return passes;
-}
 
 // The largest tile in registers (the rows, where the program has them), or none
 const ProgramValue* widest_in_registers(const ProgramPlan& plan) {
@@ -147,8 +141,14 @@ std::optional<RowChunks> row_chunks(const ProgramPlan& plan, std::vector<std::st
   return rows;
 }
 
-// The bytes per instance of the row inputs the shared staging keeps for the whole program (each
-// instance's own: a row the whole batch shares is read where it lies, from L2 after the first).
+}  // namespace
+
+int passes_of(const ProgramPlan& plan) {
+  int passes = 1;
+  for (const ProgramStep& s : plan.steps) passes += s.bound->plan().call.def->family == OpFamily::reduction ? 1 : 0;
+  return passes;
+}
+
 long long row_input_bytes(const ProgramPlan& plan, const RowChunks& rows) {
   long long bytes = 0;
   for (const ProgramValue& v : plan.values) {
@@ -158,8 +158,6 @@ long long row_input_bytes(const ProgramPlan& plan, const RowChunks& rows) {
   }
   return bytes;
 }
-
-}  // namespace
 
 const std::vector<std::string>& staging_names() {
   static const std::vector<std::string> names = {"registers", "shared", "streamed", "spilled"};

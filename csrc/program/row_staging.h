@@ -44,6 +44,12 @@ struct RowChunks {
   long long chunk_elements() const { return static_cast<long long>(chunk_slots) * owners; }
 };
 
+// A chunked staging's passes over the rows: one per reduction, then one for the outputs.
+int passes_of(const ProgramPlan& plan);
+// The bytes per instance of the row inputs the shared staging keeps for the whole program (each
+// instance's own: a row the whole batch shares is read where it lies, from L2 after the first).
+long long row_input_bytes(const ProgramPlan& plan, const RowChunks& rows);
+
 // The staging names in priority order.
 const std::vector<std::string>& staging_names();
 

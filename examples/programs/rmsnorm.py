@@ -8,7 +8,7 @@ import numpy as np
 import tileprim as tp
 
 
-@tp.program(scope=tp.cta(256))
+@tp.program
 def rmsnorm(x, w, eps):
     xf = tp.cast(x, "float32")
     ms = tp.sum(xf * xf, axes=-1, keepdims=True) / x.shape[-1]

@@ -1,4 +1,4 @@
-"""Softmax over the last dim as one tile program: one CTA of 256 threads per row.
+"""Softmax over the last dim as one tile program: each row at the scope the planner chooses.
 
     python examples/programs/softmax.py        # runs on the CPU backend, checks against NumPy
 """
@@ -7,7 +7,7 @@ import numpy as np
 import tileprim as tp
 
 
-@tp.program(scope=tp.cta(256))
+@tp.program
 def softmax(x):
     m = tp.max(x, axes=-1, keepdims=True)
     e = tp.exp(x - m)

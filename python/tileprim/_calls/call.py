@@ -24,7 +24,7 @@ from .._opspec.table import SPECS
 from .._platform.backends import default_target, resolve_backend
 from .plan import Plan
 from .prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, forget, remember
-from .scope import ExecScope
+from .scope import ExecScope, thread
 
 __all__ = ["prepared_call", "forget"]
 
@@ -137,6 +137,9 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
     if viewed is not None:  # e.g. torch CPU tensors: through NumPy views
         return viewed
     spec = SPECS[op]
+    named = scope is not None  # named nowhere on a batched call: the planner chooses (C++ auto_scope)
+    if not named:
+        scope = thread
     if not isinstance(scope, ExecScope):
         raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")
     accum = as_bool(accum, "accum")
@@ -162,6 +165,7 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
 
     layout = as_layout(layout, "layout")
     out_layout = as_layout(out_layout, "out_layout")
+    storage_given = storage is not None
     if storage is None:
         storage = "local" if layout is not None and layout.thread_axes else scope.default_storage
     expect(storage, str, "storage", "one of 'local', 'shared', 'shared.dyn'")
@@ -183,7 +187,8 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
     if len(devices) > 1:
         raise ValueError(f"operands: on devices {devices[0]} and {devices[1]}; move them to one device")
     target = default_target(backend, devices[0] if devices else 0) if target is None else target
-    core = _C.prepare_call(call, target, backend, devices)  # the program of one step
+    # the program of one step; batched with no scope named, at the planner's choice of scope
+    core = _C.prepare_call(call, target, backend, devices, not named and batch_dims >= 1, storage_given)
     step = core.plan.step_plans[0]
 
     out_tile = tuple(step.call.output.shape)

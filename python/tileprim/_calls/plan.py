@@ -22,6 +22,11 @@ class Plan:
         What its planner decided (group_size, n_shuffles, chunks, ...).
     numerics : dict
         Accumulation dtype, identity, NaN rule, summation order, flush-to-zero.
+    scope : str
+        The scope the call runs at.
+    scope_trace : list of dict
+        A batched call with no scope named: the planner's candidates, as
+        ``ProgramPlan.scope_trace`` (empty where a scope is named).
     trace : list
         Every registered variant of the op: ``.variant``, ``.priority``, ``.status`` (chosen,
         declined, not tried) and ``.reasons`` (every failing predicate's).
@@ -46,6 +51,18 @@ class Plan:
     target = property(lambda self: self._core.target, doc="the architecture dispatch modelled ('' for none)")
     sm_version = property(lambda self: self._core.sm_version, doc="the target's number (100 for sm_100a), 0 for none")
     backend = property(lambda self: self._core.backend, doc="the backend that runs it: 'cpu' or 'cuda'")
+    scope = property(lambda self: self._core.call.scope, doc="the scope it runs at: named, or the planner's choice")
+
+    @property
+    def scope_trace(self) -> List[dict]:
+        """A batched call with no scope named: the planner's candidates (``ProgramPlan.scope_trace``)."""
+        program = self._program()
+        return program.scope_trace if program is not None else []
+
+    def _program(self):
+        """The program of one step a tile op's call is (a collective's Plan has none)."""
+        program = getattr(self._bound, "plan", None)
+        return program if hasattr(program, "scope_trace") else None
 
     @property
     def params(self) -> Dict[str, object]:
@@ -87,10 +104,10 @@ class Plan:
         return hash(str(self._core))
 
     def __str__(self) -> str:
-        return str(self._core)
+        program = self._program()
+        return str(self._core) + (program.scope_trace_str() if program is not None else "")
 
-    def __repr__(self) -> str:
-        return str(self._core)
+    __repr__ = __str__
 
     def _repr_html_(self) -> str:
         from .._viz.plan_html import plan_html

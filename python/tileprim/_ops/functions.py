@@ -1,5 +1,5 @@
 """Op functions written from the op table: each op's signature follows its family and operand
-names (``sum(src, axes=-1, *, out=None, accum=False, keepdims=False, scope=thread, ...)``); its
+names (``sum(src, axes=-1, *, out=None, accum=False, keepdims=False, scope=None, ...)``); its
 body hands the arguments to ``prepare`` (the call memo for tileprim's own functions, the custom op
 for the twins torch.compile traces) and runs what that makes, or, inside a tile program being
 traced, records a step instead."""
@@ -11,7 +11,7 @@ from .._program.trace import TRACING, record_step
 
 __all__ = ["op_function"]
 
-_COMMON = ("scope=thread, storage=None, layout=None, out_layout=None, batch_dims=0, target=None, backend=None, "
+_COMMON = ("scope=None, storage=None, layout=None, out_layout=None, batch_dims=0, target=None, backend=None, "
            "dispatch=None, **config")
 
 
@@ -51,11 +51,12 @@ def _source(spec: dict, runs: bool) -> str:
             f"    return prepare({args}){tail}\n")
 
 
-def op_function(spec: dict, prepare, default_scope, runs: bool = True):
+def op_function(spec: dict, prepare, runs: bool = True):
     """The function of the op ``spec`` (an entry of ``_opspec.table.SPECS``): it hands its arguments to
-    ``prepare`` and runs what comes back (``runs=False``: returns its Plan instead); ``scope``
-    defaults to ``default_scope``."""
-    namespace = {"prepare": prepare, "thread": default_scope, "TRACING": TRACING, "record_step": record_step,
+    ``prepare`` and runs what comes back (``runs=False``: returns its Plan instead); ``scope=None``
+    (named nowhere) is ``prepare``'s to resolve: tp.thread for one tile, the planner's choice for a
+    batch."""
+    namespace = {"prepare": prepare, "TRACING": TRACING, "record_step": record_step,
                  "gather_call": run_gather}
     exec(compile(_source(spec, runs), f"<tileprim.{spec['name']}>", "exec"), namespace)
     fn = namespace["op"]

@@ -10,7 +10,6 @@ from typing import Dict, List, Tuple
 
 import tileprim._C as _C
 from .._calls.call import prepared_call
-from .._calls.scope import thread
 from .._opspec.table import OPS, SPECS
 from ..comm import treduce
 from .functions import op_function
@@ -18,8 +17,8 @@ from .functions import op_function
 __all__ = ["OPS", "plan", "variants", "op_table", "op_name"]
 
 _TILE_OPS = [spec for spec in SPECS.values() if spec["family"] != "collective"]
-OPS.update({spec["name"]: op_function(spec, prepared_call, thread) for spec in _TILE_OPS})
-_PLANNERS = {spec["name"]: op_function(spec, prepared_call, thread, runs=False) for spec in _TILE_OPS}
+OPS.update({spec["name"]: op_function(spec, prepared_call) for spec in _TILE_OPS})
+_PLANNERS = {spec["name"]: op_function(spec, prepared_call, runs=False) for spec in _TILE_OPS}
 
 
 def op_name(op) -> str:

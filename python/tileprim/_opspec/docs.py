@@ -5,8 +5,10 @@ __all__ = ["op_docstring"]
 
 _COMMON = """out : array, optional
     Written with the result (same library, dtype and shape); left untouched when the call fails.
-scope : ExecScope, default tp.thread
-    Who runs one instance on one tile: tp.thread, tp.warp, tp.warpgroup or tp.cta(n).
+scope : ExecScope, optional
+    Who runs one instance on one tile: tp.thread, tp.warp, tp.warpgroup or tp.cta(n). None
+    (named nowhere): a batched call (``batch_dims`` >= 1) runs at the scope the planner chooses
+    for the tile and the target (the plan's ``scope_trace`` says why), one tile at tp.thread.
 storage : {'local', 'shared', 'shared.dyn'}, optional
     Where the tile is staged: registers (default for thread/warp/warpgroup) or shared
     memory (default for cta).

@@ -66,6 +66,14 @@ class ProgramPlan:
         fix). The steps and their bits are the same whichever runs.
     staging_trace : list of dict
         Every candidate in priority order: name, accepted, reasons.
+    scope : str
+        The scope it runs at: the named one, or the planner's choice where none is named.
+    scope_trace : list of dict
+        Where the scope is named nowhere, every candidate the planner tried (thread, warp,
+        cta(64), warpgroup, cta(128) ... cta(1024), each with every staging it accepts): scope,
+        staging, accepted, chosen, ns_per_row (the cost model's estimate per row on one SM of
+        the target; None where it refuses) and reasons (the refusal, or the model's terms:
+        memory, cores, barriers). Empty where a scope is named.
     rows : dict or None
         For ``"shared"`` and ``"streamed"``: the row shape, registers per thread for a whole row,
         the chunks and their size.
@@ -97,6 +105,7 @@ class ProgramPlan:
     register_budget = property(lambda self: self._core.register_budget)
     staging = property(lambda self: self._core.staging)
     staging_trace = property(lambda self: self._core.staging_trace)
+    scope_trace = property(lambda self: self._core.scope_trace)
     rows = property(lambda self: self._core.rows)
     scope = property(lambda self: self._core.scope)
     backend = property(lambda self: self._core.backend)
@@ -165,4 +174,20 @@ def program_html(p: ProgramPlan) -> str:
                f'</small></div>')
     return (f'<div><b>program {escape(p._core.name)}</b> at {escape(p.scope)} on {escape(p.backend)}: '
             f'{len(p.steps)} steps, shared memory between steps {p.shared_bytes} B (by live range); outputs {outs}'
-            f'{staging}<table style="border-collapse:collapse">{"".join(rows)}</table></div>')
+            f'{staging}{scope_html(p.scope_trace)}<table style="border-collapse:collapse">{"".join(rows)}</table></div>')
+
+
+def scope_html(scope_trace: list) -> str:
+    """The planner's choice of scope (where none is named): one row per candidate and staging,
+    the chosen one bold, the refusals grey."""
+    if not scope_trace:
+        return ""
+    rows = []
+    for v in scope_trace:
+        score = f"{v['ns_per_row']:.0f} ns/row" if v["accepted"] else "refuses"
+        style = _CELL + ("; font-weight:bold" if v["chosen"] else "" if v["accepted"] else "; color:#888")
+        rows.append(f'<tr><td style="{style}">{escape(v["scope"])} {escape(v["staging"])}</td>'
+                    f'<td style="{style}">{score}</td>'
+                    f'<td style="{style}"><small>{"<br>".join(escape(r) for r in v["reasons"])}</small></td></tr>')
+    return (f'<details><summary>scope: the planner\'s choice (no scope named), {len(scope_trace)} candidates'
+            f'</summary><table style="border-collapse:collapse">{"".join(rows)}</table></details>')

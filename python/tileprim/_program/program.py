@@ -17,7 +17,7 @@ from .._arrays.adapters import adapter_for, remember_device_type
 from .._arrays.routing import PROGRAM_ROUTES, UNROUTED, on_host
 from .._calls.call import _host_array
 from .._calls.prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, remember, signature
-from .._calls.scope import STORAGE_SCOPES, ExecScope, thread
+from .._calls.scope import STORAGE_SCOPES, ExecScope
 from .._checks import as_int
 from .._platform.backends import device_arch, resolve_backend
 from .numbers import number_program
@@ -37,6 +37,12 @@ def program(fn=None, *, scope: Optional[ExecScope] = None, storage: Optional[str
     Python scalars; its body calls tileprim ops. Bare ``@tp.program`` or ``@tp.program(scope=...,
     storage=..., staging=..., fastmath=...)`` (the call's defaults).
 
+    ``scope`` (here, at the call, or on one of its steps): the scope each instance runs at. Named
+    nowhere (None), the planner chooses the scope and the staging for the call's tile shapes,
+    dtypes and steps and the target's limits, by a cost model whose candidates, scores and reasons
+    the plan shows (``ProgramPlan.scope_trace``); the CPU backend with no ``target=`` plans for a
+    Hopper GPU (sm_90a), so that it computes what that GPU does. A named scope is obeyed.
+
     ``staging`` names how the kernel holds the rows (``"registers"``, ``"shared"``, ``"streamed"``
     or ``"spilled"``; see ``ProgramPlan.staging``); None: the first whose predicate accepts, as the
     plan's staging trace shows. A named staging that declines raises DispatchError with its reasons.
@@ -48,7 +54,7 @@ def program(fn=None, *, scope: Optional[ExecScope] = None, storage: Optional[str
 
     Examples
     --------
-    >>> @tp.program(scope=tp.cta(32))
+    >>> @tp.program
     ... def softmax(x):
     ...     e = tp.exp(x - tp.max(x, axes=-1, keepdims=True))
     ...     return e / tp.sum(e, axes=-1, keepdims=True)
@@ -77,7 +83,8 @@ def _fastmath(value) -> bool:
 class Program:
     """A traced tile program; call it like a tileprim op:
     ``prog(*args, batch_dims=0, scope=None, backend=None, target=None, out=None, fastmath=None)``
-    (``fastmath=None``: the decorator's)."""
+    (``scope=None`` and ``fastmath=None``: the decorator's; a scope named nowhere is the planner's
+    choice)."""
 
     def __init__(self, fn, scope: Optional[ExecScope], storage: Optional[str], staging: Optional[str] = None,
                  fastmath: bool = False):
@@ -103,9 +110,16 @@ class Program:
         return prepared.run(args, out)
 
     def _tp_planner(self, *args, batch_dims=0, scope=None, backend=None, target=None, fastmath=None) -> ProgramPlan:
-        """tp.plan(program, ...): the ProgramPlan of this call; nothing runs."""
+        """tp.plan(program, ...): the ProgramPlan of this call; nothing runs. The call's prepared
+        signature is remembered, so that a plan and a call of it plan once (an auto-scoped plan
+        of a long row takes seconds)."""
         fastmath = self._fastmath if fastmath is None else _fastmath(fastmath)
-        return self._prepare(args, batch_dims, scope, backend, target, fastmath).plan
+        key = signature((self, batch_dims, scope, backend, target, fastmath), args, constants=True)
+        prepared = MEMO.get(key) if key is not None else None
+        if prepared is None:
+            prepared = self._prepare(args, batch_dims, scope, backend, target, fastmath)
+            remember(key, prepared)
+        return prepared.plan
 
     def __repr__(self) -> str:
         return f"<tp.program {self.__name__}>"
@@ -118,10 +132,8 @@ class Program:
         if len(args) != len(self._params):
             raise TypeError(f"{where}() takes {len(self._params)} arguments ({', '.join(self._params)}), "
                             f"got {len(args)}")
-        scope = scope if scope is not None else self._scope if self._scope is not None else None
-        if scope is None:
-            scope = thread
-        if not isinstance(scope, ExecScope):
+        scope = scope if scope is not None else self._scope  # None: named nowhere yet (a step may name it)
+        if scope is not None and not isinstance(scope, ExecScope):
             raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")
         batch_dims = as_int(batch_dims, "batch_dims")
         if target is not None and not isinstance(target, str):
@@ -183,8 +195,9 @@ class Program:
         trace.name_results(names)
         if backend == "cuda" and not target:
             target = device_arch(device)
-        core = _C.plan_program(self.__name__, trace.inputs, trace.steps, [t._id for t in outputs], scope.kind,
-                               scope.threads, self._storage or "", self._staging or "", target or "", backend,
+        kind, threads = (trace.scope.kind, trace.scope.threads) if trace.scope else ("", 0)  # "": the planner's
+        core = _C.plan_program(self.__name__, trace.inputs, trace.steps, [t._id for t in outputs], kind, threads,
+                               self._storage or "", self._staging or "", target or "", backend,
                                [device] if backend == "cuda" else [], fastmath)
         results = [(batch_shape + t.shape, t.dtype) for t in outputs]
         plan = ProgramPlan(core.plan, [shape for shape, _ in results])

@@ -11,7 +11,7 @@ import numpy as np
 
 import tileprim._C as _C
 from .._arrays.dtypes import INDEX_DTYPES, TILE_DTYPES, check_index_scalar, dtype_name
-from .._calls.scope import ExecScope, thread
+from .._calls.scope import ExecScope
 from .._checks import as_bool
 from .._layout.value import as_layout
 from .._opspec.table import SPECS
@@ -86,9 +86,11 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
                              f"(call the program with {name}=...)")
     if as_bool(accum, "accum"):
         raise ValueError(f"{where}: {op}: accum=True folds into out=, which a program's step does not take")
-    if not isinstance(scope, ExecScope):
+    if scope is not None and not isinstance(scope, ExecScope):
         raise TypeError(f"{where}: scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")
-    if scope is not thread and scope is not trace.scope:
+    if trace.scope is None:  # the first step to name a scope names the program's
+        trace.scope = scope
+    elif scope is not None and scope is not trace.scope:
         raise ValueError(f"{where}: {op}: scope={scope!r}, but the program runs at {trace.scope!r}; a program has "
                          f"one scope (give it to the decorator or the call)")
     if "axis" in config:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import sys
 from typing import Dict, Optional
 
-from .._calls.scope import thread
 from .._layout.value import TileLayout
 from .._ops.functions import op_function
 from .._opspec.table import OPS, SPECS
@@ -92,8 +91,6 @@ class Routed:
 def _torch_call(op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
                 dispatch, extra, config, keepdims=False) -> Routed:
     """The compiled twin's ``prepared_call``: always the custom op."""
-    if scope is None:
-        scope = thread
     options = dict(zip(OPTION_NAMES, (scope, storage, layout, out_layout, batch_dims, target, backend, dispatch,
                                       extra)), config=config)
     return Routed(True, op, axes, accum, options, None, keepdims)
@@ -255,4 +252,4 @@ def _register_compiled_twins() -> None:
     substitute = getattr(torch.compiler, "substitute_in_graph", None)
     if substitute is not None:
         for name in _own_ops():
-            substitute(OPS[name], skip_signature_check=True)(op_function(SPECS[name], _torch_call, None))
+            substitute(OPS[name], skip_signature_check=True)(op_function(SPECS[name], _torch_call))

@@ -45,6 +45,10 @@ def plan_html(plan) -> str:
     if not_tried:
         names = ", ".join(f"{e.variant} (priority {e.priority})" for e in not_tried)
         parts.append(f"<div>not tried (a variant before them accepted): {escape(names)}</div>")
+    scope_trace = getattr(plan, "scope_trace", [])
+    if scope_trace:
+        from .._program.plan import scope_html  # the programs' modules load after this one
+        parts.append(scope_html(scope_trace))
     diagram = plan_diagram_svg(plan.variant, params)
     if diagram:
         parts.append(f'<div style="margin:8px 0">{diagram}</div>')

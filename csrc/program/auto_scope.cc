@@ -1,0 +1,145 @@
+#include "program/auto_scope.h"
+
+#include <cstdio>
+#include <optional>
+#include <sstream>
+
+#include "errors.h"
+#include "program/program_plan.h"
+#include "program/scope_cost.h"
+
+namespace tp {
+
+namespace {
+
+// Smallest first: a tie goes to the earlier.
+const std::vector<ExecScope>& candidates() {
+  static const std::vector<ExecScope> scopes = {ExecScope::thread(), ExecScope::warp(),    ExecScope::cta(64),
+                                                ExecScope::warpgroup(), ExecScope::cta(128), ExecScope::cta(256),
+                                                ExecScope::cta(512), ExecScope::cta(1024)};
+  return scopes;
+}
+
+// The spec at `scope`: a standalone call's step is called there, its tiles staged where the scope
+// stages them by default unless the call named a storage.
+ProgramSpec rescoped(const ProgramSpec& spec, const ExecScope& scope) {
+  ProgramSpec at = spec;
+  at.scope = scope;
+  at.auto_scope = false;
+  const Storage storage = scope.kind == ScopeKind::cta ? Storage::shared : Storage::local;
+  for (StepSpec& s : at.steps) {
+    if (!s.call) continue;
+    s.call->scope = scope;
+    if (s.storage_given) continue;
+    for (TileRef& t : s.call->inputs) {
+      if (!t.scalar) t.storage = storage;
+    }
+    s.call->output.storage = storage;
+  }
+  return at;
+}
+
+// A standalone call that names no storage, layout or accum, as a program's step: the planner
+// places its tiles (spread over the scope's threads in registers, or in shared memory) where the
+// scope's default storage refuses them (a row past a thread's registers or a block's shared memory).
+std::optional<ProgramSpec> placed_by_planner(const ProgramSpec& at) {
+  if (at.steps.size() != 1 || !at.steps.front().call || at.steps.front().storage_given) return std::nullopt;
+  ProgramSpec placed = at;
+  StepSpec& s = placed.steps.front();
+  const OpCall& call = *s.call;
+  if (call.accum || call.output.layout) return std::nullopt;
+  for (const TileRef& t : call.inputs) {
+    if (t.layout) return std::nullopt;
+  }
+  s.axes = call.axes;
+  s.config = call.config;
+  s.dispatch = call.dispatch;
+  if (call.def->extra_arg == "dtype") s.dtype = dtype_name(call.output.dtype);
+  s.call.reset();
+  return placed;
+}
+
+// A refusal's first lines: the plan's error names the step and the rule; the whole trace is what
+// naming the scope shows.
+std::vector<std::string> refusal(const std::string& what) {
+  std::vector<std::string> lines;
+  std::istringstream in(what);
+  for (std::string line; std::getline(in, line) && lines.size() < 3;) lines.push_back(line);
+  return lines;
+}
+
+std::string ns(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f ns per row", v);
+  return buf;
+}
+
+}  // namespace
+
+std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, const DispatchContext& given) {
+  DispatchContext ctx = given;
+  if (ctx.target.empty()) {  // the CPU backend models a Hopper GPU: the same plan, the same bits
+    ctx.target = kDefaultTarget;
+    ctx.sm_version = sm_version(ctx.target);
+  }
+  std::vector<ScopeVerdict> trace;
+  std::shared_ptr<ProgramPlan> best;
+  size_t best_at = 0;
+  bool limit = false;
+  for (const ExecScope& scope : candidates()) {
+    std::shared_ptr<const ProgramPlan> plan;
+    const ProgramSpec at = rescoped(spec, scope);
+    try {
+      plan = plan_at_scope(at, ctx);
+    } catch (const ValueError& e) {  // DispatchError and LimitError too: placed by the planner, or the next
+      const std::optional<ProgramSpec> placed = placed_by_planner(at);
+      try {
+        if (!placed) throw;
+        plan = plan_at_scope(*placed, ctx);
+      } catch (const ValueError&) {
+        ScopeVerdict v;
+        v.scope = scope.str();
+        v.reasons = refusal(e.what());
+        limit |= past_limit(e);
+        trace.push_back(v);
+        continue;
+      }
+    }
+    for (const StagingVerdict& staging : plan->staging_trace) {
+      if (!staging.accepted || (!spec.staging.empty() && staging.name != spec.staging)) continue;
+      auto candidate = std::make_shared<ProgramPlan>(*plan);
+      if (staging.name != plan->staging) choose_staging(*candidate, staging.name);
+      const ScopeCost cost = estimate_cost(*candidate);
+      ScopeVerdict v;
+      v.scope = scope.str();
+      v.staging = staging.name;
+      v.accepted = true;
+      v.ns_per_row = cost.ns_per_row;
+      v.reasons = cost.terms;
+      if (!best || cost.ns_per_row < trace[best_at].ns_per_row * (1 - kScopeTie)) {
+        best = candidate;
+        best_at = trace.size();
+      }
+      trace.push_back(v);
+    }
+  }
+  if (!best) {
+    std::string reasons;
+    for (const ScopeVerdict& v : trace) {
+      reasons += "\n  " + v.scope + ":";
+      for (const std::string& r : v.reasons) reasons += " " + r;
+    }
+    throw DispatchError(spec.name + ": no scope holds its tiles (the scope is named nowhere, so every candidate was "
+                        "planned):" + reasons,
+                        limit);
+  }
+  trace[best_at].chosen = true;
+  trace[best_at].reasons.insert(trace[best_at].reasons.begin(),
+                                "chosen: the least estimated time, " + ns(trace[best_at].ns_per_row) +
+                                    " (a larger scope must be faster by more than " +
+                                    std::to_string(static_cast<int>(kScopeTie * 100)) + " %)");
+  best->scope_trace = std::move(trace);
+  return best;
+}
+
+}  // namespace tp

@@ -1,0 +1,157 @@
+#include "program/scope_cost.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "dispatch/architecture.h"
+#include "program/program_plan.h"
+
+namespace tp {
+
+namespace {
+
+// The Hopper model's figures (an H200: 132 SMs, 4.3 TB/s measured copy bandwidth, 50 MB of L2,
+// 1.98 GHz), per SM; the occupancy limits come from the target's SmLimits.
+constexpr double kDramBytesPerNs = 32.0;     // 4.3 TB/s over 132 SMs
+constexpr double kL2BytesPerNs = 80.0;       // about 2.5x DRAM
+constexpr double kSharedBytesPerNs = 250.0;  // 128 bytes a clock
+constexpr double kIssuePerNs = 4 * 1.98;     // warp instructions: four schedulers a clock
+constexpr double kWavefrontsPerNs = 1.98;    // L1: one line a clock
+constexpr double kInflightBytes = 56 * 1024;  // loads in flight that keep the SM's share busy (Little's law: 4.3 TB/s x ~1.7 us loaded latency / 132)
+constexpr double kL2Bytes = 50e6;
+constexpr int kSms = 132;
+// a reduction across warps: a barrier and a partial per warp through shared memory, during which
+// the instance has no loads in flight (the sweep: rows of 16384 bfloat16, two reductions, lose 20 %
+// from 256 to 512 threads with the same bytes in flight)
+constexpr double kReductionWaitNs = 200;
+constexpr double kPerWarpNs = 10;
+constexpr int kFrameRegisters = 24;  // addresses, indices and loop counters beside the tiles
+constexpr int kFrameChunkSlots = 16;  // a one-step program's kernel frame stages operands this many a thread at a time
+// instructions per element of a map: a functor with a fast form (exp, log, fdiv, rsqrt, ...) is a
+// call of a dozen or more; the rest one or two
+constexpr double kLongMapInstructions = 16;
+constexpr double kShortMapInstructions = 2;
+
+std::string fixed(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f", v);
+  return buf;
+}
+
+long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
+
+struct Traffic {
+  double in_bytes = 0, out_bytes = 0;  // per instance, once
+  int in_size = 4;                     // bytes of the widest input's element
+  long long row = 1;                   // the widest input's elements
+};
+
+Traffic traffic(const ProgramPlan& plan) {
+  Traffic t;
+  for (const ProgramValue& v : plan.values) {
+    if (v.input < 0 || v.batch_broadcast) continue;  // a tile the batch shares is read from L2
+    t.in_bytes += static_cast<double>(v.elements() * dtype_size(v.dtype));
+    if (v.elements() >= t.row) t.row = v.elements(), t.in_size = static_cast<int>(dtype_size(v.dtype));
+  }
+  for (int id : plan.outputs) {
+    const ProgramValue& v = plan.values.at(id);
+    t.out_bytes += static_cast<double>(v.elements() * dtype_size(v.dtype)) * (v.accumulated ? 2 : 1);
+  }
+  return t;
+}
+
+}  // namespace
+
+ScopeCost estimate_cost(const ProgramPlan& plan) {
+  ScopeCost cost;
+  const SmLimits limits = target_limits(plan.context.target.empty() ? "sm_90a" : plan.context.target);
+  const int threads = plan.scope.threads;
+  const int warps = static_cast<int>(ceil_div(threads, limits.warp_threads));
+  const Traffic t = traffic(plan);
+  const bool chunked = plan.rows.has_value();
+  const bool frame = plan.frame_stages_every_tile();
+  const int passes = chunked ? passes_of(plan) : 1;
+
+  // the slots of a row each thread holds at once, and its registers: what ptxas gave the sweep's
+  // kernels is about the row's registers once and a half (the input and the tile computed from
+  // it; 16-bit elements two to a register) beside the frame's
+  long long slots = ceil_div(t.row, threads);
+  if (frame) slots = std::min<long long>(slots, kFrameChunkSlots);
+  if (chunked) slots = plan.rows->chunk_slots;
+  const long long row_registers = ceil_div(slots * t.in_size, 4);
+  long long registers = (3 * row_registers / 2 + kFrameRegisters + 7) / 8 * 8;
+  if (plan.staging == "spilled") registers = plan.register_budget();
+  registers = std::min<long long>(limits.registers_per_thread, registers);
+
+  // instances resident per SM: CTAs by CUDA's rules; smaller scopes share blocks of warps
+  const long long warp_registers = ceil_div(registers * limits.warp_threads, limits.register_unit) * limits.register_unit;
+  long long shared = plan.shared_bytes + 8LL * warps;
+  if (plan.staging == "shared") shared += row_input_bytes(plan, *plan.rows);
+  long long resident;
+  if (threads >= 64 || plan.scope.kind == ScopeKind::warpgroup) {
+    resident = std::min<long long>({limits.blocks, limits.threads / threads, limits.registers / (warp_registers * warps),
+                                    limits.shared / (shared + limits.shared_reserved_per_block)});
+  } else {
+    const long long resident_warps = std::min<long long>(limits.threads / limits.warp_threads, limits.registers / warp_registers);
+    resident = std::min<long long>(resident_warps * limits.warp_threads / threads, limits.shared / std::max(1LL, shared));
+  }
+  resident = std::max<long long>(resident, 1);
+  cost.instances_per_sm = static_cast<int>(resident);
+
+  // memory: the row once, re-reads from L2 or DRAM, spills, at the bandwidth occupancy allows
+  const double inflight = static_cast<double>(resident * threads * slots * t.in_size);
+  const double busy = std::min(1.0, inflight / kInflightBytes);
+  double dram_bytes = t.in_bytes + t.out_bytes, l2_bytes = 0;
+  if (plan.staging == "streamed" && passes > 1) {
+    const double rereads = (passes - 1) * t.in_bytes;
+    const double hit = std::min(1.0, kL2Bytes / (static_cast<double>(resident) * kSms * t.in_bytes));
+    l2_bytes += hit * rereads;
+    dram_bytes += (1 - hit) * rereads;
+  }
+  if (plan.staging == "spilled") {
+    dram_bytes += 2.0 * 4 * std::max<long long>(0, plan.peak_registers - plan.register_budget()) * threads;
+  }
+  const double memory = dram_bytes / (kDramBytesPerNs * busy) + l2_bytes / kL2BytesPerNs;
+  cost.terms.push_back("memory " + fixed(memory) + " ns: " + fixed(dram_bytes) + " bytes from DRAM" +
+                       (l2_bytes > 0 ? " and " + fixed(l2_bytes) + " re-read from L2" : "") + ", " +
+                       std::to_string(resident) + " instances per SM keep " + fixed(busy * 100) +
+                       " % of its share busy (" + std::to_string(registers) + " registers per thread, " +
+                       std::to_string(slots) + " slots in flight)");
+
+  // the SM's cores: map instructions (chunked passes recompute them), shared-memory passes, and a
+  // thread-scope row's loads, one L1 wavefront per element
+  double instructions = 0;
+  for (const ProgramStep& s : plan.steps) {
+    const OpDef& def = *s.bound->plan().call.def;
+    if (def.family != OpFamily::elementwise) continue;
+    const double per = def.device_fn_fast.empty() ? kShortMapInstructions : kLongMapInstructions;
+    instructions += per * static_cast<double>(plan.values.at(s.result).elements()) * passes;
+  }
+  double core = instructions / limits.warp_threads / kIssuePerNs;
+  if (plan.staging == "shared") core += passes * t.in_bytes / kSharedBytesPerNs;
+  if (threads == 1) core += static_cast<double>(t.row) * 2 / kWavefrontsPerNs;
+  if (core > 0) {
+    cost.terms.push_back("cores " + fixed(core) + " ns: " + fixed(instructions / limits.warp_threads) +
+                         " warp instructions of maps" + (plan.staging == "shared" ? ", passes over shared memory" : "") +
+                         (threads == 1 ? ", one L1 wavefront per element of a thread's row" : ""));
+  }
+
+  // barriers: each reduction across warps (and a shared staging's fill) waits, hidden by the
+  // other instances on the SM
+  int waits = 0;
+  if (warps > 1) {
+    for (const ProgramStep& s : plan.steps) waits += s.bound->plan().call.def->family == OpFamily::reduction ? 1 : 0;
+    waits += plan.staging == "shared" ? 1 : 0;
+  }
+  const double barriers = waits * (kReductionWaitNs + kPerWarpNs * warps) / static_cast<double>(resident);
+  if (waits > 0) {
+    cost.terms.push_back("barriers " + fixed(barriers) + " ns: " + std::to_string(waits) + " across " +
+                         std::to_string(warps) + " warps, hidden by " + std::to_string(resident - 1) +
+                         " other instances");
+  }
+  cost.ns_per_row = std::max(memory, core) + barriers;
+  return cost;
+}
+
+}  // namespace tp

@@ -1,0 +1,34 @@
+// The cost model behind the planner's choice of scope (auto_scope.h): an estimate of the time
+// one SM of the target spends per row (per instance of the batch) of a planned program, from the
+// bytes it moves, how much of the SM's memory bandwidth its resident instances keep busy, and what
+// its barriers cost. The figures are not a timing: they rank candidates for one call, and each
+// term is in the plan's scope trace so that the choice says why.
+//   memory    the bytes an instance reads and writes once, over the SM's share of DRAM bandwidth
+//             scaled by occupancy (loads in flight per SM, Little's law); the re-reads of a
+//             `streamed` staging come from L2 while the rows in flight fit in it, else from DRAM;
+//             a `shared` staging reads its passes from shared memory; `spilled` registers go
+//             through local memory
+//   lanes     a thread-scope row: each lane's loads touch a line of their own (one L1 wavefront
+//             per element)
+//   barriers  each reduction across warps stops the instance's loads for a barrier
+//             and combines one partial per warp through shared memory; the other instances
+//             resident on the SM hide it (divided by them)
+// Calibrated to the H200 sweep benchmarks/results/h200-2026-11-28-program-scopes.json
+// (tests/test_auto_scope.py checks the choice is within 5 % of that sweep's best per shape).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace tp {
+
+struct ProgramPlan;
+
+struct ScopeCost {
+  double ns_per_row = 0;       // the score: lower is better
+  int instances_per_sm = 0;    // resident at once on one SM
+  std::vector<std::string> terms;  // each term with its figures, for the plan's trace
+};
+
+ScopeCost estimate_cost(const ProgramPlan& plan);
+
+}  // namespace tp
