@@ -53,6 +53,7 @@ def test_maps_over_many_slots_per_thread_take_chunks_and_equal_the_cpu(case, rng
     # included. Every op gives the same bits on both backends (test_numerics_gpu.py)
     _, fn, operands, kwargs = case
     args = [random_tile(rng, o[1], o[0]) if isinstance(o, tuple) else o for o in operands]
+    kwargs = dict(scope=tp.thread, **kwargs) if "layout" not in kwargs else kwargs  # one thread, many slots
     kernel = tp.lower(fn, *args, batch_dims=1, **kwargs)
     assert "tp::for_each_chunk<" in kernel.source and "at a time" in kernel.instances_why
     cpu, gpu = both(fn, *args, batch_dims=1, **kwargs)
@@ -67,8 +68,8 @@ def test_packed_emulation_on_this_gpu_equals_the_cpu(n, op, rng):
     x = random_tile(rng, (64, n), "float32")
     x[::3, ::5] = np.float32(np.finfo(np.float32).tiny / 8)
     fn = getattr(tp, op)
-    assert tp.plan(fn, x, batch_dims=1, target="sm_100a").variant == "sm100_packed"
-    cpu, gpu = both(fn, x, batch_dims=1, target="sm_100a")
+    assert tp.plan(fn, x, batch_dims=1, scope=tp.thread, target="sm_100a").variant == "sm100_packed"
+    cpu, gpu = both(fn, x, batch_dims=1, scope=tp.thread, target="sm_100a")
     assert bits_equal(cpu, gpu)
 
 
