@@ -5,6 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from .plan_diagram import plan_diagram_svg
+from .program_html import scope_html
 
 __all__ = ["plan_html", "dispatch_error_html"]
 
@@ -47,7 +48,6 @@ def plan_html(plan) -> str:
         parts.append(f"<div>not tried (a variant before them accepted): {escape(names)}</div>")
     scope_trace = getattr(plan, "scope_trace", [])
     if scope_trace:
-        from .._program.plan import scope_html  # the programs' modules load after this one
         parts.append(scope_html(scope_trace))
     diagram = plan_diagram_svg(plan.variant, params)
     if diagram:
