@@ -5,9 +5,9 @@ model is checked against (tests/test_auto_scope.py; csrc/program/scope_cost.cc):
 
 Each RESULT is a scope sweep (benchmarks/program_scopes.py's lines, its choice among them, or
 {"runs": [...]} of them) or a benchmarks/programs.py run ({"rows": [...]}, each row's detail
-naming its scope and staging); fastmath rows and host wall times are left out. A point is (case, scope, staging), case being
-'program row-length dtype'; its tbps is the median of every run that measured it (the same point
-differs by a few % from run to run), each run listed with its file."""
+naming its scope and staging); fastmath rows and host wall times are left out. A point is
+(case, scope, staging), case being 'program row-length dtype'; its tbps is the median of every run
+that measured it (the same point differs by a few % from run to run), each run listed with its file."""
 import json
 import pathlib
 import statistics
