@@ -45,15 +45,25 @@ struct Traffic {
   double in_bytes = 0, out_bytes = 0;  // per instance, once
   int in_size = 4;                     // bytes of the widest input's element
   long long row = 1;                   // the widest input's elements
+  double held_bytes = 0;               // per slot of the row: every input tile a thread holds, weights too, widened
 };
 
 Traffic traffic(const ProgramPlan& plan) {
   Traffic t;
+  int arithmetic = 0;  // the widest element the steps compute in (a 16-bit input cast to float: 4)
   for (const ProgramValue& v : plan.values) {
-    if (v.input < 0 || v.batch_broadcast) continue;  // a tile the batch shares is read from L2
+    if (v.input < 0) arithmetic = std::max(arithmetic, dtype_size(v.dtype));
+  }
+  for (const ProgramValue& v : plan.values) {
+    if (v.input < 0) continue;
+    // in registers a 16-bit tile the steps widen takes a register per element, as a float would
+    const double width = static_cast<double>(std::max(dtype_size(v.dtype), arithmetic));
+    t.held_bytes += width * static_cast<double>(v.elements());
+    if (v.batch_broadcast) continue;  // a tile the batch shares is read from L2
     t.in_bytes += static_cast<double>(v.elements() * dtype_size(v.dtype));
     if (v.elements() >= t.row) t.row = v.elements(), t.in_size = static_cast<int>(dtype_size(v.dtype));
   }
+  t.held_bytes /= static_cast<double>(t.row);
   for (int id : plan.outputs) {
     const ProgramValue& v = plan.values.at(id);
     t.out_bytes += static_cast<double>(v.elements() * dtype_size(v.dtype)) * (v.accumulated ? 2 : 1);
@@ -73,14 +83,18 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   const bool frame = plan.frame_stages_every_tile();
   const int passes = chunked ? passes_of(plan) : 1;
 
-  // the slots of a row each thread holds at once, and its registers: what ptxas gave the sweep's
-  // kernels is about the row's registers once and a half (the input and the tile computed from
-  // it; 16-bit elements two to a register) beside the frame's
+  // the slots of a row each thread holds at once, and its registers, as ptxas gave the sweep's
+  // kernels: a `registers` staging holds every input tile across the steps, a weight the batch
+  // shares too, a 16-bit tile the steps widen to float a whole register per element (rmsnorm
+  // float32: 2 x slots + 18; softmax bfloat16: slots + 16 to 34); a chunked staging or the frame's
+  // chunks hold a chunk of the input and the tile computed from it, once and a half its registers
   long long slots = ceil_div(t.row, threads);
   if (frame) slots = std::min<long long>(slots, kFrameChunkSlots);
   if (chunked) slots = plan.rows->chunk_slots;
-  const long long row_registers = ceil_div(slots * t.in_size, 4);
-  long long registers = (3 * row_registers / 2 + kFrameRegisters + 7) / 8 * 8;
+  const bool whole_rows = plan.staging == "registers" && !frame;
+  const long long row_registers = whole_rows ? static_cast<long long>(std::ceil(static_cast<double>(slots) * t.held_bytes / 4))
+                                             : 3 * ceil_div(slots * t.in_size, 4) / 2;
+  long long registers = (row_registers + kFrameRegisters + 7) / 8 * 8;
   if (plan.staging == "spilled") registers = plan.register_budget();
   registers = std::min<long long>(limits.registers_per_thread, registers);
 

@@ -13,8 +13,9 @@
 //   barriers  each reduction across warps stops the instance's loads for a barrier
 //             and combines one partial per warp through shared memory; the other instances
 //             resident on the SM hide it (divided by them)
-// Calibrated to the H200 sweep benchmarks/results/h200-2026-11-28-program-scopes.json
-// (tests/test_auto_scope.py checks the choice is within 5 % of that sweep's best per shape).
+// Calibrated to the H200 points of benchmarks/results/h200-2026-11-28-auto-scope-points.json
+// (tests/test_auto_scope.py: on every shape measured at two or more points, the one the model
+// ranks first is within 5 % of the fastest).
 #pragma once
 #include <string>
 #include <vector>
