@@ -1,5 +1,9 @@
 #include "layout/placement.h"
 
+#include <algorithm>
+#include <memory>
+#include <mutex>
+
 #include "errors.h"
 #include "layout/checked.h"
 
@@ -62,10 +66,8 @@ bool names_memory(const TileLayout& layout) {
   }
   return layout.offset().count(Axis::m) > 0;
 }
-}  // namespace
 
-RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& scope,
-                                     const std::string& arg) {
+RegisterPlacement placed(const TileLayout& layout, const ExecScope& scope, const std::string& arg) {
   for (Axis a : layout.thread_axes()) {
     if (!scope.offers(a)) {
       throw ValueError(arg + ": " + layout.str() + " uses thread axis " + axis_name(a) +
@@ -134,6 +136,58 @@ RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& 
     }
   }
   return p;
+}
+
+// The placements made last: a plan places a tile for its step, its memory and its staging, and
+// the planner plans each candidate scope, so a long row's layout recurs. A few tables, at most
+// kMaxTableEntries entries in all; refusals are not kept (their errors name the argument).
+class RecentPlacements {
+ public:
+  std::shared_ptr<const RegisterPlacement> find(const TileLayout& layout, const ExecScope& scope) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    for (auto k = kept_.begin(); k != kept_.end(); ++k) {
+      if (k->kind == scope.kind && k->threads == scope.threads && k->layout == layout) {
+        std::rotate(kept_.begin(), k, k + 1);  // the newest use first
+        return kept_.front().placement;
+      }
+    }
+    return nullptr;
+  }
+
+  void keep(const TileLayout& layout, const ExecScope& scope, std::shared_ptr<const RegisterPlacement> placement) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    kept_.insert(kept_.begin(), Kept{layout, scope.kind, scope.threads, std::move(placement)});
+    long long total = 0;
+    for (size_t i = 0; i < kept_.size(); ++i) {
+      total += static_cast<long long>(kept_[i].placement->load.size());
+      if (i >= kKept || (i > 0 && total > kMaxTableEntries)) {
+        kept_.erase(kept_.begin() + static_cast<long>(i), kept_.end());
+        break;
+      }
+    }
+  }
+
+ private:
+  static constexpr size_t kKept = 4;
+  struct Kept {
+    TileLayout layout;
+    ScopeKind kind;
+    int threads;
+    std::shared_ptr<const RegisterPlacement> placement;
+  };
+  std::mutex mutex_;
+  std::vector<Kept> kept_;  // the latest used first
+};
+
+}  // namespace
+
+RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& scope,
+                                     const std::string& arg) {
+  static RecentPlacements recent;
+  if (auto kept = recent.find(layout, scope)) return *kept;
+  auto placement = std::make_shared<const RegisterPlacement>(placed(layout, scope, arg));
+  recent.keep(layout, scope, placement);
+  return *placement;
 }
 
 RunForm run_form(const RegisterPlacement& p) {

@@ -26,7 +26,8 @@ struct RegisterPlacement {
 
 // Throws ValueError naming `arg` when the layout uses an axis the scope lacks, reaches a
 // thread the scope does not have, or puts two elements in one register; LimitError when a thread
-// would hold more than 1024 slots (or the tables would pass 2^22 entries).
+// would hold more than 1024 slots (or the tables would pass 2^22 entries). The last few
+// placements are remembered: a plan, and each scope the planner tries, place a tile many times.
 RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& scope,
                                      const std::string& arg);
 
