@@ -179,3 +179,64 @@ def test_random_tile_ops_give_numpys_answer_or_raise(call, op):
         return
     event("ran")
     assert got.shape == want.shape and np.array_equal(got, want)
+
+
+SCOPES = [("thread", 1), ("warp", 32), ("warpgroup", 128), ("cta", 3), ("cta", 64), ("cta", 96)]
+OFFERED = {"thread": set(), "warp": {"laneid"}, "warpgroup": {"laneid", "wid_in_wg", "tid_in_wg"},
+           "cta": set(THREAD_WEIGHT)}
+
+
+def placement_reference(shard, replica, offset, swizzle, span, threads, private):
+    """A placement's (load, store) tables from the reference positions, or None where two places
+    share a register or a place's thread is past the scope's."""
+    size = math.prod(e for e, _, _ in shard)
+    load, store = [-1] * (span * threads), [-1] * (span * threads)
+    for e in range(size):
+        for i, p in enumerate(expected_positions(shard, replica, offset, e)):
+            m = swizzled(p["m"], swizzle) if "m" in p else 0
+            t = sum(v * THREAD_WEIGHT[a] for a, v in p.items() if a != "m")
+            if t >= threads:
+                return None
+            for th in range(threads) if private else [t]:
+                if load[m * threads + th] >= 0:
+                    return None
+                load[m * threads + th] = e
+            if i == 0:
+                store[m * threads + t] = e
+    return load, store
+
+
+@st.composite
+def small_layouts(draw):
+    """Small layouts, mostly placeable: each iter's stride is often the compact one (the extents
+    after it on its axis), so that distinct elements and replicas land on distinct registers."""
+    axis = st.sampled_from(["m", "m", "laneid", "warpid", "tx", "wid_in_wg", "tid_in_wg", "wgid"])
+    iters = draw(st.lists(st.tuples(st.integers(1, 6), axis), min_size=1, max_size=5))
+    n_shard = draw(st.integers(1, min(3, len(iters))))
+    parts = []
+    for k, (e, a) in enumerate(iters):
+        compact = math.prod(f for f, b in iters[k + 1:] if b == a)
+        parts.append((e, draw(st.just(compact) | st.integers(0, 9)), a))
+    offset = draw(st.dictionaries(st.sampled_from(AXES), st.integers(0, 40), max_size=2))
+    swizzle = draw(st.sampled_from([None, (0, 1, 1), (1, 2, 3), (0, 2, 2)]))
+    return parts[:n_shard], parts[n_shard:], offset, swizzle
+
+
+@given(parts=small_layouts(), scope=st.sampled_from(SCOPES))
+def test_register_placement_matches_the_reference_positions(parts, scope):
+    """place_in_registers (which sums per-iter steps rather than listing positions) fills exactly
+    the registers the reference formula names, or refuses where that formula collides."""
+    shard, replica, offset, swizzle = parts
+    L = layout_from(shard, replica, offset, swizzle)
+    kind, threads = scope
+    try:
+        got = L._core.placement(kind, threads)
+    except ValueError:
+        got = None
+    if not set(L.thread_axes) <= OFFERED[kind]:
+        assert got is None
+        return
+    want = placement_reference(shard, replica, offset, swizzle, L.span, threads,
+                               private=not L.thread_axes and threads > 1)
+    event("placed" if want else "refused")
+    assert got == (None if want is None else (threads, L.span, *want))

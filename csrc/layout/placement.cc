@@ -1,5 +1,9 @@
 #include "layout/placement.h"
 
+#include <algorithm>
+#include <memory>
+#include <mutex>
+
 #include "errors.h"
 #include "layout/checked.h"
 
@@ -10,19 +14,60 @@ namespace {
 // per thread is a mistake (or wants batch_dims), and the placement tables stay small.
 constexpr long long kMaxRegisterSlots = 1024;
 constexpr long long kMaxTableEntries = 1ll << 22;
-}  // namespace
 
-// A layout's construction checked that its largest thread index fits in int64.
-long long thread_of(const Position& pos) {
-  long long t = 0;
-  for (const auto& [axis, value] : pos) {
-    if (is_thread_axis(axis)) t += value * thread_weight(axis);
-  }
-  return t;
+// A position as a placement sees it: its register (before the swizzle) and its thread. A row of
+// 2^18 elements is placed at every candidate scope, so the places are sums of per-iter steps, not
+// TileLayout::positions' maps (the same places, in the same order).
+struct Place {
+  long long m = 0, thread = 0;
+};
+
+Place step(Axis axis, long long value) {
+  return axis == Axis::m ? Place{value, 0} : Place{0, value * thread_weight(axis)};
 }
 
-RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& scope,
-                                     const std::string& arg) {
+// Every replica's shift, in TileLayout::positions' order (the first replica iter outermost).
+std::vector<Place> replica_shifts(const TileLayout& layout) {
+  std::vector<Place> shifts = {Place{}};
+  shifts.reserve(static_cast<size_t>(layout.copies()));
+  for (const Iter& r : layout.replica()) {
+    std::vector<Place> next;
+    next.reserve(shifts.size() * static_cast<size_t>(r.extent));
+    for (const Place& p : shifts) {
+      for (long long i = 0; i < r.extent; ++i) {
+        const Place s = step(r.axis, i * r.stride);
+        next.push_back({p.m + s.m, p.thread + s.thread});
+      }
+    }
+    shifts.swap(next);
+  }
+  return shifts;
+}
+
+// The next flat index's place: the shard's digits advance like an odometer (the last iter
+// fastest), with no division per element.
+void advance(const std::vector<Iter>& shard, std::vector<long long>& digits, Place& at) {
+  for (size_t k = shard.size(); k-- > 0;) {
+    const Place s = step(shard[k].axis, shard[k].stride);
+    if (++digits[k] < shard[k].extent) {
+      at = {at.m + s.m, at.thread + s.thread};
+      return;
+    }
+    digits[k] = 0;
+    at = {at.m - s.m * (shard[k].extent - 1), at.thread - s.thread * (shard[k].extent - 1)};
+  }
+}
+
+bool names_memory(const TileLayout& layout) {
+  for (const std::vector<Iter>* iters : {&layout.shard(), &layout.replica()}) {
+    for (const Iter& it : *iters) {
+      if (it.axis == Axis::m) return true;
+    }
+  }
+  return layout.offset().count(Axis::m) > 0;
+}
+
+RegisterPlacement placed(const TileLayout& layout, const ExecScope& scope, const std::string& arg) {
   for (Axis a : layout.thread_axes()) {
     if (!scope.offers(a)) {
       throw ValueError(arg + ": " + layout.str() + " uses thread axis " + axis_name(a) +
@@ -51,11 +96,21 @@ RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& 
   p.thread_private = !layout.has_thread_axes() && scope.threads > 1;
 
   const long long n = layout.elements();  // a padded layout's slots past them hold nothing
-  for (long long e = 0; e < n; ++e) {
+  const std::vector<Place> shifts = replica_shifts(layout);
+  const bool swizzled = names_memory(layout);  // TileLayout::positions swizzles a named m only
+  Place origin;
+  for (const auto& [axis, value] : layout.offset()) {
+    const Place s = step(axis, value);
+    origin = {origin.m + s.m, origin.thread + s.thread};
+  }
+  std::vector<long long> digits(layout.shard().size(), 0);
+  Place at = origin;
+  for (long long e = 0; e < n; ++e, advance(layout.shard(), digits, at)) {
     bool first = true;
-    for (const Position& pos : layout.positions(e)) {
-      const long long m = pos.count(Axis::m) ? pos.at(Axis::m) : 0;
-      const long long t = thread_of(pos);
+    for (const Place& shift : shifts) {
+      const long long unswizzled = at.m + shift.m;
+      const long long m = swizzled ? swizzle_address(unswizzled, layout.swizzle()) : unswizzled;
+      const long long t = at.thread + shift.thread;
       if (t >= scope.threads) {
         throw ValueError(arg + ": " + layout.str() + " puts element " + std::to_string(e) +
                          " on thread " + std::to_string(t) + " but " + scope.str() +
@@ -81,6 +136,58 @@ RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& 
     }
   }
   return p;
+}
+
+// The placements made last: a plan places a tile for its step, its memory and its staging, and
+// the planner plans each candidate scope, so a long row's layout recurs. A few tables, at most
+// kMaxTableEntries entries in all; refusals are not kept (their errors name the argument).
+class RecentPlacements {
+ public:
+  std::shared_ptr<const RegisterPlacement> find(const TileLayout& layout, const ExecScope& scope) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    for (auto k = kept_.begin(); k != kept_.end(); ++k) {
+      if (k->kind == scope.kind && k->threads == scope.threads && k->layout == layout) {
+        std::rotate(kept_.begin(), k, k + 1);  // the newest use first
+        return kept_.front().placement;
+      }
+    }
+    return nullptr;
+  }
+
+  void keep(const TileLayout& layout, const ExecScope& scope, std::shared_ptr<const RegisterPlacement> placement) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    kept_.insert(kept_.begin(), Kept{layout, scope.kind, scope.threads, std::move(placement)});
+    long long total = 0;
+    for (size_t i = 0; i < kept_.size(); ++i) {
+      total += static_cast<long long>(kept_[i].placement->load.size());
+      if (i >= kKept || (i > 0 && total > kMaxTableEntries)) {
+        kept_.erase(kept_.begin() + static_cast<long>(i), kept_.end());
+        break;
+      }
+    }
+  }
+
+ private:
+  static constexpr size_t kKept = 4;
+  struct Kept {
+    TileLayout layout;
+    ScopeKind kind;
+    int threads;
+    std::shared_ptr<const RegisterPlacement> placement;
+  };
+  std::mutex mutex_;
+  std::vector<Kept> kept_;  // the latest used first
+};
+
+}  // namespace
+
+RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& scope,
+                                     const std::string& arg) {
+  static RecentPlacements recent;
+  if (auto kept = recent.find(layout, scope)) return *kept;
+  auto placement = std::make_shared<const RegisterPlacement>(placed(layout, scope, arg));
+  recent.keep(layout, scope, placement);
+  return *placement;
 }
 
 RunForm run_form(const RegisterPlacement& p) {

@@ -24,12 +24,10 @@ struct RegisterPlacement {
   int element_at(int thread, int slot) const { return load[static_cast<size_t>(slot) * threads + thread]; }
 };
 
-// Index of the thread holding `pos` within its scope instance (sum of coordinate * weight).
-long long thread_of(const Position& pos);
-
 // Throws ValueError naming `arg` when the layout uses an axis the scope lacks, reaches a
 // thread the scope does not have, or puts two elements in one register; LimitError when a thread
-// would hold more than 1024 slots (or the tables would pass 2^22 entries).
+// would hold more than 1024 slots (or the tables would pass 2^22 entries). The last few
+// placements are remembered: a plan, and each scope the planner tries, place a tile many times.
 RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& scope,
                                      const std::string& arg);
 

@@ -250,11 +250,7 @@ Position unswizzled_place(const std::vector<Iter>& shard, const std::vector<Iter
 
 Position TileLayout::place(long long flat) const { return positions(flat).front(); }
 
-std::vector<Position> TileLayout::positions(long long flat) const {
-  if (flat < 0 || flat >= size_) {
-    throw ValueError("index: " + std::to_string(flat) + " is outside the layout's " +
-                     std::to_string(size_) + " elements");
-  }
+long long TileLayout::copies() const {
   long long copies = 1;
   for (const Iter& r : replica_) {
     if (!checked_mul(copies, r.extent, copies) || copies > kMaxPositions) {
@@ -263,6 +259,15 @@ std::vector<Position> TileLayout::positions(long long flat) const {
                        "element is " + int_str(kMaxPositions));
     }
   }
+  return copies;
+}
+
+std::vector<Position> TileLayout::positions(long long flat) const {
+  if (flat < 0 || flat >= size_) {
+    throw ValueError("index: " + std::to_string(flat) + " is outside the layout's " +
+                     std::to_string(size_) + " elements");
+  }
+  copies();
   std::vector<Position> out = {unswizzled_place(shard_, replica_, offset_, flat)};
   for (const Iter& r : replica_) {
     std::vector<Position> next;

@@ -71,6 +71,8 @@ class TileLayout {
   // the memory offset, rounded up to whole swizzle blocks.
   long long span() const { return span_; }
 
+  // Places per element: the product of the replica extents; throws ValueError past kMaxPositions.
+  long long copies() const;
   Position place(long long flat) const;  // the shard position
   // Every replica of it; throws ValueError for a flat index outside [0, size) or an element
   // with more than kMaxPositions places.

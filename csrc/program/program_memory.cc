@@ -1,6 +1,7 @@
 // A program's shared memory, sized once by live range, and the barriers between its steps.
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "dispatch/architecture.h"
 #include "errors.h"
@@ -61,12 +62,15 @@ void size_shared_memory(ProgramPlan& plan) {
                      "Fix: a smaller tile (more batch_dims), or storage='local' for the steps whose tiles "
                      "can live in registers");
   }
-  // registers per thread over the tiles live at once
+  // registers per thread over the tiles live at once; each tile placed once, not once per step
+  std::vector<long long> placed_slots(plan.values.size(), -1);
   for (int k = 0; k <= end; ++k) {
     long long slots = 0, registers = 0;
-    for (const ProgramValue& v : plan.values) {
+    for (size_t i = 0; i < plan.values.size(); ++i) {
+      const ProgramValue& v = plan.values[i];
       if (!v.layout || v.storage != Storage::local || v.written > k || v.last_read < k) continue;
-      const long long own = place_in_registers(*v.layout, plan.scope, v.name).slots;
+      long long& own = placed_slots[i];
+      if (own < 0) own = place_in_registers(*v.layout, plan.scope, v.name).slots;
       slots += own;
       registers += own * ((dtype_size(v.dtype) + 3) / 4);
       plan.widest_thread_slots = std::max(plan.widest_thread_slots, own);
