@@ -59,8 +59,19 @@ def test_every_command_describes_itself(command):
 
 
 def test_bench_finds_the_suite_of_its_own_checkout_from_any_directory(tmp_path):
-    """The suite is found beside the package's own files, not in the working directory."""
-    proc = run_cli("bench", "--backend", "cpu", "--list", "--only", "K=128 ", cwd=tmp_path)
+    """The suite is found beside the package's own files, not in the working directory: a checkout
+    laid out here (python/tileprim, a copy of the package under test, installed or not, and this
+    repository's benchmarks/ and pyproject.toml beside it) run from a directory of its own."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(pathlib.Path(tp.__file__).resolve().parent, checkout / "python" / "tileprim",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (checkout / "benchmarks").symlink_to(ROOT / "benchmarks", target_is_directory=True)
+    (checkout / "pyproject.toml").symlink_to(ROOT / "pyproject.toml")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(checkout / "python"))
+    proc = subprocess.run([sys.executable, "-m", "tileprim", "bench", "--backend", "cpu", "--list", "--only", "K=128 "],
+                          capture_output=True, text=True, timeout=120, cwd=elsewhere, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "sum K=128 thread" in proc.stdout.splitlines()
 
