@@ -3,7 +3,8 @@ checkout): tileprim beside the libraries people would otherwise use, on the same
 beside the package, not in it: ``pip install`` installs the library alone.
 
 On a GPU (PyTorch needed for the inputs; CuPy timed too where installed): row sum/max/min of
-float32 ``(N, K)`` tensors for K in 4 ... 8192 at thread, warp and cta(32/128/256) scope;
+float32 ``(N, K)`` tensors for K in 4 ... 8192 with no scope named (the planner's, "planner") and at
+thread, warp and cta(32/128/256) scope;
 sqrt/exp/add/fma in float32/float16/bfloat16; 2^28 elements per input (1 GiB of float32, far more
 than L2), CUDA events around batches of back-to-back calls after a warm-up that also compiles,
 medians. Then the small-call latencies, what getting a kernel costs, and the tile programs

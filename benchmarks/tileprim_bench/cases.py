@@ -17,7 +17,8 @@ FASTMATH_MAPS = tuple(op for op in MAPS if tp.op_table()[op]["fastmath"] is not 
 MAP_TILE = 8                                       # elements per thread's tile in the map cases
 GPU_KS = (4, 8, 32, 128, 1024, 8192)
 CPU_KS = (4, 8, 32, 128, 1024)
-GPU_SCOPES = (tp.thread, tp.warp, tp.cta(32), tp.cta(128), tp.cta(256))
+# None first: no scope named, the planner's choice, as a user calls it; then each scope the sweep compares
+GPU_SCOPES = (None, tp.thread, tp.warp, tp.cta(32), tp.cta(128), tp.cta(256))
 CPU_SCOPES = (tp.thread,)
 MAP_DTYPES = ("float32", "float16", "bfloat16")
 
@@ -72,6 +73,8 @@ class Inputs:
 
 
 def scope_name(scope) -> str:
+    if scope is None:
+        return "planner"
     return f"cta({scope.threads})" if scope.kind == "cta" else scope.kind
 
 
@@ -95,7 +98,7 @@ def reduction_cases(lib, inputs: Inputs, timer, elements: int, ks: Iterable[int]
     elements : int
         Elements of x (a multiple of every K).
     ks, scopes, ops : iterables
-        Row lengths, exec scopes (``tp.thread``, ``tp.cta(128)``, ...) and ops.
+        Row lengths, exec scopes (``tp.thread``, ``tp.cta(128)``, ...; None: the planner's) and ops.
 
     Returns
     -------
@@ -103,7 +106,7 @@ def reduction_cases(lib, inputs: Inputs, timer, elements: int, ks: Iterable[int]
     """
     # a row shorter than the scope's threads would leave most of them idle: not measured
     return [_reduction(lib, inputs, timer, op, k, scope, elements)
-            for k in ks for op in ops for scope in scopes if k >= scope.threads]
+            for k in ks for op in ops for scope in scopes if scope is None or k >= scope.threads]
 
 
 def _reduction(lib, inputs: Inputs, timer, op: str, k: int, scope, elements: int) -> Case:
@@ -111,7 +114,9 @@ def _reduction(lib, inputs: Inputs, timer, op: str, k: int, scope, elements: int
 
     def measure() -> Measured:
         x = inputs.get(("normal", shape), lambda: lib.normal(shape))
-        if scope.kind == "warp":  # the row across the lanes: lane i holds its K/32 elements i*K/32, ...
+        if scope is None:  # no scope named: tp.sum(x, axes=-1, batch_dims=1)
+            ours = functools.partial(getattr(tp, op), x, axes=-1, batch_dims=1, **lib.tileprim_options)
+        elif scope.kind == "warp":  # the row across the lanes: lane i holds its K/32 elements i*K/32, ...
             tile = x.reshape(shape[0], 32, k // 32)
             ours = functools.partial(getattr(scope, op), tile, axes=(-2, -1), batch_dims=1,
                                      layout=tp.S[(32, k // 32):(1 @ tp.laneid, 1)], **lib.tileprim_options)
