@@ -201,8 +201,14 @@ def test_fastmath_results_stay_within_their_stated_bound(op, dtype, rng):
     if op in ("log", "log2") and dtype == "float32":
         bound_abs = stated(op, dtype, "max_abs")
         assert r.max_abs <= (LG2_ABSOLUTE if bound_abs is None else bound_abs * 1.25), r
-    elif measured is not None:  # every 16-bit input was measured; float32 was sampled
-        assert r.max_ulp <= (measured if dtype != "float32" else measured * 1.25 + 0.5), r
+    elif measured is not None and dtype != "float32" and op != "fdiv":
+        assert r.max_ulp <= measured, r  # every 16-bit input was measured
+    elif measured is not None and dtype != "float32":
+        # sampled pairs (fdiv): a float32 quotient a few of its ulps off, rounded to 16 bits, is at
+        # most 0.5 + 2^-12 of a 16-bit ulp off; a sample's maximum may exceed the table's
+        assert r.max_ulp <= max(measured, 0.5) + 2.0 ** -10, r
+    elif measured is not None:  # float32 was sampled
+        assert r.max_ulp <= measured * 1.25 + 0.5, r
     else:
         assert r.max_ulp <= (UNMEASURED_TANH if op == "tanh" else UNMEASURED)[dtype], r
 
