@@ -151,9 +151,10 @@ def check(layer: Layer, fn, inputs, backward: bool) -> float:
         with torch.no_grad():
             shape = layer.oracle(*[t.double() if t.is_floating_point() else t for t in rows]).shape
         g = torch.randn(shape, generator=torch.Generator(device="cpu").manual_seed(7)).to(rows[0].device)
-    got = _run(fn, rows, None if g is None else g.to(rows[0].dtype) if g.dim() else g, backward)
+    # the oracle first: Liger's SwiGLU/GeGLU backward writes its gradients into its inputs' storage
     want = _run(layer.oracle, [t.double() if t.is_floating_point() else t for t in rows],
                 None if g is None else g.double(), backward)
+    got = _run(fn, rows, None if g is None else g.to(rows[0].dtype) if g.dim() else g, backward)
     return max(_relative_error(a, b) for a, b in zip(got, want))
 
 
