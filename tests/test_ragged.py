@@ -205,5 +205,6 @@ def test_padded_rows_lower_without_spills(n, staging):
     prog = tp.program(programs.softmax, scope=tp.cta(256), staging=staging)
     k = tp.lower(prog, np.ones((4, n), np.float32), batch_dims=1, target="sm_90a")
     assert k.plan.staging == staging
-    assert f", {n}>" in k.source and "tp::pad_identity<" in k.source  # RunPlace<owners, vec, n>
+    assert f", {n}>" in k.source  # RunPlace<owners, vec, n>
+    assert "tp::pad_identity<" in k.source or "tp::padded_copy<" in k.source  # the folds pad the tail
     assert "ld.local" not in k.ptx and "st.local" not in k.ptx
