@@ -78,16 +78,12 @@ def forward_backward(fn, inputs, device):
     return [t.detach().cpu() for t in (y, *grads)]
 
 
-def assert_cpu_bits(fn, inputs, summed_by_torch=()):
-    """The result and every gradient the CPU's bits, but those of the inputs in summed_by_torch:
-    a broadcast operand's gradient is summed over the batch by torch (sum_to_size), whose order
-    differs between its CPU and CUDA kernels, so those are checked close, not equal."""
+def assert_cpu_bits(fn, inputs):
+    """The result and every gradient the CPU's bits, those of a broadcast operand (a norm's weight
+    and bias, summed over the batch by tileprim's sum_to) too."""
     results = zip(forward_backward(fn, inputs, "cpu"), forward_backward(fn, inputs, "cuda"))
     for i, (a, b) in enumerate(results):
-        if i - 1 in summed_by_torch:
-            torch.testing.assert_close(a, b, rtol=2e-2 if a.dtype == torch.bfloat16 else 1e-5, atol=1e-5)
-        else:
-            assert torch.equal(a, b), f"result {i} (0: the output, then the gradients)"
+        assert torch.equal(a, b), f"result {i} (0: the output, then the gradients)"
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
@@ -105,11 +101,42 @@ def test_norms_forward_and_backward_give_the_cpu_bits(dtype, rng):
     norm = tpnn.LayerNorm(4096)  # no scope named: the planner's, the same on both backends
     assert_cpu_bits(lambda x, w, b: tp.layers.layer_norm(
         x, w, b, 1e-5, batch_dims=1, backend="cpu" if x.device.type == "cpu" else None),
-        [x, norm.weight.detach().to(x.dtype) * 1.5, norm.bias.detach().to(x.dtype) + 0.25], summed_by_torch=(1, 2))
+        [x, norm.weight.detach().to(x.dtype) * 1.5, norm.bias.detach().to(x.dtype) + 0.25])
     rms = tpnn.RMSNorm(4096)
     assert_cpu_bits(lambda x, w: tp.layers.rms_norm(x, w, 1e-6, batch_dims=1,
                                                      backend="cpu" if x.device.type == "cpu" else None),
-                    [x, rms.weight.detach().to(x.dtype) * 0.75], summed_by_torch=(1,))
+                    [x, rms.weight.detach().to(x.dtype) * 0.75])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
+@pytest.mark.parametrize("rows,n", [(32768, 4096), (8191, 8192), (999, 2048), (77, 301), (40, 1000), (300, 64)])
+def test_broadcast_gradients_are_summed_to_the_cpu_bits(rows, n, dtype, rng):
+    """sum_to (a norm's weight gradient over the batch; chunks of rows at cta scope, a thread's
+    chunks of short rows, the planner's scope for other rows; a partial last chunk) on the GPU."""
+    from tileprim._torch.sum_to import sum_to
+    g = torch.from_numpy(random_tile(rng, (rows, n), "float32", special=False)).to(getattr(torch, dtype))
+    assert torch.equal(sum_to(g.cuda(), (n,)).cpu(), sum_to(g, (n,)))
+    assert torch.equal(sum_to(g.cuda(), (rows, 1)).cpu(), sum_to(g, (rows, 1)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_modules_and_standalone_ops_broadcast_gradients_give_the_cpu_bits(dtype, rng):
+    x = pair(rng, (3, 333, 2048), dtype)[0]  # 999 rows: a partial last chunk
+    norm, rms = tpnn.LayerNorm(2048).to(x.dtype), tpnn.RMSNorm(2048).to(x.dtype)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+        norm.bias.normal_()
+        rms.weight.uniform_(0.5, 1.5)
+    for module in (norm, rms):
+        grads = []
+        for device in ("cpu", "cuda"):
+            module.to(device).zero_grad()
+            module(x.to(device)).backward(torch.ones_like(x, device=device))
+            grads.append([p.grad.cpu() for p in module.parameters()])
+        assert all(torch.equal(a, b) for a, b in zip(*grads)), type(module).__name__
+    r = pair(rng, (2048,), dtype)[1]
+    assert_cpu_bits(lambda x, r: tp.add(x, r, batch_dims=1, backend="cpu" if x.device.type == "cpu" else None),
+                    [x.reshape(999, 2048), r])
 
 
 @pytest.mark.parametrize("vocab,scope", [(1000, tp.cta(250)), (32000, None), (50257, None)])
