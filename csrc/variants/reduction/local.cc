@@ -170,7 +170,8 @@ LocalAnalysis analyze(const OpCall& call, bool cross_warp) {
   const auto src_dims = a.src_layout.group(src.shape);
   // at CTA scope local takes a tile spread over the threads whose reduced dims each thread holds
   // whole (a sum down the columns of rows): the threads fold their registers and exchange nothing
-  const bool spread = std::any_of(src_dims.begin(), src_dims.end(), [](const DimIters& d) { return d.thread_extent > 1; });
+  const bool spread =
+      std::any_of(src_dims.begin(), src_dims.end(), [](const DimIters& d) { return d.thread_extent > 1; });
   if (!cross_warp && kind == ScopeKind::cta && !spread) throw Decline("unsupported exec_scope cta for local reduction");
   if (cross_warp && kind != ScopeKind::cta && kind != ScopeKind::warpgroup) {
     throw Decline("exec_scope " + call.scope.str() + ": the butterfly crosses warps only at warpgroup or cta scope");
