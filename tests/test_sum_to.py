@@ -108,3 +108,10 @@ def test_a_standalone_ops_broadcast_operand_gets_the_fold_of_the_rows(rng):
     up = random_rows(rng, (300, 64), "float32")
     _, gr = torch.autograd.grad(tp.add(x, r, batch_dims=1, backend="cpu"), (x, r), up)
     assert bits_equal(as_numpy(gr), folded(as_numpy(up)))
+
+
+def test_the_benchmark_runs_and_checks_on_the_cpu(capsys):
+    broadcast_grads = pytest.importorskip("broadcast_grads")  # benchmarks/ is on sys.path (conftest)
+    assert broadcast_grads.main(["--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("ok against float64") == 2 * len(broadcast_grads.SMOKE_SHAPES) and "WRONG" not in out
