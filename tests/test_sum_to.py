@@ -1,7 +1,7 @@
 """A broadcast operand's gradient (a norm's weight and bias, a bias added to rows) summed over the
 batch by tileprim's own sums, not torch's sum_to_size (whose order differs between its CPU and CUDA
 kernels): against float64 (gradcheck), and bit for bit the fold sum_to does (chunks of rows folded
-in order in float32, then the chunks' sums the same way; a row's sum tp.sum's), so that the CPU
+in order in float32 from -0, then the chunks' sums the same way; a row's sum tp.sum's), so that the CPU
 and the GPU agree (tests/test_layers_gpu.py checks the GPU)."""
 import numpy as np
 import pytest
@@ -15,14 +15,14 @@ from tileprim._torch.sum_to import _chunking, sum_to  # noqa: E402
 
 def folded(rows: np.ndarray) -> np.ndarray:
     """The fold sum_to runs down (B, N) rows, emulated in float32 (float64 for float64): each chunk's
-    rows added in order from 0, then the chunks' sums as rows, until one is left."""
+    rows added in order from -0, then the chunks' sums as rows, until one is left."""
     wide = np.float64 if rows.dtype == np.float64 else np.float32
     x = rows.astype(wide)
     per_chunk = _chunking(x.shape[-1])[1]
     while len(x) > 1:
         sums = []
         for start in range(0, len(x), per_chunk):
-            acc = np.zeros(x.shape[-1], wide)
+            acc = np.full(x.shape[-1], -0.0, wide)  # the sum's identity: -0 + -0 is -0
             for row in x[start:start + per_chunk]:
                 acc = acc + row
             sums.append(acc)
@@ -35,25 +35,31 @@ def as_numpy(t):
     return t.view(torch.int16).numpy().view(NP["bfloat16"]) if t.dtype == torch.bfloat16 else t.numpy()
 
 
-def random_rows(rng, shape, dtype):
-    """Values of both signs and magnitudes far apart (so that the order of a sum shows), NaN-free."""
+def random_rows(rng, shape, dtype, special=False):
+    """Values of both signs and magnitudes far apart (so that the order of a sum shows); with
+    ``special``, a few columns holding NaN, +inf, both infinities, subnormals, and one only -0."""
     x = rng.standard_normal(shape) * np.exp2(rng.integers(-12, 12, shape))
+    if special:
+        rows = rng.choice(shape[0], 4, replace=False)
+        x[rows[0], 1], x[rows[1], 2], x[rows[2], 3], x[rows[3], 3] = np.nan, np.inf, np.inf, -np.inf
+        x[:, 4] = 2.0 ** -140 * rng.standard_normal(shape[0])  # float32 subnormals
+        x[:, 5] = -0.0
     return torch.from_numpy(x.astype(np.float32)).to(getattr(torch, dtype))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
 @pytest.mark.parametrize("rows,n", [(1000, 4096), (37, 2048), (8, 256), (77, 301), (5, 33), (40, 1000)])
 def test_sum_to_is_tileprims_fold_of_the_rows(rows, n, dtype, rng):
-    g = random_rows(rng, (rows, n), dtype)
+    g = random_rows(rng, (rows, n), dtype, special=True)
     got = sum_to(g, (n,))
     assert got.dtype == g.dtype and got.shape == (n,)
     if _chunking(n)[0] is not None:  # else the planner's scope, in its own order
         want = folded(as_numpy(g)).astype(as_numpy(g).dtype)
         assert bits_equal(as_numpy(got), want)
-    exact = g.double().sum(0)
-    scale = g.double().abs().sum(0)
-    assert torch.all((got.double() - exact).abs() <= (2.0 ** -23 * rows * 2 + (2.0 ** -8 if dtype == "bfloat16"
-                                                                               else 0.0)) * scale + 1e-300)
+    assert torch.isnan(got[[1, 3]]).all() and got[2] == float("inf") and got[5] == 0  # NaN; +inf; +inf - inf
+    exact, scale = g[:, 6:].double().sum(0), g[:, 6:].double().abs().sum(0)
+    bound = (2.0 ** -23 * rows * 2 + (2.0 ** -8 if dtype == "bfloat16" else 0.0)) * scale + 1e-300
+    assert torch.all((got[6:].double() - exact).abs() <= bound)
 
 
 def test_sum_to_sums_leading_middle_and_trailing_dims_as_sum_to_size_does(rng):
