@@ -1,7 +1,8 @@
 """A broadcast operand's gradient (a norm's weight and bias, a bias added to rows) summed over the
 batch by tileprim's own sums, not torch's sum_to_size (whose order differs between its CPU and CUDA
-kernels): against float64 (gradcheck), and bit for bit the fold sum_to does (chunks of rows folded
-in order in float32 from -0, then the chunks' sums the same way; a row's sum tp.sum's), so that the CPU
+kernels): against float64 (gradcheck), and bit for bit the fold sum_to does (whole chunks of rows
+folded in order in float32 from -0, then the chunks' sums the same way, the rows past a level's last
+whole chunk folded in at the end; a row's sum tp.sum's), so that the CPU
 and the GPU agree (tests/test_layers_gpu.py checks the GPU)."""
 import numpy as np
 import pytest
@@ -13,21 +14,30 @@ torch = pytest.importorskip("torch")
 from tileprim._torch.sum_to import _chunking, sum_to  # noqa: E402
 
 
+def fold_chunk(rows: np.ndarray) -> np.ndarray:
+    acc = np.full(rows.shape[-1], -0.0, rows.dtype)  # the sum's identity: -0 + -0 is -0
+    for row in rows:
+        with np.errstate(invalid="ignore"):  # +inf + -inf: NaN, as on the device
+            acc = acc + row
+    return acc
+
+
 def folded(rows: np.ndarray) -> np.ndarray:
-    """The fold sum_to runs down (B, N) rows, emulated in float32 (float64 for float64): each chunk's
-    rows added in order from -0, then the chunks' sums as rows, until one is left."""
+    """The fold sum_to runs down (B, N) rows, emulated in float32 (float64 for float64): each whole
+    chunk's rows added in order from -0, the rows past the last whole chunk set aside; the chunks'
+    sums folded the same way until one row is left, which the rows set aside then join (in the
+    order set aside), to be folded again."""
     wide = np.float64 if rows.dtype == np.float64 else np.float32
-    x = rows.astype(wide)
-    per_chunk = _chunking(x.shape[-1])[1]
+    x, per_chunk, aside = rows.astype(wide), _chunking(rows.shape[-1])[1], []
     while len(x) > 1:
-        sums = []
-        for start in range(0, len(x), per_chunk):
-            acc = np.full(x.shape[-1], -0.0, wide)  # the sum's identity: -0 + -0 is -0
-            for row in x[start:start + per_chunk]:
-                with np.errstate(invalid="ignore"):  # +inf + -inf: NaN, as on the device
-                    acc = acc + row
-            sums.append(acc)
-        x = np.stack(sums)
+        chunks = len(x) // per_chunk
+        if chunks == 0:
+            x = fold_chunk(x)[None]
+        else:
+            aside.append(x[chunks * per_chunk:])
+            x = np.stack([fold_chunk(x[k * per_chunk:(k + 1) * per_chunk]) for k in range(chunks)])
+        if len(x) == 1 and sum(len(r) for r in aside):
+            x, aside = np.concatenate([x] + aside), []
     return x[0]
 
 

@@ -3,13 +3,15 @@
 not be the same bits on both, DESIGN §3). In float32 for 16-bit gradients (float64 for float64),
 rounded once to the gradient's dtype at the end.
 
-Summing down a batch of rows (a norm's weight over 8192-32768 rows) folds ``_CHUNK_ROWS`` whole
-rows at a time: each instance a CTA holding a chunk of rows spread over its threads, every thread
-whole columns of it, so that the reads are the rows' own coalesced ones and each thread folds its
-registers down the chunk with no exchange; the chunks' sums are then folded the same way until one
-row is left (32768 rows: 2048, 128, 8, 1). The order depends on the shapes only: the same bits on
-the CPU and every GPU (rows of n no CTA divides so: a thread folds chunks of short ones, the
-planner's scope long ones). Summing along a row is ``tp.sum``'s row reduction."""
+Summing down a batch of rows (a norm's weight over 8192-32768 rows) folds whole chunks of rows:
+each instance a CTA holding a chunk spread over its threads, every thread whole columns of it, so
+that the reads are the rows' own coalesced ones and each thread folds its registers down the chunk
+in order with no exchange; the chunks' sums are then folded the same way until one row is left,
+and the rows past each level's last whole chunk, set aside, are folded in with it at the end
+(32768 rows of 4096 in chunks of 12: 2730, 227, 18, 1 row, then 32 with those set aside, ...).
+The order depends on the shapes only: the same bits on the CPU and every GPU (rows of n no CTA
+divides so: a thread folds chunks of short ones, the planner's scope long ones). Summing along a
+row is ``tp.sum``'s row reduction."""
 from __future__ import annotations
 
 import math
@@ -20,7 +22,10 @@ from .._program.program import program
 
 __all__ = ["sum_to"]
 
-_HELD = 32  # values a thread folds per chunk, all loaded at once: 1024 threads of 64 registers hold 32 each
+# values a thread folds per chunk, all loaded at once: 48 at cta(1024) compile to 57 registers of the 64 a
+# thread may hold there, with no local memory (sm_90a: 12 LDG.64 + 44 FADD + 1 STG.128 for bfloat16 rows
+# of 4096); more spill
+_HELD = 48
 
 
 def _wide(x) -> str:
@@ -52,20 +57,24 @@ def _chunking(n: int):
 
 
 def _sum_columns(x, backend, target):
-    """x (A, B, N) summed over B: (A, N), in the wide dtype."""
+    """x (A, B, N) summed over B: (A, N), in the wide dtype. Each level folds the whole chunks; the
+    rows past a level's last whole chunk are set aside (views: nothing copied) and join the one row
+    the levels end with, in the order set aside, to be folded again."""
     import torch
     scope, rows = _chunking(x.shape[-1])
     run = dict(scope=scope, backend=backend, target=target)
+    aside = []
     while x.shape[1] > 1:
         a, b, n = x.shape
-        whole = b // rows * rows
-        parts = []
-        if whole:
-            chunks = x[:, :whole].reshape(a, b // rows, rows, n)
-            parts.append(_column_sums(chunks, batch_dims=2, **run))
-        if b > whole:  # the rows past the last whole chunk: one chunk of their own
-            parts.append(_column_sums(x[:, whole:].contiguous(), batch_dims=1, **run)[:, None])
-        x = parts[0] if len(parts) == 1 else torch.cat(parts, 1)
+        chunks = b // rows
+        if chunks == 0:  # fewer rows than a chunk: one chunk
+            x = _column_sums(x.contiguous(), batch_dims=1, **run)[:, None]
+        else:
+            aside.append(x[:, chunks * rows:])
+            x = _column_sums(x[:, :chunks * rows].reshape(a, chunks, rows, n), batch_dims=2, **run)
+        if x.shape[1] == 1 and any(r.shape[1] for r in aside):
+            x = torch.cat([x] + [r.to(x.dtype) for r in aside], 1)
+            aside = []
     return x[:, 0]
 
 
