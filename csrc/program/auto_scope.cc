@@ -39,9 +39,10 @@ ProgramSpec rescoped(const ProgramSpec& spec, const ExecScope& scope) {
   return at;
 }
 
-// A standalone call that names no storage, layout or accum, as a program's step: the planner
-// places its tiles (spread over the scope's threads in registers, or in shared memory) where the
-// scope's default storage refuses them (a row past a thread's registers or a block's shared memory).
+}  // namespace
+
+// Where the scope's default storage refuses a call's tiles (a row past a thread's registers or a
+// block's shared memory), and at a cluster (whose tiles live in registers, spread over its lanes).
 std::optional<ProgramSpec> placed_by_planner(const ProgramSpec& at) {
   if (at.steps.size() != 1 || !at.steps.front().call || at.steps.front().storage_given) return std::nullopt;
   ProgramSpec placed = at;
@@ -58,6 +59,8 @@ std::optional<ProgramSpec> placed_by_planner(const ProgramSpec& at) {
   s.call.reset();
   return placed;
 }
+
+namespace {
 
 // A refusal's first lines: the plan's error names the step and the rule; the whole trace is what
 // naming the scope shows.

@@ -429,7 +429,11 @@ std::shared_ptr<const ProgramPlan> plan_at_scope(const ProgramSpec& spec, const 
 }
 
 std::shared_ptr<const ProgramPlan> plan_program(const ProgramSpec& spec, const DispatchContext& ctx) {
-  return spec.auto_scope ? plan_auto_scope(spec, ctx) : plan_at_scope(spec, ctx);
+  if (spec.auto_scope) return plan_auto_scope(spec, ctx);
+  if (spec.scope.kind == ScopeKind::cluster) {  // a call's tiles, spread over the cluster's lanes
+    if (const std::optional<ProgramSpec> placed = placed_by_planner(spec)) return plan_at_scope(*placed, ctx);
+  }
+  return plan_at_scope(spec, ctx);
 }
 
 }  // namespace tp

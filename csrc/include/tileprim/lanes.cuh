@@ -76,6 +76,75 @@ template <int kThreads, int kInstances> struct CtaLanes : DeviceLanes {
     return mine[lane ^ lane_mask];
   }
 };
+
+// ---- thread-block clusters (sm_90 and later) ---------------------------------------------------
+// The cluster barrier: every thread of every CTA of the cluster arrives (its shared-memory writes
+// released) and waits (the peers' acquired). All threads of a warp pass it together (.aligned).
+__device__ __forceinline__ void cluster_sync() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+  __trap();  // the planner accepts a cluster scope only on targets that have clusters
+#endif
+}
+
+// `p` (this CTA's shared memory) in CTA `rank` of the cluster, read there (distributed shared memory).
+template <class T> __device__ __forceinline__ T load_from_cta(const T* p, int rank) {
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "a lane's value is 2, 4 or 8 bytes");
+  T out;
+#if __CUDA_ARCH__ >= 900
+  const unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  if constexpr (sizeof(T) == 8) {
+    unsigned long long w;
+    asm volatile("ld.shared::cluster.b64 %0, [%1];" : "=l"(w) : "r"(remote) : "memory");
+    memcpy(&out, &w, sizeof out);
+  } else if constexpr (sizeof(T) == 4) {
+    unsigned w;
+    asm volatile("ld.shared::cluster.b32 %0, [%1];" : "=r"(w) : "r"(remote) : "memory");
+    memcpy(&out, &w, sizeof out);
+  } else {
+    unsigned short w;
+    asm volatile("ld.shared::cluster.b16 %0, [%1];" : "=h"(w) : "r"(remote) : "memory");
+    memcpy(&out, &w, sizeof out);
+  }
+#else
+  (void)rank;
+  out = *p;
+  __trap();
+#endif
+  return out;
+}
+
+// The lanes of a cluster instance: kCtas CTAs of kCtaThreads threads (a power of two), lane =
+// rank * kCtaThreads + thread. The same butterfly as HostLanes with kCtas * kCtaThreads lanes:
+// masks below 32 shuffle within the warp, below kCtaThreads go through the CTA's shared memory (as
+// CtaLanes), and the others read the partner's value from its CTA (rank (lane ^ mask) / kCtaThreads,
+// the same thread index, as the mask is a multiple of kCtaThreads) through distributed shared memory.
+//
+// One cluster barrier per exchange suffices because the exchange buffer is doubled and the lanes
+// alternate between its halves (`phase`, one counter per thread that every lane advances alike, as
+// every lane makes every exchange): a lane writes half h at exchange k only after passing barrier
+// k - 1, which every peer reached only after its reads of half h at exchange k - 2 were done. The
+// kernel ends with a cluster barrier too, so that no CTA exits while a peer may still read it.
+template <int kCtaThreads, int kCtas> struct ClusterLanes : DeviceLanes {
+  static_assert((kCtaThreads & (kCtaThreads - 1)) == 0, "a cluster's partners lie whole CTAs apart");
+  int& phase;  // exchanges made so far (the kernel's one counter)
+
+  template <class T> __device__ T shfl_xor(const T& v, int lane_mask, int width) const {
+    const int tid = lane % kCtaThreads;
+    if (lane_mask < kCtaThreads) {
+      return CtaLanes<kCtaThreads, 1>{{tid}, 0}.shfl_xor(v, lane_mask, width < kCtaThreads ? width : kCtaThreads);
+    }
+    __shared__ __align__(16) unsigned char exchange[2 * kCtaThreads * sizeof(T)];
+    T* const half = reinterpret_cast<T*>(exchange) + (phase & 1) * kCtaThreads;
+    ++phase;
+    half[tid] = v;
+    cluster_sync();
+    return load_from_cta(half + tid, (lane ^ lane_mask) / kCtaThreads);
+  }
+};
 #endif
 
 }  // namespace tp

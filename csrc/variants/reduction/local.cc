@@ -9,7 +9,9 @@
 //
 // reduction -> cross_warp (priority 5): the same algorithm at CTA scope (where local declines)
 // and at warpgroup scope where the butterfly crosses warps (reduced lanes spanning up to 1024
-// threads): lane masks past 31 exchange through shared memory between the instance's barriers. The fold order is local's, so
+// threads; a cluster's, up to its ctas * threads): lane masks past 31 exchange through shared memory
+// between the instance's barriers (past a CTA's threads, through the cluster's distributed shared
+// memory between cluster barriers). The fold order is local's, so
 // the CPU backend runs it with the same lane group. Not in the reference, which has no register
 // reduction at CTA scope; tile programs use it to keep a row in registers.
 #include <algorithm>
@@ -165,9 +167,12 @@ LocalAnalysis analyze(const OpCall& call, bool cross_warp) {
   LocalAnalysis a;
   a.src_layout = src.layout.value_or(TileLayout::row_major(src.shape));
   const ScopeKind kind = call.scope.kind;
-  if (!cross_warp && kind == ScopeKind::cta) throw Decline("unsupported exec_scope cta for local reduction");
-  if (cross_warp && kind != ScopeKind::cta && kind != ScopeKind::warpgroup) {
-    throw Decline("exec_scope " + call.scope.str() + ": the butterfly crosses warps only at warpgroup or cta scope");
+  if (!cross_warp && call.scope.whole_blocks()) {
+    throw Decline("unsupported exec_scope " + call.scope.kind_name() + " for local reduction");
+  }
+  if (cross_warp && !call.scope.whole_blocks() && kind != ScopeKind::warpgroup) {
+    throw Decline("exec_scope " + call.scope.str() +
+                  ": the butterfly crosses warps only at warpgroup, cta or cluster scope");
   }
   if (cross_warp && call.scope.threads % 32 != 0) {
     throw Decline("a cta of " + std::to_string(call.scope.threads) + " threads is not whole warps");

@@ -6,8 +6,10 @@
 namespace tp {
 
 // Lane-xor masks of one reduction, applied in order, within aligned groups of `width` (up to
-// 1024 lanes: masks past 31 cross warps, which CtaLanes exchanges through shared memory).
-constexpr int kMaxShuffleMasks = 10;
+// 16384 lanes, a cluster of 16 CTAs of 1024: masks past 31 cross warps, which CtaLanes exchanges
+// through shared memory, and masks past a CTA's threads cross CTAs, which ClusterLanes exchanges
+// through the cluster's distributed shared memory).
+constexpr int kMaxShuffleMasks = 14;
 struct ShuffleMasks {
   int count;
   int mask[kMaxShuffleMasks];
