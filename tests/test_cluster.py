@@ -179,3 +179,31 @@ def test_cluster_kernel_ptx(name, dtype, n, scope, rng):
     assert k.block_threads == scope.cta_threads
     if k.registers is not None:
         assert k.local_bytes == 0 and k.registers * scope.cta_threads <= 65536
+
+
+# ---- the planner's choice when no scope is named -------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("name", ["softmax", "logsumexp", "rmsnorm"])
+@pytest.mark.parametrize("n", [65536, 131072, 262144])
+def test_long_rows_choose_a_cluster_on_chip(name, dtype, n, rng):
+    args = arguments(name, rng, 2, n, dtype)
+    plan = tp.plan(PROGRAMS[name], *args, batch_dims=1, target="sm_90a")
+    assert plan.scope.startswith("cluster(") and plan.staging in ("registers", "shared"), (plan.scope, plan.staging)
+    clusters = [v for v in plan.scope_trace if v["scope"].startswith("cluster(")]
+    assert any("cluster barriers" in " ".join(v["reasons"]) for v in clusters)
+    assert any(v["scope"].startswith("cta(") and v["staging"] == "streamed" for v in plan.scope_trace)
+    # the CPU backend models the same Hopper target: the same plan, and the cluster's bits
+    assert tp.plan(PROGRAMS[name], *args, batch_dims=1, backend="cpu").scope == plan.scope
+
+
+def test_rows_one_cta_holds_plan_no_cluster(rng):
+    x = random_tile(rng, (2, 16384), "float32", special=False)
+    plan = tp.plan(PROGRAMS["softmax"], x, batch_dims=1, target="sm_90a")
+    assert plan.scope.startswith("cta(") and plan.staging in ("registers", "shared")
+    assert not any(v["scope"].startswith("cluster(") for v in plan.scope_trace)
+
+
+def test_no_cluster_candidates_before_sm_90(rng):
+    x = random_tile(rng, (2, 65536), "float32", special=False)
+    plan = tp.plan(PROGRAMS["softmax"], x, batch_dims=1, target="sm_80")
+    assert not any(v["scope"].startswith("cluster(") for v in plan.scope_trace)

@@ -4,6 +4,7 @@
 #include <optional>
 #include <sstream>
 
+#include "dispatch/architecture.h"
 #include "errors.h"
 #include "program/program_plan.h"
 #include "program/scope_cost.h"
@@ -19,6 +20,19 @@ const std::vector<ExecScope>& candidates() {
                                                 ExecScope::cta(512), ExecScope::cta(1024)};
   return scopes;
 }
+
+// Past one CTA (targets with clusters): planned only where no CTA candidate holds the rows on chip;
+// clusters of 16 CTAs where the target runs that non-portable size (a row of 262144 in registers).
+std::vector<ExecScope> cluster_candidates(const SmLimits& limits) {
+  std::vector<ExecScope> scopes;
+  for (int ctas = 2; ctas <= limits.cluster_ctas_nonportable; ctas *= 2) {
+    for (int threads : {256, 512}) scopes.push_back(ExecScope::cluster(ctas, threads));
+  }
+  return scopes;
+}
+
+// Whether the chosen staging holds the rows on chip (no pass re-reads them from memory).
+bool on_chip(const std::string& staging) { return staging == "registers" || staging == "shared"; }
 
 // The spec at `scope`: a standalone call's step is called there, its tiles staged where the scope
 // stages them by default unless the call named a storage.
@@ -89,7 +103,7 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
   std::shared_ptr<ProgramPlan> best;
   size_t best_at = 0;
   bool limit = false;
-  for (const ExecScope& scope : candidates()) {
+  auto consider = [&](const ExecScope& scope) {
     std::shared_ptr<const ProgramPlan> plan;
     const ProgramSpec at = rescoped(spec, scope);
     try {
@@ -105,7 +119,7 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
         v.reasons = refusal(e.what());
         limit |= past_limit(e);
         trace.push_back(v);
-        continue;
+        return;
       }
     }
     for (const StagingVerdict& staging : plan->staging_trace) {
@@ -125,6 +139,12 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
       }
       trace.push_back(v);
     }
+  };
+  for (const ExecScope& scope : candidates()) consider(scope);
+  // the rows fit no CTA's registers or shared memory: a cluster's may hold them (so the choice for
+  // rows one CTA holds on chip is the CTAs' alone)
+  if (!best || !on_chip(best->staging)) {
+    for (const ExecScope& scope : cluster_candidates(target_limits(ctx.target))) consider(scope);
   }
   if (!best) {
     std::string reasons;

@@ -32,11 +32,41 @@ template <int kChunks, class F> __device__ __forceinline__ void for_each_chunk(F
 
 // A cluster CTA's share of a row: this thread's slots of the row (placed by Row over the cluster's
 // lanes, `lane`) copied from global memory into the CTA's shared memory, where they lie by Share
-// (the same runs over the CTA's threads, `tid`), kChunkSlots at a time. Each thread later reads
-// back only the slots it wrote, so no barrier stands between; slots past a padded row hold NaN,
-// as a load from global memory gives them.
+// (the same runs over the CTA's threads, `tid`). Each run is one cp.async where the row is aligned
+// for it (every run of the share in flight at once, none held in registers), else the runs move
+// through registers kChunkSlots at a time. Each thread later reads back only the slots it wrote
+// (after its own wait), so no barrier stands between; slots past a padded row hold NaN, as a load
+// from global memory gives them.
 template <class Row, class Share, int kChunks, int kChunkSlots, class T>
 __device__ __forceinline__ void stage_share(T* share, const T* row, int lane, int tid) {
+  constexpr int kVec = Row::kVector, kRunBytes = kVec * static_cast<int>(sizeof(T));
+#if __CUDA_ARCH__ >= 800
+  if constexpr (kRunBytes == 4 || kRunBytes == 8 || kRunBytes == 16) {
+    if (reinterpret_cast<unsigned long long>(row) % kRunBytes == 0) {
+#pragma unroll 4
+      for (int s = 0; s < kChunks * kChunkSlots; s += kVec) {
+        T* const to = share + Share::load_element(tid, s);
+        if (Row::full(s)) {
+          const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(to));
+          const T* const from = row + Row::load_element(lane, s);
+          if constexpr (kRunBytes == 16) {
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(at), "l"(from) : "memory");
+          } else {
+            asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(at), "l"(from), "n"(kRunBytes) : "memory");
+          }
+        } else {  // a padded row's last runs
+          for (int j = 0; j < kVec; ++j) {
+            const int e = Row::load_element(lane, s + j);
+            to[j] = e >= 0 ? row[e] : limits<T>::quiet_nan();
+          }
+        }
+      }
+      commit_async();
+      wait_async(0);
+      return;
+    }
+  }
+#endif
   for_each_chunk<kChunks>([&](const int chunk) {
     T regs[kChunkSlots];
     load_tile<Row>(regs, row, lane, chunk * kChunkSlots);
