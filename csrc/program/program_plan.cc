@@ -289,8 +289,11 @@ class ProgramPlanner {
     shared.storage = Storage::shared;
     shared.why = "shared memory, row-major: the " + scope.str() + " folds it there (in registers it is declined, "
                  "see the local variants' reasons)";
-    out.push_back(spread(in_shape, scope.threads > 32 ? "; folded in registers, across warps through shared memory"
-                                                      : "; folded in registers"));
+    out.push_back(spread(in_shape, scope.kind == ScopeKind::cluster
+                                       ? "; folded in registers, across warps through shared memory, across CTAs "
+                                         "through the cluster's distributed shared memory"
+                                   : scope.threads > 32 ? "; folded in registers, across warps through shared memory"
+                                                        : "; folded in registers"));
     out.push_back(shared);
     return out;
   }

@@ -295,7 +295,11 @@ class LocalReduction : public Variant {
     plan.note("order", a.masks.count
                            ? "each lane folds its registers in order from the identity, then XOR butterfly over "
                              "lane masks in the order listed" +
-                             std::string(cross_warp_ ? " (masks past 31 through shared memory)" : "") +
+                             std::string(!cross_warp_ ? ""
+                                         : plan.call.scope.kind == ScopeKind::cluster
+                                             ? " (masks past 31 through shared memory; from a CTA's threads on, "
+                                               "through the cluster's distributed shared memory)"
+                                             : " (masks past 31 through shared memory)") +
                              "; accum: op(old, result)"
                            : "each thread folds its registers in order, starting from the identity (accum: from "
                              "the old value)");
