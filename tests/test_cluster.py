@@ -207,3 +207,9 @@ def test_no_cluster_candidates_before_sm_90(rng):
     x = random_tile(rng, (2, 65536), "float32", special=False)
     plan = tp.plan(PROGRAMS["softmax"], x, batch_dims=1, target="sm_80")
     assert not any(v["scope"].startswith("cluster(") for v in plan.scope_trace)
+
+
+def test_a_cluster_of_ctas_not_a_power_of_two_declines_the_butterfly(rng):
+    x = random_tile(rng, (2, 4096), "float32", special=False)
+    with pytest.raises(ValueError, match="power of two"):
+        tp.plan(tp.sum, x, axes=-1, batch_dims=1, scope=tp.cluster(2, threads=96), target="sm_90a")

@@ -174,6 +174,10 @@ LocalAnalysis analyze(const OpCall& call, bool cross_warp) {
     throw Decline("exec_scope " + call.scope.str() +
                   ": the butterfly crosses warps only at warpgroup, cta or cluster scope");
   }
+  if (cross_warp && kind == ScopeKind::cluster && !power_of_two(call.scope.cta_threads())) {
+    throw Decline("a cluster of " + std::to_string(call.scope.cta_threads()) +
+                  "-thread CTAs: butterfly partners lie whole CTAs apart only where a CTA's threads are a power of two");
+  }
   if (cross_warp && call.scope.threads % 32 != 0) {
     throw Decline("a cta of " + std::to_string(call.scope.threads) + " threads is not whole warps");
   }
