@@ -34,8 +34,8 @@ constexpr double kLongMapInstructions = 16;
 constexpr double kShortMapInstructions = 2;
 // A cluster (an instance of several CTAs, one per SM at these sizes): measured on an H200 lease
 // (reference/auto_scope_long_rows.md), remote stores plus two cluster barriers took 939 / 1061 /
-// 1216 / 1612 cycles for clusters of 2 / 4 / 8 / 16; a butterfly exchange across CTAs is one such
-// barrier (half of it). Clusters of up to 2 CTAs can use all 132 SMs, of 4 or 8 at most 120, of 16
+// 1216 / 1612 cycles for clusters of 2 / 4 / 8 / 16; a whole-row reduction crosses CTAs in one
+// exchange (tp::ClusterLanes::butterfly), one such barrier (half of it). Clusters of up to 2 CTAs can use all 132 SMs, of 4 or 8 at most 120, of 16
 // at most 112 (cudaOccupancyMaxActiveClusters at one CTA per SM).
 constexpr double kClockGhz = 1.98;
 double cluster_exchange_ns(int ctas) {
@@ -43,11 +43,6 @@ double cluster_exchange_ns(int ctas) {
   return cycles / 2 / kClockGhz;
 }
 int cluster_sms(int ctas) { return ctas <= 2 ? kSms : ctas <= 8 ? 120 : 112; }
-int log2_of(int x) {
-  int b = 0;
-  while ((1 << b) < x) ++b;
-  return b;
-}
 
 std::string fixed(double v) {
   char buf[32];
@@ -183,15 +178,15 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
     for (const ProgramStep& s : plan.steps) waits += s.bound->plan().call.def->family == OpFamily::reduction ? 1 : 0;
     waits += plan.staging == "shared" ? 1 : 0;
   }
-  // a cluster: each reduction's butterfly crosses CTAs log2(ctas) times, a cluster barrier each,
-  // which every CTA of the instance (an SM each) waits through
+  // a cluster: each reduction's butterfly crosses CTAs in one exchange, a cluster barrier, which
+  // every CTA of the instance (an SM each) waits through
   const int reductions = waits - (plan.staging == "shared" ? 1 : 0);
-  const double exchanges = ctas > 1 ? reductions * log2_of(ctas) * cluster_exchange_ns(ctas) : 0;
+  const double exchanges = ctas > 1 ? reductions * cluster_exchange_ns(ctas) : 0;
   const double barriers = (waits * (kReductionWaitNs + kPerWarpNs * warps) + exchanges) * ctas / static_cast<double>(resident);
   if (waits > 0) {
     cost.terms.push_back("barriers " + fixed(barriers) + " ns: " + std::to_string(waits) + " across " +
                          std::to_string(warps) + " warps" +
-                         (ctas > 1 ? " and " + std::to_string(reductions * log2_of(ctas)) + " cluster barriers (" +
+                         (ctas > 1 ? " and " + std::to_string(reductions) + " cluster barriers (" +
                                          fixed(cluster_exchange_ns(ctas)) + " ns each) on each of " +
                                          std::to_string(ctas) + " CTAs"
                                    : std::string()) +

@@ -12,6 +12,7 @@
 // instance in lockstep, a value there being one scalar per lane; shuffles permute them.
 #pragma once
 #include "config.cuh"
+#include "reduction/butterfly.cuh"
 
 namespace tp {
 
@@ -128,6 +129,14 @@ template <class T> __device__ __forceinline__ T load_from_cta(const T* p, int ra
 // every lane makes every exchange): a lane writes half h at exchange k only after passing barrier
 // k - 1, which every peer reached only after its reads of half h at exchange k - 2 were done. The
 // kernel ends with a cluster barrier too, so that no CTA exits while a peer may still read it.
+//
+// A whole-row butterfly (masks 1, 2, 4, ... through every bit of a CTA's threads, then the CTAs')
+// leaves every lane of a CTA with the same partial before the masks across CTAs (partners agree
+// bit for bit: the fold is commutative), so those take ONE exchange: each CTA publishes its
+// partial, and every lane reads all kCtas of them and folds them as the butterfly would, stage by
+// stage, for every rank (new[r] = op(old[r], old[r ^ bit]), the lane's own first, as each lane of
+// the butterfly folds), keeping its own rank's: the same bits, one cluster barrier instead of
+// log2(kCtas).
 template <int kCtaThreads, int kCtas> struct ClusterLanes : DeviceLanes {
   static_assert((kCtaThreads & (kCtaThreads - 1)) == 0, "a cluster's partners lie whole CTAs apart");
   int& phase;  // exchanges made so far (the kernel's one counter)
@@ -143,6 +152,39 @@ template <int kCtaThreads, int kCtas> struct ClusterLanes : DeviceLanes {
     half[tid] = v;
     cluster_sync();
     return load_from_cta(half + tid, (lane ^ lane_mask) / kCtaThreads);
+  }
+
+  static constexpr int log2(int x) { return x <= 1 ? 0 : 1 + log2(x / 2); }
+
+  template <class Op, class T> __device__ T butterfly(T v, const ShuffleMasks& sh) const {
+    // a whole-row butterfly: masks 1, 2, 4, ... through every bit of the cluster's lanes, in order
+    constexpr int kWithin = log2(kCtaThreads), kAcross = log2(kCtas);
+    bool whole = sh.count == kWithin + kAcross;
+    for (int i = 0; i < sh.count; ++i) whole = whole && sh.mask[i] == 1 << i;
+    if (!whole) return butterfly_steps<Op>(*this, v, sh);
+#pragma unroll
+    for (int i = 0; i < kWithin; ++i) v = Op::apply(v, shfl_xor(v, 1 << i, sh.width));
+    __shared__ __align__(16) unsigned char exchange[2 * sizeof(T)];
+    T* const half = reinterpret_cast<T*>(exchange) + (phase & 1);
+    ++phase;
+    if (lane % kCtaThreads == 0) *half = v;
+    cluster_sync();
+    // part[k]: rank (k ^ this CTA's rank)'s, so that this rank's is part[0] and every index a constant
+    // (the butterfly's stages look the same under that relabelling: (k ^ r) ^ bit = (k ^ bit) ^ r)
+    const int rank = lane / kCtaThreads;
+    T part[kCtas];
+#pragma unroll
+    for (int k = 0; k < kCtas; ++k) part[k] = load_from_cta(half, k ^ rank);
+#pragma unroll
+    for (int i = 0; i < kAcross; ++i) {
+      const int bit = 1 << i;
+      T next[kCtas];
+#pragma unroll
+      for (int k = 0; k < kCtas; ++k) next[k] = Op::apply(part[k], part[k ^ bit]);
+#pragma unroll
+      for (int k = 0; k < kCtas; ++k) part[k] = next[k];
+    }
+    return part[0];
   }
 };
 #endif
