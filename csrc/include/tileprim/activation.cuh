@@ -206,11 +206,25 @@ namespace ieee_math16 {
 template <class F> TP_HD float rounded_for(float x, const ieee_math::Value<float>& v) {
   return x == 0.0f ? x : times_pow2<F>(nudged(v), v.k + kShifter);
 }
+
+// sigmoid's exact path: the float Value rounded once, x clamped where the result rounds to 0 (so
+// that 2^k stays within F's times_pow2); the rare branch of `sigmoid` below
+template <class F> TP_HD_OUT_OF_LINE float sigmoid_exact(float x) {
+  return rounded_for<F>(1.0f, ieee_math::sigmoid_value(clamp(x, F::kExpZero, limits<float>::pos_inf())));
+}
+// sigmoid x = 1 / (1 + e) (x >= 0) or e / (1 + e) (x < 0): the logistic fast path
+// (transcendental16.cuh; here n = e's p is exact, so its error bound holds with room)
+template <class F> TP_HD float sigmoid(float x) {
+  const float minus_abs = -magnitude(x);
+  const Logistic l = logistic<F>(minus_abs < F::kExpZero ? F::kExpZero : minus_abs);  // NaN stays
+  const float y = logistic_quotient<F>(x, 1.0f, 1.0f, l);
+  return rounds_as_exact<F>(y) ? y : sigmoid_exact<F>(x);
+}
 }  // namespace ieee_math16
 
 // The 16-bit types on both backends, from the float Values (the conversion makes a NaN the
-// canonical one); sigmoid's x clamped where its result rounds to 0, so that 2^k stays within F's
-// times_pow2. Correct at every one of the 65,536 inputs of each format: tests/test_numerics.py.
+// canonical one); sigmoid through its fast path. Correct at every one of the 65,536 inputs of each
+// format: tests/test_numerics.py.
 #define TP_SIXTEEN_BIT_ACTIVATIONS(H, Format16)                                                            \
   TP_HD H tanh(H x) {                                                                                   \
     const float f = widen(x);                                                                           \
@@ -220,10 +234,7 @@ template <class F> TP_HD float rounded_for(float x, const ieee_math::Value<float
     const float f = widen(x);                                                                           \
     return convert_to<H>::from(ieee_math16::rounded_for<Format16>(f, ieee_math::erf_value(f)));         \
   }                                                                                                     \
-  TP_HD H sigmoid(H x) {                                                                                \
-    const float f = ieee_math16::clamp(widen(x), Format16::kExpZero, limits<float>::pos_inf());         \
-    return convert_to<H>::from(ieee_math16::rounded_for<Format16>(1.0f, ieee_math::sigmoid_value(f)));  \
-  }
+  TP_HD H sigmoid(H x) { return convert_to<H>::from(ieee_math16::sigmoid<Format16>(widen(x))); }
 
 #if TP_ON_DEVICE && defined(TP_WITH_FP16)
 TP_SIXTEEN_BIT_ACTIVATIONS(__half, ieee_math16::Half)
