@@ -1,13 +1,16 @@
 """Gathers every measured (scope, staging, TB/s) point of the programs into the one file the cost
 model is checked against (tests/test_auto_scope.py; csrc/program/scope_cost.cc):
 
-    python benchmarks/auto_scope_points.py OUT.json RESULT.json...
+    python benchmarks/auto_scope_points.py OUT.json RESULT.json... [--exclude TEXT]...
 
 Each RESULT is a scope sweep (benchmarks/program_scopes.py's lines, its choice among them, or
 {"runs": [...]} of them) or a benchmarks/programs.py run ({"rows": [...]}, each row's detail
 naming its scope and staging); fastmath rows and host wall times are left out. A point is
 (case, scope, staging), case being 'program row-length dtype'; its tbps is the median of every run
-that measured it (the same point differs by a few % from run to run), each run listed with its file."""
+that measured it (the same point differs by a few % from run to run), each run listed with its file.
+--exclude leaves out the cases containing TEXT (a row length measured before a change that made its
+points stale, say)."""
+import argparse
 import json
 import pathlib
 import statistics
@@ -36,21 +39,27 @@ def measurements(path: pathlib.Path):
         yield f"{name} {shape.split('x')[1]} {dtype}", detail["scope"], detail["staging"], shape, tbps
 
 
-def main(out: str, sources: list[str]) -> None:
+def main(out: str, sources: list[str], excluded: list[str]) -> None:
     points: dict = {}
     for source in map(pathlib.Path, sources):
         for case, scope, staging, shape, tbps in measurements(source):
+            if any(text in case for text in excluded):
+                continue
             point = points.setdefault((case, scope, staging), {"shape": shape, "measured": []})
             point["measured"].append({"tbps": round(tbps, 3), "source": source.name})
     runs = [{"case": case, "scope": scope, "staging": staging, "shape": p["shape"],
              "tbps": round(statistics.median(m["tbps"] for m in p["measured"]), 3), "measured": p["measured"]}
             for (case, scope, staging), p in sorted(points.items())]
     header = {"what": __doc__.split("\n\n")[-1].replace("\n", " "),
-              "command": " ".join(["python benchmarks/auto_scope_points.py", out, *sources])}
+              "command": " ".join(["python benchmarks/auto_scope_points.py", out, *sources,
+                                   *(f"--exclude '{text}'" for text in excluded)])}
     pathlib.Path(out).write_text(json.dumps({"header": header, "runs": runs}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3:
-        sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2:])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out")
+    parser.add_argument("sources", nargs="+")
+    parser.add_argument("--exclude", action="append", default=[], metavar="TEXT")
+    args = parser.parse_args()
+    main(args.out, args.sources, args.exclude)

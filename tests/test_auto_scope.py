@@ -29,7 +29,7 @@ ROWS = (1, 7, 100, 1000, 1024, 2047, 4096, 4097, 8192, 50257, 262144)
 DTYPES = ("float32", "bfloat16")
 # every H200 point measured for these programs (the scope sweep, the benchmark runs with the old
 # hand table and with the planner's choice), one per (case, scope, staging)
-POINTS = ROOT / "benchmarks" / "results" / "h200-2026-11-28-auto-scope-points.json"
+POINTS = ROOT / "benchmarks" / "results" / "h200-auto-scope-points.json"
 
 
 def layernorm(x, w, b, eps):
@@ -169,11 +169,15 @@ def test_model_within_5_percent_of_the_best_measured(case):
     x = np.ones((2, n), NP[dtype])
     args = workload.arguments(x, x, np.ones(n, NP[dtype]))
     plan = tp.plan(workload.program, *args, batch_dims=1, target="sm_90a")
-    # the runs name CTAs: a warpgroup is the 128 threads of cta(128)
-    scored = {("cta(128)" if v["scope"] == "warpgroup" else v["scope"], v["staging"]): v["ns_per_row"]
-              for v in plan.scope_trace if v["accepted"]}
-    chosen = ("cta(128)" if plan.scope == "warpgroup" else plan.scope, plan.staging)
-    measured = {(r["scope"], r["staging"]): r["tbps"] for r in runs}
+    # a warpgroup is the 128 threads of cta(128), whichever name a run gave it
+    def named(scope):
+        return "cta(128)" if scope == "warpgroup" else scope
+    scored = {(named(v["scope"]), v["staging"]): v["ns_per_row"] for v in plan.scope_trace if v["accepted"]}
+    chosen = (named(plan.scope), plan.staging)
+    measured = {}
+    for r in runs:
+        point = (named(r["scope"]), r["staging"])
+        measured[point] = max(measured.get(point, 0.0), r["tbps"])
     assert set(measured) <= set(scored), (case, "measured points the planner no longer offers", set(measured) - set(scored))
     first = chosen if chosen in measured else min(measured, key=lambda k: scored[k])
     best = max(measured.values())

@@ -89,10 +89,24 @@ def test_no_candidate_raises_dispatch_error_with_the_whole_table():
     assert "expected ['local']" in msg and "expected ['shared*']" in msg
 
 
+def test_local_folds_at_cta_scope_where_each_thread_holds_its_reduced_dims(rng):
+    """Each thread of the CTA folds its own registers (a sum down the columns of rows), in order."""
+    x = rng.standard_normal((32, 8)).astype(np.float32) * np.exp2(rng.integers(-10, 10, (32, 8)))
+    layout = S[(32, 8):(1 @ tx, 1)]
+    assert tp.plan(tp.cta(32).sum, x, layout=layout, storage="local", backend="cpu").variant == "local"
+    got = tp.cta(32).sum(x, layout=layout, storage="local", backend="cpu")
+    want = np.zeros(32, np.float32)
+    for j in range(8):
+        want = want + x[:, j]
+    assert np.array_equal(got, want)
+
+
 def test_local_declines_with_reasons():
     L = TileLayout(S[(32, 8):(1 @ laneid, 1)])
     with pytest.raises(tp.DispatchError, match="unsupported exec_scope cta for local reduction"):
-        tp.cta(32).sum(f32(32, 8), layout=S[(32, 8):(1 @ tx, 1)], storage="local")
+        tp.cta(32).sum(f32(32, 8), layout=S[32, 8], storage="local")  # every thread the whole tile
+    with pytest.raises(tp.DispatchError, match="a reduced dim lies across the lanes of the cta: cross_warp folds"):
+        tp.cta(32).sum(f32(32, 8), axes=0, layout=S[(32, 8):(1 @ tx, 1)], storage="local", dispatch="local")
     with pytest.raises(tp.DispatchError, match="swizzle layout unsupported for local reduction"):
         tp.warp.sum(f32(32, 8), layout=TileLayout(L, swizzle=Swizzle(0, 1, 3)))
     with pytest.raises(tp.DispatchError, match="does not hold the reduction"):

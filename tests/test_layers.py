@@ -3,6 +3,7 @@ cross-entropy over a vocabulary) on the CPU backend against float64, with no sco
 thread holds the row; their derived backward against torch's (gradcheck in float64); the
 cross-entropy at vocabularies of 1000, 32000 and 50257 with int32 and int64 labels and ignored
 rows; and tileprim.nn's modules as drop-in replacements of torch's."""
+import inspect
 import math
 
 import numpy as np
@@ -203,3 +204,87 @@ def test_a_16_bit_layer_gives_the_bits_of_its_steps_one_by_one(rng):
     inner = tp.mul(tp.fma(tp.mul(xf, 0.044715), tp.mul(xf, xf), xf), math.sqrt(2 / math.pi))
     chain = tp.cast(tp.mul(xf, tp.add(tp.mul(tp.tanh(inner), 0.5), 0.5)), "bfloat16")
     assert bits_equal(got, chain)
+
+
+MODULES = {  # each module's maker and its inputs (float leaves get gradients)
+    "GELU-none": (lambda **k: tpnn.GELU(**k), 1),
+    "GELU-tanh": (lambda **k: tpnn.GELU("tanh", **k), 1),
+    "SiLUMul": (lambda **k: tpnn.SiLUMul(**k), 2),
+    "GELUMul": (lambda **k: tpnn.GELUMul(**k), 2),
+    "SwiGLUMLP": (lambda **k: tpnn.SwiGLUMLP(48, 40, **k), 1),
+    "GEGLUMLP": (lambda **k: tpnn.GEGLUMLP(48, 40, bias=True, **k), 1),
+    "LayerNorm": (lambda **k: tpnn.LayerNorm(48, **k), 1),
+    "RMSNorm": (lambda **k: tpnn.RMSNorm(48, **k), 1),
+    "CrossEntropyLoss": (lambda **k: tpnn.CrossEntropyLoss(**k), None),
+}
+
+
+def module_inputs(name, arity, dtype, g):
+    if arity is None:  # logits and labels, some ignored
+        target = torch.randint(0, 48, (24,), generator=g)
+        target[::5] = -100
+        return [(torch.randn(24, 48, generator=g) * 4).to(dtype), target]
+    return [(torch.randn(4, 6, 48, generator=g) * 3 - 0.5).to(dtype) for _ in range(arity)]
+
+
+def forward_backward(module, inputs):
+    leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in inputs]
+    y = module(*leaves)
+    params = list(module.parameters())
+    wanted = [t for t in leaves if t.requires_grad] + params
+    grads = torch.autograd.grad(y, wanted, torch.randn(y.shape, generator=torch.Generator().manual_seed(9)).to(y.dtype))
+    return [y, *grads]
+
+
+@pytest.mark.parametrize("name", list(MODULES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_modules_take_fastmath_and_the_cpu_backend_gives_the_exact_bits(name, dtype):
+    """DESIGN §3: the CPU backend runs the exact functions under fastmath, forward and backward."""
+    make, arity = MODULES[name]
+    g = torch.Generator().manual_seed(10)
+    exact = make().to(dtype)
+    with torch.no_grad():
+        for p in exact.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.5 + 1)
+    fast = make(fastmath=True).to(dtype)
+    fast.load_state_dict(exact.state_dict())
+    assert "fastmath=False" in repr(exact) and "fastmath=True" in repr(fast)
+    inputs = module_inputs(name, arity, dtype, g)
+    for a, b in zip(forward_backward(exact, inputs), forward_backward(fast, inputs)):
+        assert a.dtype == b.dtype and torch.equal(a.view(torch.int16 if a.dtype == torch.bfloat16 else torch.int32),
+                                                  b.view(torch.int16 if b.dtype == torch.bfloat16 else torch.int32))
+
+
+@pytest.mark.parametrize("name", list(MODULES))
+def test_a_modules_fastmath_is_keyword_only_true_or_false(name):
+    make, _ = MODULES[name]
+    cls = type(make())
+    param = inspect.signature(cls).parameters["fastmath"]
+    assert param.kind is inspect.Parameter.KEYWORD_ONLY and param.default is False
+    for bad in ("yes", 1, None, 0.0):
+        with pytest.raises(TypeError, match=r"fastmath: expected True or False, not"):
+            make(fastmath=bad)
+
+
+def test_modules_pass_fastmath_to_their_programs(monkeypatch):
+    """The bits above cannot tell whether fastmath reached the programs (the CPU's are exact either
+    way): each program call is seen here with the module's fastmath."""
+    seen = []
+
+    def spy(program):
+        def call(*args, **kwargs):
+            seen.append((program.__name__, kwargs["fastmath"]))
+            return program(*args, **kwargs)
+        return call
+    for name in ("gelu_erf", "gelu_tanh", "layer_norm", "rms_norm", "cross_entropy"):
+        monkeypatch.setattr(tp.layers, name, spy(getattr(tp.layers, name)))
+    for cls in (tpnn.SiLUMul, tpnn.GELUMul):
+        monkeypatch.setattr(cls, "program", staticmethod(spy(cls.program)))
+    g = torch.Generator().manual_seed(11)
+    for fastmath in (True, False):
+        seen.clear()
+        for name, (make, arity) in MODULES.items():
+            make(fastmath=fastmath)(*module_inputs(name, arity, torch.float32, g))
+        assert sorted(n for n, _ in seen) == sorted(["gelu_erf", "gelu_tanh", "silu_mul", "gelu_tanh_mul", "silu_mul",
+                                                     "gelu_tanh_mul", "layer_norm", "rms_norm", "cross_entropy"])
+        assert all(f is fastmath for _, f in seen), seen

@@ -168,8 +168,8 @@ def _gradient_error(side, workload: Workload, arrays: tuple, g, grads: tuple, dt
 
 def _gradient_bits(side, workload: Workload, args: tuple, g, grads: tuple) -> str:
     """tileprim's gradients of the rows (dx) on the first CHECK_ROWS rows against the CPU
-    backend's forward + backward of those rows alone, on CPU copies (w's gradient is torch's sum
-    over the batch: the oracle checks it)."""
+    backend's forward + backward of those rows alone, on CPU copies (w's gradient sums every row
+    of the batch: the oracle checks it; tests/test_layers_gpu.py its bits)."""
     torch, rows_in = side.torch, workload.rows_in
     k = min(CHECK_ROWS, g.shape[0])
     host = tuple(a if isinstance(a, float) else (a[:k] if i < rows_in else a).detach().cpu().requires_grad_()

@@ -13,7 +13,7 @@
 //   barriers  each reduction across warps stops the instance's loads for a barrier
 //             and combines one partial per warp through shared memory; the other instances
 //             resident on the SM hide it (divided by them)
-// Calibrated to the H200 points of benchmarks/results/h200-2026-11-28-auto-scope-points.json
+// Calibrated to the H200 points of benchmarks/results/h200-auto-scope-points.json
 // (tests/test_auto_scope.py: on every shape measured at two or more points, the one the model
 // ranks first is within 5 % of the fastest).
 #pragma once

@@ -17,7 +17,7 @@ constexpr long long kRunElements = 4;
 
 // n elements (a multiple of the t threads) over the threads: runs of kRunElements interleaved
 // (thread i's k-th run starts at (k * t + i) * kRunElements) where each thread holds whole runs
-// and more than one, else a block of n / t consecutive elements per thread.
+// and more than one, else (one run or less each) a block of n / t consecutive elements per thread.
 TileLayout even_spread(long long n, long long t, Axis axis) {
   if (n % (t * kRunElements) == 0 && n > t * kRunElements) {
     return TileLayout({Iter{n / (t * kRunElements), kRunElements, Axis::m}, Iter{t, 1, axis}, Iter{kRunElements, 1, Axis::m}});
@@ -34,16 +34,15 @@ std::optional<TileLayout> spread_layout(const std::vector<long long>& shape, con
   for (long long d : shape) n *= d;
   const long long t = scope.threads;
   const Axis axis = thread_axis(scope);
-  if (n % t == 0) return even_spread(n, t, axis);
-  if (n > 1) {
-    // a ragged tile: padded over every thread, ceil(n / t) slots each (whole runs past one run),
-    // the slots past its end holding nothing
-    long long slots = (n + t - 1) / t;
-    if (slots > kRunElements) slots = (slots + kRunElements - 1) / kRunElements * kRunElements;
-    return even_spread(slots * t, t, axis).padded_to(n);
-  }
-  // one value: every thread its own copy
-  return TileLayout({Iter{1, 1, Axis::m}}, {Iter{t, 1, axis}});
+  if (n == 1) return TileLayout({Iter{1, 1, Axis::m}}, {Iter{t, 1, axis}});  // every thread its own copy
+  // ceil(n / t) slots each, in whole runs past one run, so that a warp's loads stay contiguous
+  // (a tile the threads divide but their runs do not, 32000 over 256 threads, is padded like a
+  // ragged one, never given as a block of consecutive elements per thread, whose loads a warp
+  // spreads over 32 lines); the slots past its end hold nothing
+  long long slots = (n + t - 1) / t;
+  if (slots > kRunElements) slots = (slots + kRunElements - 1) / kRunElements * kRunElements;
+  if (slots * t == n) return even_spread(n, t, axis);
+  return even_spread(slots * t, t, axis).padded_to(n);
 }
 
 }  // namespace tp

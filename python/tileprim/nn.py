@@ -8,7 +8,10 @@ parameters, argument names and results of the torch and Hugging Face modules the
     loss = tpnn.CrossEntropyLoss()(logits, labels)   # ignore_index=-100, the mean over the kept rows
 
 ``scope=`` (every module) names the programs' scope; None leaves it to the programs' call (the
-planner's choice, once it chooses). Needs torch."""
+planner's choice, once it chooses). ``fastmath=True`` (every module, keyword-only; DESIGN §3) runs
+the programs forward and backward with the GPU's approximations of their transcendental steps
+(``tp.op_table()[op]["fastmath"]`` states each one's error); the CPU backend runs the exact
+functions, so there it changes no bit. Needs torch."""
 from __future__ import annotations
 
 from typing import Optional
@@ -16,6 +19,7 @@ from typing import Optional
 import torch
 
 from . import layers
+from ._checks import as_bool
 
 __all__ = ["GELU", "SiLUMul", "GELUMul", "SwiGLUMLP", "GEGLUMLP", "LayerNorm", "RMSNorm", "CrossEntropyLoss"]
 
@@ -26,7 +30,7 @@ def _where(x) -> Optional[str]:
     return "cpu" if x.device.type == "cpu" else None
 
 
-def _elementwise(program, scope, *tensors):
+def _elementwise(program, scope, fastmath, *tensors):
     """A map over tensors of one shape, as a batch of tiles of 8 elements per thread of ``scope``
     (where those divide the tensor; else tiles of 8, or 1, at thread scope)."""
     shape, n = tensors[0].shape, tensors[0].numel()
@@ -34,29 +38,30 @@ def _elementwise(program, scope, *tensors):
     if n % per_tile:
         scope, per_tile = None, 8 if n % 8 == 0 else 1
     tiles = [t.reshape(-1, per_tile) for t in tensors]
-    return program(*tiles, batch_dims=1, scope=scope, backend=_where(tensors[0])).reshape(shape)
+    return program(*tiles, batch_dims=1, scope=scope, backend=_where(tensors[0]), fastmath=fastmath).reshape(shape)
 
 
-def _rows(program, scope, x, *args):
+def _rows(program, scope, fastmath, x, *args):
     """A program over the last dim, every other dim a batch of rows."""
     rows = x.reshape(-1, x.shape[-1])
-    return program(rows, *args, batch_dims=1, scope=scope, backend=_where(x)).reshape(x.shape)
+    return program(rows, *args, batch_dims=1, scope=scope, backend=_where(x), fastmath=fastmath).reshape(x.shape)
 
 
 class GELU(torch.nn.Module):
     """``torch.nn.GELU(approximate=...)``: 'none' (the erf form) or 'tanh'."""
 
-    def __init__(self, approximate: str = "none", *, scope=None):
+    def __init__(self, approximate: str = "none", *, scope=None, fastmath: bool = False):
         super().__init__()
         if approximate not in ("none", "tanh"):
             raise ValueError(f"approximate: {approximate!r} is not 'none' or 'tanh'")
-        self.approximate, self.scope = approximate, scope
+        self.approximate, self.scope, self.fastmath = approximate, scope, as_bool(fastmath, "fastmath")
 
     def forward(self, x):
-        return _elementwise(layers.gelu_tanh if self.approximate == "tanh" else layers.gelu_erf, self.scope, x)
+        program = layers.gelu_tanh if self.approximate == "tanh" else layers.gelu_erf
+        return _elementwise(program, self.scope, self.fastmath, x)
 
     def extra_repr(self) -> str:
-        return f"approximate={self.approximate!r}"
+        return f"approximate={self.approximate!r}, fastmath={self.fastmath}"
 
 
 class _Product(torch.nn.Module):
@@ -64,12 +69,15 @@ class _Product(torch.nn.Module):
 
     program = None
 
-    def __init__(self, *, scope=None):
+    def __init__(self, *, scope=None, fastmath: bool = False):
         super().__init__()
-        self.scope = scope
+        self.scope, self.fastmath = scope, as_bool(fastmath, "fastmath")
 
     def forward(self, a, b):
-        return _elementwise(self.program, self.scope, a, b)
+        return _elementwise(self.program, self.scope, self.fastmath, a, b)
+
+    def extra_repr(self) -> str:
+        return f"fastmath={self.fastmath}"
 
 
 class SiLUMul(_Product):
@@ -102,29 +110,30 @@ class _GatedMLP(torch.nn.Module):
 class SwiGLUMLP(_GatedMLP):
     """Llama's MLP (``LlamaMLP``: silu)."""
 
-    def __init__(self, hidden_size: int, intermediate_size: int, bias: bool = False, *, scope=None, device=None,
-                 dtype=None):
-        super().__init__(hidden_size, intermediate_size, bias, SiLUMul(scope=scope), device, dtype)
+    def __init__(self, hidden_size: int, intermediate_size: int, bias: bool = False, *, scope=None,
+                 fastmath: bool = False, device=None, dtype=None):
+        super().__init__(hidden_size, intermediate_size, bias, SiLUMul(scope=scope, fastmath=fastmath), device, dtype)
 
 
 class GEGLUMLP(_GatedMLP):
     """Gemma's MLP (gelu, tanh form)."""
 
-    def __init__(self, hidden_size: int, intermediate_size: int, bias: bool = False, *, scope=None, device=None,
-                 dtype=None):
-        super().__init__(hidden_size, intermediate_size, bias, GELUMul(scope=scope), device, dtype)
+    def __init__(self, hidden_size: int, intermediate_size: int, bias: bool = False, *, scope=None,
+                 fastmath: bool = False, device=None, dtype=None):
+        super().__init__(hidden_size, intermediate_size, bias, GELUMul(scope=scope, fastmath=fastmath), device, dtype)
 
 
 class LayerNorm(torch.nn.Module):
     """``torch.nn.LayerNorm`` over the last dim (weight and bias; without them, ones and zeros)."""
 
     def __init__(self, normalized_shape: int, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
-                 *, scope=None, device=None, dtype=None):
+                 *, scope=None, fastmath: bool = False, device=None, dtype=None):
         super().__init__()
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         if len(shape) != 1:
             raise ValueError(f"normalized_shape: {shape} normalizes {len(shape)} dims; this takes the last one")
         self.normalized_shape, self.eps, self.scope = shape, eps, scope
+        self.fastmath = as_bool(fastmath, "fastmath")
         made = dict(device=device, dtype=dtype)
         self.weight = torch.nn.Parameter(torch.ones(shape, **made)) if elementwise_affine else None
         self.bias = torch.nn.Parameter(torch.zeros(shape, **made)) if elementwise_affine and bias else None
@@ -132,25 +141,26 @@ class LayerNorm(torch.nn.Module):
     def forward(self, x):
         w = self.weight if self.weight is not None else x.new_ones(self.normalized_shape)
         b = self.bias if self.bias is not None else x.new_zeros(self.normalized_shape)
-        return _rows(layers.layer_norm, self.scope, x, w, b, self.eps)
+        return _rows(layers.layer_norm, self.scope, self.fastmath, x, w, b, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.normalized_shape}, eps={self.eps}"
+        return f"{self.normalized_shape}, eps={self.eps}, fastmath={self.fastmath}"
 
 
 class RMSNorm(torch.nn.Module):
     """Llama's ``LlamaRMSNorm`` (``weight``, ``variance_epsilon``), in float32 inside."""
 
-    def __init__(self, hidden_size: int, eps: float = 1e-6, *, scope=None, device=None, dtype=None):
+    def __init__(self, hidden_size: int, eps: float = 1e-6, *, scope=None, fastmath: bool = False, device=None,
+                 dtype=None):
         super().__init__()
         self.weight = torch.nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
-        self.variance_epsilon, self.scope = eps, scope
+        self.variance_epsilon, self.scope, self.fastmath = eps, scope, as_bool(fastmath, "fastmath")
 
     def forward(self, x):
-        return _rows(layers.rms_norm, self.scope, x, self.weight.to(x.dtype), self.variance_epsilon)
+        return _rows(layers.rms_norm, self.scope, self.fastmath, x, self.weight.to(x.dtype), self.variance_epsilon)
 
     def extra_repr(self) -> str:
-        return f"{tuple(self.weight.shape)}, eps={self.variance_epsilon}"
+        return f"{tuple(self.weight.shape)}, eps={self.variance_epsilon}, fastmath={self.fastmath}"
 
 
 class CrossEntropyLoss(torch.nn.Module):
@@ -158,20 +168,24 @@ class CrossEntropyLoss(torch.nn.Module):
     from ``layers.cross_entropy``, then (reduction) torch's mean over the rows whose target is not
     ``ignore_index``, their sum, or the rows ('none'). No class weights or label smoothing."""
 
-    def __init__(self, ignore_index: int = -100, reduction: str = "mean", *, scope=None):
+    def __init__(self, ignore_index: int = -100, reduction: str = "mean", *, scope=None, fastmath: bool = False):
         super().__init__()
         if reduction not in ("mean", "sum", "none"):
             raise ValueError(f"reduction: {reduction!r} is not 'mean', 'sum' or 'none'")
         self.ignore_index, self.reduction, self.scope = ignore_index, reduction, scope
+        self.fastmath = as_bool(fastmath, "fastmath")
 
     def forward(self, input, target):
         if input.dim() != 2 or target.shape != input.shape[:1]:
             raise ValueError(f"input, target: expected logits (N, C) and targets (N,), not {tuple(input.shape)} and "
                              f"{tuple(target.shape)}")
         rows = layers.cross_entropy(input, target[:, None], self.ignore_index, batch_dims=1, scope=self.scope,
-                                    backend=_where(input))[:, 0]
+                                    backend=_where(input), fastmath=self.fastmath)[:, 0]
         if self.reduction == "none":
             return rows
         if self.reduction == "sum":
             return rows.sum()
         return rows.sum() / (target != self.ignore_index).sum()
+
+    def extra_repr(self) -> str:
+        return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, fastmath={self.fastmath}"

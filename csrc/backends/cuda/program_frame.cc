@@ -269,16 +269,16 @@ class ProgramBody {
         const ProgramValue& v = value(id);
         os << "  const " << type(id) << "* const in" << i << " = g_" << input_name(v.input)
            << (v.batch_broadcast ? "" : " + tile * " + std::to_string(v.elements())) << ";\n";
+      } else if (i == 0 && padded_fold(body, id)) {
+        // its slots past the tile's elements fold as the identity, in a copy: later steps read the tile
+        os << "  " << type(id) << " in0[" << place_in_registers(*value(id).layout, plan_.scope, value(id).name).slots
+           << "];\n  tp::padded_copy<" << body.fold_op << ", " << place_type(decls, id) << ">(in0, " << named("v", id)
+           << ", lane);\n";
       } else if (reads(s, i)) {
         alias(os, "in" + std::to_string(i), id);
       }
     }
     alias(os, "out", s.result);
-    const int src = s.operands.empty() ? -1 : s.operands.front();
-    if (!body.fold_op.empty() && src >= 0 && value(src).in_registers() && value(src).layout->padded()) {
-      // its slots past the tile's elements (garbage a map left there) fold as the identity
-      os << "  tp::pad_identity<" << body.fold_op << ", " << place_type(decls, src) << ">(in0, lane);\n";
-    }
     os << "  " << body.call << "\n}\n";
   }
 
@@ -445,6 +445,11 @@ class ProgramBody {
       if (!src.in_registers()) return named("v", a) + "[tp::memory_offset(" + named("kMem", a) + ", 0)]";
     }
     return "";
+  }
+
+  // A fold whose source is a padded register tile.
+  bool padded_fold(const KernelBody& body, int id) const {
+    return !body.fold_op.empty() && value(id).in_registers() && value(id).layout->padded();
   }
 
   void alias(std::ostream& os, const std::string& name, int id) const {

@@ -6,7 +6,7 @@
 
 #include "dispatch/registry.h"
 #include "errors.h"
-#include "layout/placement.h"
+#include "variants/staged_operand.h"
 
 namespace tp {
 namespace {
@@ -16,26 +16,6 @@ std::string same_dtype(const OpCall& call, const DispatchContext&) {
   if (src.dtype == call.output.dtype) return "";
   return std::string("dtype mismatch: out ") + dtype_name(call.output.dtype) + ", src " + dtype_name(src.dtype) +
          " (a copy moves values; tp.cast converts them)";
-}
-
-// Where one side of the copy lives, for the frame.
-OperandStaging staged(int operand, const TileRef& t, const ExecScope& scope, bool load, bool store,
-                      const std::string& arg) {
-  OperandStaging s;
-  s.operand = operand;
-  s.dtype = t.dtype;
-  s.elements = t.elements();
-  s.load = load;
-  s.store = store;
-  const TileLayout layout = t.layout.value_or(TileLayout::row_major(t.shape));
-  if (t.storage == Storage::local) {
-    s.kind = Staging::registers;
-    s.place = std::make_shared<const RegisterPlacement>(place_in_registers(layout, scope, arg));
-  } else {
-    s.kind = Staging::shared;
-    s.layout = layout;
-  }
-  return s;
 }
 
 std::string placement_str(const TileRef& t) {
@@ -64,8 +44,8 @@ class StageCopy : public Variant {
     plan.note("rounding", "none: values move unchanged (NaN payloads and signed zeros kept)");
     plan.note("order", broadcast ? "out element i reads src at i's coordinates, size-1 dims of src held at 0"
                                  : "out element i reads src element i");
-    plan.staging = {staged(0, src, call.scope, true, false, "layout"),
-                    staged(-1, dst, call.scope, false, true, "out_layout")};
+    plan.staging = {staged_operand(0, src, call.scope, true, false, "layout"),
+                    staged_operand(-1, dst, call.scope, false, true, "out_layout")};
   }
 };
 

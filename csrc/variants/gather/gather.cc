@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "dispatch/registry.h"
-#include "layout/placement.h"
 #include "variants/gather/gather_plan.h"
+#include "variants/staged_operand.h"
 
 namespace tp {
 namespace {
@@ -31,24 +31,6 @@ std::string placed(const OpCall& call, const DispatchContext&) {
   return reasons.empty() ? "" : reasons + ": every thread reads the index tile and the picked values in shared memory";
 }
 
-OperandStaging staged(int operand, const TileRef& t, const ExecScope& scope, bool load, bool store) {
-  OperandStaging s;
-  s.operand = operand;
-  s.dtype = t.dtype;
-  s.elements = t.elements();
-  s.load = load;
-  s.store = store;
-  const TileLayout layout = t.layout.value_or(TileLayout::row_major(t.shape));
-  if (t.storage == Storage::local) {
-    s.kind = Staging::registers;
-    s.place = std::make_shared<const RegisterPlacement>(place_in_registers(layout, scope, t.arg));
-  } else {
-    s.kind = Staging::shared;
-    s.layout = layout;
-  }
-  return s;
-}
-
 
 class Gather : public Variant {
  public:
@@ -68,9 +50,12 @@ class Gather : public Variant {
     plan.note("out_of_range",
               d->scatter ? "an index outside [-n, n) adds nothing" : "an index outside [-n, n) gives NaN");
     for (size_t i = 0; i < call.inputs.size(); ++i) {
-      if (reads(call, i)) plan.staging.push_back(staged(static_cast<int>(i), call.inputs[i], call.scope, true, false));
+      if (reads(call, i)) {
+        plan.staging.push_back(staged_operand(static_cast<int>(i), call.inputs[i], call.scope, true, false,
+                                              call.inputs[i].arg));
+      }
     }
-    plan.staging.push_back(staged(-1, call.output, call.scope, false, true));
+    plan.staging.push_back(staged_operand(-1, call.output, call.scope, false, true, call.output.arg));
     for (const OperandStaging& st : plan.staging) {
       if (st.kind == Staging::registers) d->held = st.place;
     }

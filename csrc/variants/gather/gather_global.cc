@@ -11,6 +11,7 @@
 #include "dispatch/registry.h"
 #include "layout/placement.h"
 #include "variants/gather/gather_plan.h"
+#include "variants/staged_operand.h"
 
 namespace tp {
 namespace {
@@ -52,17 +53,6 @@ std::string held_by_every_thread(const OpCall& call, const DispatchContext&) {
   return reasons;
 }
 
-OperandStaging in_registers(int operand, const TileRef& t, const ExecScope& scope, bool load, bool store) {
-  OperandStaging s;
-  s.operand = operand;
-  s.dtype = t.dtype;
-  s.elements = t.elements();
-  s.load = load;
-  s.store = store;
-  s.place = std::make_shared<const RegisterPlacement>(place_in_registers(*t.layout, scope, t.arg));
-  return s;
-}
-
 class GatherGlobal : public Variant {
  public:
   GatherGlobal()
@@ -88,8 +78,8 @@ class GatherGlobal : public Variant {
     x.dtype = call.inputs[0].dtype;
     x.elements = call.inputs[0].elements();
     plan.staging.push_back(x);
-    plan.staging.push_back(in_registers(1, call.inputs[1], call.scope, true, false));
-    plan.staging.push_back(in_registers(-1, call.output, call.scope, false, true));
+    plan.staging.push_back(staged_operand(1, call.inputs[1], call.scope, true, false, call.inputs[1].arg));
+    plan.staging.push_back(staged_operand(-1, call.output, call.scope, false, true, call.output.arg));
     plan.detail = d;
   }
 };

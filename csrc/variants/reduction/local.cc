@@ -1,5 +1,7 @@
 // reduction -> local (priority 10): source and destination in registers.
 //   thread scope:          each thread folds its own registers (the thread-wise loop).
+//   cta scope:             the same, where the tile is spread over the threads and each holds
+//                          its reduced dims whole (no exchange: a column sum of rows).
 //   warp / warpgroup:      each lane folds its registers, then an XOR butterfly folds across
 //                          the lanes holding parts of one output: always when the output is
 //                          replicated on those lanes (R[32 : 1@laneid], "warp_shuffle"), and
@@ -165,7 +167,12 @@ LocalAnalysis analyze(const OpCall& call, bool cross_warp) {
   LocalAnalysis a;
   a.src_layout = src.layout.value_or(TileLayout::row_major(src.shape));
   const ScopeKind kind = call.scope.kind;
-  if (!cross_warp && kind == ScopeKind::cta) throw Decline("unsupported exec_scope cta for local reduction");
+  const auto src_dims = a.src_layout.group(src.shape);
+  // at CTA scope local takes a tile spread over the threads whose reduced dims each thread holds
+  // whole (a sum down the columns of rows): the threads fold their registers and exchange nothing
+  const bool spread =
+      std::any_of(src_dims.begin(), src_dims.end(), [](const DimIters& d) { return d.thread_extent > 1; });
+  if (!cross_warp && kind == ScopeKind::cta && !spread) throw Decline("unsupported exec_scope cta for local reduction");
   if (cross_warp && kind != ScopeKind::cta && kind != ScopeKind::warpgroup) {
     throw Decline("exec_scope " + call.scope.str() + ": the butterfly crosses warps only at warpgroup or cta scope");
   }
@@ -173,7 +180,6 @@ LocalAnalysis analyze(const OpCall& call, bool cross_warp) {
     throw Decline("a cta of " + std::to_string(call.scope.threads) + " threads is not whole warps");
   }
 
-  const auto src_dims = a.src_layout.group(src.shape);
   if (kind == ScopeKind::thread) {
     a.path = "thread_wise";
     a.dst_shape = ax.dst_shape;
@@ -186,6 +192,9 @@ LocalAnalysis analyze(const OpCall& call, bool cross_warp) {
       throw Decline("src layout " + a.src_layout.str() + " has replicas; a reduction source holds each element once");
     }
     a.masks = shuffle_masks(a.src_layout, src_dims, ax.reduced, cross_warp ? call.scope.threads : 0);
+    if (!cross_warp && kind == ScopeKind::cta && a.masks.count) {
+      throw Decline("a reduced dim lies across the lanes of the cta: cross_warp folds it");
+    }
     if (cross_warp && a.masks.count == 0) {
       throw Decline("no reduced dim lies across the scope's threads: a butterfly has nothing to fold");
     }

@@ -6,7 +6,7 @@ tiles are cut, and a map at a wider scope would need a layout the forward's does
 
 The rules themselves are ``_opspec.derivatives``' (shared with the tile programs' backward); the tie
 masks of max/min come from ``tp.eq``. Broadcast operands get the gradient summed back to their
-shape (``sum_to_size``)."""
+shape by tileprim's own sums (``sum_to``: the same bits on the CPU and the GPU)."""
 from __future__ import annotations
 
 from .._opspec.derivatives import NARY, UNARY, VALUELESS
@@ -14,6 +14,7 @@ from .._opspec.derivatives import NARY, UNARY, VALUELESS
 from .._calls.scope import thread
 from .._opspec.table import OPS
 from .options import options_of
+from .sum_to import sum_to
 
 __all__ = ["backward_of"]
 
@@ -60,11 +61,6 @@ def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def _to(shape, g):
-    """A broadcast operand's gradient: summed back to its shape."""
-    return g if tuple(g.shape) == tuple(shape) else g.sum_to_size(shape)
-
-
 # ---- registration --------------------------------------------------------------------------------
 def backward_of(spec: dict):
     """(backward, setup_context) of an op, as torch.library.register_autograd takes them."""
@@ -108,7 +104,8 @@ def _nary(name, arity):
         for k, (v, t, needed) in enumerate(zip(values, ctx.is_tensor, ctx.needs_input_grad)):
             if t and needed:
                 rule = None if name in VALUELESS else NARY[name][k]
-                out[k] = _to(v.shape, tp.zero(g) if rule is None else rule(tp, g, values, y))
+                grad = tp.zero(g) if rule is None else rule(tp, g, values, y)
+                out[k] = sum_to(grad, v.shape, tp.options["backend"], tp.options["target"])
         return (*out, None, None)
     return backward, setup
 

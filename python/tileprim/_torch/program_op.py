@@ -3,8 +3,8 @@ inside ``torch.compile``: one ``torch.library`` custom op per call signature
 (``torch.ops.tileprim.program_<name>_<n>``), its tensors the arguments (scalars are constants of
 the signature), a fake implementation giving the results' shapes and dtypes, and a backward that
 runs the program derived from the forward's steps (``backward.py``) as one more tile program. An
-argument broadcast over the batch gets its gradient summed back to its shape by torch
-(``sum_to_size``), as the standalone ops' broadcast operands do.
+argument broadcast over the batch gets its gradient summed back to its shape by tileprim's own
+sums (``sum_to``: the same bits on the CPU and the GPU), as the standalone ops' broadcast operands do.
 
 Under ``torch.compile`` the call's signature is worked out from the tensors' metadata and the op
 registered by a function Dynamo runs rather than traces (``torch._dynamo.assume_constant_result``);
@@ -23,6 +23,7 @@ from .._program.backward import derive_backward
 from .._program.numbers import PROGRAMS
 from .after_load import after_load
 from .ops import define
+from .sum_to import sum_to
 
 __all__ = ["ProgramOp", "call_program_op"]
 
@@ -126,7 +127,7 @@ class ProgramOp:
         computed = program(*inputs, *grads, **self.options)
         out = [None] * len(inputs)
         for i, g in zip(wanted, computed):
-            out[i] = g if g.shape == inputs[i].shape else g.sum_to_size(inputs[i].shape)
+            out[i] = sum_to(g, inputs[i].shape, self.options["backend"], self.options["target"])
         return tuple(out)
 
     def _derived(self, needs: Tuple[bool, ...]):
