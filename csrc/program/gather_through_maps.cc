@@ -3,6 +3,8 @@
 // bits (a pick outside the row is NaN either way: a float cast keeps NaN quiet), and the pick then
 // reads x itself: where x is a program input it is read where it lies (gather_global), one element
 // per pick, instead of the whole widened row staged for it (cross-entropy's logit at its label).
+#include <algorithm>
+
 #include "program/program_plan.h"
 
 namespace tp {
@@ -33,9 +35,24 @@ const StepSpec* float_cast_of(const ProgramSpec& spec, int id) {
 
 ProgramSpec gather_through_maps(const ProgramSpec& spec) {
   const int inputs = static_cast<int>(spec.inputs.size());
+  const size_t values = static_cast<size_t>(inputs) + spec.steps.size();
+  // the takes that pick through a cast, and what still reads each value once they do
+  std::vector<const StepSpec*> through(spec.steps.size(), nullptr);
+  std::vector<int> readers(values, 0);
+  for (int id : spec.outputs) ++readers.at(static_cast<size_t>(id));
+  for (size_t k = 0; k < spec.steps.size(); ++k) {
+    const StepSpec& s = spec.steps[k];
+    if (s.op == "take_along_axis" && !s.call && s.storage.empty() && !s.layout && !s.out_layout && s.dispatch.empty() &&
+        s.operands.size() == 2) {
+      through[k] = float_cast_of(spec, s.operands[0]);
+    }
+    for (size_t i = 0; i < s.operands.size(); ++i) {
+      if (s.operands[i] >= 0 && !(i == 0 && through[k])) ++readers.at(static_cast<size_t>(s.operands[i]));
+    }
+  }
   ProgramSpec out = spec;
   out.steps.clear();
-  std::vector<int> id_of(static_cast<size_t>(inputs) + spec.steps.size());  // traced id -> rewritten id
+  std::vector<int> id_of(values, -1);  // traced id -> rewritten id
   for (int i = 0; i < inputs; ++i) id_of[static_cast<size_t>(i)] = i;
   auto renumbered = [&](std::vector<int> ids) {
     for (int& id : ids) {
@@ -43,15 +60,16 @@ ProgramSpec gather_through_maps(const ProgramSpec& spec) {
     }
     return ids;
   };
+  auto picked_through = [&](size_t k) {  // a cast whose only readers now pick through it: dropped
+    return std::find(through.begin(), through.end(), &spec.steps[k]) != through.end() &&
+           readers[static_cast<size_t>(inputs) + k] == 0;
+  };
   for (size_t k = 0; k < spec.steps.size(); ++k) {
     const StepSpec& s = spec.steps[k];
+    if (picked_through(k)) continue;
     StepSpec step = s;
     step.operands = renumbered(s.operands);
-    const StepSpec* cast = s.op == "take_along_axis" && !s.call && s.storage.empty() && !s.layout && !s.out_layout &&
-                                   s.dispatch.empty() && s.operands.size() == 2
-                               ? float_cast_of(spec, s.operands[0])
-                               : nullptr;
-    if (cast) {
+    if (const StepSpec* cast = through[k]) {
       StepSpec take = step;
       take.name.clear();
       take.operands[0] = cast->operands[0];  // an input: its id is unchanged
