@@ -72,7 +72,8 @@ def test_a_tile_past_a_limit_is_refused_with_the_fix_by_its_type_not_its_words()
 def test_python_asks_the_core_for_storages_and_scope_sizes():
     assert tp.STORAGE_SCOPES == tuple(_C.storage_names()) == ("local", "shared", "shared.dyn", "global")
     threads = _C.scope_threads()
-    assert threads == {"thread": (1, 1), "warp": (32, 32), "warpgroup": (128, 128), "cta": (1, 1024)}
+    assert threads == {"thread": (1, 1), "warp": (32, 32), "warpgroup": (128, 128), "cta": (1, 1024),
+                       "cluster": (64, 16384)}
     assert (tp.warp.threads, tp.warpgroup.threads, tp.cta(threads["cta"][1]).threads) == (32, 128, 1024)
     with pytest.raises(ValueError, match=r"threads: cta\(threads=1025\) needs 1 <= threads <= 1024"):
         tp.cta(threads["cta"][1] + 1)

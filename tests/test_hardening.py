@@ -269,7 +269,7 @@ def test_a_parallel_group_is_immutable():
 @pytest.mark.parametrize("kind,threads,words", [
     ("warp", 7, "a warp is 32 threads, not 7"), ("warpgroup", 64, "a warpgroup is 128 threads, not 64"),
     ("thread", 2, "a thread is 1 thread, not 2"), ("cta", 2048, "needs 1 <= threads <= 1024"),
-    ("cluster", 32, "kind: 'cluster' is not a scope")])
+    ("cluster", 32, r"cluster\(ctas=1\) needs 2, 4, 8 or 16 CTAs"), ("grid", 32, "kind: 'grid' is not a scope")])
 def test_a_scope_of_the_wrong_size_is_refused_with_the_rule(kind, threads, words):
     with pytest.raises(ValueError, match=words):
         tp.ExecScope(kind, threads)

@@ -188,12 +188,12 @@ void bind_dispatch(py::module_& m) {
   py::class_<OpCall>(m, "OpCall")
       .def(py::init([](const std::string& op, std::vector<TileRef> inputs, TileRef output, const std::string& scope,
                        int threads, std::vector<int> axes, bool accum, const py::dict& config,
-                       const std::string& dispatch) {
+                       const std::string& dispatch, int ctas) {
              OpCall c;
              c.def = &op_def(op);
              c.inputs = std::move(inputs);
              c.output = std::move(output);
-             c.scope = ExecScope::named(scope, threads);
+             c.scope = ExecScope::named(scope, threads, ctas);
              c.axes = std::move(axes);
              c.accum = accum;
              for (const auto& [k, v] : config) {
@@ -204,7 +204,7 @@ void bind_dispatch(py::module_& m) {
              return c;
            }),
            py::arg("op"), py::arg("inputs"), py::arg("output"), py::arg("scope"), py::arg("threads"),
-           py::arg("axes"), py::arg("accum"), py::arg("config"), py::arg("dispatch"))
+           py::arg("axes"), py::arg("accum"), py::arg("config"), py::arg("dispatch"), py::arg("ctas") = 1)
       .def_property_readonly("op", &OpCall::op)
       .def_readonly("inputs", &OpCall::inputs)
       .def_readonly("output", &OpCall::output)

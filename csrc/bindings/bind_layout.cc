@@ -111,12 +111,14 @@ void bind_layout(py::module_& m) {
         py::dict d;
         for (ScopeKind k : ExecScope::kinds()) {
           const int fixed = ExecScope::fixed_threads(k);
-          const int fewest = fixed > 0 ? fixed : 1, most = fixed > 0 ? fixed : ExecScope::kMaxCtaThreads;
+          const bool cluster = k == ScopeKind::cluster;  // lanes: 2 CTAs of a warp .. 16 of 1024 threads
+          const int fewest = fixed > 0 ? fixed : cluster ? 2 * 32 : 1;
+          const int most = fixed > 0 ? fixed : ExecScope::kMaxCtaThreads * (cluster ? ExecScope::kMaxClusterCtas : 1);
           d[py::str(ExecScope{k, fewest}.kind_name())] = py::make_tuple(fewest, most);
         }
         return d;
       },
-      "Each exec scope kind's thread count as (fewest, most): thread (1, 1), ..., cta (1, 1024).");
+      "Each exec scope kind's thread count as (fewest, most): thread (1, 1), ..., cta (1, 1024), cluster (64, 16384).");
 }
 
 }  // namespace tp

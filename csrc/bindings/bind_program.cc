@@ -245,11 +245,12 @@ void bind_program(py::module_& m) {
       "plan_program",
       [](const std::string& name, const py::list& inputs, const py::list& steps, const std::vector<int>& outputs,
          const std::string& scope, int threads, const std::string& storage, const std::string& staging,
-         const std::string& target, const std::string& backend, const std::vector<int>& devices, bool fastmath) {
+         const std::string& target, const std::string& backend, const std::vector<int>& devices, bool fastmath,
+         int ctas) {
         ProgramSpec spec;
         spec.name = name;
         spec.auto_scope = scope.empty();  // named nowhere: the planner's choice
-        spec.scope = spec.auto_scope ? ExecScope::thread() : ExecScope::named(scope, threads);
+        spec.scope = spec.auto_scope ? ExecScope::thread() : ExecScope::named(scope, threads, ctas);
         spec.storage = storage;
         spec.staging = staging;
         spec.fastmath = fastmath;
@@ -268,7 +269,7 @@ void bind_program(py::module_& m) {
       },
       py::arg("name"), py::arg("inputs"), py::arg("steps"), py::arg("outputs"), py::arg("scope"), py::arg("threads"),
       py::arg("storage"), py::arg("staging"), py::arg("target"), py::arg("backend"), py::arg("devices") = std::vector<int>{},
-      py::arg("fastmath") = false,
+      py::arg("fastmath") = false, py::arg("ctas") = 1,
       "Plans a traced program (scope '': named nowhere, the planner chooses it): each step through the registry, copies where placements differ, shared memory "
       "by live range; its runner binds on the first run.");
   m.def(

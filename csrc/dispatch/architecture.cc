@@ -49,7 +49,21 @@ SmLimits sm_limits(const std::string& arch) {
     l.shared_per_block = 99 * 1024;
   }
   l.barriers = sm < 90 ? 0 : sm == 110 || sm >= 120 ? l.blocks : 2 * l.blocks;
+  if (sm < 90) l.cluster_ctas = l.cluster_ctas_nonportable = 0;
+  if (sm >= 120) l.cluster_ctas_nonportable = l.cluster_ctas;  // consumer Blackwell: 8 at most
   return l;
+}
+
+void check_cluster_target(int ctas, const std::string& target) {
+  const SmLimits l = target_limits(target);
+  if (l.cluster_ctas == 0) {
+    throw ValueError("scope: a cluster of CTAs needs thread-block clusters (sm_90 and later); target " + target +
+                     " has none (use tp.cta(n), or target='sm_90a')");
+  }
+  if (ctas > l.cluster_ctas_nonportable) {
+    throw ValueError("scope: a cluster of " + std::to_string(ctas) + " CTAs is past target " + target + "'s most, " +
+                     std::to_string(l.cluster_ctas_nonportable));
+  }
 }
 
 SmLimits target_limits(const std::string& target) { return target.empty() ? SmLimits{} : sm_limits(target); }

@@ -37,6 +37,10 @@ struct SmLimits {
   // named barriers the SM holds for its blocks together (each block takes EIATTR_NUM_BARRIERS of
   // them), from sm_90 on; 0: not a limit
   int barriers = 64;
+  // CTAs of one thread-block cluster (sm_90 on): the portable most, and the most where the kernel
+  // opts in to non-portable sizes; 0: the architecture has no clusters
+  int cluster_ctas = 8;
+  int cluster_ctas_nonportable = 16;
   // one block, one thread
   int registers_per_block = 65536;
   int registers_per_thread = 255;  // ptxas gives a thread at most this many
@@ -59,6 +63,9 @@ SmLimits sm_limits(const std::string& arch);
 // backend that models no GPU), the largest any architecture allows, so that such a plan refuses
 // nothing some GPU runs.
 SmLimits target_limits(const std::string& target);
+// A cluster scope on `target`: ValueError naming the target and the rule where its SM has no
+// clusters or fewer CTAs per cluster than the scope (no target: any size an architecture runs).
+void check_cluster_target(int ctas, const std::string& target);
 // Bytes of shared memory as the limits' messages say them: "227 KiB (232448 bytes)".
 std::string shared_bytes_str(long long bytes);
 

@@ -266,9 +266,25 @@ std::vector<long long> gather_result_shape(const OpDef& def, const std::vector<s
   return def.name == "take_along_axis" ? idx : x;
 }
 
+// A cluster scope: a target with clusters, and every tile in registers (each CTA of the cluster has
+// its own shared memory; the lanes exchange values through the cluster's shared memory themselves).
+void check_cluster(const OpCall& call, const DispatchContext& ctx) {
+  if (call.scope.kind != ScopeKind::cluster) return;
+  check_cluster_target(call.scope.ctas, ctx.target);
+  std::vector<const TileRef*> tiles = {&call.output};
+  for (const TileRef& t : call.inputs) tiles.push_back(&t);
+  for (const TileRef* t : tiles) {
+    if (!t->scalar && t->storage != Storage::local) {
+      throw ValueError("storage: a cluster's tiles live in registers (each CTA has its own shared memory), not " +
+                       std::string(storage_name(t->storage)) + "; use storage='local' or a cta scope");
+    }
+  }
+}
+
 void validate_call(OpCall& call, const DispatchContext& ctx) {
   const OpDef& def = *call.def;
   if (def.family == OpFamily::collective) return validate_collective(call);
+  check_cluster(call, ctx);
   if (def.family == OpFamily::gather) {
     check_options(call);
     return validate_gather(call, ctx);

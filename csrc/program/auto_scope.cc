@@ -4,6 +4,7 @@
 #include <optional>
 #include <sstream>
 
+#include "dispatch/architecture.h"
 #include "errors.h"
 #include "program/program_plan.h"
 #include "program/scope_cost.h"
@@ -19,6 +20,19 @@ const std::vector<ExecScope>& candidates() {
                                                 ExecScope::cta(512), ExecScope::cta(1024)};
   return scopes;
 }
+
+// Past one CTA (targets with clusters): planned only where no CTA candidate holds the rows on chip;
+// clusters of 16 CTAs where the target runs that non-portable size (a row of 262144 in registers).
+std::vector<ExecScope> cluster_candidates(const SmLimits& limits) {
+  std::vector<ExecScope> scopes;
+  for (int ctas = 2; ctas <= limits.cluster_ctas_nonportable; ctas *= 2) {
+    for (int threads : {256, 512}) scopes.push_back(ExecScope::cluster(ctas, threads));
+  }
+  return scopes;
+}
+
+// Whether the chosen staging holds the rows on chip (no pass re-reads them from memory).
+bool on_chip(const std::string& staging) { return staging == "registers" || staging == "shared"; }
 
 // The spec at `scope`: a standalone call's step is called there, its tiles staged where the scope
 // stages them by default unless the call named a storage.
@@ -39,9 +53,10 @@ ProgramSpec rescoped(const ProgramSpec& spec, const ExecScope& scope) {
   return at;
 }
 
-// A standalone call that names no storage, layout or accum, as a program's step: the planner
-// places its tiles (spread over the scope's threads in registers, or in shared memory) where the
-// scope's default storage refuses them (a row past a thread's registers or a block's shared memory).
+}  // namespace
+
+// Where the scope's default storage refuses a call's tiles (a row past a thread's registers or a
+// block's shared memory), and at a cluster (whose tiles live in registers, spread over its lanes).
 std::optional<ProgramSpec> placed_by_planner(const ProgramSpec& at) {
   if (at.steps.size() != 1 || !at.steps.front().call || at.steps.front().storage_given) return std::nullopt;
   ProgramSpec placed = at;
@@ -58,6 +73,8 @@ std::optional<ProgramSpec> placed_by_planner(const ProgramSpec& at) {
   s.call.reset();
   return placed;
 }
+
+namespace {
 
 // A refusal's first lines: the plan's error names the step and the rule; the whole trace is what
 // naming the scope shows.
@@ -86,7 +103,7 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
   std::shared_ptr<ProgramPlan> best;
   size_t best_at = 0;
   bool limit = false;
-  for (const ExecScope& scope : candidates()) {
+  auto consider = [&](const ExecScope& scope) {
     std::shared_ptr<const ProgramPlan> plan;
     const ProgramSpec at = rescoped(spec, scope);
     try {
@@ -102,7 +119,7 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
         v.reasons = refusal(e.what());
         limit |= past_limit(e);
         trace.push_back(v);
-        continue;
+        return;
       }
     }
     for (const StagingVerdict& staging : plan->staging_trace) {
@@ -122,6 +139,12 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
       }
       trace.push_back(v);
     }
+  };
+  for (const ExecScope& scope : candidates()) consider(scope);
+  // the rows fit no CTA's registers or shared memory: a cluster's may hold them (so the choice for
+  // rows one CTA holds on chip is the CTAs' alone)
+  if (!best || !on_chip(best->staging)) {
+    for (const ExecScope& scope : cluster_candidates(target_limits(ctx.target))) consider(scope);
   }
   if (!best) {
     std::string reasons;

@@ -8,6 +8,7 @@
 // the CPU and on that GPU.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,5 +33,10 @@ struct ScopeVerdict {
 };
 
 std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, const DispatchContext& ctx);
+
+// A standalone call that names no storage, layout or accum, as a program's step whose tiles the
+// planner places (spread over the scope's threads in registers, or in shared memory); nothing
+// where the call named any of them or the spec is not one call.
+std::optional<ProgramSpec> placed_by_planner(const ProgramSpec& at);
 
 }  // namespace tp

@@ -84,7 +84,8 @@ void size_shared_memory(ProgramPlan& plan) {
 // a copy that moves values between threads.
 void mark_syncs(ProgramPlan& plan) {
   if (plan.scope.threads == 1) return;
-  const std::string barrier = plan.scope.kind == ScopeKind::cta         ? "cta_sync"
+  const std::string barrier = plan.scope.kind == ScopeKind::cluster     ? "cluster_sync"
+                              : plan.scope.kind == ScopeKind::cta         ? "cta_sync"
                               : plan.scope.kind == ScopeKind::warpgroup ? "warpgroup_sync"
                                                                          : "warp_sync";
   int last_sync = -2;  // step index before which the last barrier ran; inputs are staged at -1

@@ -309,8 +309,11 @@ class ProgramPlanner {
     shared.storage = Storage::shared;
     shared.why = "shared memory, row-major: the " + scope.str() + " folds it there (in registers it is declined, "
                  "see the local variants' reasons)";
-    out.push_back(spread(in_shape, scope.threads > 32 ? "; folded in registers, across warps through shared memory"
-                                                      : "; folded in registers"));
+    out.push_back(spread(in_shape, scope.kind == ScopeKind::cluster
+                                       ? "; folded in registers, across warps through shared memory, across CTAs "
+                                         "through the cluster's distributed shared memory"
+                                   : scope.threads > 32 ? "; folded in registers, across warps through shared memory"
+                                                        : "; folded in registers"));
     out.push_back(shared);
     return out;
   }
@@ -451,7 +454,11 @@ std::shared_ptr<const ProgramPlan> plan_at_scope(const ProgramSpec& spec, const 
 }
 
 std::shared_ptr<const ProgramPlan> plan_program(const ProgramSpec& spec, const DispatchContext& ctx) {
-  return spec.auto_scope ? plan_auto_scope(spec, ctx) : plan_at_scope(spec, ctx);
+  if (spec.auto_scope) return plan_auto_scope(spec, ctx);
+  if (spec.scope.kind == ScopeKind::cluster) {  // a call's tiles, spread over the cluster's lanes
+    if (const std::optional<ProgramSpec> placed = placed_by_planner(spec)) return plan_at_scope(*placed, ctx);
+  }
+  return plan_at_scope(spec, ctx);
 }
 
 }  // namespace tp

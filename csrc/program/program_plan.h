@@ -125,7 +125,7 @@ struct ProgramPlan {
   // share of a block's, within a thread's limit.
   long long register_budget() const {
     const SmLimits limits = target_limits(context.target);
-    return std::min<long long>(limits.registers_per_thread, limits.registers_per_block / std::max(1, scope.threads));
+    return std::min<long long>(limits.registers_per_thread, limits.registers_per_block / std::max(1, scope.cta_threads()));
   }
 
   // The scalar operand i of step s as a run gives it: the call's run-time scalar, or the constant.

@@ -21,7 +21,7 @@ std::string budget_of(const ProgramPlan& plan) {
   const SmLimits limits = target_limits(plan.context.target);
   return "a thread of scope " + plan.scope.str() + " holds at most " + std::to_string(plan.register_budget()) + " (" +
          std::to_string(limits.registers_per_block) + " per block, " + std::to_string(limits.registers_per_thread) +
-         " per thread)";
+         " per thread" + (plan.scope.ctas > 1 ? "; a cluster's limits are each CTA's" : "") + ")";
 }
 bool fits_registers(const ProgramPlan& plan) { return plan.peak_registers <= plan.register_budget(); }
 
@@ -173,12 +173,19 @@ int passes_of(const ProgramPlan& plan) {
   return passes;
 }
 
+bool staged_row_input(const ProgramValue& v, const RowChunks& rows) {
+  return v.input >= 0 && !v.batch_broadcast && v.shape == rows.shape && v.layout;
+}
+
+long long share_bytes(const ProgramPlan& plan, const RowChunks& rows, const ProgramValue& v) {
+  return (static_cast<long long>(rows.slots) * plan.scope.cta_threads() * dtype_size(v.dtype) + 15) / 16 * 16;
+}
+
 long long row_input_bytes(const ProgramPlan& plan, const RowChunks& rows) {
   long long bytes = 0;
   for (const ProgramValue& v : plan.values) {
-    if (v.input >= 0 && !v.batch_broadcast && v.shape == rows.shape && v.layout) {
-      bytes += (v.elements() * dtype_size(v.dtype) + 15) / 16 * 16;
-    }
+    if (!staged_row_input(v, rows)) continue;
+    bytes += plan.scope.ctas > 1 ? share_bytes(plan, rows, v) : (v.elements() * dtype_size(v.dtype) + 15) / 16 * 16;
   }
   return bytes;
 }
@@ -215,13 +222,19 @@ void choose_staging(ProgramPlan& plan, const std::string& forced) {
     streamed.reasons.push_back("each pass re-reads the row inputs from global memory (L2 serves the re-reads while "
                                "the rows in flight fit in it)");
     const long long bytes = row_input_bytes(plan, *rows);
-    const long long limit = target_limits(plan.context.target).shared_per_block;
+    // a cluster's CTA keeps its lanes' exchange buffers beside (tp::ClusterLanes: three values of at
+    // most 8 bytes per thread)
+    const long long limit =
+        target_limits(plan.context.target).shared_per_block - (plan.scope.ctas > 1 ? 3 * 8 * plan.scope.cta_threads() : 0);
     shared.reasons = why;
     if (passes_of(plan) == 1) {
       shared.reasons.push_back("one pass reads each row once: staging it first buys nothing");
     } else {
       shared.accepted = bytes <= limit;
-      shared.reasons.push_back("the row inputs take " + std::to_string(bytes) + " bytes of shared memory per instance" +
+      const std::string per = plan.scope.ctas > 1 ? " bytes of shared memory per CTA (each CTA of the cluster stages "
+                                                    "its own lanes' slots)"
+                                                  : " bytes of shared memory per instance";
+      shared.reasons.push_back("the row inputs take " + std::to_string(bytes) + per +
                                (shared.accepted ? ": staged once, each pass reads them there"
                                                 : "; a block has at most " + shared_bytes_str(limit)));
     }

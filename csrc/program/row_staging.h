@@ -22,6 +22,7 @@
 namespace tp {
 
 struct ProgramPlan;
+struct ProgramValue;
 
 // One candidate's verdict, as the plan shows it.
 struct StagingVerdict {
@@ -48,7 +49,12 @@ struct RowChunks {
 int passes_of(const ProgramPlan& plan);
 // The bytes per instance of the row inputs the shared staging keeps for the whole program (each
 // instance's own: a row the whole batch shares is read where it lies, from L2 after the first).
+// At a cluster, per CTA: each CTA stages its own lanes' slots of the rows (share_bytes).
 long long row_input_bytes(const ProgramPlan& plan, const RowChunks& rows);
+// One row input's share in a CTA of a cluster: its threads' slots of the row (padding included).
+long long share_bytes(const ProgramPlan& plan, const RowChunks& rows, const ProgramValue& v);
+// Whether the shared staging keeps `v` (a row input of the instance's own).
+bool staged_row_input(const ProgramValue& v, const RowChunks& rows);
 
 // The staging names in priority order.
 const std::vector<std::string>& staging_names();

@@ -32,6 +32,17 @@ constexpr int kFrameChunkSlots = 16;  // a one-step program's kernel frame stage
 // call of a dozen or more; the rest one or two
 constexpr double kLongMapInstructions = 16;
 constexpr double kShortMapInstructions = 2;
+// A cluster (an instance of several CTAs, one per SM at these sizes): measured on an H200 lease
+// (reference/auto_scope_long_rows.md), remote stores plus two cluster barriers took 939 / 1061 /
+// 1216 / 1612 cycles for clusters of 2 / 4 / 8 / 16; a whole-row reduction crosses CTAs in one
+// exchange (tp::ClusterLanes::butterfly), one such barrier (half of it). Clusters of up to 2 CTAs can use all 132 SMs, of 4 or 8 at most 120, of 16
+// at most 112 (cudaOccupancyMaxActiveClusters at one CTA per SM).
+constexpr double kClockGhz = 1.98;
+double cluster_exchange_ns(int ctas) {
+  const double cycles = ctas <= 2 ? 939 : ctas <= 4 ? 1061 : ctas <= 8 ? 1216 : 1612;
+  return cycles / 2 / kClockGhz;
+}
+int cluster_sms(int ctas) { return ctas <= 2 ? kSms : ctas <= 8 ? 120 : 112; }
 
 std::string fixed(double v) {
   char buf[32];
@@ -77,7 +88,9 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   ScopeCost cost;
   const SmLimits limits = target_limits(plan.context.target.empty() ? "sm_90a" : plan.context.target);
   const int threads = plan.scope.threads;
-  const int warps = static_cast<int>(ceil_div(threads, limits.warp_threads));
+  // a cluster's limits are each CTA's: its warps, registers and shared memory per CTA
+  const int ctas = plan.scope.ctas, cta_threads = plan.scope.cta_threads();
+  const int warps = static_cast<int>(ceil_div(cta_threads, limits.warp_threads));
   const Traffic t = traffic(plan);
   const bool chunked = plan.rows.has_value();
   const bool frame = plan.frame_stages_every_tile();
@@ -102,9 +115,9 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   const long long warp_registers = ceil_div(registers * limits.warp_threads, limits.register_unit) * limits.register_unit;
   long long shared = plan.shared_bytes + 8LL * warps;
   if (plan.staging == "shared") shared += row_input_bytes(plan, *plan.rows);
-  long long resident;
+  long long resident;  // instances per SM; a cluster's CTAs per SM
   if (threads >= 64 || plan.scope.kind == ScopeKind::warpgroup) {
-    resident = std::min<long long>({limits.blocks, limits.threads / threads, limits.registers / (warp_registers * warps),
+    resident = std::min<long long>({limits.blocks, limits.threads / cta_threads, limits.registers / (warp_registers * warps),
                                     limits.shared / (shared + limits.shared_reserved_per_block)});
   } else {
     const long long resident_warps = std::min<long long>(limits.threads / limits.warp_threads, limits.registers / warp_registers);
@@ -114,24 +127,31 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   cost.instances_per_sm = static_cast<int>(resident);
 
   // memory: the row once, re-reads from L2 or DRAM, spills, at the bandwidth occupancy allows
-  const double inflight = static_cast<double>(resident * threads * slots * t.in_size);
+  // a cluster's shared staging copies each CTA's share with cp.async, every run of it in flight at once
+  const long long inflight_slots = ctas > 1 && plan.staging == "shared" ? plan.rows->slots : slots;
+  const double inflight = static_cast<double>(resident * cta_threads * inflight_slots * t.in_size);
   const double busy = std::min(1.0, inflight / kInflightBytes);
   double dram_bytes = t.in_bytes + t.out_bytes, l2_bytes = 0;
   if (plan.staging == "streamed" && passes > 1) {
     const double rereads = (passes - 1) * t.in_bytes;
-    const double hit = std::min(1.0, kL2Bytes / (static_cast<double>(resident) * kSms * t.in_bytes));
+    const double hit = std::min(1.0, kL2Bytes / (static_cast<double>(resident) / ctas * kSms * t.in_bytes));
     l2_bytes += hit * rereads;
     dram_bytes += (1 - hit) * rereads;
   }
   if (plan.staging == "spilled") {
     dram_bytes += 2.0 * 4 * std::max<long long>(0, plan.peak_registers - plan.register_budget()) * threads;
   }
-  const double memory = dram_bytes / (kDramBytesPerNs * busy) + l2_bytes / kL2BytesPerNs;
+  // a cluster's SMs: those clusters of its size can occupy, each taking its share of the bandwidth
+  const double sms = ctas > 1 ? cluster_sms(ctas) : kSms;
+  const double memory = (dram_bytes / (kDramBytesPerNs * busy) + l2_bytes / kL2BytesPerNs) * kSms / sms;
   cost.terms.push_back("memory " + fixed(memory) + " ns: " + fixed(dram_bytes) + " bytes from DRAM" +
                        (l2_bytes > 0 ? " and " + fixed(l2_bytes) + " re-read from L2" : "") + ", " +
-                       std::to_string(resident) + " instances per SM keep " + fixed(busy * 100) +
+                       std::to_string(resident) + (ctas > 1 ? " CTAs" : " instances") + " per SM keep " + fixed(busy * 100) +
                        " % of its share busy (" + std::to_string(registers) + " registers per thread, " +
-                       std::to_string(slots) + " slots in flight)");
+                       std::to_string(inflight_slots) + " slots in flight)" +
+                       (ctas > 1 ? "; clusters of " + std::to_string(ctas) + " run on " + fixed(sms) + " of the " +
+                                       std::to_string(kSms) + " SMs"
+                                 : std::string()));
 
   // the SM's cores: map instructions (chunked passes recompute them), shared-memory passes, and a
   // thread-scope row's loads, one L1 wavefront per element
@@ -158,11 +178,19 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
     for (const ProgramStep& s : plan.steps) waits += s.bound->plan().call.def->family == OpFamily::reduction ? 1 : 0;
     waits += plan.staging == "shared" ? 1 : 0;
   }
-  const double barriers = waits * (kReductionWaitNs + kPerWarpNs * warps) / static_cast<double>(resident);
+  // a cluster: each reduction's butterfly crosses CTAs in one exchange, a cluster barrier, which
+  // every CTA of the instance (an SM each) waits through
+  const int reductions = waits - (plan.staging == "shared" ? 1 : 0);
+  const double exchanges = ctas > 1 ? reductions * cluster_exchange_ns(ctas) : 0;
+  const double barriers = (waits * (kReductionWaitNs + kPerWarpNs * warps) + exchanges) * ctas / static_cast<double>(resident);
   if (waits > 0) {
     cost.terms.push_back("barriers " + fixed(barriers) + " ns: " + std::to_string(waits) + " across " +
-                         std::to_string(warps) + " warps, hidden by " + std::to_string(resident - 1) +
-                         " other instances");
+                         std::to_string(warps) + " warps" +
+                         (ctas > 1 ? " and " + std::to_string(reductions) + " cluster barriers (" +
+                                         fixed(cluster_exchange_ns(ctas)) + " ns each) on each of " +
+                                         std::to_string(ctas) + " CTAs"
+                                   : std::string()) +
+                         ", hidden by " + std::to_string(resident - 1) + " other " + (ctas > 1 ? "CTAs" : "instances"));
   }
   cost.ns_per_row = std::max(memory, core) + barriers;
   return cost;

@@ -14,7 +14,7 @@ import tileprim._C as _C  # noqa: F401  (the compiled core, tileprim._C)
 from ._version import __version__  # noqa: F401
 from ._layout import (R, S, Axis, DimInfo, Iter, Position, Swizzle, TileLayout, laneid, m, tid_in_wg,
                       tx, wgid, wid_in_wg, warpid)
-from ._calls.scope import STORAGE_SCOPES, ExecScope, cta, thread, warp, warpgroup, wg
+from ._calls.scope import STORAGE_SCOPES, ExecScope, cluster, cta, thread, warp, warpgroup, wg
 from ._ops.public import OPS as _OPS
 from ._ops.public import op_table, plan, variants
 from ._errors import DispatchError
@@ -44,7 +44,7 @@ _register_torch()
 __all__ = [
     "S", "R", "TileLayout", "Swizzle", "Iter", "Position", "DimInfo", "Axis",
     "m", "laneid", "warpid", "tx", "wgid", "tid_in_wg", "wid_in_wg",
-    "thread", "warp", "warpgroup", "wg", "cta", "ExecScope", "STORAGE_SCOPES",
+    "thread", "warp", "warpgroup", "wg", "cta", "cluster", "ExecScope", "STORAGE_SCOPES",
     *_OPS,
     "program", "Program", "Tile", "ProgramPlan",
     "plan", "lower", "variants", "op_table", "info", "cache", "comm", "layers", "Plan", "Kernel", "DispatchError",

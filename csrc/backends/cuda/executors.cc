@@ -56,11 +56,14 @@ KernelBody local_body(const Plan& plan) {
 
 // Every thread of the instance takes part in each cross-warp exchange (its barriers), so the
 // frame must not split the call by per-thread conditions (runs read in place are not offered).
+// A cluster's lanes exchange across its CTAs too (tp::ClusterLanes; the frame declares its counter).
 KernelBody cross_warp_body(const Plan& plan) {
   const auto& d = plan.detail_as<LocalPlan>();
+  const bool cluster = plan.call.scope.kind == ScopeKind::cluster;
   KernelBody body = lane_body(plan, false, view_decl(d.view, "tp::kUnrollRegisters") + masks_decl(d.masks),
                               "tp::lane_reduce", "out, 0, in0, 0, kView, kMasks, ",
-                              "tp::CtaLanes<kThreads, kInstances>{{lane}, instance}");
+                              cluster ? "tp::ClusterLanes<kCtaThreads, kCtas>{{lane}, cluster_phase}"
+                                      : "tp::CtaLanes<kThreads, kInstances>{{lane}, instance}");
   body.indexes_sources = false;
   body.syncs_instances = true;
   return body;

@@ -40,20 +40,26 @@ class Renderer {
        << "constexpr int kThreads = " << shape_.threads << ";\n"
        << "constexpr int kInstances = " << shape_.instances << ";\n"
        << "constexpr int kRounds = " << shape_.rounds << ";\n"
-       << "constexpr int kStages = " << shape_.stages << ";  // parts of the run, each synced once it is staged\n"
-       << "using Block = tp::BlockRun<kThreads, kInstances, kRounds, kStages>;\n";
+       << "constexpr int kStages = " << shape_.stages << ";  // parts of the run, each synced once it is staged\n";
+    if (cluster()) {
+      os << "constexpr int kCtas = " << shape_.ctas << ";  // CTAs of a cluster, which is one scope instance\n"
+         << "constexpr int kCtaThreads = " << shape_.threads / shape_.ctas << ";\n";
+    }
+    os << "using Block = tp::BlockRun<kThreads, kInstances, kRounds, kStages" << (cluster() ? ", kCtas" : "") << ">;\n";
     if (body_.maps_slots) {
       os << "constexpr int kBodySlots = " << (shape_.chunk_slots > 0 ? shape_.chunk_slots : first_output().place->slots)
          << ";  // slots per body call\n";
     }
     os << decls.str() << body_.decls << "}  // namespace tp_gen\n\n"
        << "extern \"C\" __global__ void __launch_bounds__(" << shape_.block_threads()
-       << (min_blocks > 0 ? ", " + std::to_string(min_blocks) : "") << ")\n"
+       << (min_blocks > 0 ? ", " + std::to_string(min_blocks) : "") << ")"
+       << (cluster() ? " __cluster_dims__(" + std::to_string(shape_.ctas) + ", 1, 1)" : "") << "\n"
        << kKernelName << "(" << params() << ") {\n"
        << "  using namespace tp_gen;\n"
        << "  const Block block(tiles);\n"
        << "  const int instance = block.instance, lane = block.lane;\n"
        << "  (void)instance; (void)lane;\n";
+    if (cluster()) os << "  int cluster_phase = 0;  // the cluster's exchanges so far (tp::ClusterLanes)\n";
     if (shape_.shared_bytes > 0) os << "  extern __shared__ __align__(16) unsigned char tp_smem[];\n";
     if (body_.shared_bytes > 0) {
       os << "  unsigned char* const smem = tp_smem + " << shape_.body_at << " + static_cast<long long>(instance) * "
@@ -71,11 +77,13 @@ class Renderer {
         os << "  " << area(s, path) << ".copy_out(block, " << global(s) << ");\n";
       }
     }
+    if (cluster()) os << "  tp::cluster_sync();  // no CTA exits while a peer may still read its shared memory\n";
     os << "}\n";
     return os.str();
   }
 
  private:
+  bool cluster() const { return shape_.ctas > 1; }
   bool uses(DType t) const { return std::find(spec_.dtypes.begin(), spec_.dtypes.end(), t) != spec_.dtypes.end(); }
 
   const FrameOperand& first_output() const {
@@ -345,6 +353,7 @@ std::string cuda_scope_sync(const ExecScope& scope, int instances) {
       [[fallthrough]];
     case ScopeKind::warpgroup:  // barrier 1 + instance over this instance's threads
       return "tp::instance_sync<kThreads, kInstances>(instance);";
+    case ScopeKind::cluster: return "tp::cluster_sync();";
   }
   return "";
 }

@@ -76,6 +76,7 @@ class Shaper {
  public:
   Shaper(const FrameSpec& spec, const std::string& arch) : spec_(spec), body_(spec.body) {
     s_.threads = spec.scope.threads;
+    s_.ctas = spec.scope.ctas;
     s_.async = sm_version(arch) >= 80;
     s_.operands.resize(spec.operands.size());
     std::tie(s_.instances, s_.why) = scope_instances(spec.scope);
@@ -111,6 +112,7 @@ class Shaper {
   OperandPath path_of(const FrameOperand& s) const {
     if (s.moved_by_body) return OperandPath::body_moved;
     if (!s.staged()) return OperandPath::parameter;
+    if (spec_.scope.ctas > 1) return cluster_path(s);
     if (s.batch_broadcast) return s.kind == Staging::shared ? OperandPath::once_tile : OperandPath::placed;
     if (s.kind == Staging::shared) return OperandPath::instance_tile;
     const bool runs = lane_runs(s);
@@ -120,6 +122,17 @@ class Shaper {
     }
     if (!runs && in_closed_form(s)) return OperandPath::placed;
     return OperandPath::skewed;
+  }
+
+  // A cluster's operand: each CTA moves only its own lanes' elements, straight between global memory
+  // and registers (the block's shared staging would hold the whole tile in every CTA).
+  OperandPath cluster_path(const FrameOperand& s) const {
+    if (s.kind == Staging::registers && in_closed_form(s)) {
+      return !s.batch_broadcast && lane_runs(s) && run_bytes(s) <= 16 ? OperandPath::direct : OperandPath::placed;
+    }
+    throw ValueError(spec_.title + ": operand " + s.name + " at scope " + spec_.scope.str() +
+                     ": a cluster moves register tiles whose placement has a closed form (the planner's spread "
+                     "layouts), each CTA its own lanes' elements; this one has none");
   }
 
   template <class F> void each(OperandPath path, F f) const {
@@ -343,6 +356,9 @@ std::pair<int, std::string> scope_instances(const ExecScope& scope) {
   switch (scope.kind) {
     case ScopeKind::thread: return {128, "128 threads of one tile each"};
     case ScopeKind::warp: return {kBlockThreadsTarget / 32, std::to_string(kBlockThreadsTarget / 32) + " warps of one tile each"};
+    case ScopeKind::cluster:
+      return {1, "one instance per cluster of " + std::to_string(scope.ctas) + " CTAs of " +
+                     std::to_string(scope.cta_threads()) + " threads (a block is one CTA of it)"};
     default: break;
   }
   if (threads % 32 != 0) return {1, "a CTA of " + std::to_string(threads) + " threads is not whole warps: one per block"};

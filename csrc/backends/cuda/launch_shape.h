@@ -96,7 +96,8 @@ struct OperandLaunch {
 };
 
 struct LaunchShape {
-  int threads = 1;    // per scope instance
+  int threads = 1;    // per scope instance (a cluster's: all its CTAs')
+  int ctas = 1;       // CTAs per scope instance: a cluster's, launched as a thread-block cluster
   int instances = 1;  // scope instances per block
   int rounds = 1;     // tiles each instance takes in turn
   int stages = 1;     // parts of the block's run of shared tiles, each waited for before its rounds
@@ -117,8 +118,10 @@ struct LaunchShape {
   // How each staged operand moves between global memory and the body, by name, in words
   std::vector<std::pair<std::string, std::string>> staging;
 
-  int block_threads() const { return threads * instances; }
+  int block_threads() const { return threads / ctas * instances; }
   int tiles_per_block() const { return instances * rounds; }
+  // The grid for a batch of `tiles`: a cluster's CTAs take one tile together.
+  long long blocks(long long tiles) const { return (tiles + tiles_per_block() - 1) / tiles_per_block() * ctas; }
   bool any(OperandPath path) const;
 };
 

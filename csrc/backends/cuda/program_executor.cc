@@ -40,7 +40,7 @@ ProgramKernel::ProgramKernel(std::shared_ptr<const ProgramPlan> plan)
   context_ = Driver::get().context(device_);
   DeviceScope scope;
   scope.use(context_);
-  function_ = load_kernel(*built_.binary, built_.source.shared_bytes);
+  function_ = load_kernel(*built_.binary, built_.source.shared_bytes, built_.source.ctas);
 }
 
 void ProgramKernel::run(const ProgramArgs& args) const {
@@ -64,7 +64,7 @@ void ProgramKernel::run(const ProgramArgs& args) const {
 void ProgramKernel::launch(const std::vector<CUdeviceptr>& inputs, const std::vector<double>& scalars,
                            const std::vector<CUdeviceptr>& outputs, long long tiles, CUstream stream) const {
   const KernelSource& l = built_.source;
-  const long long blocks = (tiles + l.tiles_per_block() - 1) / l.tiles_per_block();
+  const long long blocks = l.blocks(tiles);
   if (blocks > 0x7fffffffLL) throw ValueError("batch: " + std::to_string(tiles) + " tiles need more blocks than a grid has");
   // the kernel's parameters in order: input pointers, scalars, output pointers, tiles
   std::vector<CUdeviceptr> pointers(inputs);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -69,6 +70,11 @@ bool chunked_row(const ProgramPlan& plan, const ProgramValue& v) { return plan.r
 bool staged_in_shared(const ProgramPlan& plan, const ProgramValue& v) {
   return plan.staging == "shared" && chunked_row(plan, v) && v.input >= 0 && !v.batch_broadcast;
 }
+// At a cluster, each CTA stages only its own threads' slots of such a row (its share), in the
+// body's shared memory: the frame's staging would hold the whole row in every CTA.
+bool staged_as_share(const ProgramPlan& plan, const ProgramValue& v) {
+  return plan.scope.ctas > 1 && staged_in_shared(plan, v);
+}
 
 // Whether step s reads the values of its operand i as the frame stages it (zero and fill read
 // only src's shape; gather_global reads its input where it lies: reads_global).
@@ -108,7 +114,7 @@ FrameOperand operand_of(const ProgramPlan& plan, const ProgramValue& v, int id, 
   o.batch_broadcast = v.batch_broadcast;
   if (!v.layout || (!output && !o.load)) return o;  // an input whose values nobody reads: a parameter only
   if (chunked_row(plan, v)) {
-    if (staged_in_shared(plan, v)) {
+    if (staged_in_shared(plan, v) && !staged_as_share(plan, v)) {
       o.kind = Staging::shared;
       o.layout = TileLayout::row_major(v.shape);
     } else {
@@ -129,11 +135,19 @@ FrameOperand operand_of(const ProgramPlan& plan, const ProgramValue& v, int id, 
 // scratch area where a copy moves register tiles between threads.
 struct BodyMemory {
   long long tile_bytes = 0, scratch_bytes = 0;
-  long long total() const { return tile_bytes + scratch_bytes; }
+  std::map<int, long long> shares;  // a cluster CTA's share of each row input (value id -> offset)
+  long long share_bytes = 0;
+  long long shares_at() const { return tile_bytes + scratch_bytes; }
+  long long total() const { return tile_bytes + scratch_bytes + share_bytes; }
 };
 BodyMemory body_memory(const ProgramPlan& plan) {
   BodyMemory m;
   m.tile_bytes = align16(plan.shared_bytes);
+  for (size_t i = 0; i < plan.values.size(); ++i) {
+    if (!staged_as_share(plan, plan.values[i])) continue;
+    m.shares[static_cast<int>(i)] = m.share_bytes;
+    m.share_bytes += share_bytes(plan, *plan.rows, plan.values[i]);
+  }
   for (const ProgramStep& s : plan.steps) {
     if (!spills(plan, s)) continue;
     const ProgramValue& src = plan.values.at(s.operands[0]);
@@ -311,6 +325,9 @@ class ProgramBody {
     const RowChunks& rows = *plan_.rows;
     std::ostringstream decls, os;
     decls << "using PRow = " << run_place_type({rows.owners, rows.vec, rows.padded}) << ";  // a row, a chunk at a time\n"
+          << (memory_.shares.empty() ? ""
+                                     : "using PShare = " + run_place_type({plan_.scope.cta_threads(), rows.vec, 0}) +
+                                           ";  // a CTA's share of a row: its threads' slots\n")
           << "constexpr int kChunks = " << rows.chunks() << ";\n"
           << (rows.padded ? "constexpr int kChunkSlots = " + std::to_string(rows.chunk_slots)
                           : "constexpr long long kChunkElements = " + std::to_string(rows.chunk_elements()))
@@ -325,6 +342,14 @@ class ProgramBody {
       } else {
         os << type(id) << " " << named("v", id) << "[1];\n";
       }
+    }
+    for (const auto& [id, at] : memory_.shares) {
+      const ProgramValue& v = value(id);
+      const char* T = type(id);
+      os << T << "* const " << share_name(id) << " = reinterpret_cast<" << T << "*>(smem + " << memory_.shares_at() + at
+         << ");  // this CTA's share of " << v.name << "\n"
+         << "tp::stage_share<PRow, PShare, kChunks, " << rows.chunk_slots << ">(" << share_name(id) << ", g_"
+         << input_name(v.input) << " + tile * " << v.elements() << ", lane, lane % kCtaThreads);\n";
     }
     for (size_t k = 0; k < plan_.steps.size(); ++k) {
       const ProgramStep& s = plan_.steps[k];
@@ -349,6 +374,7 @@ class ProgramBody {
     body.call = os.str();
     body.syncs_instances = syncs_;
     body.stores_itself = true;
+    if (!memory_.shares.empty()) body.shared_bytes = memory_.total();  // the CTA's shares of the rows
     return body;
   }
 
@@ -383,6 +409,12 @@ class ProgramBody {
     for (int id : needed) {
       const ProgramValue& v = value(id);
       if (v.input < 0) continue;
+      if (memory_.shares.count(id)) {  // each thread reads back the slots it staged: no barrier
+        body << type(id) << " " << named("v", id) << "[" << plan_.rows->chunk_slots << "];\n"
+             << "tp::load_tile<PShare, tp::SharedAccess>(" << named("v", id) << ", " << share_name(id)
+             << ", lane % kCtaThreads, chunk * " << plan_.rows->chunk_slots << ");\n";
+        continue;
+      }
       const std::string row = staged_in_shared(plan_, v) ? input_name(v.input)
                               : "g_" + input_name(v.input) + (v.batch_broadcast ? "" : " + tile * " + std::to_string(v.elements()));
       body << type(id) << " " << named("v", id) << "[" << plan_.rows->chunk_slots << "];\n"
@@ -452,6 +484,8 @@ class ProgramBody {
     return !body.fold_op.empty() && value(id).in_registers() && value(id).layout->padded();
   }
 
+  static std::string share_name(int id) { return "share" + std::to_string(id); }
+
   void alias(std::ostream& os, const std::string& name, int id) const {
     if (value(id).in_registers()) {
       os << "  auto& " << name << " = " << named("v", id) << ";\n";
@@ -480,6 +514,11 @@ class ProgramBody {
          << named("v", r) << "[tp::memory_offset(" << named("kMem", r) << ", e)] = x; });\n";
       return;
     } else if (src.in_registers()) {
+      if (plan_.scope.kind == ScopeKind::cluster) {
+        throw ValueError(plan_.name + ": step " + std::to_string(k) + " moves " + src.name + " between threads at " +
+                         plan_.scope.str() + ": a cluster's lanes exchange values only in reductions' butterflies "
+                         "(each CTA has its own shared memory)");
+      }
       sync(os);  // the scratch area's last readers are done
       os << "{\n  " << T << "* const spill = reinterpret_cast<" << T << "*>(scratch);\n"
          << "  tp::scatter<" << place_type(decls, a) << ">(" << named("v", a) << ", lane, [&](long long e, " << T

@@ -7,7 +7,7 @@
 
 namespace tp::cuda {
 
-CUfunction load_kernel(const CompiledKernel& binary, long long shared_bytes) {
+CUfunction load_kernel(const CompiledKernel& binary, long long shared_bytes, int cluster_ctas) {
   Driver& d = Driver::get();
   CUmodule module = nullptr;
   CUfunction function = nullptr;
@@ -18,6 +18,10 @@ CUfunction load_kernel(const CompiledKernel& binary, long long shared_bytes) {
     d.check(d.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                  static_cast<int>(shared_bytes)),
             "cuFuncSetAttribute(max dynamic shared memory)");
+  }
+  if (cluster_ctas > 8) {
+    d.check(d.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+            "cuFuncSetAttribute(non-portable cluster size)");
   }
   return function;
 }

@@ -42,7 +42,9 @@ KernelBody kernel_body(const Plan& plan);
 
 // tp_kernel of a compiled binary, loaded into the current context (the module stays loaded for the
 // process: runners are cached), allowed `shared_bytes` of dynamic shared memory per block.
-CUfunction load_kernel(const CompiledKernel& binary, long long shared_bytes);
+// cluster_ctas: the CTAs of the kernel's thread-block clusters (__cluster_dims__); past the portable 8
+// the function opts in to a non-portable size.
+CUfunction load_kernel(const CompiledKernel& binary, long long shared_bytes, int cluster_ctas = 1);
 
 // cuLaunchKernel of a tile or program kernel on `device`'s current context. Out of memory at the
 // launch is the local memory of spilled registers, which CUDA reserves for every thread the GPU

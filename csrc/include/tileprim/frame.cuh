@@ -30,14 +30,60 @@ template <int kChunks, class F> __device__ __forceinline__ void for_each_chunk(F
   for (int chunk = 0; chunk < kChunks; ++chunk) f(chunk);
 }
 
+// A cluster CTA's share of a row: this thread's slots of the row (placed by Row over the cluster's
+// lanes, `lane`) copied from global memory into the CTA's shared memory, where they lie by Share
+// (the same runs over the CTA's threads, `tid`). Each run is one cp.async where the row is aligned
+// for it (every run of the share in flight at once, none held in registers), else the runs move
+// through registers kChunkSlots at a time. Each thread later reads back only the slots it wrote
+// (after its own wait), so no barrier stands between; slots past a padded row hold NaN, as a load
+// from global memory gives them.
+template <class Row, class Share, int kChunks, int kChunkSlots, class T>
+__device__ __forceinline__ void stage_share(T* share, const T* row, int lane, int tid) {
+  constexpr int kVec = Row::kVector, kRunBytes = kVec * static_cast<int>(sizeof(T));
+#if __CUDA_ARCH__ >= 800
+  if constexpr (kRunBytes == 4 || kRunBytes == 8 || kRunBytes == 16) {
+    if (reinterpret_cast<unsigned long long>(row) % kRunBytes == 0) {
+#pragma unroll 4
+      for (int s = 0; s < kChunks * kChunkSlots; s += kVec) {
+        T* const to = share + Share::load_element(tid, s);
+        if (Row::full(s)) {
+          const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(to));
+          const T* const from = row + Row::load_element(lane, s);
+          if constexpr (kRunBytes == 16) {
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(at), "l"(from) : "memory");
+          } else {
+            asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(at), "l"(from), "n"(kRunBytes) : "memory");
+          }
+        } else {  // a padded row's last runs
+          for (int j = 0; j < kVec; ++j) {
+            const int e = Row::load_element(lane, s + j);
+            to[j] = e >= 0 ? row[e] : limits<T>::quiet_nan();
+          }
+        }
+      }
+      commit_async();
+      wait_async(0);
+      return;
+    }
+  }
+#endif
+  for_each_chunk<kChunks>([&](const int chunk) {
+    T regs[kChunkSlots];
+    load_tile<Row>(regs, row, lane, chunk * kChunkSlots);
+    store_tile<Share, SharedAccess>(share, regs, tid, chunk * kChunkSlots);
+  });
+}
+
 // How the block's staged run reaches shared memory before the rounds of each part: nothing is
 // staged; copied (one barrier); copied asynchronously (each part waited for, then a barrier).
 enum class Arrival { none, copied, async };
 
 // A block's run of tiles: kInstances scope instances of kThreads threads, each taking kRounds
 // tiles in turn (round r of instance i of block b: tile b * kInstances * kRounds + r * kInstances
-// + i), the run staged in kStages parts.
-template <int kThreads, int kInstances, int kRounds, int kStages> struct BlockRun {
+// + i), the run staged in kStages parts. With kCtas > 1 the instance is a thread-block cluster of
+// kCtas blocks (one instance, kThreads / kCtas threads each): its blocks take the run together, a
+// thread's lane being its block's rank in the cluster * kThreads / kCtas + its index.
+template <int kThreads, int kInstances, int kRounds, int kStages, int kCtas = 1> struct BlockRun {
   static constexpr int kTiles = kInstances * kRounds;
   static constexpr int kPart = kRounds / kStages * kInstances;  // tiles of one part
 
@@ -49,11 +95,13 @@ template <int kThreads, int kInstances, int kRounds, int kStages> struct BlockRu
 
   // `valid` from blockIdx again, not from the member `first`: ptxas then allocates as for the
   // expressions written out in the kernel (a warp's rows of 1024: 58 registers, not 64)
+  // (a 1-D grid of clusters of kCtas blocks: the rank in the cluster is blockIdx.x % kCtas)
   __device__ __forceinline__ explicit BlockRun(long long tiles_)
-      : tiles(tiles_), instance(threadIdx.x / kThreads), lane(threadIdx.x % kThreads),
-        first(static_cast<long long>(blockIdx.x) * kTiles),
-        valid(static_cast<int>(tiles_ - static_cast<long long>(blockIdx.x) * kTiles < kTiles
-                                   ? tiles_ - static_cast<long long>(blockIdx.x) * kTiles
+      : tiles(tiles_), instance(threadIdx.x / kThreads),
+        lane(kCtas == 1 ? threadIdx.x % kThreads : blockIdx.x % kCtas * (kThreads / kCtas) + threadIdx.x),
+        first(static_cast<long long>(blockIdx.x / kCtas) * kTiles),
+        valid(static_cast<int>(tiles_ - static_cast<long long>(blockIdx.x / kCtas) * kTiles < kTiles
+                                   ? tiles_ - static_cast<long long>(blockIdx.x / kCtas) * kTiles
                                    : kTiles)) {}
 
   // Starts the run's copies part by part, each part one commit group: copy(from, count) issues

@@ -12,6 +12,7 @@
 // instance in lockstep, a value there being one scalar per lane; shuffles permute them.
 #pragma once
 #include "config.cuh"
+#include "reduction/butterfly.cuh"
 
 namespace tp {
 
@@ -74,6 +75,116 @@ template <int kThreads, int kInstances> struct CtaLanes : DeviceLanes {
     mine[lane] = v;
     sync();
     return mine[lane ^ lane_mask];
+  }
+};
+
+// ---- thread-block clusters (sm_90 and later) ---------------------------------------------------
+// The cluster barrier: every thread of every CTA of the cluster arrives (its shared-memory writes
+// released) and waits (the peers' acquired). All threads of a warp pass it together (.aligned).
+__device__ __forceinline__ void cluster_sync() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+  __trap();  // the planner accepts a cluster scope only on targets that have clusters
+#endif
+}
+
+// `p` (this CTA's shared memory) in CTA `rank` of the cluster, read there (distributed shared memory).
+template <class T> __device__ __forceinline__ T load_from_cta(const T* p, int rank) {
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "a lane's value is 2, 4 or 8 bytes");
+  T out;
+#if __CUDA_ARCH__ >= 900
+  const unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  if constexpr (sizeof(T) == 8) {
+    unsigned long long w;
+    asm volatile("ld.shared::cluster.b64 %0, [%1];" : "=l"(w) : "r"(remote) : "memory");
+    memcpy(&out, &w, sizeof out);
+  } else if constexpr (sizeof(T) == 4) {
+    unsigned w;
+    asm volatile("ld.shared::cluster.b32 %0, [%1];" : "=r"(w) : "r"(remote) : "memory");
+    memcpy(&out, &w, sizeof out);
+  } else {
+    unsigned short w;
+    asm volatile("ld.shared::cluster.b16 %0, [%1];" : "=h"(w) : "r"(remote) : "memory");
+    memcpy(&out, &w, sizeof out);
+  }
+#else
+  (void)rank;
+  out = *p;
+  __trap();
+#endif
+  return out;
+}
+
+// The lanes of a cluster instance: kCtas CTAs of kCtaThreads threads (a power of two), lane =
+// rank * kCtaThreads + thread. The same butterfly as HostLanes with kCtas * kCtaThreads lanes:
+// masks below 32 shuffle within the warp, below kCtaThreads go through the CTA's shared memory (as
+// CtaLanes), and the others read the partner's value from its CTA (rank (lane ^ mask) / kCtaThreads,
+// the same thread index, as the mask is a multiple of kCtaThreads) through distributed shared memory.
+//
+// One cluster barrier per exchange suffices because the exchange buffer is doubled and the lanes
+// alternate between its halves (`phase`, one counter per thread that every lane advances alike, as
+// every lane makes every exchange): a lane writes half h at exchange k only after passing barrier
+// k - 1, which every peer reached only after its reads of half h at exchange k - 2 were done. The
+// kernel ends with a cluster barrier too, so that no CTA exits while a peer may still read it.
+//
+// A whole-row butterfly (masks 1, 2, 4, ... through every bit of a CTA's threads, then the CTAs')
+// leaves every lane of a CTA with the same partial before the masks across CTAs (partners agree
+// bit for bit: the fold is commutative), so those take ONE exchange: each CTA publishes its
+// partial, and every lane reads all kCtas of them and folds them as the butterfly would, stage by
+// stage, for every rank (new[r] = op(old[r], old[r ^ bit]), the lane's own first, as each lane of
+// the butterfly folds), keeping its own rank's: the same bits, one cluster barrier instead of
+// log2(kCtas).
+template <int kCtaThreads, int kCtas> struct ClusterLanes : DeviceLanes {
+  static_assert((kCtaThreads & (kCtaThreads - 1)) == 0, "a cluster's partners lie whole CTAs apart");
+  int& phase;  // exchanges made so far (the kernel's one counter)
+
+  template <class T> __device__ T shfl_xor(const T& v, int lane_mask, int width) const {
+    const int tid = lane % kCtaThreads;
+    if (lane_mask < kCtaThreads) {
+      return CtaLanes<kCtaThreads, 1>{{tid}, 0}.shfl_xor(v, lane_mask, width < kCtaThreads ? width : kCtaThreads);
+    }
+    __shared__ __align__(16) unsigned char exchange[2 * kCtaThreads * sizeof(T)];
+    T* const half = reinterpret_cast<T*>(exchange) + (phase & 1) * kCtaThreads;
+    ++phase;
+    half[tid] = v;
+    cluster_sync();
+    return load_from_cta(half + tid, (lane ^ lane_mask) / kCtaThreads);
+  }
+
+  static constexpr int log2(int x) { return x <= 1 ? 0 : 1 + log2(x / 2); }
+
+  template <class Op, class T> __device__ T butterfly(T v, const ShuffleMasks& sh) const {
+    // a whole-row butterfly: masks 1, 2, 4, ... through every bit of the cluster's lanes, in order
+    constexpr int kWithin = log2(kCtaThreads), kAcross = log2(kCtas);
+    bool whole = sh.count == kWithin + kAcross;
+    for (int i = 0; i < sh.count; ++i) whole = whole && sh.mask[i] == 1 << i;
+    if (!whole) return butterfly_steps<Op>(*this, v, sh);
+#pragma unroll
+    for (int i = 0; i < kWithin; ++i) v = Op::apply(v, shfl_xor(v, 1 << i, sh.width));
+    __shared__ __align__(16) unsigned char exchange[2 * sizeof(T)];
+    T* const half = reinterpret_cast<T*>(exchange) + (phase & 1);
+    ++phase;
+    if (lane % kCtaThreads == 0) *half = v;
+    cluster_sync();
+    // part[k]: rank (k ^ this CTA's rank)'s, so that this rank's is part[0] and every index a constant
+    // (the butterfly's stages look the same under that relabelling: (k ^ r) ^ bit = (k ^ bit) ^ r)
+    const int rank = lane / kCtaThreads;
+    T part[kCtas];
+#pragma unroll
+    for (int k = 0; k < kCtas; ++k) part[k] = load_from_cta(half, k ^ rank);
+#pragma unroll
+    for (int i = 0; i < kAcross; ++i) {
+      const int bit = 1 << i;
+      T next[kCtas];
+#pragma unroll
+      for (int k = 0; k < kCtas; ++k) next[k] = Op::apply(part[k], part[k ^ bit]);
+#pragma unroll
+      for (int k = 0; k < kCtas; ++k) part[k] = next[k];
+    }
+    return part[0];
   }
 };
 #endif

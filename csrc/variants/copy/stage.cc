@@ -38,6 +38,7 @@ class StageCopy : public Variant {
     plan.set("to", placement_str(dst));
     plan.set("broadcast", broadcast);
     plan.set("sync", std::string(!crosses ? "none"
+                                 : call.scope.kind == ScopeKind::cluster     ? "cluster_sync"
                                  : call.scope.kind == ScopeKind::cta         ? "cta_sync"
                                  : call.scope.kind == ScopeKind::warpgroup ? "warpgroup_sync"
                                                                            : "warp_sync"));

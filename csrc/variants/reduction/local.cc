@@ -11,7 +11,9 @@
 //
 // reduction -> cross_warp (priority 5): the same algorithm at CTA scope (where local declines)
 // and at warpgroup scope where the butterfly crosses warps (reduced lanes spanning up to 1024
-// threads): lane masks past 31 exchange through shared memory between the instance's barriers. The fold order is local's, so
+// threads; a cluster's, up to its ctas * threads): lane masks past 31 exchange through shared memory
+// between the instance's barriers (past a CTA's threads, through the cluster's distributed shared
+// memory between cluster barriers). The fold order is local's, so
 // the CPU backend runs it with the same lane group. Not in the reference, which has no register
 // reduction at CTA scope; tile programs use it to keep a row in registers.
 #include <algorithm>
@@ -172,9 +174,16 @@ LocalAnalysis analyze(const OpCall& call, bool cross_warp) {
   // whole (a sum down the columns of rows): the threads fold their registers and exchange nothing
   const bool spread =
       std::any_of(src_dims.begin(), src_dims.end(), [](const DimIters& d) { return d.thread_extent > 1; });
-  if (!cross_warp && kind == ScopeKind::cta && !spread) throw Decline("unsupported exec_scope cta for local reduction");
-  if (cross_warp && kind != ScopeKind::cta && kind != ScopeKind::warpgroup) {
-    throw Decline("exec_scope " + call.scope.str() + ": the butterfly crosses warps only at warpgroup or cta scope");
+  if (!cross_warp && call.scope.whole_blocks() && (kind != ScopeKind::cta || !spread)) {
+    throw Decline("unsupported exec_scope " + call.scope.kind_name() + " for local reduction");
+  }
+  if (cross_warp && !call.scope.whole_blocks() && kind != ScopeKind::warpgroup) {
+    throw Decline("exec_scope " + call.scope.str() +
+                  ": the butterfly crosses warps only at warpgroup, cta or cluster scope");
+  }
+  if (cross_warp && kind == ScopeKind::cluster && !power_of_two(call.scope.cta_threads())) {
+    throw Decline("a cluster of " + std::to_string(call.scope.cta_threads()) +
+                  "-thread CTAs: butterfly partners lie whole CTAs apart only where a CTA's threads are a power of two");
   }
   if (cross_warp && call.scope.threads % 32 != 0) {
     throw Decline("a cta of " + std::to_string(call.scope.threads) + " threads is not whole warps");
@@ -299,7 +308,11 @@ class LocalReduction : public Variant {
     plan.note("order", a.masks.count
                            ? "each lane folds its registers in order from the identity, then XOR butterfly over "
                              "lane masks in the order listed" +
-                             std::string(cross_warp_ ? " (masks past 31 through shared memory)" : "") +
+                             std::string(!cross_warp_ ? ""
+                                         : plan.call.scope.kind == ScopeKind::cluster
+                                             ? " (masks past 31 through shared memory; from a CTA's threads on, "
+                                               "through the cluster's distributed shared memory)"
+                                             : " (masks past 31 through shared memory)") +
                              "; accum: op(old, result)"
                            : "each thread folds its registers in order, starting from the identity (accum: from "
                              "the old value)");

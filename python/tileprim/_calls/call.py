@@ -179,7 +179,7 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
     axes_list = _axes_list(axes) if reduction else []
     # the output's shape comes from C++ (validate.cc normalises the axes and derives it)
     out_ref = _C.TileRef("out", out_dtype, [], storage, out_layout._core if out_layout is not None else None)
-    call = _C.OpCall(op, refs, out_ref, scope.kind, scope.threads, axes_list, accum, config, dispatch or "")
+    call = _C.OpCall(op, refs, out_ref, scope.kind, scope.threads, axes_list, accum, config, dispatch or "", scope.ctas)
 
     on_device = bool(arrays) and arrays[0].kind == "device"
     backend = resolve_backend(backend, device_operands=on_device)

@@ -15,17 +15,20 @@ import sys
 import tileprim._C as _C
 from .._opspec.table import OPS
 
-__all__ = ["ExecScope", "thread", "warp", "warpgroup", "wg", "cta", "STORAGE_SCOPES"]
+__all__ = ["ExecScope", "thread", "warp", "warpgroup", "wg", "cta", "cluster", "STORAGE_SCOPES"]
 
 STORAGE_SCOPES = tuple(_C.storage_names())  # C++'s storages, in its order
 # (fewest, most) threads of each kind, as C++ has them: thread (1, 1), warp (32, 32), ...
 _THREADS = _C.scope_threads()
 _KINDS = tuple(_THREADS)
 _MOST_CTA = _THREADS["cta"][1]
+_CLUSTER_CTAS = (2, 4, 8, 16)  # 8 is the portable most; 16 where the target allows it
 
 
 class ExecScope:
-    """A thread, a warp (32 lanes), a warpgroup (128 threads) or a CTA of 1..1024 threads.
+    """A thread, a warp (32 lanes), a warpgroup (128 threads), a CTA of 1..1024 threads, or a
+    cluster of 2..16 CTAs acting as one instance (``threads`` is then all its lanes, ``ctas`` its
+    CTAs, ``cta_threads`` each CTA's threads).
 
     Every op is also a method: ``tp.warp.sqrt(A, layout=L)`` is ``tp.sqrt(A, scope=tp.warp,
     layout=L)``.
@@ -43,30 +46,41 @@ class ExecScope:
     # holding a scope hashes and compares it in C, not through Python methods.
     _made: dict = {}
 
-    def __new__(cls, kind: str, threads: int):
+    def __new__(cls, kind: str, threads: int, ctas: int = 1):
         try:
-            scope = cls._made.get((kind, threads))
+            scope = cls._made.get((kind, threads, ctas))
         except TypeError:  # unhashable
             scope = None
         if scope is None:
-            _check_scope(kind, threads)
+            _check_scope(kind, threads, ctas)
             scope = super().__new__(cls)
-            scope.kind, scope.threads = kind, threads
-            cls._made[(kind, threads)] = scope
+            scope.kind, scope.threads, scope.ctas = kind, threads, ctas
+            cls._made[(kind, threads, ctas)] = scope
         return scope
 
     def __reduce__(self):
-        return (ExecScope, (self.kind, self.threads))
+        return (ExecScope, self.parts)
+
+    @property
+    def parts(self) -> tuple:
+        """(kind, threads, ctas): what C++ and the torch ops' option tables are given."""
+        return (self.kind, self.threads, self.ctas)
+
+    @property
+    def cta_threads(self) -> int:
+        """The threads of one CTA of the instance (a cluster's share; else ``threads``)."""
+        return self.threads // self.ctas
 
     @property
     def default_storage(self) -> str:
-        """Where a tile is staged when ``storage=`` is not given: shared for a CTA, else registers."""
+        """Where a tile is staged when ``storage=`` is not given: shared for a CTA, else registers
+        (a cluster's tiles too: each of its CTAs has its own shared memory)."""
         return "shared" if self.kind == "cta" else "local"
 
     def __getattr__(self, name: str):
         if _compiling():  # torch.compile cannot set a partial's attributes (and its graph needs none)
             return functools.partial(self._op(name), scope=self)
-        key = (self.kind, self.threads, name)
+        key = (self.parts, name)
         bound = _BOUND.get(key)
         if bound is None or bound.func is not OPS.get(name):  # made once per scope and op (an op may be
             # registered again): wrapping costs more than a small call's dispatch
@@ -86,18 +100,29 @@ class ExecScope:
         return sorted(set(super().__dir__()) | set(OPS))
 
     def __repr__(self) -> str:
+        if self.kind == "cluster":
+            return f"tp.cluster({self.ctas}, threads={self.cta_threads})"
         return f"tp.cta(threads={self.threads})" if self.kind == "cta" else f"tp.{self.kind}"
 
 
-_BOUND: dict = {}  # (kind, threads, op name) -> the op bound to that scope
+_BOUND: dict = {}  # ((kind, threads, ctas), op name) -> the op bound to that scope
 
-def _check_scope(kind, threads) -> None:
+def _check_scope(kind, threads, ctas=1) -> None:
     """The rule of each kind (_THREADS): a thread is 1 thread, a warp 32, a warpgroup 128 (4 warps),
-    a CTA 1..1024."""
+    a CTA 1..1024, a cluster 2, 4, 8 or 16 CTAs of whole warps (threads: all its lanes)."""
     if kind not in _KINDS:
-        raise ValueError(f"kind: {kind!r} is not a scope; expected 'thread', 'warp', 'warpgroup' or 'cta'")
+        raise ValueError(f"kind: {kind!r} is not a scope; expected 'thread', 'warp', 'warpgroup', 'cta' or 'cluster'")
     if isinstance(threads, bool) or type(threads) is not int:
         raise TypeError(f"threads: expected an int, not {threads!r}")
+    if isinstance(ctas, bool) or type(ctas) is not int:
+        raise TypeError(f"ctas: expected an int, not {ctas!r}")
+    if kind == "cluster":
+        _check_cluster(ctas, threads // ctas if ctas in _CLUSTER_CTAS else threads)
+        if threads % ctas:
+            raise ValueError(f"threads: a cluster of {ctas} CTAs cannot have {threads} lanes (ctas * threads per CTA)")
+        return
+    if ctas != 1:
+        raise ValueError(f"ctas: a {kind} is one CTA or less, not {ctas} CTAs (use tp.cluster(ctas))")
     fewest, most = _THREADS[kind]
     if kind == "cta":
         _check_cta(threads)
@@ -109,6 +134,14 @@ def _check_scope(kind, threads) -> None:
 def _check_cta(threads: int) -> None:
     if not 1 <= threads <= _MOST_CTA:
         raise ValueError(f"threads: cta(threads={threads}) needs 1 <= threads <= {_MOST_CTA}")
+
+
+def _check_cluster(ctas: int, threads: int) -> None:
+    if ctas not in _CLUSTER_CTAS:
+        raise ValueError(f"ctas: cluster(ctas={ctas}) needs 2, 4, 8 or 16 CTAs (16 only where the target allows it)")
+    if not (32 <= threads <= _MOST_CTA and threads % 32 == 0):
+        raise ValueError(f"threads: cluster(threads={threads}) needs whole warps per CTA: a multiple of 32 from 32 "
+                         f"to {_MOST_CTA}")
 
 
 def _compiling() -> bool:
@@ -148,6 +181,46 @@ def cta(threads: int = 128) -> ExecScope:
     threads = operator.index(threads)
     _check_cta(threads)
     return ExecScope("cta", threads)
+
+
+def cluster(ctas: int, threads: int = 256) -> ExecScope:
+    """A thread-block cluster of ``ctas`` CTAs of ``threads`` threads each, run as ONE scope
+    instance of ``ctas * threads`` lanes (lane = the CTA's rank in the cluster * threads + its
+    thread index): a row too long for one CTA's registers is spread over the cluster's, and the
+    lanes exchange partial results through the cluster's distributed shared memory (Hopper, sm_90
+    and later; planned on the CPU backend as on the GPU, with the same bits). Every tile of a
+    cluster lives in registers.
+
+    Parameters
+    ----------
+    ctas : int
+        2, 4 or 8 (16 where the target allows a non-portable cluster size).
+    threads : int, default 256
+        Threads of each CTA: whole warps, at most 1024.
+
+    Returns
+    -------
+    ExecScope
+
+    Raises
+    ------
+    TypeError, ValueError
+        A non-integer count, or one outside those rules. A plan for a target without clusters
+        (before sm_90) refuses the scope.
+
+    Examples
+    --------
+    >>> tp.cluster(4)
+    tp.cluster(4, threads=256)
+    >>> tp.cluster(4).threads, tp.cluster(4).ctas, tp.cluster(4).default_storage
+    (1024, 4, 'local')
+    """
+    for name, value in (("ctas", ctas), ("threads", threads)):
+        if isinstance(value, bool) or not hasattr(value, "__index__"):
+            raise TypeError(f"{name}: expected an int, not {type(value).__name__}")
+    ctas, threads = operator.index(ctas), operator.index(threads)
+    _check_cluster(ctas, threads)
+    return ExecScope("cluster", ctas * threads, ctas)
 
 
 # Every CTA scope exists from the start (1024 small objects): a compiled function (torch.compile)

@@ -195,10 +195,10 @@ class Program:
         trace.name_results(names)
         if backend == "cuda" and not target:
             target = device_arch(device)
-        kind, threads = (trace.scope.kind, trace.scope.threads) if trace.scope else ("", 0)  # "": the planner's
+        kind, threads, ctas = trace.scope.parts if trace.scope else ("", 0, 1)  # "": the planner's
         core = _C.plan_program(self.__name__, trace.inputs, trace.steps, [t._id for t in outputs], kind, threads,
                                self._storage or "", self._staging or "", target or "", backend,
-                               [device] if backend == "cuda" else [], fastmath)
+                               [device] if backend == "cuda" else [], fastmath, ctas)
         results = [(batch_shape + t.shape, t.dtype) for t in outputs]
         plan = ProgramPlan(core.plan, [shape for shape, _ in results])
         tiles = math.prod(batch_shape)

@@ -16,12 +16,12 @@ _OPTIONS_BY_KEY: Dict[tuple, str] = {}
 _OPTIONS: Dict[str, dict] = {}
 
 
-def intern_options(kind, threads, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
+def intern_options(scope_parts, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
                    config) -> str:
     """The options' name in the table: readable, and the same for the same options. The scope comes
-    as its kind and threads (constants to torch.compile, where the scope object may be one it made);
-    kind "": named nowhere (None), the planner's choice for a batched call."""
-    key = (ExecScope(kind, threads) if kind else None, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
+    as its parts, (kind, threads, ctas) (constants to torch.compile, where the scope object may be
+    one it made); None: named nowhere, the planner's choice for a batched call."""
+    key = (ExecScope(*scope_parts) if scope_parts else None, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
            tuple(sorted(config.items())))
     name = _OPTIONS_BY_KEY.get(key)
     if name is None:
@@ -36,8 +36,7 @@ def intern_options(kind, threads, storage, layout, out_layout, batch_dims, targe
 def options_name(options: dict) -> str:
     """The name of ``options`` (a dict of OPTION_NAMES and config) in the table."""
     scope = options["scope"]
-    kind, threads = (scope.kind, scope.threads) if scope is not None else ("", 0)
-    return intern_options(kind, threads, *(options[k] for k in OPTION_NAMES[1:]), options["config"])
+    return intern_options(scope.parts if scope is not None else None, *(options[k] for k in OPTION_NAMES[1:]), options["config"])
 
 
 def options_of(name: str) -> dict:

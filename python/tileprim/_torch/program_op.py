@@ -35,7 +35,7 @@ def call_program_op(program, args, batch_dims, scope, backend, target, out, fast
     import torch
     described = tuple((str(x.dtype).replace("torch.", ""), tuple(x.shape), tuple(x.stride()), str(x.device))
                       if isinstance(x, torch.Tensor) else x for x in args)
-    scope_parts = None if scope is None else (scope.kind, scope.threads)
+    scope_parts = None if scope is None else scope.parts
     name, one_in_a_tuple = op_name(program._number, described, batch_dims, scope_parts, backend, target, fastmath)
     result = getattr(torch.ops.tileprim, name).default(*(x for x in args if isinstance(x, torch.Tensor)))
     if one_in_a_tuple:
