@@ -85,21 +85,25 @@ def test_scatter_add_along_axis_sums_into_zeros_in_index_order(dtype, scope, bac
     assert not np.any(np.signbit(got[got == 0].astype(np.float64)))  # +0 where nothing lands
 
 
-def test_take_along_axis_in_a_program_beside_maps_and_reductions(backend, rng):
+@pytest.mark.parametrize("through", ["cast", "map"])
+def test_take_along_axis_in_a_program_beside_maps_and_reductions(through, backend, rng):
+    """A pick through a cast of an input reads the input where it lies (gather_global); a pick of a
+    row the program computed takes it where the program holds it, in registers (gather)."""
     @tp.program
     def picked_minus_max(x, label):
-        xf = tp.cast(x, "float32")
+        xf = tp.cast(x, "float32") if through == "cast" else tp.cast(x, "float32") * 2.0
         return tp.take_along_axis(xf, label) - tp.max(xf, axes=-1, keepdims=True)
 
     x = random_tile(rng, (20, 70), "bfloat16", special=False)
     label = rng.integers(-70, 80, (20, 1))
     got = picked_minus_max(x, label, batch_dims=1, backend=backend)
-    xf = x.astype(np.float32)
+    xf = x.astype(np.float32) * (1 if through == "cast" else 2)
     want = take_oracle(xf, label, -1) - xf.max(-1, keepdims=True)
     assert bits_equal(got, want) and np.isnan(got[label[:, 0] >= 70]).all()
     plan = tp.plan(picked_minus_max, x, label, batch_dims=1, backend="cpu")
     step = next(s for s in plan.steps if s.op == "take_along_axis")
-    assert step.variant == "gather" and step.params["wide_side"] == "registers"  # the row stays where it is
+    variant, where = ("gather_global", "global") if through == "cast" else ("gather", "registers")
+    assert step.variant == variant and step.params["wide_side"] == where  # the row stays where it is
 
 
 def test_gradients_of_take_along_axis_are_torchs_gather_backward():

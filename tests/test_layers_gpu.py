@@ -144,7 +144,7 @@ def test_modules_and_standalone_ops_broadcast_gradients_give_the_cpu_bits(dtype,
                     [x.reshape(999, 2048), r])
 
 
-@pytest.mark.parametrize("vocab,scope", [(1000, tp.cta(250)), (32000, None), (50257, None)])
+@pytest.mark.parametrize("vocab,scope", [(1000, tp.cta(250)), (32000, None), (50257, None), (128256, None)])
 @pytest.mark.parametrize("index", INDEX)
 def test_cross_entropy_forward_and_backward_give_the_cpu_bits(vocab, scope, index, rng):
     logits = torch.from_numpy((rng.standard_normal((96, vocab)) * 4).astype(np.float32)).to(torch.bfloat16)

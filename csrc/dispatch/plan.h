@@ -29,8 +29,9 @@ struct TraceEntry {
 std::string trace_table(const std::vector<TraceEntry>& trace);
 
 // Where one operand of a tile primitive lives while the body runs. The frame (one per
-// backend) stages every operand this way around the variant's body.
-enum class Staging { registers, shared, scalar };
+// backend) stages every operand this way around the variant's body; a `global` operand it does
+// not stage: the body reads it where it lies (a program's input, by index: gather_global).
+enum class Staging { registers, shared, scalar, global };
 struct OperandStaging {
   int operand = -1;  // index into call.inputs; -1 is the output
   Staging kind = Staging::registers;

@@ -66,7 +66,7 @@ void check_layout(const TileRef& t, const ExecScope& scope, const std::string& a
     throw ValueError(arg + ": " + L.str() + " is padded; a " + std::string(storage_name(t.storage)) +
                      " tile has no slots past its elements (only a register tile is padded over its threads)");
   }
-  check_shared_addresses(L, t.dtype, arg, ctx);
+  if (t.storage != Storage::global) check_shared_addresses(L, t.dtype, arg, ctx);  // global: read where it lies
 }
 
 // A copy inside a program may broadcast its source to a larger shape, as NumPy would.

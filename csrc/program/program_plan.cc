@@ -31,6 +31,7 @@ struct Placement {
   Storage storage = Storage::local;
   std::optional<TileLayout> layout, out_layout;
   std::string why;
+  bool x_global = false;  // a take reads x, a program input, where it lies in global memory
 };
 
 // The program's planner at work: values, steps, and the copies it adds.
@@ -155,8 +156,13 @@ class ProgramPlanner {
         const bool copy = s.op == "copy" || (def.family == OpFamily::gather && i == 0);
         const ProgramValue& src = value(s.operands[i]);
         t.storage = copy && src.layout ? src.storage : p.storage;
-        t.layout = copy && src.layout ? src.layout : (def.family == OpFamily::gather ? std::nullopt : p.layout);
+        t.layout = copy && src.layout ? src.layout
+                                      : (def.family == OpFamily::gather && !p.x_global ? std::nullopt : p.layout);
         if (copy && !src.layout) t.layout = spread_or_none(src.shape, p.storage);
+        if (p.x_global && i == 0) {
+          t.storage = Storage::global;
+          t.layout.reset();
+        }
         call.inputs.push_back(t);
       }
       call.output.arg = "out";
@@ -246,6 +252,19 @@ class ProgramPlanner {
       return p;
     };
     if (def.family == OpFamily::gather && s.storage.empty()) {
+      std::vector<Placement> out;
+      const ProgramValue& x = value(s.operands.at(0));
+      const std::optional<TileLayout> held = spread_layout(out_shape, scope);
+      if (s.op == "take_along_axis" && x.input >= 0 && product(out_shape) == 1 && held) {  // one pick: held by all
+        Placement p;
+        p.x_global = true;
+        p.storage = Storage::local;
+        p.layout = p.out_layout = held;
+        p.why = "x, a program input, read where it lies in global memory (one element per pick, the row never "
+                "staged); idx and the picked values in registers, " + held->str() + ": every thread of " +
+                scope.str() + " holds each";
+        out.push_back(p);
+      }
       Placement p;
       p.storage = Storage::shared;
       p.why = s.op == "take_along_axis"
@@ -253,7 +272,8 @@ class ProgramPlanner {
                         " reads them"
                   : "idx and src in shared memory, where every thread of " + scope.str() +
                         " reads them; the result in registers, spread as maps take it";
-      return {p};
+      out.push_back(p);
+      return out;
     }
     if (!s.storage.empty() || s.layout || s.out_layout || s.op == "copy") {
       return {given(s.storage, s.storage.empty() ? (s.op == "copy" ? " (the planner's: maps read registers)" : "")
@@ -316,6 +336,7 @@ class ProgramPlanner {
   // where it was written gets a copy step first.
   int operand_for(int id, const TileRef& want, const std::string& op, const std::string& where,
                   const std::string& who) {
+    if (want.storage == Storage::global) return id;  // a program input where it lies: nothing to stage
     ProgramValue& v = value(id);
     const TileLayout want_layout = layout_of(want.layout, want.shape);
     if (!v.layout && want.shape == v.shape) {  // an input staged once, where it is first read
@@ -428,7 +449,8 @@ class ProgramPlanner {
 }  // namespace
 
 std::shared_ptr<const ProgramPlan> plan_at_scope(const ProgramSpec& spec, const DispatchContext& ctx) {
-  return ProgramPlanner(spec, ctx).run();
+  const ProgramSpec rewritten = gather_through_maps(spec);
+  return ProgramPlanner(rewritten, ctx).run();
 }
 
 std::shared_ptr<const ProgramPlan> plan_program(const ProgramSpec& spec, const DispatchContext& ctx) {

@@ -140,6 +140,11 @@ struct ProgramPlan {
   std::string scope_trace_str() const;  // the lines of the scope trace ("" where a scope is named)
 };
 
+// take_along_axis(cast(x), idx) -> cast(take_along_axis(x, idx)) where x is a float program input
+// and the cast is to a float dtype: the same bits, and the pick reads x where it lies
+// (gather_through_maps.cc). plan_at_scope plans the rewritten program.
+ProgramSpec gather_through_maps(const ProgramSpec& spec);
+
 // The plan of a program: at its scope, or (spec.auto_scope) at the scope the planner chooses.
 std::shared_ptr<const ProgramPlan> plan_program(const ProgramSpec& spec, const DispatchContext& ctx);
 // The plan at spec.scope.

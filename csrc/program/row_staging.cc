@@ -80,11 +80,12 @@ std::optional<RowChunks> row_chunks(const ProgramPlan& plan, std::vector<std::st
     const ProgramStep& s = plan.steps[k];
     const ProgramValue& result = plan.values.at(s.result);
     const std::string step = "step " + std::to_string(k) + " (" + s.op + " -> " + result.name + ")";
-    std::vector<const ProgramValue*> operands;
-    for (int id : s.operands) {
-      if (id >= 0) operands.push_back(&plan.values.at(id));
-    }
     const Plan& p = s.bound->plan();
+    std::vector<const ProgramValue*> operands;  // those the passes hold (not an input read where it lies)
+    for (size_t i = 0; i < s.operands.size(); ++i) {
+      const int id = s.operands[i];
+      if (id >= 0 && p.call.inputs.at(i).storage != Storage::global) operands.push_back(&plan.values.at(id));
+    }
     if (s.op == "copy") {
       if (!is_one(*operands.front()) || !is_row(result)) {
         why.push_back(step + " moves a row between placements; the passes only broadcast one value over a row");
@@ -141,7 +142,30 @@ std::optional<RowChunks> row_chunks(const ProgramPlan& plan, std::vector<std::st
   return rows;
 }
 
+FrameSharedBytes& frame_measure() {
+  static FrameSharedBytes measure = nullptr;
+  return measure;
+}
+
+// An accepted staging whose kernel needs more shared memory than the target has declines, with the
+// kernel builder's reason; else its reasons say what the kernel takes.
+void check_frame(ProgramPlan& plan, StagingVerdict& v, const std::optional<RowChunks>& rows) {
+  if (!v.accepted || !frame_measure()) return;
+  ProgramPlan staged = plan;
+  staged.staging = v.name;
+  staged.rows = v.name == "shared" || v.name == "streamed" ? rows : std::nullopt;
+  try {
+    const long long bytes = frame_measure()(staged);
+    v.reasons.push_back("the kernel takes " + std::to_string(bytes) + " bytes of shared memory per block");
+  } catch (const ValueError& e) {
+    v.accepted = false;
+    v.reasons.push_back(e.what());
+  }
+}
+
 }  // namespace
+
+void set_frame_shared_bytes(FrameSharedBytes measure) { frame_measure() = measure; }
 
 int passes_of(const ProgramPlan& plan) {
   int passes = 1;
@@ -233,6 +257,10 @@ void choose_staging(ProgramPlan& plan, const std::string& forced) {
                                   "local memory. " + fix
                               : registers_held(plan) + "; " + budget_of(plan) +
                                   ", so on a GPU the rest spill to local memory, slowly. " + fix);
+
+  if (for_gpu) {
+    for (StagingVerdict& v : verdicts) check_frame(plan, v, rows);
+  }
 
   const StagingVerdict* chosen = nullptr;
   for (const StagingVerdict& v : verdicts) {

@@ -59,6 +59,13 @@ bool staged_row_input(const ProgramValue& v, const RowChunks& rows);
 // The staging names in priority order.
 const std::vector<std::string>& staging_names();
 
+// The kernel frame's shared memory per block for a plan (its staging areas, the tiles between
+// steps, the copies' scratch), laid out as the GPU backend lays out its kernel; ValueError (the
+// limit and the fix) where the target has less. The CUDA backend registers it when the module
+// loads, so that a staging the planner accepts for a GPU target is one the kernel builder builds.
+using FrameSharedBytes = long long (*)(const ProgramPlan& plan);
+void set_frame_shared_bytes(FrameSharedBytes measure);
+
 // Sets plan.staging, plan.staging_trace and (chunked) plan.rows. `forced` (the program's
 // staging=) names the one candidate tried; DispatchError with its reasons when it declines.
 void choose_staging(ProgramPlan& plan, const std::string& forced);

@@ -42,6 +42,10 @@ HostBody gather_body(const Plan& plan) {
             } else {
               scatter_add_along_axis(lanes, threads, static_cast<T*>(t.out), idx, src, d.view);
             }
+          } else if (d.global_source) {
+            take_along_axis_global<1>(lanes, static_cast<T*>(t.out), t.out_stride, static_cast<const T*>(t.in[0]), idx,
+                                      t.in_stride[1], static_cast<int>(d.view.outer * d.view.picks * d.view.inner),
+                                      d.view);
           } else if (d.held) {
             take_along_axis<1>(lanes, place, threads, d.held->slots, static_cast<T*>(t.out),
                                static_cast<const T*>(t.in[0]), t.in_stride[0], idx, d.view);
@@ -59,6 +63,7 @@ HostBody gather_body(const Plan& plan) {
 
 void register_cpu_gather(ExecutorTable& table) {
   table.add("gather", "cpu", std::make_unique<HostTileExecutor>(gather_body));
+  table.add("gather_global", "cpu", std::make_unique<HostTileExecutor>(gather_body));
 }
 
 }  // namespace tp

@@ -58,7 +58,7 @@ void HostTileRunner::run_tiles(const RunArgs& args, long long begin, long long e
   tile.scalars = args.scalars.data();
   for (size_t k = 0; k < staging_.size(); ++k) {
     const HostStaging& h = staging_[k];
-    if (h.plan.kind == Staging::scalar) continue;
+    if (h.plan.kind == Staging::scalar || h.plan.kind == Staging::global) continue;
     const size_t bytes = static_cast<size_t>(h.slots) * h.element_bytes;
     buffers[k].resize((bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t) + 1);
     void* buf = buffers[k].data();
@@ -78,6 +78,10 @@ void HostTileRunner::run_tiles(const RunArgs& args, long long begin, long long e
     for (size_t k = 0; k < staging_.size(); ++k) {
       const HostStaging& h = staging_[k];
       if (h.plan.kind == Staging::scalar) continue;
+      if (h.plan.kind == Staging::global) {  // read where it lies, as the GPU's body reads it
+        tile.in[h.plan.operand] = global(h, t);
+        continue;
+      }
       if (h.plan.load) {
         moves_[k]->in(h, global(h, t), buffers[k].data());
       } else {
@@ -87,7 +91,7 @@ void HostTileRunner::run_tiles(const RunArgs& args, long long begin, long long e
     body_(tile);
     for (size_t k = 0; k < staging_.size(); ++k) {
       const HostStaging& h = staging_[k];
-      if (h.plan.store) moves_[k]->out(h, buffers[k].data(), global(h, t));
+      if (h.plan.store && h.plan.kind != Staging::global) moves_[k]->out(h, buffers[k].data(), global(h, t));
     }
   }
 }

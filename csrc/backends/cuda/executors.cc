@@ -120,6 +120,9 @@ KernelBody gather_body(const Plan& plan) {
          << "kGather);";
   } else if (d.scatter) {
     call << "tp::scatter_add_along_axis(" << lanes << ", kThreads, out, in1, in2, kGather);";
+  } else if (d.global_source) {  // in0: the program frame's pointer to this tile of its input
+    call << "tp::take_along_axis_global<tp::kUnrollRegisters>(" << lanes << ", out, 0, in0, in1, 0, "
+         << v.outer * v.picks * v.inner << ", kGather);";
   } else if (d.held) {
     call << "tp::take_along_axis<tp::kUnrollRegisters>(" << lanes << ", PHeld{}, kThreads, kHeldSlots, out, in0, 0, "
          << "in1, kGather);";
@@ -139,6 +142,7 @@ void register_cuda_executors(ExecutorTable& table) {
   table.add("sm100_packed", "cuda", std::make_unique<CudaTileExecutor>(packed_body));
   table.add("reg", "cuda", std::make_unique<CudaTileExecutor>(map_body));
   table.add("gather", "cuda", std::make_unique<CudaTileExecutor>(gather_body));
+  table.add("gather_global", "cuda", std::make_unique<CudaTileExecutor>(gather_body));
   register_cuda_treduce(table);
 }
 

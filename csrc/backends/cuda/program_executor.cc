@@ -145,6 +145,8 @@ std::vector<std::pair<std::string, std::string>> ProgramKernel::describe() const
 }
 
 void register_cuda_program_executor() {
+  // the planner declines a staging whose kernel this frame could not lay out (row_staging.h)
+  set_frame_shared_bytes([](const ProgramPlan& plan) { return program_launch(plan, plan.context.target).shared_bytes; });
   add_program_executor("cuda", [](const std::shared_ptr<const ProgramPlan>& plan) -> std::shared_ptr<const ProgramRunner> {
     return std::make_shared<ProgramKernel>(plan);
   });

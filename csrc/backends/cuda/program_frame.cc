@@ -76,11 +76,18 @@ bool staged_as_share(const ProgramPlan& plan, const ProgramValue& v) {
   return plan.scope.ctas > 1 && staged_in_shared(plan, v);
 }
 
-// Whether step s reads the values of its operand i (zero and fill read only src's shape).
+// Whether step s reads the values of its operand i as the frame stages it (zero and fill read
+// only src's shape; gather_global reads its input where it lies: reads_global).
 bool reads(const ProgramStep& s, size_t i) {
   if (s.op == "copy") return true;
   for (const OperandStaging& staged : s.bound->plan().staging) {
-    if (staged.operand == static_cast<int>(i) && staged.load) return true;
+    if (staged.operand == static_cast<int>(i) && staged.load && staged.kind != Staging::global) return true;
+  }
+  return false;
+}
+bool reads_global(const ProgramStep& s, size_t i) {
+  for (const OperandStaging& staged : s.bound->plan().staging) {
+    if (staged.operand == static_cast<int>(i) && staged.kind == Staging::global) return true;
   }
   return false;
 }
@@ -272,6 +279,10 @@ class ProgramBody {
         os << "  const double s" << i << " = " << (arg >= 0 ? scalar_name(arg) : exact_double(s.scalars.at(i))) << ";\n";
       } else if (!one.empty()) {  // the map takes it as the scalar it is: one divisor for a row, say
         os << "  const tp::ScalarOperand<" << type(id) << "> in" << i << "{" << one << "};\n";
+      } else if (reads_global(s, i)) {  // a program input where it lies: this instance's tile of it
+        const ProgramValue& v = value(id);
+        os << "  const " << type(id) << "* const in" << i << " = g_" << input_name(v.input)
+           << (v.batch_broadcast ? "" : " + tile * " + std::to_string(v.elements())) << ";\n";
       } else if (i == 0 && padded_fold(body, id)) {
         // its slots past the tile's elements fold as the identity, in a copy: later steps read the tile
         os << "  " << type(id) << " in0[" << place_in_registers(*value(id).layout, plan_.scope, value(id).name).slots

@@ -66,6 +66,25 @@ TP_HD void take_along_axis(const Lanes& g, const Place& place, int threads, int 
   });
 }
 
+// The same with x read where it lies in global memory (a program's input, never staged: one load
+// per pick, where a staged row would copy all of it for one element) and idx and out in the
+// threads' registers, every thread holding element k in slot k: each thread loads its own picks
+// (a warp's lanes read one address, one transaction). A pick outside its row loads nothing.
+template <int kUnroll, class Lanes, class T, class I>
+TP_HD void take_along_axis_global(const Lanes& g, T* out, int out_stride, const T* x, const I* idx, int idx_stride,
+                                  int picked, const GatherView& v) {
+  g.each([&](int lane) {
+    T* mine = g.regs(out, out_stride, lane);
+    const I* at_k = g.regs(idx, idx_stride, lane);
+    TP_UNROLL_BY(kUnroll)
+    for (int k = 0; k < picked; ++k) {
+      const long long row = k / (v.picks * v.inner), in = k % v.inner;
+      const long long at = position_of(at_k[k], v.extent);
+      mine[k] = at < 0 ? limits<T>::quiet_nan() : x[memory_offset(v.x, (row * v.extent + at) * v.inner + in)];
+    }
+  });
+}
+
 // Element e of scatter_add_along_axis's result: +0 plus, in idx's order along the axis, every src
 // whose index points at it (torch's scatter_add into zeros), one order on every backend.
 template <class T, class I>

@@ -31,11 +31,6 @@ std::string placed(const OpCall& call, const DispatchContext&) {
   return reasons.empty() ? "" : reasons + ": every thread reads the index tile and the picked values in shared memory";
 }
 
-long long product(const std::vector<long long>& shape, size_t from, size_t to) {
-  long long n = 1;
-  for (size_t d = from; d < to; ++d) n *= shape[d];
-  return n;
-}
 
 class Gather : public Variant {
  public:
@@ -43,22 +38,10 @@ class Gather : public Variant {
 
   void plan(Plan& plan) const override {
     const OpCall& call = plan.call;
-    const std::vector<long long>&x = call.inputs[0].shape, &idx = call.inputs[1].shape;
     const size_t axis = static_cast<size_t>(call.axes.at(0));
     auto d = std::make_shared<GatherPlan>();
     d->scatter = call.op() == "scatter_add_along_axis";
-    d->view.outer = product(x, 0, axis);
-    d->view.extent = x[axis];
-    d->view.picks = idx[axis];
-    d->view.inner = product(x, axis + 1, x.size());
-    // a register tile's memory layout is unread: row-major stands in
-    auto memory = [](const TileRef& t) {
-      return (is_shared(t.storage) && t.layout ? *t.layout : TileLayout::row_major(t.shape)).memory_layout();
-    };
-    d->view.x = memory(call.inputs[0]);
-    d->view.idx = memory(call.inputs[1]);
-    d->view.src = memory(call.inputs[d->scatter ? 2 : 1]);
-    d->view.out = memory(call.output);
+    d->view = gather_view(call);
     plan.set("axis", static_cast<long long>(axis));
     plan.set("extent", d->view.extent);
     plan.set("picks", d->view.picks);
@@ -82,6 +65,31 @@ class Gather : public Variant {
 };
 
 }  // namespace
+
+GatherView gather_view(const OpCall& call) {
+  const std::vector<long long>&x = call.inputs[0].shape, &idx = call.inputs[1].shape;
+  const size_t axis = static_cast<size_t>(call.axes.at(0));
+  auto product = [](const std::vector<long long>& shape, size_t from, size_t to) {
+    long long n = 1;
+    for (size_t d = from; d < to; ++d) n *= shape[d];
+    return n;
+  };
+  // a tile in registers or global memory: row-major (unread in registers; a program's input as it lies)
+  auto memory = [](const TileRef& t) {
+    return (is_shared(t.storage) && t.layout ? *t.layout : TileLayout::row_major(t.shape)).memory_layout();
+  };
+  const bool scatter = call.op() == "scatter_add_along_axis";
+  GatherView v{};
+  v.outer = product(x, 0, axis);
+  v.extent = x[axis];
+  v.picks = idx[axis];
+  v.inner = product(x, axis + 1, x.size());
+  v.x = memory(call.inputs[0]);
+  v.idx = memory(call.inputs[1]);
+  v.src = memory(call.inputs[scatter ? 2 : 1]);
+  v.out = memory(call.output);
+  return v;
+}
 
 void register_gather(Registry& r) { r.add(std::make_unique<Gather>()); }
 

@@ -1,4 +1,4 @@
-// gather -> gather's plan detail, read by its executors: the tiles' shapes around the axis and
+// gather -> gather's (and gather_global's) plan detail, read by its executors: the tiles' shapes around the axis and
 // their memory layouts (tileprim/gather.cuh's GatherView), whether the op sums (scatter), and the
 // wide side's register placement where it lies in registers (take's x, scatter's result).
 #pragma once
@@ -13,6 +13,10 @@ struct GatherPlan : VariantPlan {
   GatherView view{};
   bool scatter = false;  // scatter_add_along_axis; else take_along_axis
   std::shared_ptr<const RegisterPlacement> held;  // the wide side in registers, or null: in shared memory
+  bool global_source = false;  // gather_global: x read where it lies in global memory; idx and out replicated
 };
+
+// The call's tiles around its axis and their memory layouts (row-major where not in shared memory).
+GatherView gather_view(const OpCall& call);
 
 }  // namespace tp
