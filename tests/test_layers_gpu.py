@@ -137,7 +137,8 @@ def test_modules_and_standalone_ops_broadcast_gradients_give_the_cpu_bits(dtype,
         for device in ("cpu", "cuda"):
             module.to(device).zero_grad()
             module(x.to(device)).backward(torch.ones_like(x, device=device))
-            grads.append([p.grad.cpu() for p in module.parameters()])
+            # copies: the module's move to the GPU moves its CPU gradients' storage with it
+            grads.append([p.grad.to("cpu", copy=True) for p in module.parameters()])
         assert all(torch.equal(a, b) for a, b in zip(*grads)), type(module).__name__
     r = pair(rng, (2048,), dtype)[1]
     assert_cpu_bits(lambda x, r: tp.add(x, r, batch_dims=1, backend="cpu" if x.device.type == "cpu" else None),
