@@ -188,6 +188,11 @@ def test_modules_replace_torchs_and_llamas(rng):
     for reduction in ("mean", "sum", "none"):
         torch.testing.assert_close(tpnn.CrossEntropyLoss(reduction=reduction)(logits, target),
                                    F.cross_entropy(logits, target, reduction=reduction), rtol=1e-5, atol=1e-6)
+    # the mean and the sum are tileprim's (one order on every backend), not torch's sum of the rows
+    from tileprim._torch.sum_to import sum_to
+    rows = tpnn.CrossEntropyLoss(reduction="none")(logits, target)
+    assert torch.equal(tpnn.CrossEntropyLoss(reduction="sum")(logits, target), sum_to(rows, ()))
+    assert torch.equal(tpnn.CrossEntropyLoss()(logits, target), sum_to(rows, ()) / 9)
     with pytest.raises(ValueError, match="reduction: 'max' is not"):
         tpnn.CrossEntropyLoss(reduction="max")
     with pytest.raises(ValueError, match=r"input, target: expected logits \(N, C\)"):

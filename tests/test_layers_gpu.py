@@ -154,6 +154,7 @@ def test_cross_entropy_forward_and_backward_give_the_cpu_bits(vocab, scope, inde
     loss = tpnn.CrossEntropyLoss(scope=scope, reduction="none")
     assert_cpu_bits(loss, [logits, target])
     mean = tpnn.CrossEntropyLoss(scope=scope)(logits.cuda(), target.cuda())
+    assert torch.equal(mean.cpu(), tpnn.CrossEntropyLoss(scope=scope)(logits, target))  # tileprim's mean: the CPU's bits
     torch.testing.assert_close(mean, torch.nn.functional.cross_entropy(logits.cuda().float(), target.cuda().long()),
                                rtol=1e-5, atol=1e-5)
 

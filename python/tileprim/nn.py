@@ -20,6 +20,7 @@ import torch
 
 from . import layers
 from ._checks import as_bool
+from ._torch.sum_to import sum_to
 
 __all__ = ["GELU", "SiLUMul", "GELUMul", "SwiGLUMLP", "GEGLUMLP", "LayerNorm", "RMSNorm", "CrossEntropyLoss"]
 
@@ -165,8 +166,9 @@ class RMSNorm(torch.nn.Module):
 
 class CrossEntropyLoss(torch.nn.Module):
     """``torch.nn.CrossEntropyLoss`` of logits (N, C) against class indices (N,): the rows' losses
-    from ``layers.cross_entropy``, then (reduction) torch's mean over the rows whose target is not
-    ``ignore_index``, their sum, or the rows ('none'). No class weights or label smoothing."""
+    from ``layers.cross_entropy``, then (reduction) their mean over the rows whose target is not
+    ``ignore_index``, their sum (both summed by tileprim, so the same bits on the CPU and the GPU), or
+    the rows ('none'). No class weights or label smoothing."""
 
     def __init__(self, ignore_index: int = -100, reduction: str = "mean", *, scope=None, fastmath: bool = False):
         super().__init__()
@@ -183,9 +185,10 @@ class CrossEntropyLoss(torch.nn.Module):
                                     backend=_where(input), fastmath=self.fastmath)[:, 0]
         if self.reduction == "none":
             return rows
+        total = sum_to(rows, ())  # tileprim's sum: the same bits on the CPU and the GPU, as torch's is not
         if self.reduction == "sum":
-            return rows.sum()
-        return rows.sum() / (target != self.ignore_index).sum()
+            return total
+        return total / (target != self.ignore_index).sum()
 
     def extra_repr(self) -> str:
         return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, fastmath={self.fastmath}"
