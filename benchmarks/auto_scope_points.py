@@ -9,7 +9,7 @@ naming its scope and staging); fastmath rows and host wall times are left out. A
 (case, scope, staging), case being 'program row-length dtype'; its tbps is the median of every run
 that measured it (the same point differs by a few % from run to run), each run listed with its file.
 --exclude leaves out the cases containing TEXT (a row length measured before a change that made its
-points stale, say)."""
+points stale, say); TEXT@FILE only those of the result file named FILE."""
 import argparse
 import json
 import pathlib
@@ -43,7 +43,7 @@ def main(out: str, sources: list[str], excluded: list[str]) -> None:
     points: dict = {}
     for source in map(pathlib.Path, sources):
         for case, scope, staging, shape, tbps in measurements(source):
-            if any(text in case for text in excluded):
+            if any(text in case for text, only_in in excluded if only_in in ("", source.name)):
                 continue
             point = points.setdefault((case, scope, staging), {"shape": shape, "measured": []})
             point["measured"].append({"tbps": round(tbps, 3), "source": source.name})
@@ -52,7 +52,8 @@ def main(out: str, sources: list[str], excluded: list[str]) -> None:
             for (case, scope, staging), p in sorted(points.items())]
     header = {"what": __doc__.split("\n\n")[-1].replace("\n", " "),
               "command": " ".join(["python benchmarks/auto_scope_points.py", out, *sources,
-                                   *(f"--exclude '{text}'" for text in excluded)])}
+                                   *(f"--exclude '{text}@{only_in}'" if only_in else f"--exclude '{text}'"
+                                     for text, only_in in excluded)])}
     pathlib.Path(out).write_text(json.dumps({"header": header, "runs": runs}, indent=1) + "\n")
 
 
@@ -62,4 +63,4 @@ if __name__ == "__main__":
     parser.add_argument("sources", nargs="+")
     parser.add_argument("--exclude", action="append", default=[], metavar="TEXT")
     args = parser.parse_args()
-    main(args.out, args.sources, args.exclude)
+    main(args.out, args.sources, [tuple(e.rsplit("@", 1)) if "@" in e else (e, "") for e in args.exclude])
