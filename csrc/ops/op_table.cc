@@ -214,7 +214,8 @@ std::vector<OpDef> build_table() {
                                   "a tile shaped like src with every element value")),
       map<map_op::Reciprocal, 1>("reciprocal", {"src"}, {0}, kFloats, "tp::map_op::Reciprocal", "1 / src"),
       map<map_op::Sqrt, 1>("sqrt", {"src"}, {0}, kFloats, "tp::map_op::Sqrt", "the square root of src"),
-      with_fast_form(measured(map<map_op::Exp, 1>("exp", {"src"}, {0}, k16, "tp::map_op::Exp", "e ** src"), 0.78,
+      // float32 exp is faithful (every float32 input checked: 0.8954 at most)
+      with_fast_form(measured(map<map_op::Exp, 1>("exp", {"src"}, {0}, k16, "tp::map_op::Exp", "e ** src"), 0.90,
                               kWideSubnormalUlp),
                      "tp::map_op::FastExp", "ex2.approx.ftz.f32 of src * log2(e): results below 2^-126 are 0"),
       with_fast_form(measured(map<map_op::Exp2, 1>("exp2", {"src"}, {0}, k16, "tp::map_op::Exp2", "2 ** src"), 0.80,
