@@ -1,8 +1,8 @@
 """A broadcast operand's gradient (a norm's weight and bias, a bias added to rows) summed over the
 batch by tileprim's own sums, not torch's sum_to_size (whose order differs between its CPU and CUDA
 kernels): against float64 (gradcheck), and bit for bit the fold sum_to does (whole chunks of rows
-folded in order in float32 from -0, then the chunks' sums the same way, the rows past a level's last
-whole chunk folded in at the end; a row's sum tp.sum's), so that the CPU
+folded in order in float32 from -0, then each column of the chunks' sums and the rows past the last
+whole chunk summed as a row by the program sum_to runs), so that the CPU
 and the GPU agree (tests/test_layers_gpu.py checks the GPU)."""
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ import tileprim as tp
 from conftest import NP, bits_equal
 
 torch = pytest.importorskip("torch")
-from tileprim._torch.sum_to import _chunking, sum_to  # noqa: E402
+from tileprim._torch.sum_to import _chunking, _row_sums, sum_to  # noqa: E402
 
 
 def fold_chunk(rows: np.ndarray) -> np.ndarray:
@@ -24,21 +24,15 @@ def fold_chunk(rows: np.ndarray) -> np.ndarray:
 
 def folded(rows: np.ndarray) -> np.ndarray:
     """The fold sum_to runs down (B, N) rows, emulated in float32 (float64 for float64): each whole
-    chunk's rows added in order from -0, the rows past the last whole chunk set aside; the chunks'
-    sums folded the same way until one row is left, which the rows set aside then join (in the
-    order set aside), to be folded again."""
+    chunk's rows added in order from -0 (where there are two chunks or more), then the chunks' sums
+    and the rows past the last whole chunk, in order, summed per column by tp.sum as rows."""
     wide = np.float64 if rows.dtype == np.float64 else np.float32
-    x, per_chunk, aside = rows.astype(wide), _chunking(rows.shape[-1])[1], []
-    while len(x) > 1:
-        chunks = len(x) // per_chunk
-        if chunks == 0:
-            x = fold_chunk(x)[None]
-        else:
-            aside.append(x[chunks * per_chunk:])
-            x = np.stack([fold_chunk(x[k * per_chunk:(k + 1) * per_chunk]) for k in range(chunks)])
-        if len(x) == 1 and sum(len(r) for r in aside):
-            x, aside = np.concatenate([x] + aside), []
-    return x[0]
+    x, per_chunk = rows.astype(wide), _chunking(rows.shape[-1])[1]
+    chunks = len(x) // per_chunk
+    if chunks >= 2:
+        sums = [fold_chunk(x[k * per_chunk:(k + 1) * per_chunk]) for k in range(chunks)]
+        x = np.concatenate([np.stack(sums), x[chunks * per_chunk:]])
+    return _row_sums(np.ascontiguousarray(x.T)[None], batch_dims=2, backend="cpu")[0]
 
 
 def as_numpy(t):
