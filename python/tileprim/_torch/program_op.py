@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Dict, Optional, Set, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from .._calls.scope import ExecScope
 from .._program.backward import derive_backward
 from .._program.numbers import PROGRAMS
 from .after_load import after_load
+from .fake_backward import describe, trace_backward
 from .ops import define
 from .sum_to import sum_to
 
@@ -46,10 +47,10 @@ def call_program_op(program, args, batch_dims, scope, backend, target, out, fast
     described = tuple((str(x.dtype).replace("torch.", ""), tuple(x.shape), str(x.device))
                       if isinstance(x, torch.Tensor) else x for x in args)
     tensors = [x for x in args if isinstance(x, torch.Tensor)]
-    needs = tuple(x.requires_grad for x in tensors) if torch.is_grad_enabled() else ()
     scope_parts = None if scope is None else scope.parts
-    name, one_in_a_tuple = op_name(program._number, described, batch_dims, scope_parts, backend, target, fastmath,
-                                   needs if torch.compiler.is_compiling() else ())
+    name, one_in_a_tuple = op_name(program._number, described, batch_dims, scope_parts, backend, target, fastmath)
+    if torch.compiler.is_compiling() and torch.is_grad_enabled():
+        trace_backward(name, describe(tensors), tuple(x.requires_grad for x in tensors))
     result = getattr(torch.ops.tileprim, name).default(*tensors)
     if one_in_a_tuple:
         result = (result,)
@@ -62,12 +63,11 @@ def call_program_op(program, args, batch_dims, scope, backend, target, out, fast
 
 
 def op_name(number: int, described: tuple, batch_dims, scope_parts, backend, target,
-            fastmath=False, needs: Tuple[bool, ...] = ()) -> Tuple[str, bool]:
+            fastmath=False) -> Tuple[str, bool]:
     """The custom op's name for this signature (registered the first time), and whether the
     program returns its one result in a tuple (the op returns it bare: a schema's one-element
     tuple is a Tensor). Shapes as ints: a traced (symbolic) one is specialised, as a program's
-    plan is per shape. ``needs``: which tensors need a gradient under torch.compile, whose
-    backward is then traced too (``ProgramOp.prepare_backward``)."""
+    plan is per shape."""
     described = tuple((d[0], tuple(map(int, d[1])), d[2]) if type(d) is tuple else d for d in described)
     key = (number, described, batch_dims, scope_parts, backend, target, fastmath)
     op = _OPS.get(key)
@@ -77,8 +77,6 @@ def op_name(number: int, described: tuple, batch_dims, scope_parts, backend, tar
                                                          target=target, fastmath=fastmath))
         op = _OPS[key] = _NAMED.setdefault(op.name, op)
         op.define()
-    if any(needs):
-        op.prepare_backward(needs)
     return op.name, op.as_tuple and len(op.results) == 1
 
 
@@ -107,9 +105,7 @@ class ProgramOp:
         # a result tile of shape () is one value per batch entry: its gradient goes in as (..., 1)
         self.scalar_results = [bound.trace.tiles[i].shape == () for i in bound.output_ids]
         self.results = [(shape, getattr(torch, dtype)) for shape, dtype in bound.results]
-        self.tensors = [(getattr(torch, d[0]), d[1], d[2]) for d in described if type(d) is tuple]
         self.backwards: Dict[Tuple[bool, ...], Optional[tuple]] = {}
-        self.backwards_traced: Set[Tuple[bool, ...]] = set()
         self.several = len(self.results) > 1
         self.name = _name(program, bound.trace, described, options)
         self.defined = False
@@ -123,20 +119,6 @@ class ProgramOp:
             "(" + ", ".join("Tensor" for _ in self.results) + ")" if self.several else "Tensor")
         define(self.name, schema, self._impl, self._fake, self._backward, self._setup)
         self.defined = True
-
-    def prepare_backward(self, needs: Tuple[bool, ...]) -> None:
-        """Traces the backward for these needs on fake tensors, as AOTAutograd traces it, once: the
-        ops it calls get registered and their options interned in this process, where a compiled
-        backward loaded from Inductor's cache calls them without tracing anything."""
-        import torch
-        from torch._subclasses.fake_tensor import FakeTensorMode
-        if needs in self.backwards_traced:
-            return
-        self.backwards_traced.add(needs)
-        with FakeTensorMode(), torch.no_grad():
-            inputs = [torch.empty(shape, dtype=dtype, device=device) for dtype, shape, device in self.tensors]
-            grads = [torch.empty(shape, dtype=dtype, device=inputs[0].device) for shape, dtype in self.results]
-            self._gradients(inputs, grads, needs)
 
     def _arguments(self, tensors):
         it, scalars = iter(tensors), iter(self.scalars)
@@ -154,11 +136,9 @@ class ProgramOp:
         ctx.save_for_backward(*inputs)
 
     def _backward(self, ctx, *grads):
-        return self._gradients(ctx.saved_tensors, grads, tuple(ctx.needs_input_grad))
-
-    def _gradients(self, inputs, grads, needs: Tuple[bool, ...]) -> tuple:
         import torch
-        derived = self._derived(needs)
+        inputs = ctx.saved_tensors
+        derived = self._derived(tuple(ctx.needs_input_grad))
         if derived is None:
             return (None,) * len(inputs)
         program, wanted = derived
