@@ -17,7 +17,7 @@ Inductor's on-disk cache keeps compiled code that calls ops by name, and a secon
 it must find the same op under the same name. A compiled backward loaded from that cache is not
 traced again, so the backward's ops are registered where the forward's are: when Dynamo meets a
 call whose tensors need a gradient, the backward is traced once on fake tensors as AOTAutograd
-traces it (``ProgramOp.prepare_backward``)."""
+traces it (``fake_backward``)."""
 from __future__ import annotations
 
 import hashlib
@@ -73,10 +73,11 @@ def op_name(number: int, described: tuple, batch_dims, scope_parts, backend, tar
     op = _OPS.get(key)
     if op is None:
         scope = None if scope_parts is None else ExecScope(*scope_parts)
-        op = ProgramOp(PROGRAMS[number], described, dict(batch_dims=batch_dims, scope=scope, backend=backend,
-                                                         target=target, fastmath=fastmath))
-        op = _OPS[key] = _NAMED.setdefault(op.name, op)
-        op.define()
+        made = ProgramOp(PROGRAMS[number], described, dict(batch_dims=batch_dims, scope=scope, backend=backend,
+                                                           target=target, fastmath=fastmath))
+        op = _OPS[key] = _NAMED.setdefault(made.name, made)
+        if op is made:
+            op.define()
     return op.name, op.as_tuple and len(op.results) == 1
 
 
@@ -108,17 +109,13 @@ class ProgramOp:
         self.backwards: Dict[Tuple[bool, ...], Optional[tuple]] = {}
         self.several = len(self.results) > 1
         self.name = _name(program, bound.trace, described, options)
-        self.defined = False
 
     def define(self) -> None:
-        """Registers the op with torch (once)."""
-        if self.defined:
-            return
+        """Registers the op with torch (once per name)."""
         params = [name for name, t in zip(self.program._params, self.is_tensor) if t]
         schema = "(" + ", ".join(f"Tensor {_identifier(n)}" for n in params) + ") -> " + (
             "(" + ", ".join("Tensor" for _ in self.results) + ")" if self.several else "Tensor")
         define(self.name, schema, self._impl, self._fake, self._backward, self._setup)
-        self.defined = True
 
     def _arguments(self, tensors):
         it, scalars = iter(tensors), iter(self.scalars)
