@@ -22,6 +22,7 @@ from .._layout.value import TileLayout
 from .._ops.functions import op_function
 from .._opspec.table import OPS, SPECS
 from .after_load import after_load
+from .fake_backward import add_backward, describe, trace_backward
 from .grad import backward_of
 from .options import OPTION_NAMES, intern_options, options_name, options_of
 
@@ -115,15 +116,18 @@ def call(op: str, values, out, axes, accum: bool, name: str, batch_dims=0, keepd
         acc = out.clone() if accum else None
         if acc is not None and keepdims:
             acc = acc.reshape(reduced_shape(tuple(values[0].shape), axes_list, batch_dims))
-        result = fn(values[0], acc, axes_list, name)
-        if keepdims:
-            result = result.reshape(kept_shape(tuple(values[0].shape), axes_list, batch_dims))
+        args = (values[0], acc, axes_list, name)
     elif op == "fill":
-        result = fn(values[0], float(values[1]), name)
+        args = (values[0], float(values[1]), name)
     elif len(spec["operands"]) == 1:
-        result = fn(values[0], name)
+        args = (values[0], name)
     else:
-        result = fn(*tensors, [float(x) for t, x in zip(tensors, values) if t is None], name)
+        args = (*tensors, [float(x) for t, x in zip(tensors, values) if t is None], name)
+    if torch.compiler.is_compiling() and torch.is_grad_enabled():
+        trace_backward(op, describe(args), tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args))
+    result = fn(*args)
+    if spec["family"] == "reduction" and keepdims:
+        result = result.reshape(kept_shape(tuple(values[0].shape), axes_list, batch_dims))
     if out is None:
         return result
     if not isinstance(out, torch.Tensor) or out.dtype != result.dtype or out.device != result.device:
@@ -233,6 +237,8 @@ def define(name: str, schema: str, impl, fake, backward=None, setup_context=None
 
         def setup_context(ctx, inputs, output):  # (grad mode is off in here)
             raise _no_backward(qualname)
+    else:
+        add_backward(name, fake, setup_context, backward)
     torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=lib)
     return getattr(torch.ops.tileprim, name).default
 

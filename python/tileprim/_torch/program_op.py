@@ -1,6 +1,6 @@
 """A tile program called on torch tensors that need autograd, on fake or functional tensors, or
 inside ``torch.compile``: one ``torch.library`` custom op per call signature
-(``torch.ops.tileprim.program_<name>_<n>``), its tensors the arguments (scalars are constants of
+(``torch.ops.tileprim.program_<name>_<digest>``), its tensors the arguments (scalars are constants of
 the signature), a fake implementation giving the results' shapes and dtypes, and a backward that
 runs the program derived from the forward's steps (``backward.py``) as one more tile program. An
 argument broadcast over the batch gets its gradient summed back to its shape by tileprim's own
@@ -9,9 +9,18 @@ sums (``sum_to``: the same bits on the CPU and the GPU), as the standalone ops' 
 Under ``torch.compile`` the call's signature is worked out from the tensors' metadata and the op
 registered by a function Dynamo runs rather than traces (``torch._dynamo.assume_constant_result``);
 the graph holds the custom op. A shape is part of the signature: a traced (symbolic) one is
-specialised."""
+specialised.
+
+An op's name is a function of what it computes (the program's name, then a digest of its traced
+steps and the call's shapes, dtypes, device and options), never of the order a process met it:
+Inductor's on-disk cache keeps compiled code that calls ops by name, and a second process loading
+it must find the same op under the same name. A compiled backward loaded from that cache is not
+traced again, so the backward's ops are registered where the forward's are: when Dynamo meets a
+call whose tensors need a gradient, the backward is traced once on fake tensors as AOTAutograd
+traces it (``fake_backward``)."""
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Dict, Optional, Tuple
 
@@ -22,22 +31,27 @@ from .._calls.scope import ExecScope
 from .._program.backward import derive_backward
 from .._program.numbers import PROGRAMS
 from .after_load import after_load
+from .fake_backward import describe, trace_backward
 from .ops import define
 from .sum_to import sum_to
 
 __all__ = ["ProgramOp", "call_program_op"]
 
 _OPS: Dict[tuple, "ProgramOp"] = {}
+_NAMED: Dict[str, "ProgramOp"] = {}  # an op per name: equal programs (say, made again) share theirs
 
 
 def call_program_op(program, args, batch_dims, scope, backend, target, out, fastmath=False):
     """Runs the call through its signature's custom op (registered on its first call)."""
     import torch
-    described = tuple((str(x.dtype).replace("torch.", ""), tuple(x.shape), tuple(x.stride()), str(x.device))
+    described = tuple((str(x.dtype).replace("torch.", ""), tuple(x.shape), str(x.device))
                       if isinstance(x, torch.Tensor) else x for x in args)
+    tensors = [x for x in args if isinstance(x, torch.Tensor)]
     scope_parts = None if scope is None else scope.parts
     name, one_in_a_tuple = op_name(program._number, described, batch_dims, scope_parts, backend, target, fastmath)
-    result = getattr(torch.ops.tileprim, name).default(*(x for x in args if isinstance(x, torch.Tensor)))
+    if torch.compiler.is_compiling() and torch.is_grad_enabled():
+        trace_backward(name, describe(tensors), tuple(x.requires_grad for x in tensors))
+    result = getattr(torch.ops.tileprim, name).default(*tensors)
     if one_in_a_tuple:
         result = (result,)
     if out is None:
@@ -52,17 +66,18 @@ def op_name(number: int, described: tuple, batch_dims, scope_parts, backend, tar
             fastmath=False) -> Tuple[str, bool]:
     """The custom op's name for this signature (registered the first time), and whether the
     program returns its one result in a tuple (the op returns it bare: a schema's one-element
-    tuple is a Tensor). Shapes and strides as ints: a traced (symbolic) one is specialised, as a
-    program's plan is per shape."""
-    described = tuple((d[0], tuple(map(int, d[1])), tuple(map(int, d[2])), d[3]) if type(d) is tuple else d
-                      for d in described)
+    tuple is a Tensor). Shapes as ints: a traced (symbolic) one is specialised, as a program's
+    plan is per shape."""
+    described = tuple((d[0], tuple(map(int, d[1])), d[2]) if type(d) is tuple else d for d in described)
     key = (number, described, batch_dims, scope_parts, backend, target, fastmath)
     op = _OPS.get(key)
     if op is None:
         scope = None if scope_parts is None else ExecScope(*scope_parts)
-        op = _OPS[key] = ProgramOp(PROGRAMS[number], described, dict(batch_dims=batch_dims, scope=scope,
-                                                                          backend=backend, target=target,
-                                                                          fastmath=fastmath))
+        made = ProgramOp(PROGRAMS[number], described, dict(batch_dims=batch_dims, scope=scope, backend=backend,
+                                                           target=target, fastmath=fastmath))
+        op = _OPS[key] = _NAMED.setdefault(made.name, made)
+        if op is made:
+            op.define()
     return op.name, op.as_tuple and len(op.results) == 1
 
 
@@ -92,11 +107,14 @@ class ProgramOp:
         self.scalar_results = [bound.trace.tiles[i].shape == () for i in bound.output_ids]
         self.results = [(shape, getattr(torch, dtype)) for shape, dtype in bound.results]
         self.backwards: Dict[Tuple[bool, ...], Optional[tuple]] = {}
-        params = [name for name, t in zip(program._params, self.is_tensor) if t]
         self.several = len(self.results) > 1
+        self.name = _name(program, bound.trace, described, options)
+
+    def define(self) -> None:
+        """Registers the op with torch (once per name)."""
+        params = [name for name, t in zip(self.program._params, self.is_tensor) if t]
         schema = "(" + ", ".join(f"Tensor {_identifier(n)}" for n in params) + ") -> " + (
             "(" + ", ".join("Tensor" for _ in self.results) + ")" if self.several else "Tensor")
-        self.name = f"program_{_identifier(program.__name__)}_{len(_OPS)}"
         define(self.name, schema, self._impl, self._fake, self._backward, self._setup)
 
     def _arguments(self, tensors):
@@ -138,6 +156,17 @@ class ProgramOp:
                 derived = (type(self.program)(derived[0], self.trace.scope, self.program._storage), derived[1])
             self.backwards[needs] = derived
         return self.backwards[needs]
+
+
+def _name(program, trace, described: tuple, options: dict) -> str:
+    """program_<name>_<digest>: the digest of what the op computes (the traced steps, the call's
+    shapes, dtypes, device, scalars and options, the program's storage and staging), the same in
+    every process; a step's source line (for messages only) left out."""
+    steps = [{k: v for k, v in step.items() if k != "where"} for step in trace.steps]
+    computed = (trace.inputs, steps, repr(trace.scope), described, sorted(options.items(), key=lambda kv: kv[0]),
+                program._storage, program._staging)
+    digest = hashlib.sha256(repr(computed).encode()).hexdigest()[:16]
+    return f"program_{_identifier(program.__qualname__.replace('.<locals>', ''))}_{digest}"
 
 
 def _identifier(name: str) -> str:
