@@ -153,6 +153,7 @@ def test_cross_entropy_forward_and_backward_give_the_cpu_bits(vocab, scope, inde
     target[::7] = -100
     loss = tpnn.CrossEntropyLoss(scope=scope, reduction="none")
     assert_cpu_bits(loss, [logits, target])
+    assert_cpu_bits(tpnn.CrossEntropyLoss(scope=scope), [logits, target])  # the mean and its one-program backward
     mean = tpnn.CrossEntropyLoss(scope=scope)(logits.cuda(), target.cuda())
     assert torch.equal(mean.cpu(), tpnn.CrossEntropyLoss(scope=scope)(logits, target))  # tileprim's mean: the CPU's bits
     torch.testing.assert_close(mean, torch.nn.functional.cross_entropy(logits.cuda().float(), target.cuda().long()),
