@@ -57,6 +57,11 @@ def test_gather_ops_give_the_cpu_bits(dtype, index, scope, rng):
     src = random_tile(rng, (512, 5), dtype, special=False)
     cpu, gpu = both(tp.scatter_add_along_axis, x, idx, src, batch_dims=1, scope=scope)
     assert bits_equal(cpu, gpu)
+    one = (idx[:, :1], src[:, :1])  # one value per row: idx and src held by every thread (scatter_held)
+    cpu, gpu = both(tp.scatter_add_along_axis, x, *one, batch_dims=1, scope=scope)
+    assert bits_equal(cpu, gpu)
+    if scope is not tp.thread:
+        assert tp.plan(tp.scatter_add_along_axis, x, *one, batch_dims=1, scope=scope).steps[0].variant == "scatter_held"
 
 
 def test_gather_ops_on_torch_device_tensors(rng):

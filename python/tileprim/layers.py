@@ -123,16 +123,13 @@ def cross_entropy_for_backward(x, label, ignore_index):
 
 
 @program
-def cross_entropy_backward(x, label, ignore_index, m, s, grad, columns):
+def cross_entropy_backward(x, label, ignore_index, m, s, grad):
     """The gradient of ``cross_entropy`` with respect to x: (softmax(x) - onehot(label)) * grad
     over each row, in one pass that reads x once (m and s: ``cross_entropy_for_backward``'s; grad:
-    the loss's gradient, 0 where the label is ignored), returned in x's dtype. A label outside the
-    row adds nothing at it. ``columns``: the positions 0 ... n-1 of a row in float32 (float64 for
-    float64 logits), one row every instance shares; the label's one-hot is where they equal it (a
-    program has no index of its own elements; exact for rows under 2**24)."""
+    the loss's gradient, 0 where the label is ignored), returned in x's dtype. The one-hot is
+    take_along_axis's derivative, -grad scattered into zeros at the label (a label outside the row
+    adds nothing)."""
     xf = tp.cast(x, _wide(x))
     g = tp.where(tp.cast(tp.ne(label, ignore_index), _wide(x)), grad, 0.0)
     softmax_g = tp.exp(xf - m) * (g / s)
-    at = tp.cast(label, _wide(x))
-    at = tp.where(tp.lt(at, 0.0), at + x.shape[-1], at)  # a negative label counts from the end
-    return tp.cast(tp.where(tp.eq(columns, at), g * -1.0, 0.0) + softmax_g, x.dtype)
+    return tp.cast(tp.scatter_add_along_axis(xf, label, g * -1.0) + softmax_g, x.dtype)

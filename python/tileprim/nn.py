@@ -183,23 +183,10 @@ class CrossEntropyLoss(torch.nn.Module):
         if input.dim() != 2 or target.shape != input.shape[:1]:
             raise ValueError(f"input, target: expected logits (N, C) and targets (N,), not {tuple(input.shape)} and "
                              f"{tuple(target.shape)}")
-        if input.shape[1] >= _EXACT_COLUMNS:
-            raise ValueError(f"input: {input.shape[1]} classes; the backward's one-hot takes fewer than 2**24")
         return _CrossEntropy.apply(input, target, self)
 
     def extra_repr(self) -> str:
         return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, fastmath={self.fastmath}"
-
-
-_EXACT_COLUMNS = 2 ** 24  # positions a float32 holds exactly: the backward compares them with the label
-_COLUMNS = {}  # (classes, dtype, device) -> the positions 0 ... C-1, one row every instance of the backward reads
-
-
-def _columns(classes: int, dtype, device):
-    key = (classes, dtype, str(device))
-    if key not in _COLUMNS:
-        _COLUMNS[key] = torch.arange(classes, dtype=dtype, device=device)
-    return _COLUMNS[key]
 
 
 class _CrossEntropy(torch.autograd.Function):
@@ -228,6 +215,5 @@ class _CrossEntropy(torch.autograd.Function):
             grad = grad.contiguous()[:, None]  # each row's
         else:  # one value every row shares: the sum's, or the mean's divided by the kept rows, as torch's division
             grad = (grad if count is None else grad / count).reshape(1)
-        columns = _columns(logits.shape[1], m.dtype, logits.device)
-        dx = layers.cross_entropy_backward(logits, label, ctx.module.ignore_index, m, s, grad, columns, **ctx.run)
+        dx = layers.cross_entropy_backward(logits, label, ctx.module.ignore_index, m, s, grad, **ctx.run)
         return dx, None, None

@@ -37,8 +37,9 @@ HostBody gather_body(const Plan& plan) {
           if (d.scatter) {
             const T* src = static_cast<const T*>(t.in[2]);
             if (d.held) {
-              scatter_add_along_axis<1>(lanes, place, d.held->slots, static_cast<T*>(t.out), t.out_stride, idx, src,
-                                        d.view);
+              const int idx_stride = d.held_picks ? t.in_stride[1] : 0, src_stride = d.held_picks ? t.in_stride[2] : 0;
+              scatter_add_along_axis<1>(lanes, place, d.held->slots, static_cast<T*>(t.out), t.out_stride, idx,
+                                        idx_stride, src, src_stride, d.view);
             } else {
               scatter_add_along_axis(lanes, threads, static_cast<T*>(t.out), idx, src, d.view);
             }
@@ -64,6 +65,7 @@ HostBody gather_body(const Plan& plan) {
 void register_cpu_gather(ExecutorTable& table) {
   table.add("gather", "cpu", std::make_unique<HostTileExecutor>(gather_body));
   table.add("gather_global", "cpu", std::make_unique<HostTileExecutor>(gather_body));
+  table.add("scatter_held", "cpu", std::make_unique<HostTileExecutor>(gather_body));
 }
 
 }  // namespace tp

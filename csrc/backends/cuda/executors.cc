@@ -116,8 +116,8 @@ KernelBody gather_body(const Plan& plan) {
   }
   const std::string lanes = "tp::DeviceLanes{lane}";
   if (d.scatter && d.held) {
-    call << "tp::scatter_add_along_axis<tp::kUnrollRegisters>(" << lanes << ", PHeld{}, kHeldSlots, out, 0, in1, in2, "
-         << "kGather);";
+    call << "tp::scatter_add_along_axis<tp::kUnrollRegisters>(" << lanes << ", PHeld{}, kHeldSlots, out, 0, in1, 0, "
+         << "in2, 0, kGather);";
   } else if (d.scatter) {
     call << "tp::scatter_add_along_axis(" << lanes << ", kThreads, out, in1, in2, kGather);";
   } else if (d.global_source) {  // in0: the program frame's pointer to this tile of its input
@@ -143,6 +143,7 @@ void register_cuda_executors(ExecutorTable& table) {
   table.add("reg", "cuda", std::make_unique<CudaTileExecutor>(map_body));
   table.add("gather", "cuda", std::make_unique<CudaTileExecutor>(gather_body));
   table.add("gather_global", "cuda", std::make_unique<CudaTileExecutor>(gather_body));
+  table.add("scatter_held", "cuda", std::make_unique<CudaTileExecutor>(gather_body));
   register_cuda_treduce(table);
 }
 

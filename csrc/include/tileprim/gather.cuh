@@ -109,16 +109,20 @@ TP_HD void scatter_add_along_axis(const Lanes& g, int threads, T* out, const I* 
 }
 
 // The same into the threads' registers: each slot its element's sum (replicas too); a slot
-// holding no element NaN, as the frames stage one.
+// holding no element NaN, as the frames stage one. idx and src lie in shared memory (strides 0)
+// or in every thread's registers, each thread holding element k in slot k (`idx_stride` and
+// `src_stride` slots apart on the host: scatter_held, one label's value over a row).
 template <int kUnroll, class Lanes, class Place, class T, class I>
 TP_HD void scatter_add_along_axis(const Lanes& g, const Place& place, int slots, T* out, int stride, const I* idx,
-                                  const T* src, const GatherView& v) {
+                                  int idx_stride, const T* src, int src_stride, const GatherView& v) {
   g.each([&](int lane) {
     T* held = g.regs(out, stride, lane);
+    const I* at = g.regs(idx, idx_stride, lane);
+    const T* from = g.regs(src, src_stride, lane);
     TP_UNROLL_BY(kUnroll)
     for (int s = 0; s < slots; ++s) {
       const long long e = place.load_element(lane, s);
-      held[s] = e < 0 ? limits<T>::quiet_nan() : scattered_sum(e, idx, src, v);
+      held[s] = e < 0 ? limits<T>::quiet_nan() : scattered_sum(e, at, from, v);
     }
   });
 }
