@@ -192,4 +192,8 @@ def test_gather_kernels_compile_for_the_gpu(scope, n, target):
     assert kernel.source.count("__global__") == 1 and kernel.cubin
     scatter = tp.lower(tp.scatter_add_along_axis, x, label, np.ones((4, 1), np.float32), batch_dims=1, scope=scope,
                        target=target)
-    assert "tp::scatter_add_along_axis" in scatter.source and scatter.cubin
+    one_held = scope is not tp.thread  # one value per row, held by every thread: scatter_held
+    assert ("tp::scatter_one_held" if one_held else "tp::scatter_add_along_axis") in scatter.source and scatter.cubin
+    picks = tp.lower(tp.scatter_add_along_axis, x, np.ones((4, 3), np.int64), np.ones((4, 3), np.float32),
+                     batch_dims=1, scope=scope, target=target)  # several: gather's, in shared memory
+    assert "tp::scatter_add_along_axis" in picks.source and picks.cubin

@@ -36,10 +36,12 @@ HostBody gather_body(const Plan& plan) {
           const I* idx = static_cast<const I*>(t.in[1]);
           if (d.scatter) {
             const T* src = static_cast<const T*>(t.in[2]);
-            if (d.held) {
-              const int idx_stride = d.held_picks ? t.in_stride[1] : 0, src_stride = d.held_picks ? t.in_stride[2] : 0;
-              scatter_add_along_axis<1>(lanes, place, d.held->slots, static_cast<T*>(t.out), t.out_stride, idx,
-                                        idx_stride, src, src_stride, d.view);
+            if (d.held_picks) {
+              scatter_one_held<1>(lanes, place, d.held->slots, static_cast<T*>(t.out), t.out_stride, idx,
+                                  t.in_stride[1], src, t.in_stride[2], d.view.extent);
+            } else if (d.held) {
+              scatter_add_along_axis<1>(lanes, place, d.held->slots, static_cast<T*>(t.out), t.out_stride, idx, src,
+                                        d.view);
             } else {
               scatter_add_along_axis(lanes, threads, static_cast<T*>(t.out), idx, src, d.view);
             }

@@ -115,9 +115,12 @@ KernelBody gather_body(const Plan& plan) {
     decls << cuda_place_type("PHeld", *d.held) << "constexpr int kHeldSlots = " << d.held->slots << ";\n";
   }
   const std::string lanes = "tp::DeviceLanes{lane}";
-  if (d.scatter && d.held) {
-    call << "tp::scatter_add_along_axis<tp::kUnrollRegisters>(" << lanes << ", PHeld{}, kHeldSlots, out, 0, in1, 0, "
-         << "in2, 0, kGather);";
+  if (d.held_picks) {
+    call << "tp::scatter_one_held<tp::kUnrollRegisters>(" << lanes << ", PHeld{}, kHeldSlots, out, 0, in1, 0, in2, 0, "
+         << v.extent << ");";
+  } else if (d.scatter && d.held) {
+    call << "tp::scatter_add_along_axis<tp::kUnrollRegisters>(" << lanes << ", PHeld{}, kHeldSlots, out, 0, in1, in2, "
+         << "kGather);";
   } else if (d.scatter) {
     call << "tp::scatter_add_along_axis(" << lanes << ", kThreads, out, in1, in2, kGather);";
   } else if (d.global_source) {  // in0: the program frame's pointer to this tile of its input

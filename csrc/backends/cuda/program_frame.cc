@@ -430,11 +430,14 @@ class ProgramBody {
       if (s.op == "copy") {  // one value every lane holds, over the chunk
         body << "tp::gather<PRow>(" << named("v", s.result) << ", lane, [&](long long) { return " << named("v", s.operands[0])
              << "[0]; }" << chunk_slot << ");\n";
-      } else if (scatters_held(s)) {  // each slot its element's sum of the values every lane holds
-        step_namespace(decls, s, j);
-        body << "tp::gather<PRow>(" << named("v", s.result) << ", lane, [&](long long e) { return tp::scattered_sum(e"
-             << at_chunk << ", " << named("v", s.operands[1]) << ", " << named("v", s.operands[2]) << ", tp_gen::step"
-             << j << "::kGather); }" << chunk_slot << ");\n";
+      } else if (scatters_held(s)) {  // one value at one position of the row, which every lane holds
+        const char* T = type(s.result);
+        body << "const long long at" << j << " = tp::position_of(" << named("v", s.operands[1]) << "[0], "
+             << value(s.result).elements() << "LL);\n"
+             << "const " << T << " summed" << j << " = tp::add(tp::cast<" << T << ">(0.0f), " << named("v", s.operands[2])
+             << "[0]);\n"
+             << "tp::gather<PRow>(" << named("v", s.result) << ", lane, [&](long long e) { return tp::scattered_one(e"
+             << at_chunk << ", at" << j << ", summed" << j << "); }" << chunk_slot << ");\n";
       } else {
         call(body, decls, s, j);
       }

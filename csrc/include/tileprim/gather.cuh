@@ -109,20 +109,40 @@ TP_HD void scatter_add_along_axis(const Lanes& g, int threads, T* out, const I* 
 }
 
 // The same into the threads' registers: each slot its element's sum (replicas too); a slot
-// holding no element NaN, as the frames stage one. idx and src lie in shared memory (strides 0)
-// or in every thread's registers, each thread holding element k in slot k (`idx_stride` and
-// `src_stride` slots apart on the host: scatter_held, one label's value over a row).
+// holding no element NaN, as the frames stage one.
 template <int kUnroll, class Lanes, class Place, class T, class I>
 TP_HD void scatter_add_along_axis(const Lanes& g, const Place& place, int slots, T* out, int stride, const I* idx,
-                                  int idx_stride, const T* src, int src_stride, const GatherView& v) {
+                                  const T* src, const GatherView& v) {
   g.each([&](int lane) {
     T* held = g.regs(out, stride, lane);
-    const I* at = g.regs(idx, idx_stride, lane);
-    const T* from = g.regs(src, src_stride, lane);
     TP_UNROLL_BY(kUnroll)
     for (int s = 0; s < slots; ++s) {
       const long long e = place.load_element(lane, s);
-      held[s] = e < 0 ? limits<T>::quiet_nan() : scattered_sum(e, at, from, v);
+      held[s] = e < 0 ? limits<T>::quiet_nan() : scattered_sum(e, idx, src, v);
+    }
+  });
+}
+
+// scatter_held: one index and one value into a row (a label's one-hot), every thread holding both.
+// Element e is scattered_sum's: +0 plus the value where e is the index's position `at`
+// (position_of, -1 outside the row), else +0; the position and the sum found once, not per element.
+template <class T> TP_HD T scattered_one(long long e, long long at, T summed) {
+  return e == at ? summed : cast<T>(0.0f);
+}
+
+// Into the threads' registers (`slots` per thread; idx and src `idx_stride` and `src_stride`
+// slots apart on the host, each thread's own copies).
+template <int kUnroll, class Lanes, class Place, class T, class I>
+TP_HD void scatter_one_held(const Lanes& g, const Place& place, int slots, T* out, int stride, const I* idx,
+                            int idx_stride, const T* src, int src_stride, long long extent) {
+  g.each([&](int lane) {
+    T* held = g.regs(out, stride, lane);
+    const long long at = position_of(g.regs(idx, idx_stride, lane)[0], extent);
+    const T summed = add(cast<T>(0.0f), g.regs(src, src_stride, lane)[0]);
+    TP_UNROLL_BY(kUnroll)
+    for (int s = 0; s < slots; ++s) {
+      const long long e = place.load_element(lane, s);
+      held[s] = e < 0 ? limits<T>::quiet_nan() : scattered_one(e, at, summed);
     }
   });
 }

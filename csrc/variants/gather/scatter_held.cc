@@ -1,8 +1,9 @@
 // gather -> scatter_held (priority 20): scatter_add_along_axis of one value per row into a row
 // (take_along_axis's derivative at a label: the one-hot of cross-entropy's gradient), idx and src
 // in every thread's registers, where the steps around them (ne, where, mul on one value per row)
-// hold them, and the result in registers spread as maps take it. Each thread sums its own slots'
-// elements from its own copies (tileprim/gather.cuh), with no exchange: a program running in
+// hold them, and the result in registers spread as maps take it. Each thread finds the index's
+// position once and fills its own slots from its own copies (tileprim/gather.cuh,
+// scatter_one_held), with no exchange: a program running in
 // passes over chunks of its rows computes each chunk's slots so (row_staging), where gather's
 // shared idx and src would keep the rows in registers whole.
 #include <memory>
@@ -30,6 +31,11 @@ std::string held(const OpCall& call, const DispatchContext&) {
   }
   if (call.output.storage != Storage::local || !call.output.layout) {
     reasons += (reasons.empty() ? "" : "; ") + std::string("out is not in registers");
+  }
+  const GatherView v = gather_view(call);
+  if (v.picks != 1 || v.outer != 1 || v.inner != 1) {
+    reasons += (reasons.empty() ? "" : "; ") + std::string("not one value into one row (picks ") +
+               std::to_string(v.picks) + ", " + std::to_string(v.outer * v.inner) + " rows)";
   }
   return reasons;
 }
