@@ -138,14 +138,19 @@ def test_the_backward_is_one_program_on_the_forwards_row_max_and_sum(monkeypatch
     assert logits.grad.shape == (6, 100)
 
 
-def test_the_forward_is_cross_entropys_bits():
+@pytest.mark.parametrize("vocab", [777, 32000])
+def test_the_forward_is_cross_entropys_bits(vocab):
+    """The same steps, planned alike (the two extra results change no scope or staging)."""
     g = torch.Generator().manual_seed(6)
-    logits = (torch.randn(30, 777, generator=g) * 3).to(torch.bfloat16)
-    target = targets(g, 30, 777, torch.int32)
+    logits = (torch.randn(30, vocab, generator=g) * 3).to(torch.bfloat16)
+    target = targets(g, 30, vocab, torch.int32)
     label = target[:, None]
     rows, m, s = tp.layers.cross_entropy_for_backward(logits, label, -100, batch_dims=1, backend="cpu")
     assert torch.equal(rows, tp.layers.cross_entropy(logits, label, -100, batch_dims=1, backend="cpu"))
     assert m.shape == s.shape == (30, 1)
+    plans = [tp.plan(p, logits, label, -100, batch_dims=1) for p in (tp.layers.cross_entropy,
+                                                                     tp.layers.cross_entropy_for_backward)]
+    assert plans[0].scope == plans[1].scope and plans[0].staging == plans[1].staging
     assert torch.equal(m[:, 0], logits.float().max(1).values)
     torch.testing.assert_close(s[:, 0].double(), torch.exp(logits.double() - m.double()).sum(1), rtol=1e-6, atol=0)
 
