@@ -85,6 +85,25 @@ def test_scatter_add_along_axis_sums_into_zeros_in_index_order(dtype, scope, bac
     assert not np.any(np.signbit(got[got == 0].astype(np.float64)))  # +0 where nothing lands
 
 
+@pytest.mark.parametrize("scope", [tp.warp, tp.cta(96), None])
+@pytest.mark.parametrize("index", INDEX)
+def test_scatter_of_one_value_per_row_is_held_by_every_thread(index, scope, backend, rng):
+    """One index and value per row (take's gradient at a label): both in every thread's registers
+    (scatter_held), each thread summing its own elements; +0 where nothing lands, NaN-free."""
+    x = random_tile(rng, (40, 333), "float32")
+    idx = rng.integers(-340, 340, (40, 1)).astype(index)  # some outside the row: nothing added
+    src = random_tile(rng, (40, 1), "float32", special=False)
+    src[0] = -0.0  # +0 + -0: +0
+    got = tp.scatter_add_along_axis(x, idx, src, batch_dims=1, scope=scope, backend=backend)
+    want = np.zeros(x.shape, np.float32)
+    for r in range(40):
+        if -333 <= idx[r, 0] < 333:
+            want[r, idx[r, 0]] += src[r, 0]
+    assert bits_equal(got, want) and not np.signbit(got[got == 0]).any()
+    plan = tp.plan(tp.scatter_add_along_axis, x, idx, src, batch_dims=1, scope=scope, backend=backend)
+    assert plan.steps[0].variant == "scatter_held"
+
+
 @pytest.mark.parametrize("through", ["cast", "map"])
 def test_take_along_axis_in_a_program_beside_maps_and_reductions(through, backend, rng):
     """A pick through a cast of an input reads the input where it lies (gather_global); a pick of a
@@ -173,4 +192,8 @@ def test_gather_kernels_compile_for_the_gpu(scope, n, target):
     assert kernel.source.count("__global__") == 1 and kernel.cubin
     scatter = tp.lower(tp.scatter_add_along_axis, x, label, np.ones((4, 1), np.float32), batch_dims=1, scope=scope,
                        target=target)
-    assert "tp::scatter_add_along_axis" in scatter.source and scatter.cubin
+    one_held = scope is not tp.thread  # one value per row, held by every thread: scatter_held
+    assert ("tp::scatter_one_held" if one_held else "tp::scatter_add_along_axis") in scatter.source and scatter.cubin
+    picks = tp.lower(tp.scatter_add_along_axis, x, np.ones((4, 3), np.int64), np.ones((4, 3), np.float32),
+                     batch_dims=1, scope=scope, target=target)  # several: gather's, in shared memory
+    assert "tp::scatter_add_along_axis" in picks.source and picks.cubin

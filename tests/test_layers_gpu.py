@@ -57,6 +57,11 @@ def test_gather_ops_give_the_cpu_bits(dtype, index, scope, rng):
     src = random_tile(rng, (512, 5), dtype, special=False)
     cpu, gpu = both(tp.scatter_add_along_axis, x, idx, src, batch_dims=1, scope=scope)
     assert bits_equal(cpu, gpu)
+    one = (idx[:, :1], src[:, :1])  # one value per row: idx and src held by every thread (scatter_held)
+    cpu, gpu = both(tp.scatter_add_along_axis, x, *one, batch_dims=1, scope=scope)
+    assert bits_equal(cpu, gpu)
+    if scope is not tp.thread:
+        assert tp.plan(tp.scatter_add_along_axis, x, *one, batch_dims=1, scope=scope).steps[0].variant == "scatter_held"
 
 
 def test_gather_ops_on_torch_device_tensors(rng):
@@ -153,6 +158,7 @@ def test_cross_entropy_forward_and_backward_give_the_cpu_bits(vocab, scope, inde
     target[::7] = -100
     loss = tpnn.CrossEntropyLoss(scope=scope, reduction="none")
     assert_cpu_bits(loss, [logits, target])
+    assert_cpu_bits(tpnn.CrossEntropyLoss(scope=scope), [logits, target])  # the mean and its one-program backward
     mean = tpnn.CrossEntropyLoss(scope=scope)(logits.cuda(), target.cuda())
     assert torch.equal(mean.cpu(), tpnn.CrossEntropyLoss(scope=scope)(logits, target))  # tileprim's mean: the CPU's bits
     torch.testing.assert_close(mean, torch.nn.functional.cross_entropy(logits.cuda().float(), target.cuda().long()),

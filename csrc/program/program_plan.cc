@@ -32,6 +32,7 @@ struct Placement {
   std::optional<TileLayout> layout, out_layout;
   std::string why;
   bool x_global = false;  // a take reads x, a program input, where it lies in global memory
+  bool picks_held = false;  // a scatter's idx and src in registers, every thread holding each
 };
 
 // The program's planner at work: values, steps, and the copies it adds.
@@ -157,7 +158,9 @@ class ProgramPlanner {
         const ProgramValue& src = value(s.operands[i]);
         t.storage = copy && src.layout ? src.storage : p.storage;
         t.layout = copy && src.layout ? src.layout
-                                      : (def.family == OpFamily::gather && !p.x_global ? std::nullopt : p.layout);
+                                      : (def.family == OpFamily::gather && !p.x_global && !p.picks_held
+                                             ? std::nullopt
+                                             : p.layout);
         if (copy && !src.layout) t.layout = spread_or_none(src.shape, p.storage);
         if (p.x_global && i == 0) {
           t.storage = Storage::global;
@@ -263,6 +266,17 @@ class ProgramPlanner {
         p.why = "x, a program input, read where it lies in global memory (one element per pick, the row never "
                 "staged); idx and the picked values in registers, " + held->str() + ": every thread of " +
                 scope.str() + " holds each";
+        out.push_back(p);
+      }
+      const std::vector<long long>& idx_shape = value(s.operands.at(1)).shape;
+      const std::optional<TileLayout> one = spread_layout(idx_shape, scope);
+      if (s.op == "scatter_add_along_axis" && product(idx_shape) == 1 && one) {  // one value per row: held by all
+        Placement p;
+        p.picks_held = true;
+        p.storage = Storage::local;
+        p.layout = one;
+        p.why = "idx and src in registers, " + one->str() + ": every thread of " + scope.str() +
+                " holds each; the result in registers, spread as maps take it";
         out.push_back(p);
       }
       Placement p;

@@ -40,7 +40,8 @@ std::string described(const ProgramValue& v) { return v.name + " " + dtype_name(
 // (one shape, one register placement in closed form) or one value every thread reads where it
 // lies; maps
 // take rows to rows or such values to such values; copies broadcast such a value over a row;
-// reductions fold a whole row, each lane its slots in order. Reasons either way.
+// reductions fold a whole row, each lane its slots in order; a scatter of such values makes a row.
+// Reasons either way.
 std::optional<RowChunks> row_chunks(const ProgramPlan& plan, std::vector<std::string>& why) {
   if (plan.frame_stages_every_tile()) {
     why.push_back("one step on the program's inputs and output: the kernel frame stages its operands itself");
@@ -89,6 +90,11 @@ std::optional<RowChunks> row_chunks(const ProgramPlan& plan, std::vector<std::st
     if (s.op == "copy") {
       if (!is_one(*operands.front()) || !is_row(result)) {
         why.push_back(step + " moves a row between placements; the passes only broadcast one value over a row");
+        return std::nullopt;
+      }
+    } else if (p.variant == "scatter_held") {  // one value per row into a row: a chunk's slots from their elements
+      if (!is_row(result) || !is_one(plan.values.at(s.operands[1])) || !is_one(plan.values.at(s.operands[2]))) {
+        why.push_back(step + " scatters into a tile that is not a row");
         return std::nullopt;
       }
     } else if (p.call.def->family == OpFamily::reduction) {

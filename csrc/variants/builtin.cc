@@ -11,6 +11,7 @@ void register_elementwise_reg(Registry& r);
 void register_copy_stage(Registry& r);
 void register_gather(Registry& r);
 void register_gather_global(Registry& r);
+void register_scatter_held(Registry& r);
 void register_treduce_root_pull(Registry& r);
 void register_treduce_scatter_gather(Registry& r);
 void register_treduce_chain(Registry& r);
@@ -24,6 +25,7 @@ void register_builtin_variants(Registry& r) {
   register_copy_stage(r);
   register_gather(r);
   register_gather_global(r);
+  register_scatter_held(r);
   register_treduce_root_pull(r);
   register_treduce_scatter_gather(r);
   register_treduce_chain(r);

@@ -1,7 +1,8 @@
 """Cross-entropy over a vocabulary: each row's loss logsumexp(x) - x[label] as a tile program with
 int32 or int64 labels, 0 where the label is ignore_index, NaN where a label lies outside the row
 (never a stray read); the mean over the kept rows by torch (tileprim.nn.CrossEntropyLoss). Checked
-against float64, and the derived backward against torch's in float64.
+against float64, and CrossEntropyLoss's backward (one program, tp.layers.cross_entropy_backward,
+from the forward's row max and sum) against torch's in float64.
 
     python examples/layers/cross_entropy.py
 """

@@ -27,7 +27,8 @@ import math
 from ._ops import names as tp  # the ops as a user writes them: tp.sum...
 from ._program.program import program
 
-__all__ = ["gelu_erf", "gelu_tanh", "silu_mul", "gelu_tanh_mul", "layer_norm", "rms_norm", "cross_entropy"]
+__all__ = ["gelu_erf", "gelu_tanh", "silu_mul", "gelu_tanh_mul", "layer_norm", "rms_norm", "cross_entropy",
+           "cross_entropy_for_backward", "cross_entropy_backward"]
 
 _SQRT_HALF = math.sqrt(0.5)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -89,6 +90,18 @@ def rms_norm(x, w, eps):
     return tp.cast(xf * tp.rsqrt(ms + eps) * tp.cast(w, _wide(x)), x.dtype)
 
 
+def _max_and_sum_exp(xf):
+    """A row's max m and sum of exp(xf - m): its logsumexp is log(s) + m, its softmax exp(xf - m) / s."""
+    m = tp.max(xf, axes=-1, keepdims=True)
+    return m, tp.sum(tp.exp(xf - m), axes=-1, keepdims=True)
+
+
+def _kept_loss(xf, label, ignore_index, m, s):
+    lse = tp.log(s) + m
+    kept = tp.cast(tp.ne(label, ignore_index), xf.dtype)
+    return tp.where(kept, lse - tp.take_along_axis(xf, label), 0.0)
+
+
 @program
 def cross_entropy(x, label, ignore_index):
     """Each row's loss logsumexp(x) - x[label] in float32 (float64 for float64 logits), 0 where
@@ -96,7 +109,27 @@ def cross_entropy(x, label, ignore_index):
     A label outside the row, not ignored, gives NaN. The mean over the kept rows is the caller's
     (``tileprim.nn``'s)."""
     xf = tp.cast(x, _wide(x))
-    m = tp.max(xf, axes=-1, keepdims=True)
-    lse = tp.log(tp.sum(tp.exp(xf - m), axes=-1, keepdims=True)) + m
-    kept = tp.cast(tp.ne(label, ignore_index), _wide(x))
-    return tp.where(kept, lse - tp.take_along_axis(xf, label), 0.0)
+    m, s = _max_and_sum_exp(xf)
+    return _kept_loss(xf, label, ignore_index, m, s)
+
+
+@program
+def cross_entropy_for_backward(x, label, ignore_index):
+    """``cross_entropy``'s loss (the same bits) and what ``cross_entropy_backward`` reads of each
+    row: its max m and its sum of exp(x - m), one value each per row."""
+    xf = tp.cast(x, _wide(x))
+    m, s = _max_and_sum_exp(xf)
+    return _kept_loss(xf, label, ignore_index, m, s), m, s
+
+
+@program
+def cross_entropy_backward(x, label, ignore_index, m, s, grad):
+    """The gradient of ``cross_entropy`` with respect to x: (softmax(x) - onehot(label)) * grad
+    over each row, in one pass that reads x once (m and s: ``cross_entropy_for_backward``'s; grad:
+    the loss's gradient, 0 where the label is ignored), returned in x's dtype. The one-hot is
+    take_along_axis's derivative, -grad scattered into zeros at the label (a label outside the row
+    adds nothing)."""
+    xf = tp.cast(x, _wide(x))
+    g = tp.where(tp.cast(tp.ne(label, ignore_index), _wide(x)), grad, 0.0)
+    softmax_g = tp.exp(xf - m) * (g / s)
+    return tp.cast(tp.scatter_add_along_axis(xf, label, g * -1.0) + softmax_g, x.dtype)

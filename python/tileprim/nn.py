@@ -168,7 +168,9 @@ class CrossEntropyLoss(torch.nn.Module):
     """``torch.nn.CrossEntropyLoss`` of logits (N, C) against class indices (N,): the rows' losses
     from ``layers.cross_entropy``, then (reduction) their mean over the rows whose target is not
     ``ignore_index``, their sum (both summed by tileprim, so the same bits on the CPU and the GPU), or
-    the rows ('none'). No class weights or label smoothing."""
+    the rows ('none'). No class weights or label smoothing. The backward is one program,
+    ``layers.cross_entropy_backward``: (softmax - onehot(target)) * grad over each row from the
+    forward's row max and sum, reading the logits once and writing their gradient once."""
 
     def __init__(self, ignore_index: int = -100, reduction: str = "mean", *, scope=None, fastmath: bool = False):
         super().__init__()
@@ -181,14 +183,37 @@ class CrossEntropyLoss(torch.nn.Module):
         if input.dim() != 2 or target.shape != input.shape[:1]:
             raise ValueError(f"input, target: expected logits (N, C) and targets (N,), not {tuple(input.shape)} and "
                              f"{tuple(target.shape)}")
-        rows = layers.cross_entropy(input, target[:, None], self.ignore_index, batch_dims=1, scope=self.scope,
-                                    backend=_where(input), fastmath=self.fastmath)[:, 0]
-        if self.reduction == "none":
-            return rows
-        total = sum_to(rows, ())  # tileprim's sum: the same bits on the CPU and the GPU, as torch's is not
-        if self.reduction == "sum":
-            return total
-        return total / (target != self.ignore_index).sum()
+        return _CrossEntropy.apply(input, target, self)
 
     def extra_repr(self) -> str:
         return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, fastmath={self.fastmath}"
+
+
+class _CrossEntropy(torch.autograd.Function):
+    """CrossEntropyLoss's forward and its one-program backward (``module``: the loss's options)."""
+
+    @staticmethod
+    def forward(ctx, logits, target, module):
+        run = dict(batch_dims=1, scope=module.scope, backend=_where(logits), fastmath=module.fastmath)
+        label = target[:, None]
+        rows, m, s = layers.cross_entropy_for_backward(logits, label, module.ignore_index, **run)
+        rows, count = rows[:, 0], None
+        if module.reduction != "none":
+            rows = sum_to(rows, ())  # tileprim's sum: the same bits on the CPU and the GPU, as torch's is not
+            if module.reduction == "mean":
+                count = (target != module.ignore_index).sum()
+                rows = rows / count
+        ctx.save_for_backward(logits, label, m, s, count)
+        ctx.module, ctx.run = module, run
+        return rows
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        logits, label, m, s, count = ctx.saved_tensors
+        if ctx.module.reduction == "none":
+            grad = grad.contiguous()[:, None]  # each row's
+        else:  # one value every row shares: the sum's, or the mean's divided by the kept rows, as torch's division
+            grad = (grad if count is None else grad / count).reshape(1)
+        dx = layers.cross_entropy_backward(logits, label, ctx.module.ignore_index, m, s, grad, **ctx.run)
+        return dx, None, None

@@ -36,7 +36,10 @@ HostBody gather_body(const Plan& plan) {
           const I* idx = static_cast<const I*>(t.in[1]);
           if (d.scatter) {
             const T* src = static_cast<const T*>(t.in[2]);
-            if (d.held) {
+            if (d.held_picks) {
+              scatter_one_held<1>(lanes, place, d.held->slots, static_cast<T*>(t.out), t.out_stride, idx,
+                                  t.in_stride[1], src, t.in_stride[2], d.view.extent);
+            } else if (d.held) {
               scatter_add_along_axis<1>(lanes, place, d.held->slots, static_cast<T*>(t.out), t.out_stride, idx, src,
                                         d.view);
             } else {
@@ -64,6 +67,7 @@ HostBody gather_body(const Plan& plan) {
 void register_cpu_gather(ExecutorTable& table) {
   table.add("gather", "cpu", std::make_unique<HostTileExecutor>(gather_body));
   table.add("gather_global", "cpu", std::make_unique<HostTileExecutor>(gather_body));
+  table.add("scatter_held", "cpu", std::make_unique<HostTileExecutor>(gather_body));
 }
 
 }  // namespace tp

@@ -115,7 +115,10 @@ KernelBody gather_body(const Plan& plan) {
     decls << cuda_place_type("PHeld", *d.held) << "constexpr int kHeldSlots = " << d.held->slots << ";\n";
   }
   const std::string lanes = "tp::DeviceLanes{lane}";
-  if (d.scatter && d.held) {
+  if (d.held_picks) {
+    call << "tp::scatter_one_held<tp::kUnrollRegisters>(" << lanes << ", PHeld{}, kHeldSlots, out, 0, in1, 0, in2, 0, "
+         << v.extent << ");";
+  } else if (d.scatter && d.held) {
     call << "tp::scatter_add_along_axis<tp::kUnrollRegisters>(" << lanes << ", PHeld{}, kHeldSlots, out, 0, in1, in2, "
          << "kGather);";
   } else if (d.scatter) {
@@ -143,6 +146,7 @@ void register_cuda_executors(ExecutorTable& table) {
   table.add("reg", "cuda", std::make_unique<CudaTileExecutor>(map_body));
   table.add("gather", "cuda", std::make_unique<CudaTileExecutor>(gather_body));
   table.add("gather_global", "cuda", std::make_unique<CudaTileExecutor>(gather_body));
+  table.add("scatter_held", "cuda", std::make_unique<CudaTileExecutor>(gather_body));
   register_cuda_treduce(table);
 }
 

@@ -390,7 +390,8 @@ class ProgramBody {
     for (size_t j = plan_.steps.size(); j-- > 0;) {
       const ProgramStep& s = plan_.steps[j];
       if (!needed.count(s.result)) continue;
-      for (int id : s.operands) {
+      for (size_t i = scatters_held(s) ? 1 : 0; i < s.operands.size(); ++i) {  // a scatter reads x's shape only
+        const int id = s.operands[i];
         if (id >= 0 && chunked_row(plan_, value(id))) needed.insert(id);
       }
     }
@@ -429,6 +430,14 @@ class ProgramBody {
       if (s.op == "copy") {  // one value every lane holds, over the chunk
         body << "tp::gather<PRow>(" << named("v", s.result) << ", lane, [&](long long) { return " << named("v", s.operands[0])
              << "[0]; }" << chunk_slot << ");\n";
+      } else if (scatters_held(s)) {  // one value at one position of the row, which every lane holds
+        const char* T = type(s.result);
+        body << "const long long at" << j << " = tp::position_of(" << named("v", s.operands[1]) << "[0], "
+             << value(s.result).elements() << "LL);\n"
+             << "const " << T << " summed" << j << " = tp::add(tp::cast<" << T << ">(0.0f), " << named("v", s.operands[2])
+             << "[0]);\n"
+             << "tp::gather<PRow>(" << named("v", s.result) << ", lane, [&](long long e) { return tp::scattered_one(e"
+             << at_chunk << ", at" << j << ", summed" << j << "); }" << chunk_slot << ");\n";
       } else {
         call(body, decls, s, j);
       }
@@ -456,6 +465,8 @@ class ProgramBody {
     }
     os << "}\n";
   }
+
+  static bool scatters_held(const ProgramStep& s) { return s.bound->plan().variant == "scatter_held"; }
 
   // How a pass reads a row input: from shared memory where it is staged there; else from global
   // memory, for the last time in the outputs' pass (but a row the whole batch shares).

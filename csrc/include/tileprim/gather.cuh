@@ -123,4 +123,28 @@ TP_HD void scatter_add_along_axis(const Lanes& g, const Place& place, int slots,
   });
 }
 
+// scatter_held: one index and one value into a row (a label's one-hot), every thread holding both.
+// Element e is scattered_sum's: +0 plus the value where e is the index's position `at`
+// (position_of, -1 outside the row), else +0; the position and the sum found once, not per element.
+template <class T> TP_HD T scattered_one(long long e, long long at, T summed) {
+  return e == at ? summed : cast<T>(0.0f);
+}
+
+// Into the threads' registers (`slots` per thread; idx and src `idx_stride` and `src_stride`
+// slots apart on the host, each thread's own copies).
+template <int kUnroll, class Lanes, class Place, class T, class I>
+TP_HD void scatter_one_held(const Lanes& g, const Place& place, int slots, T* out, int stride, const I* idx,
+                            int idx_stride, const T* src, int src_stride, long long extent) {
+  g.each([&](int lane) {
+    T* held = g.regs(out, stride, lane);
+    const long long at = position_of(g.regs(idx, idx_stride, lane)[0], extent);
+    const T summed = add(cast<T>(0.0f), g.regs(src, src_stride, lane)[0]);
+    TP_UNROLL_BY(kUnroll)
+    for (int s = 0; s < slots; ++s) {
+      const long long e = place.load_element(lane, s);
+      held[s] = e < 0 ? limits<T>::quiet_nan() : scattered_one(e, at, summed);
+    }
+  });
+}
+
 }  // namespace tp

@@ -28,20 +28,6 @@ std::string x_global(const OpCall& call, const DispatchContext&) {
                    " != global (x): it reads a program's input where it lies, which the program planner offers";
 }
 
-// In registers with every thread holding element k in slot k (a value per row replicated over the
-// scope's threads): each thread picks for itself, with no exchange between threads.
-bool replicated(const TileRef& t, const ExecScope& scope) {
-  if (t.storage != Storage::local || !t.layout) return false;
-  const RegisterPlacement p = place_in_registers(*t.layout, scope, t.arg);
-  if (p.slots != t.elements()) return false;
-  for (int s = 0; s < p.slots; ++s) {
-    for (int th = 0; th < p.threads; ++th) {
-      if (p.element_at(th, s) != s) return false;
-    }
-  }
-  return true;
-}
-
 std::string held_by_every_thread(const OpCall& call, const DispatchContext&) {
   std::string reasons;
   for (const TileRef* t : {&call.inputs.at(1), &call.output}) {
@@ -85,6 +71,18 @@ class GatherGlobal : public Variant {
 };
 
 }  // namespace
+
+bool replicated(const TileRef& t, const ExecScope& scope) {
+  if (t.storage != Storage::local || !t.layout) return false;
+  const RegisterPlacement p = place_in_registers(*t.layout, scope, t.arg);
+  if (p.slots != t.elements()) return false;
+  for (int s = 0; s < p.slots; ++s) {
+    for (int th = 0; th < p.threads; ++th) {
+      if (p.element_at(th, s) != s) return false;
+    }
+  }
+  return true;
+}
 
 void register_gather_global(Registry& r) { r.add(std::make_unique<GatherGlobal>()); }
 
