@@ -11,6 +11,7 @@ Rows the scope's threads do not divide (2047, 4097, 50257) plan once ragged tile
 fail here."""
 import json
 import pathlib
+import re
 import sys
 
 import numpy as np
@@ -148,6 +149,51 @@ def test_scope_trace_records_refusals_and_scores(rng):
     assert all(chosen[0]["ns_per_row"] <= v["ns_per_row"] * 1.02 for v in scored)
     assert any(r.startswith("memory ") for r in chosen[0]["reasons"])
     assert "scope_trace" not in plan._repr_html_() and "the planner's choice" in plan._repr_html_()
+
+
+def _verdict(plan, scope, staging):
+    return next(v for v in plan.scope_trace if v["accepted"] and v["scope"] == scope and v["staging"] == staging)
+
+
+def _term(verdict, name):
+    """A cost term's figures: its ns and the byte counts its text names."""
+    text = next(r for r in verdict["reasons"] if r.startswith(name + " "))
+    numbers = [float(w) for w in re.findall(r"(\d+) (?:ns|bytes|re-read)", text)]
+    return numbers[0], numbers[1:]
+
+
+@pytest.mark.parametrize("name, reads", [("logsumexp", 2), ("softmax", 3), ("rmsnorm", 2)])
+def test_streamed_passes_read_the_row_once_per_pass(name, reads):
+    """A streamed staging reads its rows once per reduction and once for the rows it returns
+    (logsumexp returns none), the re-reads from L2 or DRAM."""
+    n = 65536
+    workload = next(w for w in WORKLOADS if w.name == name)
+    x = np.ones((2, n), np.float32)
+    plan = tp.plan(workload.program, *workload.arguments(x, x, np.ones(n, np.float32)), batch_dims=1, target="sm_90a")
+    _, (dram, *l2) = _term(_verdict(plan, "cta(1024)", "streamed"), "memory")
+    written = 4 if name == "logsumexp" else 4 * n
+    assert dram + sum(l2) == pytest.approx(reads * 4 * n + written, abs=8)
+
+
+def test_a_clusters_lone_cta_does_not_overlap():
+    """On a cluster whose CTAs are alone on their SMs (a share of 32768 float32 in shared memory),
+    the loads, maps and stores add up and each reduction drains; at three CTAs per SM they overlap."""
+    n = 65536
+    workload = next(w for w in WORKLOADS if w.name == "rmsnorm")
+    x = np.ones((2, n), np.float32)
+    plan = tp.plan(workload.program, *workload.arguments(x, x, np.ones(n, np.float32)), batch_dims=1, target="sm_90a")
+    lone, shared = _verdict(plan, "cluster(2x256)", "shared"), _verdict(plan, "cluster(4x256)", "shared")
+    assert any(r.startswith("one CTA per SM") for r in lone["reasons"])
+    memory, _ = _term(lone, "memory")
+    cores, _ = _term(lone, "cores")
+    barriers, _ = _term(lone, "barriers")
+    drains, _ = _term(lone, "drains")
+    assert drains > 0 and lone["ns_per_row"] == pytest.approx(memory + cores + barriers + drains, abs=4)
+    assert not any(r.startswith(("one CTA per SM", "drains")) for r in shared["reasons"])
+    memory, _ = _term(shared, "memory")
+    cores, _ = _term(shared, "cores")
+    barriers, _ = _term(shared, "barriers")
+    assert shared["ns_per_row"] == pytest.approx(max(memory, cores) + barriers, abs=2)
 
 
 def _points():

@@ -1,5 +1,6 @@
 #include "program/auto_scope.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <sstream>
@@ -76,6 +77,18 @@ std::optional<ProgramSpec> placed_by_planner(const ProgramSpec& at) {
 
 namespace {
 
+// Rows past one chunk of cta(1024) (16 slots a thread: the kernel frame's chunk): below, a CTA holds
+// a row on chip near copy speed (the H200 points of RMSNorm and add+RMSNorm at 16384: 4.0-4.1 TB/s).
+constexpr long long kClusterRowsFrom = 16 * 1024;
+
+long long longest_input(const ProgramPlan& plan) {
+  long long n = 0;
+  for (const ProgramValue& v : plan.values) {
+    if (v.input >= 0) n = std::max(n, v.elements());
+  }
+  return n;
+}
+
 // A refusal's first lines: the plan's error names the step and the rule; the whole trace is what
 // naming the scope shows.
 std::vector<std::string> refusal(const std::string& what) {
@@ -102,6 +115,7 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
   std::vector<ScopeVerdict> trace;
   std::shared_ptr<ProgramPlan> best;
   size_t best_at = 0;
+  bool in_registers = false;  // some candidate holds the rows in registers
   bool limit = false;
   auto consider = [&](const ExecScope& scope) {
     std::shared_ptr<const ProgramPlan> plan;
@@ -132,6 +146,7 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
       v.staging = staging.name;
       v.accepted = true;
       v.ns_per_row = cost.ns_per_row;
+      in_registers |= staging.name == "registers";
       v.reasons = cost.terms;
       if (!best || cost.ns_per_row < trace[best_at].ns_per_row * (1 - kScopeTie)) {
         best = candidate;
@@ -141,9 +156,9 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
     }
   };
   for (const ExecScope& scope : candidates()) consider(scope);
-  // the rows fit no CTA's registers or shared memory: a cluster's may hold them (so the choice for
-  // rows one CTA holds on chip is the CTAs' alone)
-  if (!best || !on_chip(best->staging)) {
+  // the rows fit no CTA's shared memory, or (past one chunk of cta(1024)) no CTA's registers: a
+  // cluster may hold them, a share on each SM (so the choice for shorter rows is the CTAs' alone)
+  if (!best || !on_chip(best->staging) || (!in_registers && longest_input(*best) > kClusterRowsFrom)) {
     for (const ExecScope& scope : cluster_candidates(target_limits(ctx.target))) consider(scope);
   }
   if (!best) {

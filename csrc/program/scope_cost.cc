@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 #include "dispatch/architecture.h"
 #include "program/program_plan.h"
@@ -18,7 +19,8 @@ constexpr double kL2BytesPerNs = 80.0;       // about 2.5x DRAM
 constexpr double kSharedBytesPerNs = 250.0;  // 128 bytes a clock
 constexpr double kIssuePerNs = 4 * 1.98;     // warp instructions: four schedulers a clock
 constexpr double kWavefrontsPerNs = 1.98;    // L1: one line a clock
-constexpr double kInflightBytes = 56 * 1024;  // loads in flight that keep the SM's share busy (Little's law: 4.3 TB/s x ~1.7 us loaded latency / 132)
+constexpr double kLoadLatencyNs = 1700;       // a load's latency under load
+constexpr double kInflightBytes = 56 * 1024;  // loads in flight that keep the SM's share busy (Little's law: 4.3 TB/s x kLoadLatencyNs / 132)
 constexpr double kL2Bytes = 50e6;
 constexpr int kSms = 132;
 // a reduction across warps: a barrier and a partial per warp through shared memory, during which
@@ -32,16 +34,18 @@ constexpr int kFrameChunkSlots = 16;  // a one-step program's kernel frame stage
 // call of a dozen or more; the rest one or two
 constexpr double kLongMapInstructions = 16;
 constexpr double kShortMapInstructions = 2;
-// A cluster (an instance of several CTAs, one per SM at these sizes): measured on an H200 lease
-// (reference/auto_scope_long_rows.md), remote stores plus two cluster barriers took 939 / 1061 /
-// 1216 / 1612 cycles for clusters of 2 / 4 / 8 / 16; a whole-row reduction crosses CTAs in one
-// exchange (tp::ClusterLanes::butterfly), one such barrier (half of it). Clusters of up to 2 CTAs can use all 132 SMs, of 4 or 8 at most 120, of 16
-// at most 112 (cudaOccupancyMaxActiveClusters at one CTA per SM).
-constexpr double kClockGhz = 1.98;
-double cluster_exchange_ns(int ctas) {
-  const double cycles = ctas <= 2 ? 939 : ctas <= 4 ? 1061 : ctas <= 8 ? 1216 : 1612;
-  return cycles / 2 / kClockGhz;
-}
+// A cluster (an instance of several CTAs, one per SM at these sizes). A whole-row reduction crosses
+// CTAs in one exchange (tp::ClusterLanes::butterfly): a cluster barrier, then every CTA's partial
+// read. On an H200 lease (reference/auto_scope_long_rows.md) remote stores plus two barriers took
+// 939 / 1061 / 1216 / 1612 cycles for clusters of 2 / 4 / 8 / 16 with the CTAs in step; in a
+// program each CTA reaches the barrier when its own loads have landed and waits for the last one.
+// What an exchange costs there comes from the H200 points (h200-2026-11-29-programs-final.json):
+// softmax and logsumexp at 32000-262144 on clusters of 2-16 (two CTAs per SM, a share of 16000-16384
+// elements each), their time less this model's memory or cores and barriers within the CTAs:
+// float32 (memory-bound) 0.6-1.6 / 0.7-1.2 / 1.1-1.5 / 1.9 us per exchange, bfloat16 more.
+double cluster_exchange_ns(int ctas) { return ctas <= 2 ? 900 : ctas <= 4 ? 1000 : ctas <= 8 ? 1250 : 1900; }
+// Clusters of up to 2 CTAs can use all 132 SMs, of 4 or 8 at most 120, of 16 at most 112
+// (cudaOccupancyMaxActiveClusters at one CTA per SM, the same lease).
 int cluster_sms(int ctas) { return ctas <= 2 ? kSms : ctas <= 8 ? 120 : 112; }
 
 std::string fixed(double v) {
@@ -82,6 +86,65 @@ Traffic traffic(const ProgramPlan& plan) {
   return t;
 }
 
+// A map's instructions for every element of its result.
+double map_instructions(const ProgramPlan& plan, const ProgramStep& s) {
+  const OpDef& def = *s.bound->plan().call.def;
+  if (def.family != OpFamily::elementwise) return 0;
+  const double per = def.device_fn_fast.empty() ? kShortMapInstructions : kLongMapInstructions;
+  return per * static_cast<double>(plan.values.at(s.result).elements());
+}
+
+// What a program's passes over its rows read and compute, as the kernel frame runs them
+// (backends/cuda/program_frame.cc): one pass per reduction of a row, reading the row inputs and
+// computing the maps that lead to it, then one for the rows the program returns (none where every
+// output is reduced, as logsumexp's); the rest once. Staged in registers, everything once.
+struct PassWork {
+  double row_reads = 0;     // bytes of the instance's own row inputs, over every pass
+  double instructions = 0;  // of the maps, over every pass
+};
+
+PassWork pass_work(const ProgramPlan& plan, const Traffic& t) {
+  PassWork w;
+  if (!plan.rows) {
+    for (const ProgramStep& s : plan.steps) w.instructions += map_instructions(plan, s);
+    w.row_reads = t.in_bytes;
+    return w;
+  }
+  auto row = [&](int id) { return id >= 0 && plan.values.at(id).shape == plan.rows->shape; };
+  auto pass = [&](const std::vector<int>& targets) {
+    std::set<int> needed(targets.begin(), targets.end());
+    for (size_t j = plan.steps.size(); j-- > 0;) {
+      if (!needed.count(plan.steps[j].result)) continue;
+      for (int id : plan.steps[j].operands) {
+        if (row(id)) needed.insert(id);
+      }
+    }
+    for (int id : needed) {
+      const ProgramValue& v = plan.values.at(id);
+      if (v.input >= 0 && !v.batch_broadcast) w.row_reads += static_cast<double>(v.elements() * dtype_size(v.dtype));
+    }
+    for (const ProgramStep& s : plan.steps) {
+      if (needed.count(s.result) && row(s.result)) w.instructions += map_instructions(plan, s);
+    }
+  };
+  for (const ProgramStep& s : plan.steps) {
+    if (row(s.result)) continue;  // computed in the passes that need it
+    const bool folds_row = s.op != "copy" && !s.operands.empty() && row(s.operands.front()) &&
+                           s.bound->plan().call.def->family == OpFamily::reduction;
+    if (folds_row) {
+      pass({s.operands.front()});
+    } else {
+      w.instructions += map_instructions(plan, s);
+    }
+  }
+  std::vector<int> stored;
+  for (int id : plan.outputs) {
+    if (row(id)) stored.push_back(id);
+  }
+  if (!stored.empty()) pass(stored);
+  return w;
+}
+
 }  // namespace
 
 ScopeCost estimate_cost(const ProgramPlan& plan) {
@@ -94,7 +157,7 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   const Traffic t = traffic(plan);
   const bool chunked = plan.rows.has_value();
   const bool frame = plan.frame_stages_every_tile();
-  const int passes = chunked ? passes_of(plan) : 1;
+  const PassWork work = pass_work(plan, t);
 
   // the slots of a row each thread holds at once, and its registers, as ptxas gave the sweep's
   // kernels: a `registers` staging holds every input tile across the steps, a weight the batch
@@ -132,8 +195,8 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   const double inflight = static_cast<double>(resident * cta_threads * inflight_slots * t.in_size);
   const double busy = std::min(1.0, inflight / kInflightBytes);
   double dram_bytes = t.in_bytes + t.out_bytes, l2_bytes = 0;
-  if (plan.staging == "streamed" && passes > 1) {
-    const double rereads = (passes - 1) * t.in_bytes;
+  if (plan.staging == "streamed" && work.row_reads > t.in_bytes) {
+    const double rereads = work.row_reads - t.in_bytes;
     const double hit = std::min(1.0, kL2Bytes / (static_cast<double>(resident) / ctas * kSms * t.in_bytes));
     l2_bytes += hit * rereads;
     dram_bytes += (1 - hit) * rereads;
@@ -153,17 +216,11 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
                                        std::to_string(kSms) + " SMs"
                                  : std::string()));
 
-  // the SM's cores: map instructions (chunked passes recompute them), shared-memory passes, and a
-  // thread-scope row's loads, one L1 wavefront per element
-  double instructions = 0;
-  for (const ProgramStep& s : plan.steps) {
-    const OpDef& def = *s.bound->plan().call.def;
-    if (def.family != OpFamily::elementwise) continue;
-    const double per = def.device_fn_fast.empty() ? kShortMapInstructions : kLongMapInstructions;
-    instructions += per * static_cast<double>(plan.values.at(s.result).elements()) * passes;
-  }
+  // the SM's cores: map instructions (chunked passes recompute the ones they need), shared-memory
+  // passes, and a thread-scope row's loads, one L1 wavefront per element
+  const double instructions = work.instructions;
   double core = instructions / limits.warp_threads / kIssuePerNs;
-  if (plan.staging == "shared") core += passes * t.in_bytes / kSharedBytesPerNs;
+  if (plan.staging == "shared") core += work.row_reads / kSharedBytesPerNs;
   if (threads == 1) core += static_cast<double>(t.row) * 2 / kWavefrontsPerNs;
   if (core > 0) {
     cost.terms.push_back("cores " + fixed(core) + " ns: " + fixed(instructions / limits.warp_threads) +
@@ -192,7 +249,35 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
                                    : std::string()) +
                          ", hidden by " + std::to_string(resident - 1) + " other " + (ctas > 1 ? "CTAs" : "instances"));
   }
-  cost.ns_per_row = std::max(memory, core) + barriers;
+  // How the instance's loads, maps and stores overlap, and what waits for its loads to land:
+  // - staged on chip, an instance issues all its loads and then computes; the other instances on
+  //   the SM overlap it: the larger of memory and cores
+  // - a streamed pass takes a chunk at a time, each chunk's maps folded before the next chunk's
+  //   loads, so a warp alternates the two and only the other warps overlap them (so does a shared
+  //   staging's pass with no other instance on the SM): the H200 points of streamed stagings at
+  //   32000-262144 (softmax and logsumexp 0.77-0.85x of the larger alone) fit the root of the sum
+  //   of squares (the larger where one dominates, 1.41x it where they are equal)
+  // - a cluster's CTA alone on its SM with its share on chip runs its loads, maps and stores one
+  //   after the other (the cluster's CTAs wait for each other at every exchange, and a cluster
+  //   starts only where all its SMs are free): the sum. The points of RMSNorm and add+RMSNorm staged
+  //   in shared memory on clusters of 2-16 at one CTA per SM took 1.4-1.8x the larger alone; a lone
+  //   CTA of one does not (cta(1024) shared at 16384 rows: 4.1 TB/s, the other SMs' fill its gaps)
+  // - alone on its SM, a streamed CTA or a cluster's CTA waits at each reduction for its last loads
+  //   to land (the 1.7 us of kLoadLatencyNs), with no other instance to fill it (rows of 65536-131072
+  //   float32 at cta(1024) streamed: 0.85-0.90x the estimate without it)
+  const bool on_chip = plan.staging == "registers" || plan.staging == "shared";
+  const bool serial = ctas > 1 && resident == 1 && on_chip;
+  const bool drains = resident == 1 && (serial || plan.staging == "streamed");
+  const double overlapped = serial ? memory + core
+                            : plan.staging == "streamed" || (chunked && resident == 1) ? std::hypot(memory, core)
+                                                                                       : std::max(memory, core);
+  const double drain = drains ? reductions * kLoadLatencyNs * ctas : 0;
+  if (serial) cost.terms.push_back("one CTA per SM: its loads, maps and stores do not overlap");
+  if (drains) {
+    cost.terms.push_back("drains " + fixed(drain) + " ns: " + std::to_string(reductions) +
+                         " reductions wait for their loads to land, alone on the SM");
+  }
+  cost.ns_per_row = overlapped + barriers + drain;
   return cost;
 }
 

@@ -10,9 +10,15 @@
 //             through local memory
 //   lanes     a thread-scope row: each lane's loads touch a line of their own (one L1 wavefront
 //             per element)
+//   cores     the maps' instructions (a chunked staging's passes recompute those each needs)
 //   barriers  each reduction across warps stops the instance's loads for a barrier
 //             and combines one partial per warp through shared memory; the other instances
-//             resident on the SM hide it (divided by them)
+//             resident on the SM hide it (divided by them); at a cluster, one cluster exchange
+//             per reduction besides
+//   overlap   memory and cores overlap (the larger of the two) where the instance loads all it
+//             holds at once, in part where a pass alternates them a chunk at a time, not at all
+//             on a cluster's CTA alone on its SM; an instance alone on its SM also waits for its
+//             loads to land at each reduction (drains)
 // Calibrated to the H200 points of benchmarks/results/h200-auto-scope-points.json
 // (tests/test_auto_scope.py: on every shape measured at two or more points, the one the model
 // ranks first is within 5 % of the fastest).
