@@ -24,10 +24,9 @@ PROGRAMS = {"softmax": tp.program(P.softmax), "rmsnorm": tp.program(P.rmsnorm),
 
 def arguments(name, rng, rows, n, dtype, special=False):
     x = random_tile(rng, (rows, n), dtype, special=False)
-    if special:  # a row with a NaN, a row with +inf, a row with -inf: the rest stay finite
-        x[0, rng.integers(n)] = np.nan
-        x[1, rng.integers(n)] = np.inf
-        x[2, rng.integers(n)] = -np.inf
+    if special:  # a row with a NaN, a row with +inf, a row with -inf (as many as there are rows): the rest finite
+        for row, value in zip(range(rows), (np.nan, np.inf, -np.inf)):
+            x[row, rng.integers(n)] = value
     w = random_tile(rng, (n,), "float32", special=False).astype(NP[dtype])
     if name == "rmsnorm":
         return x, w, EPS

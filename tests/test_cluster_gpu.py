@@ -47,8 +47,7 @@ def same_bits(a, b):
                                       (4096, tp.cluster(2, threads=128)), (4099, tp.cluster(4, threads=64))],
                          ids=lambda v: str(v))
 def test_cluster_program_gpu_bits_equal_cpu(name, dtype, n, scope, rng):
-    rows = 3 if n < 100_000 else 2
-    args = arguments(name, rng, rows, n, dtype, special=True)
+    args = arguments(name, rng, 3, n, dtype, special=True)
     assert same_bits(on_gpu(name, args, scope), on_cpu(name, args, scope))
 
 
@@ -70,7 +69,7 @@ def test_cluster_stagings_gpu_bits_equal_cpu(name, n, staging, rng):
 def test_no_scope_long_rows_gpu_bits_equal_cpu(name, dtype, n, rng):
     """With no scope named the planner's choice (a cluster for these rows, on an H100/H200) runs, and
     the CPU backend (modelling the same target) gives its bits."""
-    args = arguments(name, rng, 2, n, dtype, special=True)
+    args = arguments(name, rng, 3, n, dtype, special=True)
     import cupy as cp
     dev = [cp.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
     gpu = PROGRAMS[name](*dev, batch_dims=1)
