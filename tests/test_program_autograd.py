@@ -187,6 +187,23 @@ def test_backward_bits_equal_on_cpu_and_gpu(dtype):
     torch.testing.assert_close(grads["cuda"][2], grads["cpu"][2])
 
 
+def test_eager_calls_give_the_custom_ops_bits_and_torch_func_grad_works():
+    """Outside torch.compile a call under autograd runs the op's forward and backward through a
+    torch.autograd.Function rather than torch.library's dispatch: the same results and gradients,
+    bit for bit, and torch.func.grad through it (the custom op path refused that transform)."""
+    from tileprim._torch.program_op import call_program_op
+    rmsnorm = tp.program(programs.rmsnorm, scope=tp.warp)
+    x, w = leaf((5, 37), seed=30, dtype=torch.float32), leaf((37,), 0.5, 1.5, seed=31, dtype=torch.float32)
+    g = torch.randn(5, 37, generator=torch.Generator().manual_seed(32))
+    results = {}
+    for eager in (True, False):
+        y = call_program_op(rmsnorm, (x, w, 1e-6), 1, None, "cpu", None, None, eager=eager)
+        results[eager] = (y, *torch.autograd.grad(y, (x, w), g))
+    assert all(torch.equal(a, b) for a, b in zip(results[True], results[False]))
+    loss = lambda t: (rmsnorm(t, w.detach(), 1e-6, batch_dims=1, backend="cpu") * g).sum()
+    assert torch.equal(torch.func.grad(loss)(x.detach()), torch.autograd.grad(loss(x), x)[0])
+
+
 def test_opcheck_passes_on_a_programs_custom_op():
     from tileprim._torch.program_op import op_name
     add_rmsnorm = tp.program(programs.add_rmsnorm, scope=tp.warp)

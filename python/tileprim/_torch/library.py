@@ -40,8 +40,10 @@ class _Torch(ArrayLibrary):
         if torch.compiler.is_compiling():
             return call_program_op(program, args, batch_dims, scope, backend, target, out, fastmath)
         always = routing(args, out)  # tensors that need a gradient, or fake/functional ones
-        if always or (always is False and torch.is_grad_enabled()):
+        if always:
             return call_program_op(program, args, batch_dims, scope, backend, target, out, fastmath)
+        if always is False and torch.is_grad_enabled():  # plain tensors under autograd
+            return call_program_op(program, args, batch_dims, scope, backend, target, out, fastmath, eager=True)
         return UNROUTED
 
     def refuse_gradient(self, what, values):
