@@ -190,8 +190,12 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   cost.instances_per_sm = static_cast<int>(resident);
 
   // memory: the row once, re-reads from L2 or DRAM, spills, at the bandwidth occupancy allows
-  // a cluster's shared staging copies each CTA's share with cp.async, every run of it in flight at once
-  const long long inflight_slots = ctas > 1 && plan.staging == "shared" ? plan.rows->slots : slots;
+  // a cluster's shared staging copies each CTA's share with cp.async, every run of it in flight at
+  // once, where the row starts on a whole run (tp::stage_share); rows whose bytes are not a multiple
+  // of 16 start there one time in 4 or 8, and the rest move through registers a chunk at a time
+  // (the H200 points at 50257: cluster(2x256) shared 0.56-0.82x cluster(4x256) registers)
+  const bool whole_share = ctas > 1 && plan.staging == "shared" && t.row * t.in_size % 16 == 0;
+  const long long inflight_slots = whole_share ? plan.rows->slots : slots;
   const double inflight = static_cast<double>(resident * cta_threads * inflight_slots * t.in_size);
   const double busy = std::min(1.0, inflight / kInflightBytes);
   double dram_bytes = t.in_bytes + t.out_bytes, l2_bytes = 0;
