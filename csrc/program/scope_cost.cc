@@ -22,6 +22,7 @@ constexpr double kWavefrontsPerNs = 1.98;    // L1: one line a clock
 constexpr double kLoadLatencyNs = 1700;       // a load's latency under load
 constexpr double kInflightBytes = 56 * 1024;  // loads in flight that keep the SM's share busy (Little's law: 4.3 TB/s x kLoadLatencyNs / 132)
 constexpr double kL2Bytes = 50e6;
+constexpr double kL1CopyRate = 0.88;  // of DRAM's bandwidth, a cluster's 16-bit share copied through L1 (below)
 constexpr int kSms = 132;
 // a reduction across warps: a barrier and a partial per warp through shared memory, during which
 // the instance has no loads in flight (the sweep: rows of 16384 bfloat16, two reductions, lose 20 %
@@ -190,10 +191,19 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   cost.instances_per_sm = static_cast<int>(resident);
 
   // memory: the row once, re-reads from L2 or DRAM, spills, at the bandwidth occupancy allows
-  // a cluster's shared staging copies each CTA's share with cp.async, every run of it in flight at once
-  const long long inflight_slots = ctas > 1 && plan.staging == "shared" ? plan.rows->slots : slots;
+  // a cluster's shared staging copies each CTA's share with cp.async, every run of it in flight at
+  // once, where the row starts on a whole run (tp::stage_share); rows whose bytes are not a multiple
+  // of 16 start there one time in 4 or 8, and the rest move through registers a chunk at a time
+  // (the H200 points at 50257: cluster(2x256) shared 0.56-0.82x cluster(4x256) registers)
+  const bool whole_share = ctas > 1 && plan.staging == "shared" && t.row * t.in_size % 16 == 0;
+  const long long inflight_slots = whole_share ? plan.rows->slots : slots;
   const double inflight = static_cast<double>(resident * cta_threads * inflight_slots * t.in_size);
-  const double busy = std::min(1.0, inflight / kInflightBytes);
+  // a share's runs are 4 elements (spread_layout): 16 bytes of float32 copy past L1 (cp.async.cg),
+  // 8 bytes of a 16-bit row through it (cp.async.ca), a little slower: the H200 points of bfloat16
+  // RMSNorm and add+RMSNorm on clusters at three or more CTAs per SM took 1.09-1.25x this model's time
+  // without it (float32's 0.91-1.04x)
+  const double copy_rate = whole_share && 4 * t.in_size < 16 ? kL1CopyRate : 1.0;
+  const double busy = std::min(1.0, inflight / kInflightBytes) * copy_rate;
   double dram_bytes = t.in_bytes + t.out_bytes, l2_bytes = 0;
   if (plan.staging == "streamed" && work.row_reads > t.in_bytes) {
     const double rereads = work.row_reads - t.in_bytes;
