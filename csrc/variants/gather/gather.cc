@@ -38,13 +38,9 @@ class Gather : public Variant {
 
   void plan(Plan& plan) const override {
     const OpCall& call = plan.call;
-    const size_t axis = static_cast<size_t>(call.axes.at(0));
     auto d = std::make_shared<GatherPlan>();
     d->scatter = call.op() == "scatter_add_along_axis";
-    d->view = gather_view(call);
-    plan.set("axis", static_cast<long long>(axis));
-    plan.set("extent", d->view.extent);
-    plan.set("picks", d->view.picks);
+    d->view = viewed(plan);
     plan.note("rounding", d->scatter ? "each element a sum from +0 in idx's order along the axis, in the dtype"
                                      : "none: values move unchanged (NaN payloads and signed zeros kept)");
     plan.note("out_of_range",
@@ -88,6 +84,14 @@ GatherView gather_view(const OpCall& call) {
   v.idx = memory(call.inputs[1]);
   v.src = memory(call.inputs[scatter ? 2 : 1]);
   v.out = memory(call.output);
+  return v;
+}
+
+GatherView viewed(Plan& plan) {
+  const GatherView v = gather_view(plan.call);
+  plan.set("axis", static_cast<long long>(plan.call.axes.at(0)));
+  plan.set("extent", v.extent);
+  plan.set("picks", v.picks);
   return v;
 }
 

@@ -49,10 +49,7 @@ class GatherGlobal : public Variant {
     const OpCall& call = plan.call;
     auto d = std::make_shared<GatherPlan>();
     d->global_source = true;
-    d->view = gather_view(call);
-    plan.set("axis", static_cast<long long>(call.axes.at(0)));
-    plan.set("extent", d->view.extent);
-    plan.set("picks", d->view.picks);
+    d->view = viewed(plan);
     plan.set("wide_side", std::string("global"));
     plan.note("rounding", "none: values move unchanged (NaN payloads and signed zeros kept)");
     plan.note("out_of_range", "an index outside [-n, n) gives NaN and loads nothing");

@@ -24,4 +24,8 @@ bool replicated(const TileRef& t, const ExecScope& scope);
 // The call's tiles around its axis and their memory layouts (row-major where not in shared memory).
 GatherView gather_view(const OpCall& call);
 
+// gather_view of the plan's call, with its axis, extent and picks set as the plan's parameters
+// (every gather variant's plan states them alike).
+GatherView viewed(Plan& plan);
+
 }  // namespace tp

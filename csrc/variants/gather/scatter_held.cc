@@ -54,10 +54,7 @@ class ScatterHeld : public Variant {
     const OpCall& call = plan.call;
     auto d = std::make_shared<GatherPlan>();
     d->scatter = d->held_picks = true;
-    d->view = gather_view(call);
-    plan.set("axis", static_cast<long long>(call.axes.at(0)));
-    plan.set("extent", d->view.extent);
-    plan.set("picks", d->view.picks);
+    d->view = viewed(plan);
     plan.set("wide_side", std::string("registers"));
     plan.note("rounding", "each element a sum from +0 in idx's order along the axis, in the dtype");
     plan.note("out_of_range", "an index outside [-n, n) adds nothing");
