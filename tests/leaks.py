@@ -2,7 +2,8 @@
 kernel cache in it: $TILEPRIM_CACHE_DIR) and puts tileprim's shared memory in a directory of its
 own in /dev/shm ($TILEPRIM_SHM_DIR: the same tmpfs and code, but only this session's segments,
 where /dev/shm itself is shared with every other session of the user). At the end both must hold
-no tileprim file: no segment, no temp file (the kernel cache's entries may stay)."""
+no tileprim file: no segment, no temp file (the kernel cache's entries may stay). A session killed
+before its end leaves its directories, named with its pid: the next session removes them."""
 from __future__ import annotations
 
 import atexit
@@ -17,6 +18,29 @@ SESSION = "TILEPRIM_TEST_SESSION"  # set for the session's processes: theirs is 
 TEMP_FILE = re.compile(r".*\.[0-9]+\.[0-9a-f]{32}\.tmp|\.[0-9a-f]{64}\.tmp\..*")
 
 
+SESSION_DIR = re.compile(r"tileprim-tests-([0-9]+)-.*")
+
+
+def _remove_dead_sessions(*folders: Optional[str]) -> None:
+    """The directories of sessions whose process is gone: killed (a timeout, SIGKILL), they never
+    reached their atexit removal. A live session's (another checkout's, a helper's) stay."""
+    for folder in filter(None, folders):
+        for name in os.listdir(folder):
+            match = SESSION_DIR.fullmatch(name)
+            if match and not _alive(int(match.group(1))):
+                shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 class LeakCheck:
     """Started by the session's process at import (before tileprim reads its environment);
     finish() names what leaked and removes the session's directories, so the real temp
@@ -28,9 +52,12 @@ class LeakCheck:
         return None if os.environ.get(SESSION) else cls()
 
     def __init__(self):
-        self.root = tempfile.mkdtemp(prefix="tileprim-tests-")
+        shm_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        _remove_dead_sessions(tempfile.gettempdir(), shm_dir)
+        prefix = f"tileprim-tests-{os.getpid()}-"  # the pid: a later session removes it if this one was killed
+        self.root = tempfile.mkdtemp(prefix=prefix)
         self.cache = os.path.join(self.root, "kernel-cache")
-        self.shm = tempfile.mkdtemp(prefix="tileprim-tests-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        self.shm = tempfile.mkdtemp(prefix=prefix, dir=shm_dir)
         os.environ[SESSION] = self.root
         os.environ["TMPDIR"] = self.root  # child processes too
         os.environ["TILEPRIM_CACHE_DIR"] = self.cache
