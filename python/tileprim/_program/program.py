@@ -102,24 +102,27 @@ class Program:
             routed = route(self, args, out, batch_dims, scope, backend, target, fastmath)
             if routed is not UNROUTED:
                 return routed
+        return self._run(args, batch_dims, scope, backend, target, fastmath, out)
+
+    def _run(self, args, batch_dims, scope, backend, target, fastmath, out=None):
+        """The call past the routes: a library's own op runs its body so (its tensors already plain)."""
+        return self._prepared(args, batch_dims, scope, backend, target, fastmath).run(args, out)
+
+    def _prepared(self, args, batch_dims, scope, backend, target, fastmath):
+        """The call's prepared run, remembered per call signature."""
         key = signature((self, batch_dims, scope, backend, target, fastmath), args, constants=True)
         prepared = MEMO.get(key) if key is not None else None
         if prepared is None:
             prepared = self._prepare(args, batch_dims, scope, backend, target, fastmath)
             remember(key, prepared)
-        return prepared.run(args, out)
+        return prepared
 
     def _tp_planner(self, *args, batch_dims=0, scope=None, backend=None, target=None, fastmath=None) -> ProgramPlan:
         """tp.plan(program, ...): the ProgramPlan of this call; nothing runs. The call's prepared
         signature is remembered, so that a plan and a call of it plan once (an auto-scoped plan
         of a long row takes seconds)."""
         fastmath = self._fastmath if fastmath is None else _fastmath(fastmath)
-        key = signature((self, batch_dims, scope, backend, target, fastmath), args, constants=True)
-        prepared = MEMO.get(key) if key is not None else None
-        if prepared is None:
-            prepared = self._prepare(args, batch_dims, scope, backend, target, fastmath)
-            remember(key, prepared)
-        return prepared.plan
+        return self._prepared(args, batch_dims, scope, backend, target, fastmath).plan
 
     def __repr__(self) -> str:
         return f"<tp.program {self.__name__}>"

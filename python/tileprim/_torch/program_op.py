@@ -34,7 +34,7 @@ from .._program.numbers import PROGRAMS
 from .after_load import after_load
 from .fake_backward import describe, trace_backward
 from .ops import define
-from .sum_to import sum_to
+from .sum_to import sums_to
 
 __all__ = ["ProgramOp", "call_program_op"]
 
@@ -48,16 +48,16 @@ def call_program_op(program, args, batch_dims, scope, backend, target, out, fast
     in a torch.autograd.Function, without torch.library's dispatch around them, which cost about
     0.1 ms a call (a norm's forward + backward on an H200 is 0.2 ms of kernels)."""
     import torch
-    described = tuple((str(x.dtype).replace("torch.", ""), tuple(x.shape), str(x.device))
-                      if isinstance(x, torch.Tensor) else x for x in args)
     tensors = [x for x in args if isinstance(x, torch.Tensor)]
     scope_parts = None if scope is None else scope.parts
-    name, one_in_a_tuple = op_name(program._number, described, batch_dims, scope_parts, backend, target, fastmath)
-    if torch.compiler.is_compiling() and torch.is_grad_enabled():
-        trace_backward(name, describe(tensors), tuple(x.requires_grad for x in tensors))
     if eager:
-        result = _eager_call().apply(_NAMED[name], *tensors)
+        op, one_in_a_tuple = _eager_op(program, args, batch_dims, scope_parts, backend, target, fastmath)
+        result = _eager_call()(op, *tensors)
     else:
+        name, one_in_a_tuple = op_name(program._number, _described(args), batch_dims, scope_parts, backend, target,
+                                       fastmath)
+        if torch.compiler.is_compiling() and torch.is_grad_enabled():
+            trace_backward(name, describe(tensors), tuple(x.requires_grad for x in tensors))
         result = getattr(torch.ops.tileprim, name).default(*tensors)
     if one_in_a_tuple:
         result = (result,)
@@ -67,6 +67,30 @@ def call_program_op(program, args, batch_dims, scope, backend, target, out, fast
     for o, r in zip(outs, results):
         o.copy_(r)  # the graph records the copy: autograd sees out=
     return out
+
+
+def _described(args) -> tuple:
+    """The call's signature as op_name takes it: (dtype, shape, device) per tensor, scalars as they are."""
+    import torch
+    return tuple((str(x.dtype).replace("torch.", ""), tuple(x.shape), str(x.device))
+                 if isinstance(x, torch.Tensor) else x for x in args)
+
+
+_EAGER: Dict[tuple, tuple] = {}  # an eager call's signature, as torch holds it -> (its op, one result in a tuple)
+
+
+def _eager_op(program, args, batch_dims, scope_parts, backend, target, fastmath):
+    """The op of a call on plain tensors (op_name's), keyed on the tensors' own dtype, size and device
+    objects: a repeated call builds none of the signature's strings."""
+    import torch
+    key = (program._number, batch_dims, scope_parts, backend, target, fastmath,
+           tuple((x.dtype, x.shape, x.device) if isinstance(x, torch.Tensor) else (type(x), x) for x in args))
+    known = _EAGER.get(key)
+    if known is None:
+        name, one_in_a_tuple = op_name(program._number, _described(args), batch_dims, scope_parts, backend, target,
+                                       fastmath)
+        known = _EAGER[key] = (_NAMED[name], one_in_a_tuple)
+    return known
 
 
 def op_name(number: int, described: tuple, batch_dims, scope_parts, backend, target,
@@ -129,7 +153,9 @@ class ProgramOp:
         return [next(it) if t else next(scalars) for t in self.is_tensor]
 
     def _impl(self, *tensors):
-        result = self.program(*self._arguments(tensors), **self.options)  # grad mode is off in here
+        o = self.options  # grad mode is off in here and the tensors are plain: no route takes the call
+        result = self.program._run(self._arguments(tensors), o["batch_dims"], o["scope"], o["backend"], o["target"],
+                                   o["fastmath"])
         return result[0] if self.as_tuple and not self.several else result
 
     def _fake(self, *tensors):
@@ -154,8 +180,18 @@ class ProgramOp:
         grads = [g.reshape(*g.shape, 1) if scalar else g for g, scalar in zip(grads, self.scalar_results)]
         computed = program(*inputs, *grads, **self.options)
         out = [None] * len(inputs)
-        for i, g in zip(wanted, computed):
-            out[i] = sum_to(g, inputs[i].shape, self.options["backend"], self.options["target"])
+        alike = {}  # gradients summed to one shape from one shape and dtype: summed together
+        for k, (i, g) in enumerate(zip(wanted, computed)):
+            key = (tuple(g.shape), g.dtype, tuple(inputs[i].shape))
+            try:
+                alike.setdefault(key, []).append((i, g))
+            except TypeError:  # a symbolic (traced) size is not hashed: alone
+                alike[k] = [(i, g)]
+        for pairs in alike.values():
+            summed = sums_to([g for _, g in pairs], inputs[pairs[0][0]].shape, self.options["backend"],
+                             self.options["target"])
+            for (i, _), s in zip(pairs, summed):
+                out[i] = s
         return tuple(out)
 
     def _derived(self, needs: Tuple[bool, ...]):
@@ -170,25 +206,46 @@ class ProgramOp:
 
 @functools.lru_cache(maxsize=None)
 def _eager_call():
-    """torch.autograd.Function running a ProgramOp's forward and backward (made once torch is loaded)."""
+    """A function running a ProgramOp's forward and backward in a torch.autograd.Function (made once
+    torch is loaded). Two of them: torch.func's transforms take only a Function whose forward leaves
+    the context to ``setup_context``, and torch's apply binds that style's arguments through
+    ``inspect.signature`` at every call (about 90 us on this CPU, half a norm's kernel time on an
+    H200); so that style only where a transform is active."""
     import torch
 
-    class EagerProgramCall(torch.autograd.Function):
+    class _ProgramCall(torch.autograd.Function):
+        @staticmethod
+        def backward(ctx, *grads):
+            return (None,) + ctx.op.gradients(ctx.saved_tensors, tuple(ctx.needs_input_grad[1:]), grads)
+
+    class EagerProgramCall(_ProgramCall):
+        @staticmethod
+        def forward(ctx, op, *tensors):
+            ctx.op = op
+            ctx.save_for_backward(*tensors)
+            return _returned(op._impl(*tensors))
+
+    class TransformableProgramCall(_ProgramCall):
         @staticmethod
         def forward(op, *tensors):
-            result = op._impl(*tensors)
-            return tuple(result) if isinstance(result, list) else result
+            return _returned(op._impl(*tensors))
 
         @staticmethod
         def setup_context(ctx, inputs, output):
             ctx.op = inputs[0]
             ctx.save_for_backward(*inputs[1:])
 
-        @staticmethod
-        def backward(ctx, *grads):
-            return (None,) + ctx.op.gradients(ctx.saved_tensors, tuple(ctx.needs_input_grad[1:]), grads)
+    transforms_active = getattr(torch._C, "_are_functorch_transforms_active", None)  # private: absent, assume so
 
-    return EagerProgramCall
+    def call(op, *tensors):
+        plain = transforms_active is not None and not transforms_active()
+        return (EagerProgramCall if plain else TransformableProgramCall).apply(op, *tensors)
+
+    return call
+
+
+def _returned(result):
+    return tuple(result) if isinstance(result, list) else result
 
 
 def _name(program, trace, described: tuple, options: dict) -> str:

@@ -8,21 +8,24 @@ whole chunks of rows are folded: each instance a CTA holding a chunk spread over
 thread whole columns of it, so that the reads are the rows' own coalesced ones and each thread folds
 its registers down the chunk in order with no exchange. Then the chunks' sums, with the rows past
 the last whole chunk after them, are turned so that each column is a row (a copy: nothing rounds)
-and summed along those rows by ``tp.sum`` (32768 rows of 4096 in chunks of 12: 2730 chunk sums and 8
-rows, then 4096 sums of 2738). A level per fan-in of 12 took eight or so calls, whose host time
+and summed along those rows by ``tp.sum``, rounded to the gradient's dtype as they are written. A
+chunk's rows divide the batch where they can (32768 rows of 4096: chunks of 8, the most up to 12
+that divide it: 4096 chunk sums, then 4096 sums of 4096), so that no rows are left to copy beside
+the sums. A level per fan-in of 12 took eight or so calls, whose host time
 bound a norm's backward (LayerNorm 8192x4096 on an H200: 1.18 ms a step, 0.26 of it kernels). The
 order depends on the shapes only: the same bits on the CPU and every GPU (rows of n no CTA divides
 so: a thread folds chunks of short ones, the planner's scope long ones). Summing along a row is
 ``tp.sum``'s row reduction."""
 from __future__ import annotations
 
+import functools
 import math
 
 from .._calls.scope import cta, thread
 from .._ops import names as tp
 from .._program.program import program
 
-__all__ = ["sum_to"]
+__all__ = ["sum_to", "sums_to"]
 
 # values a thread folds per chunk, all loaded at once: 48 at cta(1024) compile to 57 registers of the 64 a
 # thread may hold there, with no local memory (sm_90a: 12 LDG.64 + 44 FADD + 1 STG.128 for bfloat16 rows
@@ -34,50 +37,104 @@ def _wide(x) -> str:
     return "float64" if x.dtype == "float64" else "float32"
 
 
-@program
-def _column_sums(rows):
+def _folded(rows):
     """A chunk of rows (R, N) folded down its columns, in order, in the wide dtype."""
     return tp.sum(tp.cast(rows, _wide(rows)), axes=0)
 
 
+def _summed(row, dtype):
+    """Rows summed along their last dim in the wide dtype, rounded once to ``dtype`` (None: left wide)."""
+    total = tp.sum(tp.cast(row, _wide(row)), axes=-1)
+    return total if dtype is None else tp.cast(total, dtype)
+
+
 @program
-def _row_sums(row):
-    return tp.sum(tp.cast(row, _wide(row)), axes=-1)
+def _column_sums(rows):
+    return _folded(rows)
 
 
-def _chunking(n: int):
-    """(scope, rows per chunk) for rows of n. A CTA whose threads each hold runs of 4 elements of
+@program
+def _column_sums_of_two(a, b):  # a norm's weight and bias gradients in one kernel
+    return _folded(a), _folded(b)
+
+
+@functools.lru_cache(maxsize=None)
+def _row_sums(dtype=None):
+    """The program summing rows along their last dim (``_summed``), so that a gradient's last step
+    is no separate cast."""
+    @program
+    def row_sums(row):
+        return _summed(row, dtype)
+    return row_sums
+
+
+@functools.lru_cache(maxsize=None)
+def _row_sums_of_two(dtype=None):
+    @program
+    def row_sums_of_two(a, b):
+        return _summed(a, dtype), _summed(b, dtype)
+    return row_sums_of_two
+
+
+def _each(one, two, xs: list, **options) -> list:
+    """``one`` over each of xs, or ``two`` over pairs of them (one kernel for two gradients)."""
+    out = []
+    for k in range(0, len(xs) - 1, 2):
+        out += two(xs[k], xs[k + 1], **options)
+    return out + ([one(xs[-1], **options)] if len(xs) % 2 else [])
+
+
+def _chunking(b: int, n: int):
+    """(scope, rows per chunk) for b rows of n. A CTA whose threads each hold runs of 4 elements of
     every row (the planner's placement of a row over a CTA), the most threads that divides the row
     so, where a thread's share of a row is small; else for short rows a thread holding the chunk;
     else the planner's scope (its own order, still the same on both backends)."""
     for threads in range(1024, 31, -32):
         if n % (threads * 4) == 0 and n // threads <= _HELD // 2:
-            return cta(threads), _HELD // (n // threads)
+            return cta(threads), _dividing(b, _HELD // (n // threads))
     if n <= 512:
-        return thread, max(2, min(16, 256 // n))
-    return None, 8
+        return thread, _dividing(b, max(2, min(16, 256 // n)))
+    return None, _dividing(b, 8)
 
 
-def _sum_columns(x, backend, target):
-    """x (A, B, N) summed over B: (A, N), in the wide dtype: the whole chunks of B folded, then the
-    chunks' sums and the rows past them (in order) summed along B as rows."""
+def _dividing(b: int, most: int) -> int:
+    """Rows per chunk: the most, up to ``most``, that divide the b rows where there are at least half
+    as many (no rows left past the last chunk to copy beside the chunks' sums), else ``most``."""
+    for rows in range(most, max(2, (most + 1) // 2) - 1, -1):
+        if b % rows == 0:
+            return rows
+    return most
+
+
+def _sum_columns(xs: list, dtype, backend, target) -> list:
+    """Each x (A, B, N) of xs (one shape and dtype) summed over B: (A, N), rounded once to ``dtype``
+    (None: the wide dtype): the whole chunks of B folded, then the chunks' sums and the rows past
+    them (in order) summed along B as rows."""
     import torch
-    scope, rows = _chunking(x.shape[-1])
-    a, b, n = x.shape
+    a, b, n = xs[0].shape
+    scope, rows = _chunking(b, n)
     chunks = b // rows
     if chunks >= 2:  # one chunk: its rows summed as a row directly
-        sums = _column_sums(x[:, :chunks * rows].reshape(a, chunks, rows, n), batch_dims=2, scope=scope,
-                            backend=backend, target=target)
-        x = torch.cat([sums, x[:, chunks * rows:].to(sums.dtype)], 1)
-    return _row_sums(x.transpose(1, 2).contiguous(), batch_dims=2, backend=backend, target=target)
+        sums = _each(_column_sums, _column_sums_of_two, [x[:, :chunks * rows].reshape(a, chunks, rows, n) for x in xs],
+                     batch_dims=2, scope=scope, backend=backend, target=target)
+        xs = sums if chunks * rows == b else [torch.cat([s, x[:, chunks * rows:].to(s.dtype)], 1)
+                                              for s, x in zip(sums, xs)]
+    return _each(_row_sums(dtype), _row_sums_of_two(dtype), [x.transpose(1, 2).contiguous() for x in xs],
+                 batch_dims=2, backend=backend, target=target)
 
 
 def sum_to(g, shape, backend=None, target=None):
     """``g.sum_to_size(shape)`` with tileprim's sums, on g's device: the dims ``shape`` lacks or
     holds as 1 summed over, in the wide dtype, then rounded once to g's dtype."""
-    shape = tuple(shape)
+    return sums_to([g], shape, backend, target)[0]
+
+
+def sums_to(gs: list, shape, backend=None, target=None) -> list:
+    """sum_to of each of gs (one shape and dtype, such as a norm's weight and bias gradients), two at
+    a time in each kernel."""
+    g, shape = gs[0], tuple(shape)
     if tuple(g.shape) == shape:
-        return g
+        return list(gs)
     if backend is None and g.device.type == "cpu":
         backend = "cpu"
     target_dims = (1,) * (g.dim() - len(shape)) + shape
@@ -90,14 +147,17 @@ def sum_to(g, shape, backend=None, target=None):
             groups[-1][1] *= size
         else:
             groups.append([reduced, size])
-    x = g.contiguous()
+    xs = [x.contiguous() for x in gs]
+    dtype = str(g.dtype).replace("torch.", "")
     while any(r for r, _ in groups):
         last = max(i for i, (r, _) in enumerate(groups) if r)
         before = math.prod(s for _, s in groups[:last])
         after = math.prod(s for _, s in groups[last + 1:])
+        rounded = dtype if sum(r for r, _ in groups) == 1 else None  # the last sum: rounded as it is written
         if after == 1:  # summed along rows
-            x = _row_sums(x.reshape(before, groups[last][1]), batch_dims=1, backend=backend, target=target)
+            xs = _each(_row_sums(rounded), _row_sums_of_two(rounded), [x.reshape(before, groups[last][1]) for x in xs],
+                       batch_dims=1, backend=backend, target=target)
         else:  # summed down columns
-            x = _sum_columns(x.reshape(before, groups[last][1], after), backend, target)
+            xs = _sum_columns([x.reshape(before, groups[last][1], after) for x in xs], rounded, backend, target)
         del groups[last]
-    return x.reshape(shape).to(g.dtype)
+    return [x.reshape(shape).to(g.dtype) for x in xs]  # no sum (every dim summed is 1): g's values as they are
