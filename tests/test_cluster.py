@@ -114,6 +114,30 @@ def test_a_clusters_tiles_live_in_registers(rng):
         tp.sum(x, axes=-1, batch_dims=1, scope=tp.cluster(2), storage="shared", backend="cpu")
 
 
+def test_a_gather_of_a_programs_input_runs_beside_a_row_a_cluster_holds(rng):
+    """Cross-entropy's pick of the logit at its label reads the program's input where it lies
+    (gather_global), no tile a cluster holds: the loss plans at a cluster, gives the bits of a CTA of
+    as many lanes and float64's value, and rows of 128256 (a vocabulary no CTA holds on chip) choose
+    one with no scope named. Any other tile a cluster would not hold in registers is still refused."""
+    x = (rng.standard_normal((3, 70001)) * 4).astype(np.float32)
+    x[0, 9] = -np.inf
+    label = np.array([[5], [70000], [-100]])
+    cluster = tp.cluster(4, threads=256)
+    plan = tp.plan(tp.layers.cross_entropy, x, label, -100, batch_dims=1, scope=cluster, target="sm_90a")
+    assert plan.scope == "cluster(4x256)" and "gather_global" in str(plan)
+    got = tp.layers.cross_entropy(x, label, -100, batch_dims=1, scope=cluster, backend="cpu")
+    assert bits_equal(got, tp.layers.cross_entropy(x, label, -100, batch_dims=1, scope=tp.cta(1024), backend="cpu"))
+    wide = x.astype(np.float64)
+    top = wide.max(axis=1, keepdims=True)
+    want = np.log(np.exp(wide - top).sum(axis=1)) + top[:, 0] - np.take_along_axis(wide, np.maximum(label, 0), 1)[:, 0]
+    want[2] = 0.0  # an ignored row
+    np.testing.assert_allclose(got[:, 0], want, rtol=2e-6)
+    long_rows = np.zeros((8, 128256), NP["bfloat16"])
+    chosen = tp.plan(tp.layers.cross_entropy, long_rows, np.zeros((8, 1), np.int64), -100, batch_dims=1,
+                     target="sm_90a")
+    assert chosen.scope.startswith("cluster(")
+
+
 # ---- the four programs on the CPU backend ---------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("name", sorted(PROGRAMS))

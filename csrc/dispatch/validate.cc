@@ -268,13 +268,18 @@ std::vector<long long> gather_result_shape(const OpDef& def, const std::vector<s
 
 // A cluster scope: a target with clusters, and every tile in registers (each CTA of the cluster has
 // its own shared memory; the lanes exchange values through the cluster's shared memory themselves).
+// A gather's x in global memory is no tile the cluster holds: gather_global reads a program's input
+// where it lies, each thread its own picks (cross-entropy's logit at its label, beside a row the
+// cluster holds in registers).
 void check_cluster(const OpCall& call, const DispatchContext& ctx) {
   if (call.scope.kind != ScopeKind::cluster) return;
   check_cluster_target(call.scope.ctas, ctx.target);
   std::vector<const TileRef*> tiles = {&call.output};
   for (const TileRef& t : call.inputs) tiles.push_back(&t);
   for (const TileRef* t : tiles) {
-    if (!t->scalar && t->storage != Storage::local) {
+    const bool read_where_it_lies =
+        call.def->family == OpFamily::gather && t == &call.inputs.at(0) && t->storage == Storage::global;
+    if (!t->scalar && t->storage != Storage::local && !read_where_it_lies) {
       throw ValueError("storage: a cluster's tiles live in registers (each CTA has its own shared memory), not " +
                        std::string(storage_name(t->storage)) + "; use storage='local' or a cta scope");
     }
