@@ -24,6 +24,14 @@ constexpr double kInflightBytes = 56 * 1024;  // loads in flight that keep the S
 constexpr double kL2Bytes = 50e6;
 constexpr double kL1CopyRate = 0.88;  // of DRAM's bandwidth, a cluster's 16-bit share copied through L1 (below)
 constexpr int kSms = 132;
+// A row not a multiple of 16 bytes long starts off a 16-byte boundary (3 rows in 4 in float32), so
+// the spread layout's runs are stored element by element: each warp store writes 8 bytes into each
+// of 16 sectors, 4 partial writes per sector instead of one. A cluster's CTAs store their shares
+// together after the last exchange, and at 2-3 CTAs per SM nothing hides them: the H200 points at
+// 50257 (h200-2026-11-29-scopes-50257.jsonl, -programs-final.json) took 1.6-2.0x this model's time
+// on clusters where the program stores rows (softmax, add+RMSNorm), 1.0-1.3x where it stores none
+// (logsumexp), an extra 10-20 bytes stored a ns per SM: about one partial sector (8 bytes) a clock.
+constexpr double kPartialStoreBytesPerNs = 8 * 1.98;
 // a reduction across warps: a barrier and a partial per warp through shared memory, during which
 // the instance has no loads in flight (the sweep: rows of 16384 bfloat16, two reductions, lose 20 %
 // from 256 to 512 threads with the same bytes in flight)
@@ -62,6 +70,7 @@ struct Traffic {
   int in_size = 4;                     // bytes of the widest input's element
   long long row = 1;                   // the widest input's elements
   double held_bytes = 0;               // per slot of the row: every input tile a thread holds, weights too, widened
+  double unaligned_out_bytes = 0;      // of outputs whose rows are not a multiple of 16 bytes long (below)
 };
 
 Traffic traffic(const ProgramPlan& plan) {
@@ -82,7 +91,9 @@ Traffic traffic(const ProgramPlan& plan) {
   t.held_bytes /= static_cast<double>(t.row);
   for (int id : plan.outputs) {
     const ProgramValue& v = plan.values.at(id);
-    t.out_bytes += static_cast<double>(v.elements() * dtype_size(v.dtype)) * (v.accumulated ? 2 : 1);
+    const long long bytes = v.elements() * dtype_size(v.dtype);
+    t.out_bytes += static_cast<double>(bytes) * (v.accumulated ? 2 : 1);
+    if (bytes > 16 && bytes % 16 != 0) t.unaligned_out_bytes += static_cast<double>(bytes);
   }
   return t;
 }
@@ -287,7 +298,12 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
     cost.terms.push_back("drains " + fixed(drain) + " ns: " + std::to_string(reductions) +
                          " reductions wait for their loads to land, alone on the SM");
   }
-  cost.ns_per_row = overlapped + barriers + drain;
+  const double partial_stores = ctas > 1 ? t.unaligned_out_bytes / kPartialStoreBytesPerNs * kSms / sms : 0;
+  if (partial_stores > 0) {
+    cost.terms.push_back("partial stores " + fixed(partial_stores) + " ns: " + fixed(t.unaligned_out_bytes) +
+                         " bytes of rows off 16-byte boundaries stored element by element after the exchange");
+  }
+  cost.ns_per_row = overlapped + barriers + drain + partial_stores;
   return cost;
 }
 
