@@ -25,12 +25,13 @@ constexpr double kL2Bytes = 50e6;
 constexpr double kL1CopyRate = 0.88;  // of DRAM's bandwidth, a cluster's 16-bit share copied through L1 (below)
 constexpr int kSms = 132;
 // A row not a multiple of 16 bytes long starts off a 16-byte boundary (3 rows in 4 in float32), so
-// the spread layout's runs are stored element by element (tp::store_tile): each warp store writes 8
-// bytes into each sector it touches, 4 partial writes per sector instead of one. A cluster's CTAs store their shares
-// together after the last exchange, and at 2-3 CTAs per SM nothing hides them: the H200 points at
-// 50257 (h200-2026-11-29-scopes-50257.jsonl, -programs-final.json) took 1.6-2.0x this model's time
-// on clusters where the program stores rows (softmax, add+RMSNorm), 1.0-1.3x where it stores none
-// (logsumexp), an extra 10-20 bytes stored a ns per SM: about one partial sector (8 bytes) a clock.
+// the spread layout's runs are stored element by element (tp::store_tile): each warp store writes
+// 8 bytes into each sector it touches, 4 partial writes per sector instead of one. A cluster's CTAs
+// store their shares together after the last exchange, and at 2-3 CTAs per SM nothing hides them:
+// the H200 points at 50257 (h200-2026-11-29-scopes-50257.jsonl, -programs-final.json) took 1.6-2.0x
+// this model's time on clusters where the program stores rows (softmax, add+RMSNorm), 1.0-1.3x where
+// it stores none (logsumexp), an extra 10-20 bytes stored a ns per SM: about one partial sector (8
+// bytes) a clock.
 constexpr double kPartialStoreBytesPerNs = 8 * 1.98;
 // a reduction across warps: a barrier and a partial per warp through shared memory, during which
 // the instance has no loads in flight (the sweep: rows of 16384 bfloat16, two reductions, lose 20 %
