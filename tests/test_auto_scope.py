@@ -204,12 +204,7 @@ def _points():
 
 
 # Shapes the model is known to rank more than 5 % off, measured, with why; strict, so that a fix shows.
-KNOWN_MISSES = {
-    "add_rmsnorm 32000 float32": "the model's cluster(4x256) shared ran 3.32 TB/s against cta(1024) streamed's "
-                                 "3.57 (h200-2026-11-29-programs-calib.json): a streamed pass whose re-reads all "
-                                 "hit L2 is overestimated 1.14-1.24x; overlapping them fixes it but moves 18 "
-                                 "choices to unmeasured candidates",
-}
+KNOWN_MISSES: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[c]))

@@ -205,13 +205,22 @@ def test_cluster_kernel_ptx(name, dtype, n, scope, rng):
 
 
 # ---- the planner's choice when no scope is named -------------------------------------------------------
+# Long rows a streamed CTA runs as fast as the cluster, measured on the H200, where the planner keeps
+# the CTA (the cluster is not 2 % faster in its model): rmsnorm 65536 float32, cta(1024) streamed
+# 3.61 TB/s against cluster(4x256) shared's 3.59 (benchmarks/results/h200-auto-scope-points.json)
+STREAMED_AS_FAST = {("rmsnorm", "float32", 65536): "cta(1024)"}
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("name", ["softmax", "logsumexp", "rmsnorm"])
 @pytest.mark.parametrize("n", [65536, 131072, 262144])
 def test_long_rows_choose_a_cluster_on_chip(name, dtype, n, rng):
     args = arguments(name, rng, 2, n, dtype)
     plan = tp.plan(PROGRAMS[name], *args, batch_dims=1, target="sm_90a")
-    assert plan.scope.startswith("cluster(") and plan.staging in ("registers", "shared"), (plan.scope, plan.staging)
+    if (name, dtype, n) in STREAMED_AS_FAST:
+        assert (plan.scope, plan.staging) == (STREAMED_AS_FAST[name, dtype, n], "streamed")
+    else:
+        assert plan.scope.startswith("cluster(") and plan.staging in ("registers", "shared"), (plan.scope, plan.staging)
     clusters = [v for v in plan.scope_trace if v["scope"].startswith("cluster(")]
     assert any("cluster barriers" in " ".join(v["reasons"]) for v in clusters)
     assert any(v["scope"].startswith("cta(") and v["staging"] == "streamed" for v in plan.scope_trace)

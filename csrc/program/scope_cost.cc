@@ -24,6 +24,15 @@ constexpr double kInflightBytes = 56 * 1024;  // loads in flight that keep the S
 constexpr double kL2Bytes = 50e6;
 constexpr double kL1CopyRate = 0.88;  // of DRAM's bandwidth, a cluster's 16-bit share copied through L1 (below)
 constexpr int kSms = 132;
+// A row not a multiple of 16 bytes long starts off a 16-byte boundary (3 rows in 4 in float32), so
+// the spread layout's runs are stored element by element (tp::store_tile): each warp store writes
+// 8 bytes into each sector it touches, 4 partial writes per sector instead of one. A cluster's CTAs
+// store their shares together after the last exchange, and at 2-3 CTAs per SM nothing hides them:
+// the H200 points at 50257 (h200-2026-11-29-scopes-50257.jsonl, -programs-final.json) took 1.6-2.0x
+// this model's time on clusters where the program stores rows (softmax, add+RMSNorm), 1.0-1.3x where
+// it stores none (logsumexp), an extra 10-20 bytes stored a ns per SM: about one partial sector (8
+// bytes) a clock.
+constexpr double kPartialStoreBytesPerNs = 8 * 1.98;
 // a reduction across warps: a barrier and a partial per warp through shared memory, during which
 // the instance has no loads in flight (the sweep: rows of 16384 bfloat16, two reductions, lose 20 %
 // from 256 to 512 threads with the same bytes in flight)
@@ -62,6 +71,7 @@ struct Traffic {
   int in_size = 4;                     // bytes of the widest input's element
   long long row = 1;                   // the widest input's elements
   double held_bytes = 0;               // per slot of the row: every input tile a thread holds, weights too, widened
+  double unaligned_out_bytes = 0;      // of outputs whose rows are not a multiple of 16 bytes long (below)
 };
 
 Traffic traffic(const ProgramPlan& plan) {
@@ -82,7 +92,9 @@ Traffic traffic(const ProgramPlan& plan) {
   t.held_bytes /= static_cast<double>(t.row);
   for (int id : plan.outputs) {
     const ProgramValue& v = plan.values.at(id);
-    t.out_bytes += static_cast<double>(v.elements() * dtype_size(v.dtype)) * (v.accumulated ? 2 : 1);
+    const long long bytes = v.elements() * dtype_size(v.dtype);
+    t.out_bytes += static_cast<double>(bytes) * (v.accumulated ? 2 : 1);
+    if (bytes > 16 && bytes % 16 != 0) t.unaligned_out_bytes += static_cast<double>(bytes);
   }
   return t;
 }
@@ -204,10 +216,10 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   // without it (float32's 0.91-1.04x)
   const double copy_rate = whole_share && 4 * t.in_size < 16 ? kL1CopyRate : 1.0;
   const double busy = std::min(1.0, inflight / kInflightBytes) * copy_rate;
-  double dram_bytes = t.in_bytes + t.out_bytes, l2_bytes = 0;
+  double dram_bytes = t.in_bytes + t.out_bytes, l2_bytes = 0, hit = 0;
   if (plan.staging == "streamed" && work.row_reads > t.in_bytes) {
     const double rereads = work.row_reads - t.in_bytes;
-    const double hit = std::min(1.0, kL2Bytes / (static_cast<double>(resident) / ctas * kSms * t.in_bytes));
+    hit = std::min(1.0, kL2Bytes / (static_cast<double>(resident) / ctas * kSms * t.in_bytes));
     l2_bytes += hit * rereads;
     dram_bytes += (1 - hit) * rereads;
   }
@@ -274,20 +286,29 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   //   CTA of one does not (cta(1024) shared at 16384 rows: 4.1 TB/s, the other SMs' fill its gaps)
   // - alone on its SM, a streamed CTA or a cluster's CTA waits at each reduction for its last loads
   //   to land (the 1.7 us of kLoadLatencyNs), with no other instance to fill it (rows of 65536-131072
-  //   float32 at cta(1024) streamed: 0.85-0.90x the estimate without it)
+  //   float32 at cta(1024) streamed: 0.85-0.90x the estimate without it); but the DRAM is the chip's:
+  //   where the pass after the reduction re-reads the row from L2, the other SMs' loads take the DRAM
+  //   time it leaves idle, so only the share of the re-reads that misses L2 drains (rows that all fit
+  //   L2, 32000-65536 float32 at cta(1024) streamed: 1.14-1.24x the estimate with the whole drain,
+  //   0.99-1.07x with this share)
   const bool on_chip = plan.staging == "registers" || plan.staging == "shared";
   const bool serial = ctas > 1 && resident == 1 && on_chip;
   const bool drains = resident == 1 && (serial || plan.staging == "streamed");
   const double overlapped = serial ? memory + core
                             : plan.staging == "streamed" || (chunked && resident == 1) ? std::hypot(memory, core)
                                                                                        : std::max(memory, core);
-  const double drain = drains ? reductions * kLoadLatencyNs * ctas : 0;
+  const double drain = drains ? reductions * kLoadLatencyNs * ctas * (1 - hit) : 0;
   if (serial) cost.terms.push_back("one CTA per SM: its loads, maps and stores do not overlap");
   if (drains) {
     cost.terms.push_back("drains " + fixed(drain) + " ns: " + std::to_string(reductions) +
                          " reductions wait for their loads to land, alone on the SM");
   }
-  cost.ns_per_row = overlapped + barriers + drain;
+  const double partial_stores = ctas > 1 ? t.unaligned_out_bytes / kPartialStoreBytesPerNs * kSms / sms : 0;
+  if (partial_stores > 0) {
+    cost.terms.push_back("partial stores " + fixed(partial_stores) + " ns: " + fixed(t.unaligned_out_bytes) +
+                         " bytes of rows off 16-byte boundaries stored element by element after the exchange");
+  }
+  cost.ns_per_row = overlapped + barriers + drain + partial_stores;
   return cost;
 }
 
