@@ -204,7 +204,13 @@ def _points():
 
 
 # Shapes the model is known to rank more than 5 % off, measured, with why; strict, so that a fix shows.
-KNOWN_MISSES: dict[str, str] = {}
+KNOWN_MISSES: dict[str, str] = {
+    # measured after calib3 moved it off cluster(4x256) registers (h200-2026-11-29-scopes-50257-rmsnorm.jsonl):
+    # warpgroup streamed 2.30 TB/s against cta(256) streamed's 2.48. Both stream each row twice with
+    # far more rows in flight than L2 holds; the model's L2 share (L2 over the rows in flight: 0.19 against
+    # 0.31) and bytes in flight (100 % against 86 % busy) nearly cancel, and it ranks warpgroup 11 % ahead
+    "rmsnorm 50257 float32": "the model ranks warpgroup streamed (2.30 TB/s) over cta(256) streamed (2.48): 0.93x",
+}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[c]))
