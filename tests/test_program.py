@@ -130,6 +130,33 @@ def test_repeated_call_is_a_lookup(rng):
     assert traced == [(70,), (71,), (70,)]
 
 
+def test_a_new_batch_of_the_same_tiles_plans_nothing_again(monkeypatch, rng):
+    """The batch is no part of a program's plan: a call with more rows of the same tiles traces
+    again (a new signature) but reuses the plan, which an auto-scoped plan makes dear (every
+    candidate scope planned); new tiles, or a scope named, plan anew; forget() drops the plans."""
+    import tileprim._program.program as program_module
+    made = []
+    plan_program = program_module._C.plan_program
+    monkeypatch.setattr(program_module._C, "plan_program", lambda *a: made.append(a[2]) or plan_program(*a))
+
+    @tp.program
+    def centred(x):
+        return x - tp.sum(x, axes=-1, keepdims=True) / x.shape[-1]
+
+    for rows in (3, 8, 5):
+        x = random_tile(rng, (rows, 300), "float32", special=False)
+        got = centred(x, batch_dims=1, backend="cpu")
+        want = x.astype(np.float64) - x.astype(np.float64).mean(axis=-1, keepdims=True)
+        assert got.shape == (rows, 300) and np.allclose(got, want, rtol=1e-5, atol=1e-4)
+    assert len(made) == 1
+    centred(random_tile(rng, (3, 301), "float32"), batch_dims=1, backend="cpu")
+    centred(random_tile(rng, (3, 300), "float32"), batch_dims=1, backend="cpu", scope=tp.warp)
+    assert len(made) == 3
+    _prepared.forget()
+    centred(random_tile(rng, (4, 300), "float32"), batch_dims=1, backend="cpu")
+    assert len(made) == 4
+
+
 def test_keepdims_broadcast_inside_2d_tiles(backend, rng):
     @tp.program(scope=tp.thread)  # the standalone sum below runs at thread scope too: same order
     def center(x):

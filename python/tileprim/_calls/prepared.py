@@ -52,9 +52,27 @@ def remember(key: Optional[tuple], prepared) -> None:
     MEMO[key] = prepared
 
 
+# A program's bound plan per traced spec (its steps, tiles, scope, staging, target...): the batch is
+# no part of a plan, so a new batch of the same tiles plans nothing again (program.py).
+PLANNED: Dict[str, object] = {}
+
+
+def planned(key: Optional[str], plan):
+    """The bound plan remembered for ``key`` (None: not remembered), else ``plan()``'s, kept."""
+    if key is None:
+        return plan()
+    bound = PLANNED.get(key)
+    if bound is None:
+        if len(PLANNED) >= _MEMO_LIMIT:
+            PLANNED.clear()
+        bound = PLANNED[key] = plan()
+    return bound
+
+
 def forget() -> None:
-    """Drops every remembered call signature (here and in the C++ plan cache)."""
+    """Drops every remembered call signature and program plan (here and in the C++ plan cache)."""
     MEMO.clear()
+    PLANNED.clear()
     _C.plan_cache_clear()
 
 

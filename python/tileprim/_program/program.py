@@ -16,7 +16,7 @@ import tileprim._C as _C
 from .._arrays.adapters import adapter_for, remember_device_type
 from .._arrays.routing import PROGRAM_ROUTES, UNROUTED, on_host
 from .._calls.call import _host_array
-from .._calls.prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, remember, signature
+from .._calls.prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, planned, remember, signature
 from .._calls.scope import STORAGE_SCOPES, ExecScope
 from .._checks import as_int
 from .._platform.backends import device_arch, resolve_backend
@@ -199,9 +199,12 @@ class Program:
         if backend == "cuda" and not target:
             target = device_arch(device)
         kind, threads, ctas = trace.scope.parts if trace.scope else ("", 0, 1)  # "": the planner's
-        core = _C.plan_program(self.__name__, trace.inputs, trace.steps, [t._id for t in outputs], kind, threads,
-                               self._storage or "", self._staging or "", target or "", backend,
-                               [device] if backend == "cuda" else [], fastmath, ctas)
+        spec = (self.__name__, trace.inputs, trace.steps, [t._id for t in outputs], kind, threads,
+                self._storage or "", self._staging or "", target or "", backend, [device] if backend == "cuda" else [],
+                fastmath, ctas)
+        # the spec as its repr: plain values, but for a layout a step names (whose repr need not be whole)
+        key = repr(spec) if all(s["layout"] is None and s["out_layout"] is None for s in trace.steps) else None
+        core = planned(key, lambda: _C.plan_program(*spec))
         results = [(batch_shape + t.shape, t.dtype) for t in outputs]
         plan = ProgramPlan(core.plan, [shape for shape, _ in results])
         tiles = math.prod(batch_shape)
