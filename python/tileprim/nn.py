@@ -45,10 +45,9 @@ def _elementwise(program, scope, fastmath, *tensors):
 def _rows(program, scope, fastmath, x, *args):
     """A program over the last dim, every other dim a batch of rows (rows as they are: no view, so
     no view's node for autograd to run backward)."""
-    if x.dim() == 2:
-        return program(x, *args, batch_dims=1, scope=scope, backend=_where(x), fastmath=fastmath)
-    rows = x.reshape(-1, x.shape[-1])
-    return program(rows, *args, batch_dims=1, scope=scope, backend=_where(x), fastmath=fastmath).reshape(x.shape)
+    rows = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
+    y = program(rows, *args, batch_dims=1, scope=scope, backend=_where(x), fastmath=fastmath)
+    return y if rows is x else y.reshape(x.shape)
 
 
 class GELU(torch.nn.Module):
