@@ -24,15 +24,7 @@ constexpr double kInflightBytes = 56 * 1024;  // loads in flight that keep the S
 constexpr double kL2Bytes = 50e6;
 constexpr double kL1CopyRate = 0.88;  // of DRAM's bandwidth, a cluster's 16-bit share copied through L1 (below)
 constexpr int kSms = 132;
-// A row not a multiple of 16 bytes long starts off a 16-byte boundary (3 rows in 4 in float32), so
-// the spread layout's runs are stored element by element (tp::store_tile): each warp store writes
-// 8 bytes into each sector it touches, 4 partial writes per sector instead of one. A cluster's CTAs
-// store their shares together after the last exchange, and at 2-3 CTAs per SM nothing hides them:
-// the H200 points at 50257 (h200-2026-11-29-scopes-50257.jsonl, -programs-final.json) took 1.6-2.0x
-// this model's time on clusters where the program stores rows (softmax, add+RMSNorm), 1.0-1.3x where
-// it stores none (logsumexp), an extra 10-20 bytes stored a ns per SM: about one partial sector (8
-// bytes) a clock.
-constexpr double kPartialStoreBytesPerNs = 8 * 1.98;
+constexpr int kCopiesInFlight = 16;
 // a reduction across warps: a barrier and a partial per warp through shared memory, during which
 // the instance has no loads in flight (the sweep: rows of 16384 bfloat16, two reductions, lose 20 %
 // from 256 to 512 threads with the same bytes in flight)
@@ -71,7 +63,6 @@ struct Traffic {
   int in_size = 4;                     // bytes of the widest input's element
   long long row = 1;                   // the widest input's elements
   double held_bytes = 0;               // per slot of the row: every input tile a thread holds, weights too, widened
-  double unaligned_out_bytes = 0;      // of outputs whose rows are not a multiple of 16 bytes long (below)
 };
 
 Traffic traffic(const ProgramPlan& plan) {
@@ -94,7 +85,6 @@ Traffic traffic(const ProgramPlan& plan) {
     const ProgramValue& v = plan.values.at(id);
     const long long bytes = v.elements() * dtype_size(v.dtype);
     t.out_bytes += static_cast<double>(bytes) * (v.accumulated ? 2 : 1);
-    if (bytes > 16 && bytes % 16 != 0) t.unaligned_out_bytes += static_cast<double>(bytes);
   }
   return t;
 }
@@ -207,14 +197,16 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   // once, where the row starts on a whole run (tp::stage_share); rows whose bytes are not a multiple
   // of 16 start there one time in 4 or 8, and the rest move through registers a chunk at a time
   // (the H200 points at 50257: cluster(2x256) shared 0.56-0.82x cluster(4x256) registers)
-  const bool whole_share = ctas > 1 && plan.staging == "shared" && t.row * t.in_size % 16 == 0;
-  const long long inflight_slots = whole_share ? plan.rows->slots : slots;
+  const long long run_bytes = chunked ? plan.rows->vec * t.in_size : 0;
+  const bool whole_share = ctas > 1 && plan.staging == "shared" && (run_bytes == 4 || run_bytes == 8 || run_bytes == 16) &&
+                           t.row * t.in_size % run_bytes == 0;
+  const long long inflight_slots = whole_share ? std::min<long long>(plan.rows->slots, kCopiesInFlight * plan.rows->vec) : slots;
   const double inflight = static_cast<double>(resident * cta_threads * inflight_slots * t.in_size);
   // a share's runs are 4 elements (spread_layout): 16 bytes of float32 copy past L1 (cp.async.cg),
   // 8 bytes of a 16-bit row through it (cp.async.ca), a little slower: the H200 points of bfloat16
   // RMSNorm and add+RMSNorm on clusters at three or more CTAs per SM took 1.09-1.25x this model's time
   // without it (float32's 0.91-1.04x)
-  const double copy_rate = whole_share && 4 * t.in_size < 16 ? kL1CopyRate : 1.0;
+  const double copy_rate = whole_share && run_bytes < 16 ? kL1CopyRate : 1.0;
   const double busy = std::min(1.0, inflight / kInflightBytes) * copy_rate;
   double dram_bytes = t.in_bytes + t.out_bytes, l2_bytes = 0, hit = 0;
   if (plan.staging == "streamed" && work.row_reads > t.in_bytes) {
@@ -292,7 +284,8 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   //   L2, 32000-65536 float32 at cta(1024) streamed: 1.14-1.24x the estimate with the whole drain,
   //   0.99-1.07x with this share)
   const bool on_chip = plan.staging == "registers" || plan.staging == "shared";
-  const bool serial = ctas > 1 && resident == 1 && on_chip;
+  const bool serial = on_chip && ((ctas > 1 && resident == 1) || (chunked && plan.staging == "shared" && resident == 1) ||
+                                  (ctas > 1 && plan.staging == "shared" && !whole_share));
   const bool drains = resident == 1 && (serial || plan.staging == "streamed");
   const double overlapped = serial ? memory + core
                             : plan.staging == "streamed" || (chunked && resident == 1) ? std::hypot(memory, core)
@@ -303,12 +296,7 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
     cost.terms.push_back("drains " + fixed(drain) + " ns: " + std::to_string(reductions) +
                          " reductions wait for their loads to land, alone on the SM");
   }
-  const double partial_stores = ctas > 1 ? t.unaligned_out_bytes / kPartialStoreBytesPerNs * kSms / sms : 0;
-  if (partial_stores > 0) {
-    cost.terms.push_back("partial stores " + fixed(partial_stores) + " ns: " + fixed(t.unaligned_out_bytes) +
-                         " bytes of rows off 16-byte boundaries stored element by element after the exchange");
-  }
-  cost.ns_per_row = overlapped + barriers + drain + partial_stores;
+  cost.ns_per_row = overlapped + barriers + drain;
   return cost;
 }
 
