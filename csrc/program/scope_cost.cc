@@ -22,7 +22,7 @@ constexpr double kWavefrontsPerNs = 1.98;    // L1: one line a clock
 constexpr double kLoadLatencyNs = 1700;       // a load's latency under load
 constexpr double kInflightBytes = 56 * 1024;  // loads in flight that keep the SM's share busy (Little's law: 4.3 TB/s x kLoadLatencyNs / 132)
 constexpr double kL2Bytes = 50e6;
-constexpr double kL1CopyRate = 0.88;  // of DRAM's bandwidth, a cluster's 16-bit share copied through L1 (below)
+constexpr double kL1CopyRate = 0.79;  // of DRAM's bandwidth, a cluster's 16-bit share copied through L1 (below)
 constexpr int kSms = 132;
 constexpr int kCopiesInFlight = 16;
 // a reduction across warps: a barrier and a partial per warp through shared memory, during which
@@ -207,7 +207,7 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   // RMSNorm and add+RMSNorm on clusters at three or more CTAs per SM took 1.09-1.25x this model's time
   // without it (float32's 0.91-1.04x)
   const double copy_rate = whole_share && run_bytes < 16 ? kL1CopyRate : 1.0;
-  const double busy = std::min(1.0, inflight / kInflightBytes) * copy_rate;
+  const double busy = std::min(1.0, inflight / kInflightBytes);
   double dram_bytes = t.in_bytes + t.out_bytes, l2_bytes = 0, hit = 0;
   if (plan.staging == "streamed" && work.row_reads > t.in_bytes) {
     const double rereads = work.row_reads - t.in_bytes;
@@ -220,7 +220,8 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   }
   // a cluster's SMs: those clusters of its size can occupy, each taking its share of the bandwidth
   const double sms = ctas > 1 ? cluster_sms(ctas) : kSms;
-  const double memory = (dram_bytes / (kDramBytesPerNs * busy) + l2_bytes / kL2BytesPerNs) * kSms / sms;
+  const double copy_ns = t.in_bytes / copy_rate - t.in_bytes;  // the share's copy, slower than the stores
+  const double memory = ((dram_bytes + copy_ns) / (kDramBytesPerNs * busy) + l2_bytes / kL2BytesPerNs) * kSms / sms;
   cost.terms.push_back("memory " + fixed(memory) + " ns: " + fixed(dram_bytes) + " bytes from DRAM" +
                        (l2_bytes > 0 ? " and " + fixed(l2_bytes) + " re-read from L2" : "") + ", " +
                        std::to_string(resident) + (ctas > 1 ? " CTAs" : " instances") + " per SM keep " + fixed(busy * 100) +
