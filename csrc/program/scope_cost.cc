@@ -63,6 +63,7 @@ struct Traffic {
   int in_size = 4;                     // bytes of the widest input's element
   long long row = 1;                   // the widest input's elements
   double held_bytes = 0;               // per slot of the row: every input tile a thread holds, weights too, widened
+  int held_rows = 0;                   // input tiles of the row's length, weights too
 };
 
 Traffic traffic(const ProgramPlan& plan) {
@@ -81,6 +82,7 @@ Traffic traffic(const ProgramPlan& plan) {
     if (v.elements() >= t.row) t.row = v.elements(), t.in_size = static_cast<int>(dtype_size(v.dtype));
   }
   t.held_bytes /= static_cast<double>(t.row);
+  for (const ProgramValue& v : plan.values) t.held_rows += v.input >= 0 && v.elements() == t.row ? 1 : 0;
   for (int id : plan.outputs) {
     const ProgramValue& v = plan.values.at(id);
     const long long bytes = v.elements() * dtype_size(v.dtype);
@@ -173,7 +175,13 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   const bool whole_rows = plan.staging == "registers" && !frame;
   const long long row_registers = whole_rows ? static_cast<long long>(std::ceil(static_cast<double>(slots) * t.held_bytes / 4))
                                              : 3 * ceil_div(slots * t.in_size, 4) / 2;
-  long long registers = (row_registers + kFrameRegisters + 7) / 8 * 8;
+  // runs of one element: every element of a row is a load of its own, at an address of its own;
+  // holding a second row (a weight) beside the first, ptxas took more than the tiles and the frame
+  // (RMSNorm at cluster(4x256), rows of 50257: 144 registers in float32, 174 in bfloat16; at
+  // 50258, runs of two, 128 and 127; softmax and logsumexp, one row: 80 either way), a register
+  // per slot of each further row
+  const long long addresses = whole_rows && spread_run(t.row) == 1 ? slots * std::max(0, t.held_rows - 1) : 0;
+  long long registers = (row_registers + addresses + kFrameRegisters + 7) / 8 * 8;
   if (plan.staging == "spilled") registers = plan.register_budget();
   registers = std::min<long long>(limits.registers_per_thread, registers);
 
