@@ -22,8 +22,13 @@ constexpr double kWavefrontsPerNs = 1.98;    // L1: one line a clock
 constexpr double kLoadLatencyNs = 1700;       // a load's latency under load
 constexpr double kInflightBytes = 56 * 1024;  // loads in flight that keep the SM's share busy (Little's law: 4.3 TB/s x kLoadLatencyNs / 132)
 constexpr double kL2Bytes = 50e6;
-constexpr double kL1CopyRate = 0.79;  // of DRAM's bandwidth, a cluster's 16-bit share copied through L1 (below)
+constexpr double kL1CopyRate = 0.79;  // of DRAM's bandwidth, a cluster's share copied through L1 (below)
 constexpr int kSms = 132;
+// A thread's cp.async copies of a cluster's share in flight at once: the H200 points at 50257
+// (h200-2026-11-29-s7-scopes-50257-rmsnorm-float32.jsonl, runs of one element, 4 bytes a copy):
+// RMSNorm at cluster(2x256) shared, 100 copies a thread, 2.09 TB/s, at cluster(2x512), 52 copies and
+// twice the threads, 3.07, both two CTAs per SM. Shares of runs of 4 (up to 64 slots at 256 threads
+// per CTA, 16 copies) are not held back.
 constexpr int kCopiesInFlight = 16;
 // a reduction across warps: a barrier and a partial per warp through shared memory, during which
 // the instance has no loads in flight (the sweep: rows of 16384 bfloat16, two reductions, lose 20 %
@@ -201,19 +206,21 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   cost.instances_per_sm = static_cast<int>(resident);
 
   // memory: the row once, re-reads from L2 or DRAM, spills, at the bandwidth occupancy allows
-  // a cluster's shared staging copies each CTA's share with cp.async, every run of it in flight at
-  // once, where the row starts on a whole run (tp::stage_share); rows whose bytes are not a multiple
-  // of 16 start there one time in 4 or 8, and the rest move through registers a chunk at a time
-  // (the H200 points at 50257: cluster(2x256) shared 0.56-0.82x cluster(4x256) registers)
+  // a cluster's shared staging copies each CTA's share with cp.async, a copy per run of 4, 8 or 16
+  // bytes where the row starts on a whole run (tp::stage_share: float32 runs of one element, rows
+  // of 50257, start there always), every copy in flight at once up to kCopiesInFlight a thread;
+  // other runs (16-bit runs of one) move through registers a chunk at a time (below)
   const long long run_bytes = chunked ? plan.rows->vec * t.in_size : 0;
   const bool whole_share = ctas > 1 && plan.staging == "shared" && (run_bytes == 4 || run_bytes == 8 || run_bytes == 16) &&
                            t.row * t.in_size % run_bytes == 0;
   const long long inflight_slots = whole_share ? std::min<long long>(plan.rows->slots, kCopiesInFlight * plan.rows->vec) : slots;
   const double inflight = static_cast<double>(resident * cta_threads * inflight_slots * t.in_size);
-  // a share's runs are 4 elements (spread_layout): 16 bytes of float32 copy past L1 (cp.async.cg),
-  // 8 bytes of a 16-bit row through it (cp.async.ca), a little slower: the H200 points of bfloat16
-  // RMSNorm and add+RMSNorm on clusters at three or more CTAs per SM took 1.09-1.25x this model's time
-  // without it (float32's 0.91-1.04x)
+  // 16-byte runs copy past L1 (cp.async.cg); shorter ones through it (cp.async.ca), more slowly:
+  // the copy of the row inputs, not the stores. The H200 points of bfloat16 RMSNorm and add+RMSNorm
+  // (runs of 8 bytes) on clusters at three or more CTAs per SM took 1.09-1.25x this model's time
+  // without it (float32's, 16 bytes, 0.91-1.04x); logsumexp float32 at 50257 (4 bytes, all its
+  // bytes copied) ranks cluster(4x256) registers (2.60 TB/s) over cluster(2x512) shared (1.93)
+  // with it
   const double copy_rate = whole_share && run_bytes < 16 ? kL1CopyRate : 1.0;
   const double busy = std::min(1.0, inflight / kInflightBytes);
   double dram_bytes = t.in_bytes + t.out_bytes, l2_bytes = 0, hit = 0;
@@ -228,8 +235,8 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   }
   // a cluster's SMs: those clusters of its size can occupy, each taking its share of the bandwidth
   const double sms = ctas > 1 ? cluster_sms(ctas) : kSms;
-  const double copy_ns = t.in_bytes / copy_rate - t.in_bytes;  // the share's copy, slower than the stores
-  const double memory = ((dram_bytes + copy_ns) / (kDramBytesPerNs * busy) + l2_bytes / kL2BytesPerNs) * kSms / sms;
+  const double copy_extra = t.in_bytes / copy_rate - t.in_bytes;  // bytes' worth of time the copy adds
+  const double memory = ((dram_bytes + copy_extra) / (kDramBytesPerNs * busy) + l2_bytes / kL2BytesPerNs) * kSms / sms;
   cost.terms.push_back("memory " + fixed(memory) + " ns: " + fixed(dram_bytes) + " bytes from DRAM" +
                        (l2_bytes > 0 ? " and " + fixed(l2_bytes) + " re-read from L2" : "") + ", " +
                        std::to_string(resident) + (ctas > 1 ? " CTAs" : " instances") + " per SM keep " + fixed(busy * 100) +
@@ -285,6 +292,12 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   //   starts only where all its SMs are free): the sum. The points of RMSNorm and add+RMSNorm staged
   //   in shared memory on clusters of 2-16 at one CTA per SM took 1.4-1.8x the larger alone; a lone
   //   CTA of one does not (cta(1024) shared at 16384 rows: 4.1 TB/s, the other SMs' fill its gaps)
+  //   unless its row is not a multiple of 16 bytes: then the fill moves the row element by element
+  //   (tp::copy_to_shared, 3 rows in 4 in float32) before the first pass (rows of 50257 at
+  //   cta(1024) shared, one CTA per SM: softmax, logsumexp and add+RMSNorm 0.76-0.99x streamed)
+  // - so does a cluster's share that moves through registers a chunk at a time, each chunk's loads
+  //   landing before its stores to shared, whatever the CTAs per SM (bfloat16 at 50257, runs of
+  //   one: logsumexp at cluster(2x512) and (4x256) shared 0.92 and 0.84 TB/s, cta(512) streamed 1.69)
   // - alone on its SM, a streamed CTA or a cluster's CTA waits at each reduction for its last loads
   //   to land (the 1.7 us of kLoadLatencyNs), with no other instance to fill it (rows of 65536-131072
   //   float32 at cta(1024) streamed: 0.85-0.90x the estimate without it); but the DRAM is the chip's:
@@ -293,14 +306,20 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   //   L2, 32000-65536 float32 at cta(1024) streamed: 1.14-1.24x the estimate with the whole drain,
   //   0.99-1.07x with this share)
   const bool on_chip = plan.staging == "registers" || plan.staging == "shared";
-  const bool serial = on_chip && ((ctas > 1 && resident == 1) || (chunked && plan.staging == "shared" && resident == 1) ||
+  const bool row_fill_by_element = ctas == 1 && plan.staging == "shared" && t.row * t.in_size % 16 != 0;
+  const bool serial = on_chip && ((resident == 1 && (ctas > 1 || row_fill_by_element)) ||
                                   (ctas > 1 && plan.staging == "shared" && !whole_share));
   const bool drains = resident == 1 && (serial || plan.staging == "streamed");
   const double overlapped = serial ? memory + core
                             : plan.staging == "streamed" || (chunked && resident == 1) ? std::hypot(memory, core)
                                                                                        : std::max(memory, core);
   const double drain = drains ? reductions * kLoadLatencyNs * ctas * (1 - hit) : 0;
-  if (serial) cost.terms.push_back("one CTA per SM: its loads, maps and stores do not overlap");
+  if (serial) {
+    cost.terms.push_back(std::string(resident > 1           ? "its share moves through registers a chunk at a time"
+                                     : row_fill_by_element ? "alone on its SM, its row filled element by element"
+                                                           : "one CTA per SM") +
+                         ": its loads, maps and stores do not overlap");
+  }
   if (drains) {
     cost.terms.push_back("drains " + fixed(drain) + " ns: " + std::to_string(reductions) +
                          " reductions wait for their loads to land, alone on the SM");
