@@ -229,15 +229,16 @@ def test_a_share_through_registers_does_not_overlap():
     assert not any(r.startswith("partial stores") for v in _plan("rmsnorm", 50257).scope_trace for r in v["reasons"])
 
 
-def test_runs_of_one_holding_a_weight_take_a_register_per_slot_more():
-    """RMSNorm in registers at cluster(4x256): rows of 50257 (runs of one) hold x and w element by
-    element, a register per slot more than rows of 50258 (runs of two): one CTA per SM, not two."""
-    def registers(n):
-        text = next(r for r in _verdict(_plan("rmsnorm", n), "cluster(4x256)", "registers")["reasons"]
+def test_a_clusters_16_bit_runs_of_one_holding_a_weight_take_a_register_per_slot_more():
+    """RMSNorm bfloat16 in registers at cluster(4x256): rows of 50257 (runs of one, 2-byte loads)
+    hold x and w with a register per slot more than rows of 50258 (runs of two) or float32 rows:
+    one CTA per SM, not two (ptxas: 174 registers against 127)."""
+    def registers(n, dtype):
+        text = next(r for r in _verdict(_plan("rmsnorm", n, dtype), "cluster(4x256)", "registers")["reasons"]
                     if r.startswith("memory "))
         return [int(k) for k in re.search(r"(\d+) CTAs per SM .*?\((\d+) registers per thread", text).groups()]
-    assert registers(50258) == [2, 128]
-    ctas, regs = registers(50257)
+    assert registers(50258, "bfloat16") == registers(50257, "float32") == [2, 128]
+    ctas, regs = registers(50257, "bfloat16")
     assert ctas == 1 and regs >= 128 + 48
 
 

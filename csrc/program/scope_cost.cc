@@ -180,12 +180,12 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   const bool whole_rows = plan.staging == "registers" && !frame;
   const long long row_registers = whole_rows ? static_cast<long long>(std::ceil(static_cast<double>(slots) * t.held_bytes / 4))
                                              : 3 * ceil_div(slots * t.in_size, 4) / 2;
-  // runs of one element: every element of a row is a load of its own, at an address of its own;
-  // holding a second row (a weight) beside the first, ptxas took more than the tiles and the frame
-  // (RMSNorm at cluster(4x256), rows of 50257: 144 registers in float32, 174 in bfloat16; at
-  // 50258, runs of two, 128 and 127; softmax and logsumexp, one row: 80 either way), a register
-  // per slot of each further row
-  const long long addresses = whole_rows && spread_run(t.row) == 1 ? slots * std::max(0, t.held_rows - 1) : 0;
+  // a cluster's 16-bit rows at runs of one element, each element a 2-byte load of its own: holding
+  // a second row (a weight) beside the first, ptxas took a register per slot of it besides (RMSNorm
+  // bfloat16 at rows of 50257, cluster(4x256) / (4x512) / (8x256): 174 / 112 / 100 registers; at
+  // 50258, runs of two, 127 / 82 / 78; float32 and one-row softmax and logsumexp: as estimated)
+  const bool halves = ctas > 1 && t.in_size < 4 && spread_run(t.row) == 1;
+  const long long addresses = whole_rows && halves ? slots * std::max(0, t.held_rows - 1) : 0;
   long long registers = (row_registers + addresses + kFrameRegisters + 7) / 8 * 8;
   if (plan.staging == "spilled") registers = plan.register_budget();
   registers = std::min<long long>(limits.registers_per_thread, registers);
