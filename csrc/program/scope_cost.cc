@@ -22,7 +22,9 @@ constexpr double kWavefrontsPerNs = 1.98;    // L1: one line a clock
 constexpr double kLoadLatencyNs = 1700;       // a load's latency under load
 constexpr double kInflightBytes = 56 * 1024;  // loads in flight that keep the SM's share busy (Little's law: 4.3 TB/s x kLoadLatencyNs / 132)
 constexpr double kL2Bytes = 50e6;
-constexpr double kL1CopyRate = 0.79;  // of DRAM's bandwidth, a cluster's share copied through L1 (below)
+// of DRAM's bandwidth, the reads of a cluster's share copied through L1 (below; fitted as 0.88 of
+// all the bytes of RMSNorm and add+RMSNorm, half of them reads)
+constexpr double kL1CopyRate = 0.79;
 constexpr int kSms = 132;
 // A thread's cp.async copies of a cluster's share in flight at once: the H200 points at 50257
 // (h200-2026-11-29-s7-scopes-50257-rmsnorm-float32.jsonl, runs of one element, 4 bytes a copy):
@@ -242,6 +244,7 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
                        std::to_string(resident) + (ctas > 1 ? " CTAs" : " instances") + " per SM keep " + fixed(busy * 100) +
                        " % of its share busy (" + std::to_string(registers) + " registers per thread, " +
                        std::to_string(inflight_slots) + " slots in flight)" +
+                       (copy_rate < 1 ? ", the share's reads copied through L1 at " + fixed(copy_rate * 100) + " %" : "") +
                        (ctas > 1 ? "; clusters of " + std::to_string(ctas) + " run on " + fixed(sms) + " of the " +
                                        std::to_string(kSms) + " SMs"
                                  : std::string()));
