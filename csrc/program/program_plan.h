@@ -180,5 +180,7 @@ void mark_syncs(ProgramPlan& plan);
 // is padded flat: its reductions group it into dims where the padding lies in dim 0, else fold
 // it in shared memory). One value: a copy in every thread.
 std::optional<TileLayout> spread_layout(const std::vector<long long>& shape, const ExecScope& scope);
+// The elements of each run of spread_layout for a tile of n elements: 4, 2 or 1.
+long long spread_run(long long n);
 
 }  // namespace tp

@@ -22,17 +22,16 @@ constexpr double kWavefrontsPerNs = 1.98;    // L1: one line a clock
 constexpr double kLoadLatencyNs = 1700;       // a load's latency under load
 constexpr double kInflightBytes = 56 * 1024;  // loads in flight that keep the SM's share busy (Little's law: 4.3 TB/s x kLoadLatencyNs / 132)
 constexpr double kL2Bytes = 50e6;
-constexpr double kL1CopyRate = 0.88;  // of DRAM's bandwidth, a cluster's 16-bit share copied through L1 (below)
+// of DRAM's bandwidth, the reads of a cluster's share copied through L1 (below; fitted as 0.88 of
+// all the bytes of RMSNorm and add+RMSNorm, half of them reads)
+constexpr double kL1CopyRate = 0.79;
 constexpr int kSms = 132;
-// A row not a multiple of 16 bytes long starts off a 16-byte boundary (3 rows in 4 in float32), so
-// the spread layout's runs are stored element by element (tp::store_tile): each warp store writes
-// 8 bytes into each sector it touches, 4 partial writes per sector instead of one. A cluster's CTAs
-// store their shares together after the last exchange, and at 2-3 CTAs per SM nothing hides them:
-// the H200 points at 50257 (h200-2026-11-29-scopes-50257.jsonl, -programs-final.json) took 1.6-2.0x
-// this model's time on clusters where the program stores rows (softmax, add+RMSNorm), 1.0-1.3x where
-// it stores none (logsumexp), an extra 10-20 bytes stored a ns per SM: about one partial sector (8
-// bytes) a clock.
-constexpr double kPartialStoreBytesPerNs = 8 * 1.98;
+// A thread's cp.async copies of a cluster's share in flight at once: the H200 points at 50257
+// (h200-2026-11-29-s7-scopes-50257-rmsnorm-float32.jsonl, runs of one element, 4 bytes a copy):
+// RMSNorm at cluster(2x256) shared, 100 copies a thread, 2.09 TB/s, at cluster(2x512), 52 copies and
+// twice the threads, 3.07, both two CTAs per SM. Shares of runs of 4 (up to 64 slots at 256 threads
+// per CTA, 16 copies) are not held back.
+constexpr int kCopiesInFlight = 16;
 // a reduction across warps: a barrier and a partial per warp through shared memory, during which
 // the instance has no loads in flight (the sweep: rows of 16384 bfloat16, two reductions, lose 20 %
 // from 256 to 512 threads with the same bytes in flight)
@@ -71,7 +70,7 @@ struct Traffic {
   int in_size = 4;                     // bytes of the widest input's element
   long long row = 1;                   // the widest input's elements
   double held_bytes = 0;               // per slot of the row: every input tile a thread holds, weights too, widened
-  double unaligned_out_bytes = 0;      // of outputs whose rows are not a multiple of 16 bytes long (below)
+  int held_rows = 0;                   // input tiles of the row's length, weights too
 };
 
 Traffic traffic(const ProgramPlan& plan) {
@@ -90,11 +89,11 @@ Traffic traffic(const ProgramPlan& plan) {
     if (v.elements() >= t.row) t.row = v.elements(), t.in_size = static_cast<int>(dtype_size(v.dtype));
   }
   t.held_bytes /= static_cast<double>(t.row);
+  for (const ProgramValue& v : plan.values) t.held_rows += v.input >= 0 && v.elements() == t.row ? 1 : 0;
   for (int id : plan.outputs) {
     const ProgramValue& v = plan.values.at(id);
     const long long bytes = v.elements() * dtype_size(v.dtype);
     t.out_bytes += static_cast<double>(bytes) * (v.accumulated ? 2 : 1);
-    if (bytes > 16 && bytes % 16 != 0) t.unaligned_out_bytes += static_cast<double>(bytes);
   }
   return t;
 }
@@ -183,7 +182,13 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   const bool whole_rows = plan.staging == "registers" && !frame;
   const long long row_registers = whole_rows ? static_cast<long long>(std::ceil(static_cast<double>(slots) * t.held_bytes / 4))
                                              : 3 * ceil_div(slots * t.in_size, 4) / 2;
-  long long registers = (row_registers + kFrameRegisters + 7) / 8 * 8;
+  // a cluster's 16-bit rows at runs of one element, each element a 2-byte load of its own: holding
+  // a second row (a weight) beside the first, ptxas took a register per slot of it besides (RMSNorm
+  // bfloat16 at rows of 50257, cluster(4x256) / (4x512) / (8x256): 174 / 112 / 100 registers; at
+  // 50258, runs of two, 127 / 82 / 78; float32 and one-row softmax and logsumexp: as estimated)
+  const bool halves = ctas > 1 && t.in_size < 4 && spread_run(t.row) == 1;
+  const long long addresses = whole_rows && halves ? slots * std::max(0, t.held_rows - 1) : 0;
+  long long registers = (row_registers + addresses + kFrameRegisters + 7) / 8 * 8;
   if (plan.staging == "spilled") registers = plan.register_budget();
   registers = std::min<long long>(limits.registers_per_thread, registers);
 
@@ -203,19 +208,23 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   cost.instances_per_sm = static_cast<int>(resident);
 
   // memory: the row once, re-reads from L2 or DRAM, spills, at the bandwidth occupancy allows
-  // a cluster's shared staging copies each CTA's share with cp.async, every run of it in flight at
-  // once, where the row starts on a whole run (tp::stage_share); rows whose bytes are not a multiple
-  // of 16 start there one time in 4 or 8, and the rest move through registers a chunk at a time
-  // (the H200 points at 50257: cluster(2x256) shared 0.56-0.82x cluster(4x256) registers)
-  const bool whole_share = ctas > 1 && plan.staging == "shared" && t.row * t.in_size % 16 == 0;
-  const long long inflight_slots = whole_share ? plan.rows->slots : slots;
+  // a cluster's shared staging copies each CTA's share with cp.async, a copy per run of 4, 8 or 16
+  // bytes where the row starts on a whole run (tp::stage_share: float32 runs of one element, rows
+  // of 50257, start there always), every copy in flight at once up to kCopiesInFlight a thread;
+  // other runs (16-bit runs of one) move through registers a chunk at a time (below)
+  const long long run_bytes = chunked ? plan.rows->vec * t.in_size : 0;
+  const bool whole_share = ctas > 1 && plan.staging == "shared" && (run_bytes == 4 || run_bytes == 8 || run_bytes == 16) &&
+                           t.row * t.in_size % run_bytes == 0;
+  const long long inflight_slots = whole_share ? std::min<long long>(plan.rows->slots, kCopiesInFlight * plan.rows->vec) : slots;
   const double inflight = static_cast<double>(resident * cta_threads * inflight_slots * t.in_size);
-  // a share's runs are 4 elements (spread_layout): 16 bytes of float32 copy past L1 (cp.async.cg),
-  // 8 bytes of a 16-bit row through it (cp.async.ca), a little slower: the H200 points of bfloat16
-  // RMSNorm and add+RMSNorm on clusters at three or more CTAs per SM took 1.09-1.25x this model's time
-  // without it (float32's 0.91-1.04x)
-  const double copy_rate = whole_share && 4 * t.in_size < 16 ? kL1CopyRate : 1.0;
-  const double busy = std::min(1.0, inflight / kInflightBytes) * copy_rate;
+  // 16-byte runs copy past L1 (cp.async.cg); shorter ones through it (cp.async.ca), more slowly:
+  // the copy of the row inputs, not the stores. The H200 points of bfloat16 RMSNorm and add+RMSNorm
+  // (runs of 8 bytes) on clusters at three or more CTAs per SM took 1.09-1.25x this model's time
+  // without it (float32's, 16 bytes, 0.91-1.04x); logsumexp float32 at 50257 (4 bytes, all its
+  // bytes copied) ranks cluster(4x256) registers (2.60 TB/s) over cluster(2x512) shared (1.93)
+  // with it
+  const double copy_rate = whole_share && run_bytes < 16 ? kL1CopyRate : 1.0;
+  const double busy = std::min(1.0, inflight / kInflightBytes);
   double dram_bytes = t.in_bytes + t.out_bytes, l2_bytes = 0, hit = 0;
   if (plan.staging == "streamed" && work.row_reads > t.in_bytes) {
     const double rereads = work.row_reads - t.in_bytes;
@@ -228,12 +237,14 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   }
   // a cluster's SMs: those clusters of its size can occupy, each taking its share of the bandwidth
   const double sms = ctas > 1 ? cluster_sms(ctas) : kSms;
-  const double memory = (dram_bytes / (kDramBytesPerNs * busy) + l2_bytes / kL2BytesPerNs) * kSms / sms;
+  const double copy_extra = t.in_bytes / copy_rate - t.in_bytes;  // bytes' worth of time the copy adds
+  const double memory = ((dram_bytes + copy_extra) / (kDramBytesPerNs * busy) + l2_bytes / kL2BytesPerNs) * kSms / sms;
   cost.terms.push_back("memory " + fixed(memory) + " ns: " + fixed(dram_bytes) + " bytes from DRAM" +
                        (l2_bytes > 0 ? " and " + fixed(l2_bytes) + " re-read from L2" : "") + ", " +
                        std::to_string(resident) + (ctas > 1 ? " CTAs" : " instances") + " per SM keep " + fixed(busy * 100) +
                        " % of its share busy (" + std::to_string(registers) + " registers per thread, " +
                        std::to_string(inflight_slots) + " slots in flight)" +
+                       (copy_rate < 1 ? ", the share's reads copied through L1 at " + fixed(copy_rate * 100) + " %" : "") +
                        (ctas > 1 ? "; clusters of " + std::to_string(ctas) + " run on " + fixed(sms) + " of the " +
                                        std::to_string(kSms) + " SMs"
                                  : std::string()));
@@ -284,6 +295,12 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   //   starts only where all its SMs are free): the sum. The points of RMSNorm and add+RMSNorm staged
   //   in shared memory on clusters of 2-16 at one CTA per SM took 1.4-1.8x the larger alone; a lone
   //   CTA of one does not (cta(1024) shared at 16384 rows: 4.1 TB/s, the other SMs' fill its gaps)
+  //   unless its row is not a multiple of 16 bytes: then the fill moves the row element by element
+  //   (tp::copy_to_shared, 3 rows in 4 in float32) before the first pass (rows of 50257 at
+  //   cta(1024) shared, one CTA per SM: softmax, logsumexp and add+RMSNorm 0.76-0.99x streamed)
+  // - so does a cluster's share that moves through registers a chunk at a time, each chunk's loads
+  //   landing before its stores to shared, whatever the CTAs per SM (bfloat16 at 50257, runs of
+  //   one: logsumexp at cluster(2x512) and (4x256) shared 0.92 and 0.84 TB/s, cta(512) streamed 1.69)
   // - alone on its SM, a streamed CTA or a cluster's CTA waits at each reduction for its last loads
   //   to land (the 1.7 us of kLoadLatencyNs), with no other instance to fill it (rows of 65536-131072
   //   float32 at cta(1024) streamed: 0.85-0.90x the estimate without it); but the DRAM is the chip's:
@@ -292,23 +309,25 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   //   L2, 32000-65536 float32 at cta(1024) streamed: 1.14-1.24x the estimate with the whole drain,
   //   0.99-1.07x with this share)
   const bool on_chip = plan.staging == "registers" || plan.staging == "shared";
-  const bool serial = ctas > 1 && resident == 1 && on_chip;
+  const bool row_fill_by_element = ctas == 1 && plan.staging == "shared" && t.row * t.in_size % 16 != 0;
+  const bool serial = on_chip && ((resident == 1 && (ctas > 1 || row_fill_by_element)) ||
+                                  (ctas > 1 && plan.staging == "shared" && !whole_share));
   const bool drains = resident == 1 && (serial || plan.staging == "streamed");
   const double overlapped = serial ? memory + core
                             : plan.staging == "streamed" || (chunked && resident == 1) ? std::hypot(memory, core)
                                                                                        : std::max(memory, core);
   const double drain = drains ? reductions * kLoadLatencyNs * ctas * (1 - hit) : 0;
-  if (serial) cost.terms.push_back("one CTA per SM: its loads, maps and stores do not overlap");
+  if (serial) {
+    cost.terms.push_back(std::string(resident > 1           ? "its share moves through registers a chunk at a time"
+                                     : row_fill_by_element ? "alone on its SM, its row filled element by element"
+                                                           : "one CTA per SM") +
+                         ": its loads, maps and stores do not overlap");
+  }
   if (drains) {
     cost.terms.push_back("drains " + fixed(drain) + " ns: " + std::to_string(reductions) +
                          " reductions wait for their loads to land, alone on the SM");
   }
-  const double partial_stores = ctas > 1 ? t.unaligned_out_bytes / kPartialStoreBytesPerNs * kSms / sms : 0;
-  if (partial_stores > 0) {
-    cost.terms.push_back("partial stores " + fixed(partial_stores) + " ns: " + fixed(t.unaligned_out_bytes) +
-                         " bytes of rows off 16-byte boundaries stored element by element after the exchange");
-  }
-  cost.ns_per_row = overlapped + barriers + drain + partial_stores;
+  cost.ns_per_row = overlapped + barriers + drain;
   return cost;
 }
 

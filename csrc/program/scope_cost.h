@@ -17,8 +17,9 @@
 //             per reduction besides
 //   overlap   memory and cores overlap (the larger of the two) where the instance loads all it
 //             holds at once, in part where a pass alternates them a chunk at a time, not at all
-//             on a cluster's CTA alone on its SM; an instance alone on its SM also waits for its
-//             loads to land at each reduction (drains)
+//             on a cluster's CTA alone on its SM, a share moved through registers, or a CTA alone
+//             on its SM whose shared row fills element by element; an instance alone on its SM
+//             also waits for its loads to land at each reduction (drains)
 // Calibrated to the H200 points of benchmarks/results/h200-auto-scope-points.json
 // (tests/test_auto_scope.py: on every shape measured at two or more points, the one the model
 // ranks first is within 5 % of the fastest).

@@ -15,17 +15,6 @@ Axis thread_axis(const ExecScope& scope) {
 // move one contiguous span per access (16 bytes each in float32).
 constexpr long long kRunElements = 4;
 
-// The run for tiles of n elements: the longest up to kRunElements that n is a whole number of, so
-// that the batch's tiles, laid end to end, each start on a whole run. A run the tile's start cuts
-// moves element by element at a stride of the run (tp::load_tile), a quarter or less of each
-// sector a warp access touches used, and stores sectors in partial writes; runs of one element
-// move a contiguous span per warp access whatever the start (rows of 50257 and 4097).
-long long run_elements(long long n) {
-  long long run = kRunElements;
-  while (n % run != 0) run /= 2;
-  return run;
-}
-
 // n elements (a multiple of the t threads) over the threads: runs interleaved (thread i's k-th
 // run starts at (k * t + i) * run) where each thread holds whole runs and more than one, else
 // (one run or less each) a block of n / t consecutive elements per thread.
@@ -39,6 +28,17 @@ TileLayout even_spread(long long n, long long t, long long run, Axis axis) {
   return TileLayout(shard);
 }
 }  // namespace
+
+// The longest run up to kRunElements that n is a whole number of, so that the batch's tiles, laid
+// end to end, each start on a whole run. A run the tile's start cuts moves element by element at a
+// stride of the run (tp::load_tile), a quarter or less of each sector a warp access touches used,
+// and stores sectors in partial writes; runs of one element move a contiguous span per warp access
+// whatever the start (rows of 50257 and 4097).
+long long spread_run(long long n) {
+  long long run = kRunElements;
+  while (n % run != 0) run /= 2;
+  return run;
+}
 
 std::optional<TileLayout> spread_layout(const std::vector<long long>& shape, const ExecScope& scope) {
   if (scope.threads == 1) return std::nullopt;
@@ -55,7 +55,7 @@ std::optional<TileLayout> spread_layout(const std::vector<long long>& shape, con
   // slots to divide it (rows of 4097 at cta(256): 20 slots, not 17)
   long long slots = (n + t - 1) / t;
   if (slots > kRunElements) slots = (slots + kRunElements - 1) / kRunElements * kRunElements;
-  const long long run = run_elements(n);
+  const long long run = spread_run(n);
   if (slots * t == n) return even_spread(n, t, run, axis);
   return even_spread(slots * t, t, run, axis).padded_to(n);
 }
