@@ -67,6 +67,33 @@ bool names_memory(const TileLayout& layout) {
   return layout.offset().count(Axis::m) > 0;
 }
 
+// The closed form that matches the tables, the widest vec first: tried once per placement.
+RunForm run_form_of(const RegisterPlacement& p) {
+  const int T = p.threads, S = p.slots;
+  int elements = 0;
+  for (int e : p.store) elements += e >= 0 ? 1 : 0;
+  int leading = 0;  // lanes that write slot 0 back, in order: the owners of a replicated tile
+  while (leading < T && p.store[static_cast<size_t>(leading)] >= 0) ++leading;
+  // every lane an owner, slots past the elements empty (a padded tile), else the leading owners
+  for (const int owners : {T, leading}) {
+    if (owners == 0) continue;
+    for (int vec = S; vec >= 1; --vec) {
+      if (S % vec != 0) continue;
+      bool ok = true;
+      for (int s = 0; s < S && ok; ++s) {
+        for (int t = 0; t < T && ok; ++t) {
+          int e = ((s / vec) * owners + t % owners) * vec + s % vec;
+          if (e >= elements) e = -1;
+          const size_t at = static_cast<size_t>(s) * T + t;
+          ok = p.load[at] == e && p.store[at] == (t < owners ? e : -1);
+        }
+      }
+      if (ok) return {owners, vec, static_cast<long long>(owners) * S > elements ? elements : 0};
+    }
+  }
+  return {};
+}
+
 RegisterPlacement placed(const TileLayout& layout, const ExecScope& scope, const std::string& arg) {
   for (Axis a : layout.thread_axes()) {
     if (!scope.offers(a)) {
@@ -135,6 +162,7 @@ RegisterPlacement placed(const TileLayout& layout, const ExecScope& scope, const
       first = false;
     }
   }
+  p.run = run_form_of(p);
   return p;
 }
 
@@ -181,39 +209,13 @@ class RecentPlacements {
 
 }  // namespace
 
-RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& scope,
-                                     const std::string& arg) {
+std::shared_ptr<const RegisterPlacement> place_in_registers(const TileLayout& layout, const ExecScope& scope,
+                                                            const std::string& arg) {
   static RecentPlacements recent;
-  if (auto kept = recent.find(layout, scope)) return *kept;
+  if (auto kept = recent.find(layout, scope)) return kept;
   auto placement = std::make_shared<const RegisterPlacement>(placed(layout, scope, arg));
   recent.keep(layout, scope, placement);
-  return *placement;
-}
-
-RunForm run_form(const RegisterPlacement& p) {
-  const int T = p.threads, S = p.slots;
-  int elements = 0;
-  for (int e : p.store) elements += e >= 0 ? 1 : 0;
-  int leading = 0;  // lanes that write slot 0 back, in order: the owners of a replicated tile
-  while (leading < T && p.store[static_cast<size_t>(leading)] >= 0) ++leading;
-  // every lane an owner, slots past the elements empty (a padded tile), else the leading owners
-  for (const int owners : {T, leading}) {
-    if (owners == 0) continue;
-    for (int vec = S; vec >= 1; --vec) {
-      if (S % vec != 0) continue;
-      bool ok = true;
-      for (int s = 0; s < S && ok; ++s) {
-        for (int t = 0; t < T && ok; ++t) {
-          int e = ((s / vec) * owners + t % owners) * vec + s % vec;
-          if (e >= elements) e = -1;
-          const size_t at = static_cast<size_t>(s) * T + t;
-          ok = p.load[at] == e && p.store[at] == (t < owners ? e : -1);
-        }
-      }
-      if (ok) return {owners, vec, static_cast<long long>(owners) * S > elements ? elements : 0};
-    }
-  }
-  return {};
+  return placement;
 }
 
 }  // namespace tp
