@@ -291,4 +291,12 @@ void choose_staging(ProgramPlan& plan, const std::string& forced) {
   plan.staging_trace = std::move(verdicts);
 }
 
+void switch_staging(ProgramPlan& plan, const std::string& name) {
+  plan.staging = name;
+  if (name == "shared" || name == "streamed") {
+    std::vector<std::string> why;
+    plan.rows = row_chunks(plan, why);
+  }
+}
+
 }  // namespace tp
