@@ -90,6 +90,7 @@ void bind_layout(py::module_& m) {
         return out;
       })
       .def("group", &TileLayout::group)
+      .def("padded_to", &TileLayout::padded_to)
       .def("placement", [](const TileLayout& L, const std::string& scope, int threads) {
         const RegisterPlacement& p = *place_in_registers(L, ExecScope::named(scope, threads), "layout");
         return py::make_tuple(p.threads, p.slots, p.load, p.store);
