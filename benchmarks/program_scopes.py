@@ -1,7 +1,7 @@
 """The sweep that the planner's choice of scope is checked against (its cost model,
 csrc/program/scope_cost.cc; tests/test_auto_scope.py reads benchmarks/results/*-program-scopes.json):
-each workload's program for rows of N at a warp, a warpgroup and CTAs of 64 to 1024 threads (one
-instance per row), held in registers, staged in shared memory or streamed where that staging takes
+each workload's program for rows of N at a warp, a warpgroup, CTAs of 64 to 1024 threads and
+clusters of 2 and 4 CTAs of 256 or 512 (one instance per row), held in registers, staged in shared memory or streamed where that staging takes
 the rows, tileprim alone, one JSON line per run, the fastest per case last, then the planner's own
 choice with no scope named:
 
@@ -19,7 +19,9 @@ from program_ab import median_ms
 from tileprim_bench.program_workloads import WORKLOADS
 
 # every candidate of the planner's but thread (one thread per row of thousands: refused or spilled)
-SCOPES = (tp.warp, tp.cta(64), tp.warpgroup, tp.cta(128), tp.cta(256), tp.cta(512), tp.cta(1024))
+# and its clusters of 2 and 4 CTAs (of 8 and 16 left out, to keep the sweep short)
+SCOPES = (tp.warp, tp.cta(64), tp.warpgroup, tp.cta(128), tp.cta(256), tp.cta(512), tp.cta(1024),
+          tp.cluster(2, 256), tp.cluster(2, 512), tp.cluster(4, 256), tp.cluster(4, 512))
 STAGINGS = ("registers", "shared", "streamed")
 ROWS = 32768
 
@@ -33,6 +35,13 @@ def staged(workload, staging: str) -> tp.Program:
     if key not in _STAGED:
         _STAGED[key] = tp.program(workload.program._fn, staging=staging)
     return _STAGED[key]
+
+
+def named(scope) -> str:
+    """The scope as a plan names it (cta(256), cluster(2x512))."""
+    if scope.ctas > 1:
+        return f"cluster({scope.ctas}x{scope.cta_threads})"
+    return str(scope).removeprefix("tp.").replace("threads=", "")
 
 
 def sweep(n: int, dtype: str, name: str) -> None:
@@ -49,7 +58,7 @@ def sweep(n: int, dtype: str, name: str) -> None:
             except tp.DispatchError:
                 continue  # this staging does not take rows of n at this scope
             ms = median_ms(lambda: program(*args, batch_dims=1, scope=scope))
-            row = {"case": f"{name} {ROWS}x{n} {dtype}", "scope": str(scope).removeprefix("tp.").replace("threads=", ""),
+            row = {"case": f"{name} {ROWS}x{n} {dtype}", "scope": named(scope),
                    "threads": scope.threads, "staging": staging, "ms": ms,
                    "tbps": workload.bytes(ROWS, n, x.element_size()) / ms / 1e9, "registers": kernel.registers,
                    "blocks_per_sm": kernel.blocks_per_sm}

@@ -51,15 +51,16 @@ def test_cluster_program_gpu_bits_equal_cpu(name, dtype, n, scope, rng):
     assert same_bits(on_gpu(name, args, scope), on_cpu(name, args, scope))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("staging", ["registers", "shared", "streamed"])
-@pytest.mark.parametrize("n", [2048, 2051, 65536, 65537])
+@pytest.mark.parametrize("n", [2048, 2050, 2051, 65536, 65537])
 @pytest.mark.parametrize("name", ["softmax", "rmsnorm", "add_rmsnorm"])
-def test_cluster_stagings_gpu_bits_equal_cpu(name, n, staging, rng):
-    """Each staging a cluster takes (registers; shared: each CTA's share, by cp.async where the
-    rows are aligned, through registers where not; streamed), even and padded rows. small: the
-    2048-2051 cases."""
+def test_cluster_stagings_gpu_bits_equal_cpu(name, n, staging, dtype, rng):
+    """Each staging a cluster takes (registers; shared: each CTA's share by cp.async in runs of 16,
+    8 or 4 bytes, through registers in runs of 2: rows of 4k, 4k + 2 and odd lengths, whose runs
+    are 4, 2 and 1 elements; streamed), even and padded rows. small: the 2048-2051 cases."""
     scope = tp.cluster(4, threads=128) if n < 10_000 else tp.cluster(8, threads=256)
-    args = arguments(name, rng, 3, n, "float32", special=True)
+    args = arguments(name, rng, 3, n, dtype, special=True)
     assert same_bits(on_gpu(name, args, scope, staging), on_cpu(name, args, scope))
 
 

@@ -96,7 +96,7 @@ def test_ragged_plans_pad_and_never_spill(name, n, dtype, rng):
 def test_a_padded_row_holds_ceil_n_over_threads_slots():
     x = np.ones((2, 4097), np.float32)
     plan = tp.plan(softmax, x, batch_dims=1, scope=tp.cta(256), target="sm_90a")
-    assert "S[(5, 256, 4) : (4, 1@tx, 1)] padded(4097)" in str(plan)  # 20 slots, not 4097
+    assert "S[(20, 256) : (1, 1@tx)] padded(4097)" in str(plan)  # 20 slots, not 4097; runs of one: 4097 is odd
     assert "20 slots per thread" in str(plan)
 
 
@@ -115,6 +115,23 @@ def test_a_row_the_threads_divide_but_not_their_runs_keeps_warps_loads_contiguou
     rng = np.random.default_rng(n)
     x = rng.standard_normal((3, n)).astype(np.float32)
     close(softmax(x, batch_dims=1, scope=tp.cta(threads), backend="cpu"), programs.softmax64(x), "float32")
+
+
+@pytest.mark.parametrize("n, layout", [
+    (50257, "S[(200, 256) : (1, 1@tx)] padded(50257)"),  # odd: runs of one element
+    (4098, "S[(10, 256, 2) : (2, 1@tx, 1)] padded(4098)"),  # 2 mod 4: runs of two
+    (4100, "S[(5, 256, 4) : (4, 1@tx, 1)] padded(4100)"),  # a multiple of 4: runs of four
+])
+def test_runs_divide_the_row_so_every_row_of_a_batch_starts_on_a_whole_run(n, layout):
+    """Rows laid end to end start on a whole run only where the run divides the row: runs of 4 over
+    rows of 50257 cut 3 rows in 4 and moved them element by element at a stride of 4 (a quarter of
+    each sector used a load; partial writes a store)."""
+    x = np.ones((2, n), np.float32)
+    plan = tp.plan(softmax, x, batch_dims=1, scope=tp.cta(256), target="sm_90a")
+    assert layout in str(plan), str(plan)
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((3, n)).astype(np.float32)
+    close(softmax(x, batch_dims=1, scope=tp.cta(256), backend="cpu"), programs.softmax64(x), "float32")
 
 
 def reference(op, x, propagate_nan):

@@ -172,9 +172,10 @@ void size_shared_memory(ProgramPlan& plan);
 void mark_syncs(ProgramPlan& plan);
 
 // The layout a multi-thread scope gives a tile when a step names none: the elements spread over
-// the scope's threads as evenly as the shape allows, in runs of 4 interleaved over the threads
-// where every thread gets more than one run (so that a warp's accesses are contiguous), else one
-// run each. A tile the threads do not divide is padded: every thread holds ceil(n / threads)
+// the scope's threads as evenly as the shape allows, in runs interleaved over the threads where
+// every thread gets more than one run (so that a warp's accesses are contiguous), else one run
+// each; a run is 4 elements, or 2 or 1 where the tile is not a multiple of 4 (so that every tile of
+// a batch starts on a whole run). A tile the threads do not divide is padded: every thread holds ceil(n / threads)
 // slots (whole runs past one), the slots past its end holding nothing (a tile of several dims
 // is padded flat: its reductions group it into dims where the padding lies in dim 0, else fold
 // it in shared memory). One value: a copy in every thread.
