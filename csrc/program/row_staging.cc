@@ -123,8 +123,8 @@ std::optional<RowChunks> row_chunks(const ProgramPlan& plan, std::vector<std::st
       return std::nullopt;
     }
   }
-  const RegisterPlacement& place = *place_in_registers(*row->layout, plan.scope, row->name);
-  const RunForm& form = place.run;
+  const std::shared_ptr<const RegisterPlacement> place = place_in_registers(*row->layout, plan.scope, row->name);
+  const RunForm& form = place->run;
   const int owners = form.owners, vec = form.vec;
   if (owners == 0) {
     why.push_back("the rows' placement " + row->layout->str() + " has no closed form to take a chunk of");
@@ -132,7 +132,7 @@ std::optional<RowChunks> row_chunks(const ProgramPlan& plan, std::vector<std::st
   }
   RowChunks rows;
   rows.shape = row->shape;
-  rows.slots = place.slots;
+  rows.slots = place->slots;
   rows.owners = owners;
   rows.vec = vec;
   rows.padded = form.padded_elements;
