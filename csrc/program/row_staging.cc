@@ -293,6 +293,7 @@ void choose_staging(ProgramPlan& plan, const std::string& forced) {
 
 void switch_staging(ProgramPlan& plan, const std::string& name) {
   plan.staging = name;
+  // as choose_staging(plan, name) sets them: a staging that is not chunked leaves the rows as they were
   if (name == "shared" || name == "streamed") {
     std::vector<std::string> why;
     plan.rows = row_chunks(plan, why);
