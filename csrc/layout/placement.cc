@@ -94,7 +94,7 @@ RunForm run_form_of(const RegisterPlacement& p) {
   return {};
 }
 
-RegisterPlacement placed(const TileLayout& layout, const ExecScope& scope, const std::string& arg) {
+void check_thread_axes(const TileLayout& layout, const ExecScope& scope, const std::string& arg) {
   for (Axis a : layout.thread_axes()) {
     if (!scope.offers(a)) {
       throw ValueError(arg + ": " + layout.str() + " uses thread axis " + axis_name(a) +
@@ -103,6 +103,10 @@ RegisterPlacement placed(const TileLayout& layout, const ExecScope& scope, const
                                                         : ""));
     }
   }
+}
+
+// The tables of a layout whose thread axes the scope offers: they depend on the scope's threads alone.
+RegisterPlacement placed(const TileLayout& layout, const ExecScope& scope, const std::string& arg) {
   RegisterPlacement p;
   p.threads = scope.threads;
   const long long span = layout.span();
@@ -167,14 +171,15 @@ RegisterPlacement placed(const TileLayout& layout, const ExecScope& scope, const
 }
 
 // The placements made last: a plan places a tile for its step, its memory and its staging, and
-// the planner plans each candidate scope, so a long row's layout recurs. A few tables, at most
+// the planner plans each candidate scope, so a long row's layout recurs (at scopes of as many
+// threads too: cta(512) and cluster(2x256) place it alike). A few tables, at most
 // kMaxTableEntries entries in all; refusals are not kept (their errors name the argument).
 class RecentPlacements {
  public:
-  std::shared_ptr<const RegisterPlacement> find(const TileLayout& layout, const ExecScope& scope) {
+  std::shared_ptr<const RegisterPlacement> find(const TileLayout& layout, int threads) {
     const std::lock_guard<std::mutex> lock(mutex_);
     for (auto k = kept_.begin(); k != kept_.end(); ++k) {
-      if (k->kind == scope.kind && k->threads == scope.threads && k->layout == layout) {
+      if (k->threads == threads && k->layout == layout) {
         std::rotate(kept_.begin(), k, k + 1);  // the newest use first
         return kept_.front().placement;
       }
@@ -182,9 +187,10 @@ class RecentPlacements {
     return nullptr;
   }
 
-  void keep(const TileLayout& layout, const ExecScope& scope, std::shared_ptr<const RegisterPlacement> placement) {
+  void keep(const TileLayout& layout, std::shared_ptr<const RegisterPlacement> placement) {
     const std::lock_guard<std::mutex> lock(mutex_);
-    kept_.insert(kept_.begin(), Kept{layout, scope.kind, scope.threads, std::move(placement)});
+    const int threads = placement->threads;
+    kept_.insert(kept_.begin(), Kept{layout, threads, std::move(placement)});
     long long total = 0;
     for (size_t i = 0; i < kept_.size(); ++i) {
       total += static_cast<long long>(kept_[i].placement->load.size());
@@ -199,7 +205,6 @@ class RecentPlacements {
   static constexpr size_t kKept = 4;
   struct Kept {
     TileLayout layout;
-    ScopeKind kind;
     int threads;
     std::shared_ptr<const RegisterPlacement> placement;
   };
@@ -212,9 +217,10 @@ class RecentPlacements {
 std::shared_ptr<const RegisterPlacement> place_in_registers(const TileLayout& layout, const ExecScope& scope,
                                                             const std::string& arg) {
   static RecentPlacements recent;
-  if (auto kept = recent.find(layout, scope)) return kept;
+  check_thread_axes(layout, scope, arg);
+  if (auto kept = recent.find(layout, scope.threads)) return kept;
   auto placement = std::make_shared<const RegisterPlacement>(placed(layout, scope, arg));
-  recent.keep(layout, scope, placement);
+  recent.keep(layout, placement);
   return placement;
 }
 
