@@ -242,6 +242,36 @@ def test_a_clusters_16_bit_runs_of_one_holding_a_weight_take_a_register_per_slot
     assert ctas == 1 and regs >= 128 + 48
 
 
+@pytest.mark.parametrize("name, n, dtype", [("softmax", 32000, "float32"), ("rmsnorm", 4097, "bfloat16"),
+                                            ("logsumexp", 50257, "float32"), ("softmax", 262144, "bfloat16")])
+def test_a_staging_scores_as_if_named(name, n, dtype, rng):
+    """The planner stages each candidate scope once and scores its other accepted stagings by
+    switching that plan to them (row_staging.h, switch_staging); a program that names the staging
+    plans it from the start: the same verdict at every scope both traces hold. (spilled aside: a
+    scope whose first staging is chunked scores spilled with that staging's rows left in the plan,
+    as it did before switch_staging.)"""
+    functions = {"softmax": P.softmax, "rmsnorm": P.rmsnorm, "logsumexp": P.logsumexp}
+    args = _arguments(name, rng, n, dtype)
+    auto = tp.plan(PROGRAMS[name], *args, batch_dims=1, target="sm_90a").scope_trace
+    first = {}  # each scope's first accepted staging: the one its plan was staged with
+    for v in auto:
+        if v["accepted"]:
+            first.setdefault(v["scope"], v["staging"])
+
+    def unchosen(v):
+        return v["ns_per_row"], [r for r in v["reasons"] if not r.startswith("chosen:")]
+
+    switched = 0
+    for staging in ("shared", "streamed"):
+        named = tp.plan(tp.program(functions[name], staging=staging), *args, batch_dims=1, target="sm_90a")
+        named_verdicts = {v["scope"]: v for v in named.scope_trace if v["accepted"]}
+        for v in auto:
+            if v["accepted"] and v["staging"] == staging and v["scope"] in named_verdicts:
+                assert unchosen(v) == unchosen(named_verdicts[v["scope"]]), (v["scope"], staging)
+                switched += first[v["scope"]] != staging
+    assert switched > 0
+
+
 def _points():
     cases = {}
     for run in json.loads(POINTS.read_text())["runs"]:

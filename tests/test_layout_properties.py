@@ -240,3 +240,60 @@ def test_register_placement_matches_the_reference_positions(parts, scope):
                                private=not L.thread_axes and threads > 1)
     event("placed" if want else "refused")
     assert got == (None if want is None else (threads, L.span, *want))
+
+
+def run_form_reference(threads, slots, load, store):
+    """The first closed form (tp::RunPlace: lane l holds in slot s element
+    ((s // vec) * owners + l % owners) * vec + s % vec, nothing past the elements, lanes below
+    owners write back) that gives these tables: every lane an owner first, then the lanes that
+    write slot 0 back; the widest vec first. (owners, vec, padded elements or 0), or (0, 0, 0)."""
+    load = np.asarray(load).reshape(slots, threads)
+    store = np.asarray(store).reshape(slots, threads)
+    elements = int((store >= 0).sum())
+    writers = store[0] >= 0
+    leading = threads if writers.all() else int(np.argmin(writers))
+    s, t = np.arange(slots)[:, None], np.arange(threads)[None, :]
+    for owners in (threads, leading):
+        for vec in (v for v in range(slots, 0, -1) if owners and slots % v == 0):
+            e = ((s // vec) * owners + t % owners) * vec + s % vec
+            e = np.where(e >= elements, -1, e)
+            if np.array_equal(load, e) and np.array_equal(store, np.where(t < owners, e, -1)):
+                return owners, vec, elements if owners * slots > elements else 0
+    return 0, 0, 0
+
+
+@st.composite
+def run_layouts(draw):
+    """Layouts the planner makes (runs of vec elements dealt to `owners` threads, replicated over
+    the threads past them, padded past the elements), some nudged off that form (a stride or an
+    offset), at a cta scope of the owners' threads or a few more."""
+    runs, owners, vec, copies = (draw(st.integers(1, k)) for k in (4, 9, 5, 3))
+    shard = [(runs, draw(st.sampled_from([vec, vec, vec + 1])), "m"), (owners, 1, "tx"), (vec, 1, "m")]
+    replica = [(copies, owners, "tx")] if copies > 1 else []
+    offset = draw(st.sampled_from([{}, {}, {"m": 1}, {"tx": 1}]))
+    core = layout_from(shard, replica, offset, None)._core
+    size = runs * owners * vec
+    core = core.padded_to(draw(st.sampled_from([size, size, draw(st.integers(1, size))])))
+    return core, ("cta", owners * copies + draw(st.sampled_from([0, 0, 1, 3])))
+
+
+def small_layouts_in_place(parts, scope):
+    return layout_from(*parts)._core, scope
+
+
+@example(case=(layout_from([(2, 4, "m"), (3, 1, "tx"), (4, 1, "m")], [], {}, None)._core.padded_to(19), ("cta", 3)))
+@example(case=(layout_from([(1, 2, "m"), (4, 1, "tx"), (2, 1, "m")], [(2, 4, "tx")], {}, None)._core, ("cta", 8)))
+@given(case=st.one_of(run_layouts(), st.builds(small_layouts_in_place, small_layouts(), st.sampled_from(SCOPES))))
+def test_run_form_is_the_first_closed_form_of_the_placement(case):
+    """The placement's run form (found once when it is made, RegisterPlacement::run) is the first
+    (owners, vec) whose formula gives its tables, exactly as a brute-force search finds it."""
+    core, (kind, threads) = case
+    try:
+        placement = core.placement(kind, threads)
+    except ValueError:
+        event("refused")
+        return
+    want = run_form_reference(*placement)
+    event("closed form" if want[0] else "tables only")
+    event("padded" if want[2] else "whole")
+    assert core.run_form(kind, threads) == want

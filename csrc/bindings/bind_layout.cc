@@ -90,9 +90,14 @@ void bind_layout(py::module_& m) {
         return out;
       })
       .def("group", &TileLayout::group)
+      .def("padded_to", &TileLayout::padded_to)
       .def("placement", [](const TileLayout& L, const std::string& scope, int threads) {
-        const RegisterPlacement p = place_in_registers(L, ExecScope::named(scope, threads), "layout");
-        return py::make_tuple(p.threads, p.slots, p.load, p.store);
+        const std::shared_ptr<const RegisterPlacement> p = place_in_registers(L, ExecScope::named(scope, threads), "layout");
+        return py::make_tuple(p->threads, p->slots, p->load, p->store);
+      })
+      .def("run_form", [](const TileLayout& L, const std::string& scope, int threads) {
+        const RunForm f = place_in_registers(L, ExecScope::named(scope, threads), "layout")->run;
+        return py::make_tuple(f.owners, f.vec, f.padded_elements);
       })
       .def("__eq__", [](const TileLayout& a, const TileLayout& b) { return a == b; })
       .def("__hash__", &TileLayout::hash)

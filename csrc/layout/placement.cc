@@ -67,7 +67,34 @@ bool names_memory(const TileLayout& layout) {
   return layout.offset().count(Axis::m) > 0;
 }
 
-RegisterPlacement placed(const TileLayout& layout, const ExecScope& scope, const std::string& arg) {
+// The closed form that matches the tables, the widest vec first: tried once per placement.
+RunForm run_form_of(const RegisterPlacement& p) {
+  const int T = p.threads, S = p.slots;
+  int elements = 0;
+  for (int e : p.store) elements += e >= 0 ? 1 : 0;
+  int leading = 0;  // lanes that write slot 0 back, in order: the owners of a replicated tile
+  while (leading < T && p.store[static_cast<size_t>(leading)] >= 0) ++leading;
+  // every lane an owner, slots past the elements empty (a padded tile), else the leading owners
+  for (const int owners : {T, leading}) {
+    if (owners == 0) continue;
+    for (int vec = S; vec >= 1; --vec) {
+      if (S % vec != 0) continue;
+      bool ok = true;
+      for (int s = 0; s < S && ok; ++s) {
+        for (int t = 0; t < T && ok; ++t) {
+          int e = ((s / vec) * owners + t % owners) * vec + s % vec;
+          if (e >= elements) e = -1;
+          const size_t at = static_cast<size_t>(s) * T + t;
+          ok = p.load[at] == e && p.store[at] == (t < owners ? e : -1);
+        }
+      }
+      if (ok) return {owners, vec, static_cast<long long>(owners) * S > elements ? elements : 0};
+    }
+  }
+  return {};
+}
+
+void check_thread_axes(const TileLayout& layout, const ExecScope& scope, const std::string& arg) {
   for (Axis a : layout.thread_axes()) {
     if (!scope.offers(a)) {
       throw ValueError(arg + ": " + layout.str() + " uses thread axis " + axis_name(a) +
@@ -76,6 +103,10 @@ RegisterPlacement placed(const TileLayout& layout, const ExecScope& scope, const
                                                         : ""));
     }
   }
+}
+
+// The tables of a layout whose thread axes the scope offers: they depend on the scope's threads alone.
+RegisterPlacement placed(const TileLayout& layout, const ExecScope& scope, const std::string& arg) {
   RegisterPlacement p;
   p.threads = scope.threads;
   const long long span = layout.span();
@@ -135,18 +166,20 @@ RegisterPlacement placed(const TileLayout& layout, const ExecScope& scope, const
       first = false;
     }
   }
+  p.run = run_form_of(p);
   return p;
 }
 
 // The placements made last: a plan places a tile for its step, its memory and its staging, and
-// the planner plans each candidate scope, so a long row's layout recurs. A few tables, at most
+// the planner plans each candidate scope, so a long row's layout recurs (at scopes of as many
+// threads too: cta(512) and cluster(2x256) place it alike). A few tables, at most
 // kMaxTableEntries entries in all; refusals are not kept (their errors name the argument).
 class RecentPlacements {
  public:
-  std::shared_ptr<const RegisterPlacement> find(const TileLayout& layout, const ExecScope& scope) {
+  std::shared_ptr<const RegisterPlacement> find(const TileLayout& layout, int threads) {
     const std::lock_guard<std::mutex> lock(mutex_);
     for (auto k = kept_.begin(); k != kept_.end(); ++k) {
-      if (k->kind == scope.kind && k->threads == scope.threads && k->layout == layout) {
+      if (k->threads == threads && k->layout == layout) {
         std::rotate(kept_.begin(), k, k + 1);  // the newest use first
         return kept_.front().placement;
       }
@@ -154,9 +187,10 @@ class RecentPlacements {
     return nullptr;
   }
 
-  void keep(const TileLayout& layout, const ExecScope& scope, std::shared_ptr<const RegisterPlacement> placement) {
+  void keep(const TileLayout& layout, std::shared_ptr<const RegisterPlacement> placement) {
     const std::lock_guard<std::mutex> lock(mutex_);
-    kept_.insert(kept_.begin(), Kept{layout, scope.kind, scope.threads, std::move(placement)});
+    const int threads = placement->threads;
+    kept_.insert(kept_.begin(), Kept{layout, threads, std::move(placement)});
     long long total = 0;
     for (size_t i = 0; i < kept_.size(); ++i) {
       total += static_cast<long long>(kept_[i].placement->load.size());
@@ -171,7 +205,6 @@ class RecentPlacements {
   static constexpr size_t kKept = 4;
   struct Kept {
     TileLayout layout;
-    ScopeKind kind;
     int threads;
     std::shared_ptr<const RegisterPlacement> placement;
   };
@@ -181,39 +214,14 @@ class RecentPlacements {
 
 }  // namespace
 
-RegisterPlacement place_in_registers(const TileLayout& layout, const ExecScope& scope,
-                                     const std::string& arg) {
+std::shared_ptr<const RegisterPlacement> place_in_registers(const TileLayout& layout, const ExecScope& scope,
+                                                            const std::string& arg) {
   static RecentPlacements recent;
-  if (auto kept = recent.find(layout, scope)) return *kept;
+  check_thread_axes(layout, scope, arg);
+  if (auto kept = recent.find(layout, scope.threads)) return kept;
   auto placement = std::make_shared<const RegisterPlacement>(placed(layout, scope, arg));
-  recent.keep(layout, scope, placement);
-  return *placement;
-}
-
-RunForm run_form(const RegisterPlacement& p) {
-  const int T = p.threads, S = p.slots;
-  int elements = 0;
-  for (int e : p.store) elements += e >= 0 ? 1 : 0;
-  int leading = 0;  // lanes that write slot 0 back, in order: the owners of a replicated tile
-  while (leading < T && p.store[static_cast<size_t>(leading)] >= 0) ++leading;
-  // every lane an owner, slots past the elements empty (a padded tile), else the leading owners
-  for (const int owners : {T, leading}) {
-    if (owners == 0) continue;
-    for (int vec = S; vec >= 1; --vec) {
-      if (S % vec != 0) continue;
-      bool ok = true;
-      for (int s = 0; s < S && ok; ++s) {
-        for (int t = 0; t < T && ok; ++t) {
-          int e = ((s / vec) * owners + t % owners) * vec + s % vec;
-          if (e >= elements) e = -1;
-          const size_t at = static_cast<size_t>(s) * T + t;
-          ok = p.load[at] == e && p.store[at] == (t < owners ? e : -1);
-        }
-      }
-      if (ok) return {owners, vec, static_cast<long long>(owners) * S > elements ? elements : 0};
-    }
-  }
-  return {};
+  recent.keep(layout, placement);
+  return placement;
 }
 
 }  // namespace tp

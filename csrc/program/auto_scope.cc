@@ -139,7 +139,7 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
     for (const StagingVerdict& staging : plan->staging_trace) {
       if (!staging.accepted || (!spec.staging.empty() && staging.name != spec.staging)) continue;
       auto candidate = std::make_shared<ProgramPlan>(*plan);
-      if (staging.name != plan->staging) choose_staging(*candidate, staging.name);
+      if (staging.name != plan->staging) switch_staging(*candidate, staging.name);
       const ScopeCost cost = estimate_cost(*candidate);
       ScopeVerdict v;
       v.scope = scope.str();

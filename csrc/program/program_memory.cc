@@ -70,7 +70,7 @@ void size_shared_memory(ProgramPlan& plan) {
       const ProgramValue& v = plan.values[i];
       if (!v.layout || v.storage != Storage::local || v.written > k || v.last_read < k) continue;
       long long& own = placed_slots[i];
-      if (own < 0) own = place_in_registers(*v.layout, plan.scope, v.name).slots;
+      if (own < 0) own = place_in_registers(*v.layout, plan.scope, v.name)->slots;
       slots += own;
       registers += own * ((dtype_size(v.dtype) + 3) / 4);
       plan.widest_thread_slots = std::max(plan.widest_thread_slots, own);

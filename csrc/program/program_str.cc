@@ -17,7 +17,8 @@ long long ProgramValue::elements() const { return product(shape); }
 
 bool ProgramValue::held_by_every_lane(const ExecScope& scope) const {
   if (!in_registers()) return false;
-  const RegisterPlacement p = place_in_registers(*layout, scope, name);
+  const std::shared_ptr<const RegisterPlacement> kept = place_in_registers(*layout, scope, name);
+  const RegisterPlacement& p = *kept;
   if (p.slots != elements()) return false;
   for (int s = 0; s < p.slots; ++s) {
     for (int t = 0; t < p.threads; ++t) {

@@ -123,8 +123,8 @@ std::optional<RowChunks> row_chunks(const ProgramPlan& plan, std::vector<std::st
       return std::nullopt;
     }
   }
-  const RegisterPlacement place = place_in_registers(*row->layout, plan.scope, row->name);
-  const RunForm form = run_form(place);
+  const std::shared_ptr<const RegisterPlacement> place = place_in_registers(*row->layout, plan.scope, row->name);
+  const RunForm& form = place->run;
   const int owners = form.owners, vec = form.vec;
   if (owners == 0) {
     why.push_back("the rows' placement " + row->layout->str() + " has no closed form to take a chunk of");
@@ -132,7 +132,7 @@ std::optional<RowChunks> row_chunks(const ProgramPlan& plan, std::vector<std::st
   }
   RowChunks rows;
   rows.shape = row->shape;
-  rows.slots = place.slots;
+  rows.slots = place->slots;
   rows.owners = owners;
   rows.vec = vec;
   rows.padded = form.padded_elements;
@@ -289,6 +289,15 @@ void choose_staging(ProgramPlan& plan, const std::string& forced) {
   plan.staging = chosen->name;
   if (plan.staging == "shared" || plan.staging == "streamed") plan.rows = rows;
   plan.staging_trace = std::move(verdicts);
+}
+
+void switch_staging(ProgramPlan& plan, const std::string& name) {
+  plan.staging = name;
+  // as choose_staging(plan, name) sets them: a staging that is not chunked leaves the rows as they were
+  if (name == "shared" || name == "streamed") {
+    std::vector<std::string> why;
+    plan.rows = row_chunks(plan, why);
+  }
 }
 
 }  // namespace tp

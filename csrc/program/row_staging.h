@@ -70,4 +70,9 @@ void set_frame_shared_bytes(FrameSharedBytes measure);
 // staging=) names the one candidate tried; DispatchError with its reasons when it declines.
 void choose_staging(ProgramPlan& plan, const std::string& forced);
 
+// A plan choose_staging has staged, moved to `name`, another staging its trace accepts (the
+// planner scores each): what choose_staging(plan, name) sets, without building every staging's
+// kernel again (the verdicts do not depend on the staging chosen).
+void switch_staging(ProgramPlan& plan, const std::string& name);
+
 }  // namespace tp

@@ -17,7 +17,7 @@ OperandStaging staged_operand(int operand, const TileRef& t, const ExecScope& sc
   const TileLayout layout = t.layout.value_or(TileLayout::row_major(t.shape));
   if (t.storage == Storage::local) {
     s.kind = Staging::registers;
-    s.place = std::make_shared<const RegisterPlacement>(place_in_registers(layout, scope, arg));
+    s.place = place_in_registers(layout, scope, arg);
   } else {
     s.kind = Staging::shared;
     s.layout = layout;

@@ -58,7 +58,7 @@ long long run_bytes(const FrameOperand& s) { return static_cast<long long>(s.pla
 // A register placement that tp::RunPlace names (every thread holding the whole tile at a scope
 // of several threads is left to the staging area: a broadcast read, not a vector per lane).
 bool in_closed_form(const FrameOperand& s) {
-  return !(s.place->thread_private && s.place->threads > 1) && run_form(*s.place).owners > 0;
+  return !(s.place->thread_private && s.place->threads > 1) && s.place->run.owners > 0;
 }
 
 bool row_major(const FrameOperand& s) { return *s.layout == TileLayout::row_major(s.shape); }

@@ -55,7 +55,7 @@ std::string run_place_type(const RunForm& f) {
 }
 
 std::string cuda_place_type(const std::string& name, const RegisterPlacement& p) {
-  const RunForm f = run_form(p);
+  const RunForm& f = p.run;
   if (f.owners > 0) return "using " + name + " = " + run_place_type(f) + ";\n";
   PlaceTables tables;
   return table_place_type(name, p, tables);

@@ -123,7 +123,7 @@ FrameOperand operand_of(const ProgramPlan& plan, const ProgramValue& v, int id, 
     return o;
   }
   if (v.in_registers()) {
-    o.place = std::make_shared<const RegisterPlacement>(place_in_registers(*v.layout, scope, v.name));
+    o.place = place_in_registers(*v.layout, scope, v.name);
   } else {
     o.kind = Staging::shared;
     o.layout = v.layout;
@@ -221,7 +221,7 @@ class ProgramBody {
         if (!staged.empty()) {
           os << "auto& " << named("v", id) << " = " << staged << ";\n";
         } else {
-          os << T << " " << named("v", id) << "[" << place_in_registers(*v.layout, plan_.scope, v.name).slots << "];\n";
+          os << T << " " << named("v", id) << "[" << place_in_registers(*v.layout, plan_.scope, v.name)->slots << "];\n";
         }
       } else {
         decls << "constexpr tp::MemLayout " << named("kMem", id) << " = " << cuda_mem_layout(v.layout->memory_layout())
@@ -285,7 +285,7 @@ class ProgramBody {
            << (v.batch_broadcast ? "" : " + tile * " + std::to_string(v.elements())) << ";\n";
       } else if (i == 0 && padded_fold(body, id)) {
         // its slots past the tile's elements fold as the identity, in a copy: later steps read the tile
-        os << "  " << type(id) << " in0[" << place_in_registers(*value(id).layout, plan_.scope, value(id).name).slots
+        os << "  " << type(id) << " in0[" << place_in_registers(*value(id).layout, plan_.scope, value(id).name)->slots
            << "];\n  tp::padded_copy<" << body.fold_op << ", " << place_type(decls, id) << ">(in0, " << named("v", id)
            << ", lane);\n";
       } else if (reads(s, i)) {
@@ -553,7 +553,7 @@ class ProgramBody {
   std::string place_type(std::ostream& decls, int id) {
     const std::string name = named("P", id);
     if (places_.insert(id).second) {
-      decls << cuda_place_type(name, place_in_registers(*value(id).layout, plan_.scope, value(id).name));
+      decls << cuda_place_type(name, *place_in_registers(*value(id).layout, plan_.scope, value(id).name));
     }
     return name;
   }

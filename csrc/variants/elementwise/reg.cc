@@ -38,7 +38,7 @@ Analysis scope_anchor(const OpCall& call, const DispatchContext&) {
     throw Decline("got a thread-local view with no thread axes; pass the " + call.scope.kind_name() +
                   "-level tile's layout (e.g. S[(32, 8) : (1@laneid, 1)])");
   }
-  auto p = std::make_shared<const RegisterPlacement>(place_in_registers(anchor, call.scope, "out_layout"));
+  auto p = place_in_registers(anchor, call.scope, "out_layout");
   int covered = 0;
   for (int t = 0; t < p->threads; ++t) {
     for (int s = 0; s < p->slots; ++s) {
@@ -75,7 +75,7 @@ class RegElementwise : public Variant {
   void plan(Plan& plan) const override {
     const OpCall& call = plan.call;
     std::shared_ptr<const RegisterPlacement> place = std::static_pointer_cast<const RegisterPlacement>(plan.analysis);
-    if (!place) place = std::make_shared<const RegisterPlacement>(place_in_registers(anchor_of(call), call.scope, "out_layout"));
+    if (!place) place = place_in_registers(anchor_of(call), call.scope, "out_layout");
     long long bundle = 0;
     for (int s = 0; s < place->slots; ++s) bundle += place->element_at(0, s) >= 0;
     plan.set("registers_per_thread", static_cast<long long>(place->slots));

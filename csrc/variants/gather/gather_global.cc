@@ -71,7 +71,8 @@ class GatherGlobal : public Variant {
 
 bool replicated(const TileRef& t, const ExecScope& scope) {
   if (t.storage != Storage::local || !t.layout) return false;
-  const RegisterPlacement p = place_in_registers(*t.layout, scope, t.arg);
+  const std::shared_ptr<const RegisterPlacement> kept = place_in_registers(*t.layout, scope, t.arg);
+  const RegisterPlacement& p = *kept;
   if (p.slots != t.elements()) return false;
   for (int s = 0; s < p.slots; ++s) {
     for (int th = 0; th < p.threads; ++th) {

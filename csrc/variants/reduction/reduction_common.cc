@@ -115,9 +115,9 @@ OperandStaging staged(int operand, const TileRef& ref, long long elements, bool 
 void stage_registers(Plan& plan, const TileLayout& src, const TileLayout& dst) {
   const OpCall& call = plan.call;
   OperandStaging in = staged(0, call.inputs[0], call.inputs[0].elements(), true, false);
-  in.place = std::make_shared<const RegisterPlacement>(place_in_registers(src, call.scope, "layout"));
+  in.place = place_in_registers(src, call.scope, "layout");
   OperandStaging out = staged(-1, call.output, call.output.elements(), call.accum, true);
-  out.place = std::make_shared<const RegisterPlacement>(place_in_registers(dst, call.scope, "out_layout"));
+  out.place = place_in_registers(dst, call.scope, "out_layout");
   plan.staging = {in, out};
 }
 
