@@ -214,6 +214,16 @@ class RecentPlacements {
 
 }  // namespace
 
+bool RegisterPlacement::whole_in_every_thread(long long elements) const {
+  if (slots != elements) return false;
+  for (int s = 0; s < slots; ++s) {
+    for (int t = 0; t < threads; ++t) {
+      if (element_at(t, s) != s) return false;
+    }
+  }
+  return true;
+}
+
 std::shared_ptr<const RegisterPlacement> place_in_registers(const TileLayout& layout, const ExecScope& scope,
                                                             const std::string& arg) {
   static RecentPlacements recent;

@@ -34,6 +34,9 @@ struct RegisterPlacement {
   RunForm run;
 
   int element_at(int thread, int slot) const { return load[static_cast<size_t>(slot) * threads + thread]; }
+  // Every thread holds the whole tile of `elements`, element s in its slot s (a value per row
+  // broadcast to the scope's threads, which each read with no exchange).
+  bool whole_in_every_thread(long long elements) const;
 };
 
 // Throws ValueError naming `arg` when the layout uses an axis the scope lacks, reaches a

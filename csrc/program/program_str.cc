@@ -17,15 +17,7 @@ long long ProgramValue::elements() const { return product(shape); }
 
 bool ProgramValue::held_by_every_lane(const ExecScope& scope) const {
   if (!in_registers()) return false;
-  const std::shared_ptr<const RegisterPlacement> kept = place_in_registers(*layout, scope, name);
-  const RegisterPlacement& p = *kept;
-  if (p.slots != elements()) return false;
-  for (int s = 0; s < p.slots; ++s) {
-    for (int t = 0; t < p.threads; ++t) {
-      if (p.element_at(t, s) != s) return false;
-    }
-  }
-  return true;
+  return place_in_registers(*layout, scope, name)->whole_in_every_thread(elements());
 }
 
 std::string ProgramValue::placement() const {

@@ -71,15 +71,7 @@ class GatherGlobal : public Variant {
 
 bool replicated(const TileRef& t, const ExecScope& scope) {
   if (t.storage != Storage::local || !t.layout) return false;
-  const std::shared_ptr<const RegisterPlacement> kept = place_in_registers(*t.layout, scope, t.arg);
-  const RegisterPlacement& p = *kept;
-  if (p.slots != t.elements()) return false;
-  for (int s = 0; s < p.slots; ++s) {
-    for (int th = 0; th < p.threads; ++th) {
-      if (p.element_at(th, s) != s) return false;
-    }
-  }
-  return true;
+  return place_in_registers(*t.layout, scope, t.arg)->whole_in_every_thread(t.elements());
 }
 
 void register_gather_global(Registry& r) { r.add(std::make_unique<GatherGlobal>()); }
