@@ -31,6 +31,9 @@ DTYPES = ("float32", "bfloat16")
 # every H200 point measured for these programs (the scope sweep, the benchmark runs with the old
 # hand table and with the planner's choice), one per (case, scope, staging)
 POINTS = ROOT / "benchmarks" / "results" / "h200-auto-scope-points.json"
+# cross-entropy's forward (for the backward) and backward over 8192 rows of bfloat16 logits, each
+# scope named, the planner's staging (and one run with no scope named)
+CROSS_ENTROPY_POINTS = ROOT / "benchmarks" / "results" / "h200-2026-11-29-s7-cross-entropy-scopes.jsonl"
 
 
 def layernorm(x, w, b, eps):
@@ -242,6 +245,23 @@ def test_a_clusters_16_bit_runs_of_one_holding_a_weight_take_a_register_per_slot
     assert ctas == 1 and regs >= 128 + 48
 
 
+def test_a_streamed_pass_that_stores_from_dram_slows_with_the_rows_in_flight():
+    """cross-entropy's backward (one streamed pass reading each row from DRAM and storing it): at
+    cta(256), 6 rows per SM, the memory term says so and its rate falls by sqrt(6); at cta(1024), one
+    row per SM, it does not. A storing pass whose re-reads hit L2 (RMSNorm bfloat16 at 16384) and a
+    program that stores no row (logsumexp) do not slow down."""
+    x = np.ones((2, 32000), NP["bfloat16"])
+    per_row = np.ones((2, 1), np.float32)
+    plan = tp.plan(tp.layers.cross_entropy_backward, x, np.zeros((2, 1), np.int64), -100, per_row, per_row, per_row,
+                   batch_dims=1, target="sm_90a")
+    many = next(r for r in _verdict(plan, "cta(256)", "streamed")["reasons"] if r.startswith("memory "))
+    assert "6 instances per SM" in many and "792 rows in flight on the chip" in many and "at 41 %" in many
+    assert not any("rows in flight" in r for r in _verdict(plan, "cta(1024)", "streamed")["reasons"])
+    for name, n, dtype in (("rmsnorm", 16384, "bfloat16"), ("logsumexp", 50257, "float32")):
+        streamed = _verdict(_plan(name, n, dtype), "cta(256)", "streamed")
+        assert not any("rows in flight" in r for r in streamed["reasons"]), name
+
+
 @pytest.mark.parametrize("name, n, dtype", [("softmax", 32000, "float32"), ("rmsnorm", 4097, "bfloat16"),
                                             ("logsumexp", 50257, "float32"), ("softmax", 262144, "bfloat16")])
 def test_a_staging_scores_as_if_named(name, n, dtype, rng):
@@ -299,22 +319,26 @@ KNOWN_MISSES: dict[str, str] = {
                               "gives cta(1024) shared 32 registers a thread, two CTAs per SM, where the model's "
                               "chunk estimate (40) leaves one (its fill then serial); at 32000 the same kernel "
                               "takes 60",
+    # cross-entropy's forward: two reductions, one value stored per row (the backward's rows in
+    # flight do not apply); the model's error on the points below, unexplained
+    "cross_entropy_for_backward 8192x128256 bfloat16": "cluster(4x256) shared (1.50 TB/s) ranked over cta(256) "
+                                                       "streamed (1.80): 0.83x; the model scores cluster(4x256) "
+                                                       "shared 0.75x and cta(256) streamed 1.35x their measured time",
+    "cross_entropy_for_backward 8192x32000 bfloat16": "cta(512) shared (1.56 TB/s) ranked over cta(256) shared "
+                                                      "(1.75): 0.89x; the model scores cta(512) shared 0.67x its "
+                                                      "measured time (3 instances per SM; ptxas: 48 registers, 2)",
 }
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[c]))
-                                  if c in KNOWN_MISSES else c for c in sorted(_points())])
-def test_model_within_5_percent_of_the_best_measured(case):
-    """Among the (scope, staging) points measured on the H200 for this shape, the one the model
-    ranks first is within 5 % of the fastest. Where the model's overall choice is a candidate no run
-    measured, the assertion message says so (the check is then on its ranking of the measured ones)."""
-    runs = _points()[case]
-    name, n, dtype = case.split()
-    n = int(n)
-    workload = next(w for w in WORKLOADS if w.name == name)
-    x = np.ones((2, n), NP[dtype])
-    args = workload.arguments(x, x, np.ones(n, NP[dtype]))
-    plan = tp.plan(workload.program, *args, batch_dims=1, target="sm_90a")
+def _known(cases):
+    return [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[c])) if c in KNOWN_MISSES else c
+            for c in sorted(cases)]
+
+
+def _assert_first_choice_within_5_percent(case, plan, runs):
+    """Among the (scope, staging) points measured for this shape, the one the model ranks first is
+    within 5 % of the fastest. Where the model's overall choice is a candidate no run measured, the
+    assertion message says so (the check is then on its ranking of the measured ones)."""
     # a warpgroup is the 128 threads of cta(128), whichever name a run gave it
     def named(scope):
         return "cta(128)" if scope == "warpgroup" else scope
@@ -330,6 +354,39 @@ def test_model_within_5_percent_of_the_best_measured(case):
     note = "" if chosen in measured else f" (the model's choice {chosen} was not measured)"
     assert measured[first] >= 0.95 * best, (case + note, first, measured[first], best,
                                             sorted(measured, key=lambda k: scored[k]))
+
+
+@pytest.mark.parametrize("case", _known(_points()))
+def test_model_within_5_percent_of_the_best_measured(case):
+    """The four workloads of program_workloads.py, on every shape with two or more H200 points."""
+    name, n, dtype = case.split()
+    n = int(n)
+    workload = next(w for w in WORKLOADS if w.name == name)
+    x = np.ones((2, n), NP[dtype])
+    plan = tp.plan(workload.program, *workload.arguments(x, x, np.ones(n, NP[dtype])), batch_dims=1, target="sm_90a")
+    _assert_first_choice_within_5_percent(case, plan, _points()[case])
+
+
+def _cross_entropy_points():
+    cases = {}
+    for line in CROSS_ENTROPY_POINTS.read_text().splitlines():
+        run = json.loads(line)
+        cases.setdefault(run["case"], []).append(run)
+    return cases
+
+
+@pytest.mark.parametrize("case", _known(_cross_entropy_points()))
+def test_model_within_5_percent_of_the_best_measured_cross_entropy(case):
+    """tileprim.layers' cross-entropy forward (for the backward) and backward, as the H200 runs
+    called them: logits (rows, vocab) bfloat16, int64 labels, ignore_index -100, and for the
+    backward each row's max, sum of exponentials and loss gradient (float32)."""
+    name, shape, dtype = case.split()
+    n = int(shape.split("x")[1])
+    x = np.ones((2, n), NP[dtype])
+    label, per_row = np.zeros((2, 1), np.int64), np.ones((2, 1), np.float32)
+    args = (x, label, -100) + ((per_row, per_row, per_row) if name == "cross_entropy_backward" else ())
+    plan = tp.plan(getattr(tp.layers, name), *args, batch_dims=1, target="sm_90a")
+    _assert_first_choice_within_5_percent(case, plan, _cross_entropy_points()[case])
 
 
 @pytest.mark.gpu

@@ -112,6 +112,8 @@ double map_instructions(const ProgramPlan& plan, const ProgramStep& s) {
 // output is reduced, as logsumexp's); the rest once. Staged in registers, everything once.
 struct PassWork {
   double row_reads = 0;     // bytes of the instance's own row inputs, over every pass
+  double stored_reads = 0;  // of them, the pass that stores the rows the program returns
+  bool stores_rows = false;
   double instructions = 0;  // of the maps, over every pass
 };
 
@@ -124,6 +126,7 @@ PassWork pass_work(const ProgramPlan& plan, const Traffic& t) {
   }
   auto row = [&](int id) { return id >= 0 && plan.values.at(id).shape == plan.rows->shape; };
   auto pass = [&](const std::vector<int>& targets) {
+    const double before = w.row_reads;
     std::set<int> needed(targets.begin(), targets.end());
     for (size_t j = plan.steps.size(); j-- > 0;) {
       if (!needed.count(plan.steps[j].result)) continue;
@@ -138,6 +141,7 @@ PassWork pass_work(const ProgramPlan& plan, const Traffic& t) {
     for (const ProgramStep& s : plan.steps) {
       if (needed.count(s.result) && row(s.result)) w.instructions += map_instructions(plan, s);
     }
+    return w.row_reads - before;
   };
   for (const ProgramStep& s : plan.steps) {
     if (row(s.result)) continue;  // computed in the passes that need it
@@ -153,7 +157,8 @@ PassWork pass_work(const ProgramPlan& plan, const Traffic& t) {
   for (int id : plan.outputs) {
     if (row(id)) stored.push_back(id);
   }
-  if (!stored.empty()) pass(stored);
+  w.stores_rows = !stored.empty();
+  if (w.stores_rows) w.stored_reads = pass(stored);
   return w;
 }
 
@@ -238,13 +243,29 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   // a cluster's SMs: those clusters of its size can occupy, each taking its share of the bandwidth
   const double sms = ctas > 1 ? cluster_sms(ctas) : kSms;
   const double copy_extra = t.in_bytes / copy_rate - t.in_bytes;  // bytes' worth of time the copy adds
-  const double memory = ((dram_bytes + copy_extra) / (kDramBytesPerNs * busy) + l2_bytes / kL2BytesPerNs) * kSms / sms;
+  // a streamed pass that stores rows reads a chunk from DRAM, maps it and stores it before the
+  // next: with more rows in flight on the chip than SMs, DRAM serves that pass's reads and writes
+  // at 1/sqrt(rows in flight / SMs) of its rate (the H200 points of cross-entropy's backward, one
+  // such pass, at rows of 32000 and 128256 bfloat16, h200-2026-11-29-s7-cross-entropy-scopes.jsonl:
+  // 1, 3 and 6 rows per SM 3.04 / 2.26 / 1.39 TB/s at 128256, the same bytes in flight per SM;
+  // softmax and RMSNorm float32 at 50257, h200-2026-11-29-s7-scopes-50257-*.jsonl, whose storing
+  // pass re-reads the row from DRAM: cta(1024) / (512) / (256) streamed 2.45 / 1.98 / 1.78 and
+  // 2.89 / 2.15 / 1.92 TB/s). Not measured: why (no profiler run); a pass whose re-reads hit L2
+  // (RMSNorm bfloat16 at 16384, cta(256) streamed 3.84 TB/s at 6 rows per SM) does not slow down
+  const double rows_in_flight = static_cast<double>(resident) / ctas * sms;
+  const double interleaved = plan.staging == "streamed" && work.stores_rows ? (1 - hit) * (work.stored_reads + t.out_bytes) : 0;
+  const double interleave_rate = interleaved > 0 ? std::min(1.0, std::sqrt(kSms / rows_in_flight)) : 1.0;
+  const double interleave_extra = interleaved / interleave_rate - interleaved;  // bytes' worth of time it adds
+  const double memory = ((dram_bytes + copy_extra + interleave_extra) / (kDramBytesPerNs * busy) + l2_bytes / kL2BytesPerNs) * kSms / sms;
   cost.terms.push_back("memory " + fixed(memory) + " ns: " + fixed(dram_bytes) + " bytes from DRAM" +
                        (l2_bytes > 0 ? " and " + fixed(l2_bytes) + " re-read from L2" : "") + ", " +
                        std::to_string(resident) + (ctas > 1 ? " CTAs" : " instances") + " per SM keep " + fixed(busy * 100) +
                        " % of its share busy (" + std::to_string(registers) + " registers per thread, " +
                        std::to_string(inflight_slots) + " slots in flight)" +
                        (copy_rate < 1 ? ", the share's reads copied through L1 at " + fixed(copy_rate * 100) + " %" : "") +
+                       (interleave_rate < 1 ? ", " + fixed(rows_in_flight) + " rows in flight on the chip: the pass that stores them reads and writes DRAM at " +
+                                                  fixed(interleave_rate * 100) + " %"
+                                            : "") +
                        (ctas > 1 ? "; clusters of " + std::to_string(ctas) + " run on " + fixed(sms) + " of the " +
                                        std::to_string(kSms) + " SMs"
                                  : std::string()));
