@@ -37,13 +37,6 @@ def staged(workload, staging: str) -> tp.Program:
     return _STAGED[key]
 
 
-def named(scope) -> str:
-    """The scope as a plan names it (cta(256), cluster(2x512))."""
-    if scope.ctas > 1:
-        return f"cluster({scope.ctas}x{scope.cta_threads})"
-    return str(scope).removeprefix("tp.").replace("threads=", "")
-
-
 def sweep(n: int, dtype: str, name: str) -> None:
     workload = next(w for w in WORKLOADS if w.name == name)
     generator = torch.Generator(device="cuda").manual_seed(1)
@@ -58,7 +51,7 @@ def sweep(n: int, dtype: str, name: str) -> None:
             except tp.DispatchError:
                 continue  # this staging does not take rows of n at this scope
             ms = median_ms(lambda: program(*args, batch_dims=1, scope=scope))
-            row = {"case": f"{name} {ROWS}x{n} {dtype}", "scope": named(scope),
+            row = {"case": f"{name} {ROWS}x{n} {dtype}", "scope": kernel.plan.scope,  # as plans name it: cta(256), cluster(2x512)
                    "threads": scope.threads, "staging": staging, "ms": ms,
                    "tbps": workload.bytes(ROWS, n, x.element_size()) / ms / 1e9, "registers": kernel.registers,
                    "blocks_per_sm": kernel.blocks_per_sm}
