@@ -182,6 +182,11 @@ def count(kernel, elements_per_thread: int) -> dict:
             "opcodes": dict(counts.most_common())}
 
 
+def _scope_threads(scope: str) -> int:
+    """The threads of a plan's scope name: cta(256) -> 256, cluster(2x256) -> 512."""
+    return int(np.prod([int(v) for v in re.findall(r"\d+", scope)]))
+
+
 def program_kernels(target: str, only: List[str], paths):
     for name, n, dtype in PROGRAMS:
         case = f"program {name} 32768x{n} {dtype}"
@@ -192,7 +197,7 @@ def program_kernels(target: str, only: List[str], paths):
         args = workload.arguments(x, x, x[0])
         # no scope named: the planner's choice, as the benchmark calls it
         scope = tp.plan(workload.program, *args, batch_dims=1, target=target).scope
-        threads = {"thread": 1, "warp": 32, "warpgroup": 128}.get(scope) or int(scope[len("cta("):-1])
+        threads = {"thread": 1, "warp": 32, "warpgroup": 128}.get(scope) or _scope_threads(scope)
         for fastmath in paths:
             kernel = tp.lower(workload.program, *args, batch_dims=1, target=target, fastmath=fastmath)
             yield case, fastmath, kernel, n // threads

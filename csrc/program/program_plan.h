@@ -135,6 +135,11 @@ struct ProgramPlan {
   // step's operands as it stages any (a map a chunk of registers at a time, a long run read where
   // it lies) and the tiles need not fit a thread's registers whole.
   bool frame_stages_every_tile() const;
+  // Value id's one element where a map step reads id as a scalar operand: id is a copy of a
+  // one-element value every thread reads where it lies (in passes over chunks each lane holds the
+  // one element; a replicated reduction result; a shared tile), else -1. Where every reader of id
+  // is a map, id's own registers are never live (the kernel declares them; nothing reads them).
+  int scalar_source(int id) const;
 
   std::string str() const;  // a table: one row per step
   std::string scope_trace_str() const;  // the lines of the scope trace ("" where a scope is named)

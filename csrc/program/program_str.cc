@@ -29,6 +29,16 @@ double ProgramPlan::scalar(const ProgramStep& s, size_t i, const std::vector<dou
   return arg >= 0 ? run_time.at(static_cast<size_t>(arg)) : s.scalars.at(i);
 }
 
+int ProgramPlan::scalar_source(int id) const {
+  for (const ProgramStep& s : steps) {
+    if (s.result != id || s.op != "copy") continue;
+    const int a = s.operands.at(0);
+    const ProgramValue& src = values.at(a);
+    if (src.elements() == 1 && (rows || src.held_by_every_lane(scope) || !src.in_registers())) return a;
+  }
+  return -1;
+}
+
 bool ProgramPlan::frame_stages_every_tile() const {
   if (steps.size() != 1 || outputs.size() != 1 || steps.front().result != outputs.front()) return false;
   for (int id : steps.front().operands) {

@@ -32,16 +32,43 @@ bool residency_of(const BuiltKernel& k, Residency& r, FunctionResources& f) {
   return true;
 }
 
+// Registers alone hold the SM to few warps, with no local memory to lose by changing the build.
+bool few_warps_by_registers(const Residency& r, const FunctionResources& f) {
+  return r.warps < kFewWarps && r.limit.rfind("registers", 0) == 0 && f.frame_bytes == 0;
+}
+
+// The scope instances per block (fewer than k's) at which k's registers let the most warps on an
+// SM, or k's own where none lets more; its shared memory taken as its instances' share of k's.
+int densest_instances(const BuiltKernel& k, const Residency& r, const FunctionResources& f) {
+  const int instances = k.source.instances, instance_threads = k.source.block_threads() / instances;
+  int best = instances, best_warps = r.warps;
+  for (int i = instances - 1; i >= 1; --i) {
+    const long long shared = (k.source.shared_bytes * i + instances - 1) / instances + f.static_shared;
+    const Residency ri = residency(k.arch, i * instance_threads, f.registers, shared, f.barriers < 0 ? 0 : f.barriers);
+    if (ri.warps > best_warps) best = i, best_warps = ri.warps;
+  }
+  return best;
+}
+
 }  // namespace
 
-BuiltKernel build_frame(const FrameSpec& spec, const std::string& arch) {
-  BuiltKernel k = compiled(render_kernel(spec, arch), arch);
+BuiltKernel build_frame(const std::function<FrameSpec(int max_instances)>& frame, const std::string& arch) {
+  BuiltKernel k = compiled(render_kernel(frame(0), arch), arch);
   Residency r;
   FunctionResources f;
-  if (!residency_of(k, r, f) || r.warps >= kFewWarps || r.limit.rfind("registers", 0) != 0 || f.frame_bytes != 0) {
-    return k;
+  if (!residency_of(k, r, f) || !few_warps_by_registers(r, f)) return k;
+  int max_instances = 0;
+  const int fewer = densest_instances(k, r, f);
+  if (fewer < k.source.instances) {
+    BuiltKernel smaller = compiled(render_kernel(frame(fewer), arch), arch);
+    Residency rs;
+    FunctionResources fs;
+    if (residency_of(smaller, rs, fs) && rs.warps > r.warps && fs.frame_bytes == 0) {
+      k = std::move(smaller), r = rs, f = fs, max_instances = fewer;
+      if (!few_warps_by_registers(r, f)) return k;
+    }
   }
-  BuiltKernel denser = compiled(render_kernel(spec, arch, r.blocks + 1), arch);
+  BuiltKernel denser = compiled(render_kernel(frame(max_instances), arch, r.blocks + 1), arch);
   Residency rd;
   FunctionResources fd;
   if (residency_of(denser, rd, fd) && rd.blocks > r.blocks && fd.frame_bytes == 0) return denser;

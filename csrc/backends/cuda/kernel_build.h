@@ -1,9 +1,13 @@
 // A frame compiled for an architecture: its source, NVRTC options and binary, for standalone
-// calls and tile programs alike. Where registers alone hold an SM to few of the kernel's blocks,
-// it is compiled once more asking ptxas for a block more (__launch_bounds__'s minimum blocks per
-// SM), and that binary kept where it fits without local memory: on an H100, the softmax of
-// bfloat16 rows of 16384 ran 15 % faster at 3 blocks of 80 registers than at 2 of 128.
+// calls and tile programs alike. Where registers alone hold an SM to few of the kernel's warps,
+// two more builds are tried, each kept where more warps fit without local memory:
+// - blocks of fewer scope instances, where that packs the SM's register partitions closer: on an
+//   H200, RMSNorm of rows of 4097 and 2048 at cta(64) and warp scope took 148 registers a thread,
+//   and blocks of 4 and 8 instances left one block of 8 warps per SM where 12 warps fit;
+// - asking ptxas for a block more (__launch_bounds__'s minimum blocks per SM): on an H100, the
+//   softmax of bfloat16 rows of 16384 ran 15 % faster at 3 blocks of 80 registers than at 2 of 128.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +24,7 @@ struct BuiltKernel {
   std::shared_ptr<const CompiledKernel> binary;
 };
 
-BuiltKernel build_frame(const FrameSpec& spec, const std::string& arch);
+// `frame(max_instances)`: the frame with at most that many scope instances per block (0: the scope's).
+BuiltKernel build_frame(const std::function<FrameSpec(int max_instances)>& frame, const std::string& arch);
 
 }  // namespace tp::cuda

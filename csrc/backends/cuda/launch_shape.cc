@@ -80,6 +80,11 @@ class Shaper {
     s_.async = sm_version(arch) >= 80;
     s_.operands.resize(spec.operands.size());
     std::tie(s_.instances, s_.why) = scope_instances(spec.scope);
+    if (spec.max_instances > 0 && s_.instances > spec.max_instances) {
+      s_.why = std::to_string(spec.max_instances) + " instances of " + std::to_string(s_.threads) + " threads, not the " +
+               std::to_string(s_.instances) + " the scope packs in a block, so that more warps fit the SM's registers";
+      s_.instances = spec.max_instances;
+    }
     for (size_t i = 0; i < spec.operands.size(); ++i) s_.operands[i] = {spec.operands[i].name, path_of(spec.operands[i])};
     s_.block_tiles = true;
     for (size_t i = 0; i < spec.operands.size(); ++i) {

@@ -65,6 +65,7 @@ struct FrameSpec {
   std::vector<FrameOperand> operands;  // in parameter order: the inputs, then the outputs
   std::vector<DType> dtypes;           // every element type the kernel touches
   KernelBody body;
+  int max_instances = 0;  // scope instances per block at most (kernel_build.cc's fewer-warp blocks); 0: the scope's
 };
 
 // How the frame moves one operand between global memory and the body.

@@ -16,7 +16,9 @@ constexpr size_t kArenaAlign = 256;
 size_t aligned(size_t bytes) { return (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign; }
 }  // namespace
 
-BuiltKernel build_program(const ProgramPlan& plan, const std::string& arch) { return build_frame(program_frame(plan, arch), arch); }
+BuiltKernel build_program(const ProgramPlan& plan, const std::string& arch) {
+  return build_frame([&](int max_instances) { return program_frame(plan, arch, max_instances); }, arch);
+}
 
 ProgramKernel::ProgramKernel(std::shared_ptr<const ProgramPlan> plan)
     : plan_(std::move(plan)), device_(plan_->context.devices.empty() ? 0 : plan_->context.devices[0]) {

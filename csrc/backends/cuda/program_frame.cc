@@ -478,16 +478,11 @@ class ProgramBody {
   // Where `id` is a copy of one value to each of its elements (a row's sum, broadcast over the
   // row) that every lane can read, that value's expression; else "".
   std::string one_value(int id) const {
-    for (const ProgramStep& s : plan_.steps) {
-      if (s.result != id || s.op != "copy") continue;
-      const int a = s.operands.at(0);
-      const ProgramValue& src = value(a);
-      if (src.elements() != 1) return "";
-      // in passes over a row's chunks, each lane holds the values of one element (passes())
-      if (plan_.rows || src.held_by_every_lane(plan_.scope)) return named("v", a) + "[0]";
-      if (!src.in_registers()) return named("v", a) + "[tp::memory_offset(" + named("kMem", a) + ", 0)]";
-    }
-    return "";
+    const int a = plan_.scalar_source(id);
+    if (a < 0) return "";
+    // in passes over a row's chunks, each lane holds the values of one element (passes())
+    if (plan_.rows || value(a).in_registers()) return named("v", a) + "[0]";
+    return named("v", a) + "[tp::memory_offset(" + named("kMem", a) + ", 0)]";
   }
 
   // A fold whose source is a padded register tile.
@@ -622,8 +617,9 @@ KernelSource program_launch(const ProgramPlan& plan, const std::string& arch) {
   return frame_launch(program_frame(plan, arch), arch);
 }
 
-FrameSpec program_frame(const ProgramPlan& plan, const std::string& arch) {
+FrameSpec program_frame(const ProgramPlan& plan, const std::string& arch, int max_instances) {
   FrameSpec spec = program_operands(plan);
+  spec.max_instances = max_instances;
   spec.body = ProgramBody(plan, frame_launch(spec, arch).instances, spec.body).render();
   return spec;
 }

@@ -18,6 +18,7 @@ namespace tp {
 // program when one instance needs more shared memory than the arch gives a block) and its frame,
 // body and all.
 KernelSource program_launch(const ProgramPlan& plan, const std::string& arch);
-FrameSpec program_frame(const ProgramPlan& plan, const std::string& arch);
+// With max_instances, at most that many scope instances per block (0: as many as the scope takes).
+FrameSpec program_frame(const ProgramPlan& plan, const std::string& arch, int max_instances = 0);
 
 }  // namespace tp
