@@ -115,7 +115,7 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
   std::vector<ScopeVerdict> trace;
   std::shared_ptr<ProgramPlan> best;
   size_t best_at = 0;
-  bool in_registers = false;  // some candidate holds the rows in registers
+  bool in_registers = false;  // some candidate holds the rows in registers, more than one instance per SM
   bool limit = false;
   auto consider = [&](const ExecScope& scope) {
     std::shared_ptr<const ProgramPlan> plan;
@@ -146,7 +146,7 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
       v.staging = staging.name;
       v.accepted = true;
       v.ns_per_row = cost.ns_per_row;
-      in_registers |= staging.name == "registers";
+      in_registers |= staging.name == "registers" && cost.instances_per_sm > 1;
       v.reasons = cost.terms;
       if (!best || cost.ns_per_row < trace[best_at].ns_per_row * (1 - kScopeTie)) {
         best = candidate;
@@ -156,8 +156,9 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
     }
   };
   for (const ExecScope& scope : candidates()) consider(scope);
-  // the rows fit no CTA's shared memory, or (past one chunk of cta(1024)) no CTA's registers: a
-  // cluster may hold them, a share on each SM (so the choice for shorter rows is the CTAs' alone)
+  // the rows fit no CTA's shared memory, or (past one chunk of cta(1024)) no CTA's registers with
+  // another instance beside it on the SM (a CTA alone there takes a row at a time): a cluster may
+  // hold them, a share on each SM (so the choice for shorter rows is the CTAs' alone)
   if (!best || !on_chip(best->staging) || (!in_registers && longest_input(*best) > kClusterRowsFrom)) {
     for (const ExecScope& scope : cluster_candidates(target_limits(ctx.target))) consider(scope);
   }

@@ -10,6 +10,21 @@
 
 namespace tp {
 
+namespace {
+
+// A row-shaped copy of one value that only maps read: each takes the one value as a scalar operand
+// (ProgramPlan::scalar_source), so the copy's registers are never live.
+bool read_only_as_scalar(const ProgramPlan& plan, int id) {
+  if (plan.scalar_source(id) < 0) return false;
+  for (const ProgramStep& s : plan.steps) {
+    if (std::find(s.operands.begin(), s.operands.end(), id) == s.operands.end()) continue;
+    if (s.op == "copy" || s.bound->plan().call.def->family != OpFamily::elementwise) return false;
+  }
+  return std::find(plan.outputs.begin(), plan.outputs.end(), id) == plan.outputs.end();
+}
+
+}  // namespace
+
 // Live range [written, last_read] of each shared tile between steps; first fit by start, so
 // tiles that are never live at once share bytes. The program's inputs and outputs are the
 // kernel frame's to stage (offset -1 here).
@@ -64,11 +79,13 @@ void size_shared_memory(ProgramPlan& plan) {
   }
   // registers per thread over the tiles live at once; each tile placed once, not once per step
   std::vector<long long> placed_slots(plan.values.size(), -1);
+  std::vector<bool> never_live(plan.values.size());
+  for (size_t i = 0; i < plan.values.size(); ++i) never_live[i] = read_only_as_scalar(plan, static_cast<int>(i));
   for (int k = 0; k <= end; ++k) {
     long long slots = 0, registers = 0;
     for (size_t i = 0; i < plan.values.size(); ++i) {
       const ProgramValue& v = plan.values[i];
-      if (!v.layout || v.storage != Storage::local || v.written > k || v.last_read < k) continue;
+      if (!v.layout || v.storage != Storage::local || v.written > k || v.last_read < k || never_live[i]) continue;
       long long& own = placed_slots[i];
       if (own < 0) own = place_in_registers(*v.layout, plan.scope, v.name)->slots;
       slots += own;

@@ -322,6 +322,9 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   // - so does a cluster's share that moves through registers a chunk at a time, each chunk's loads
   //   landing before its stores to shared, whatever the CTAs per SM (bfloat16 at 50257, runs of
   //   one: logsumexp at cluster(2x512) and (4x256) shared 0.92 and 0.84 TB/s, cta(512) streamed 1.69)
+  // - so do a cluster's 16-bit rows at runs of one element held in registers, each element a 2-byte
+  //   load of its own (logsumexp bfloat16 at 50257: cluster(2x256) registers 0.97 TB/s, 2.2x the
+  //   larger of memory and cores; cta(512) streamed 1.66)
   // - alone on its SM, a streamed CTA or a cluster's CTA waits at each reduction for its last loads
   //   to land (the 1.7 us of kLoadLatencyNs), with no other instance to fill it (rows of 65536-131072
   //   float32 at cta(1024) streamed: 0.85-0.90x the estimate without it); but the DRAM is the chip's:
@@ -332,17 +335,28 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   const bool on_chip = plan.staging == "registers" || plan.staging == "shared";
   const bool row_fill_by_element = ctas == 1 && plan.staging == "shared" && t.row * t.in_size % 16 != 0;
   const bool serial = on_chip && ((resident == 1 && (ctas > 1 || row_fill_by_element)) ||
-                                  (ctas > 1 && plan.staging == "shared" && !whole_share));
+                                  (ctas > 1 && plan.staging == "shared" && !whole_share) || (whole_rows && halves));
   const bool drains = resident == 1 && (serial || plan.staging == "streamed");
-  const double overlapped = serial ? memory + core
+  // - a CTA alone on its SM holding its rows in registers takes a row at a time: it loads the row
+  //   (DRAM's latency, then its share of the bandwidth), maps and folds it, and stores it as it
+  //   loads the next (softmax at rows of 32000, cta(512) and cta(1024) registers, float32 and
+  //   bfloat16: 0.89-1.05x this; the larger of memory and cores alone gave 1.17-1.89x)
+  const bool row_at_a_time = resident == 1 && ctas == 1 && plan.staging == "registers";
+  const double one_row = t.in_bytes / kDramBytesPerNs + kLoadLatencyNs + core;
+  const double overlapped = serial                                                    ? memory + core
+                            : row_at_a_time                                           ? std::max(memory, one_row)
                             : plan.staging == "streamed" || (chunked && resident == 1) ? std::hypot(memory, core)
                                                                                        : std::max(memory, core);
   const double drain = drains ? reductions * kLoadLatencyNs * ctas * (1 - hit) : 0;
   if (serial) {
-    cost.terms.push_back(std::string(resident > 1           ? "its share moves through registers a chunk at a time"
+    cost.terms.push_back(std::string(whole_rows && halves   ? "its 16-bit rows of runs of one in registers, an element a load"
+                                     : resident > 1        ? "its share moves through registers a chunk at a time"
                                      : row_fill_by_element ? "alone on its SM, its row filled element by element"
                                                            : "one CTA per SM") +
                          ": its loads, maps and stores do not overlap");
+  }
+  if (row_at_a_time) {
+    cost.terms.push_back("a row at a time: " + fixed(one_row) + " ns to load it, map it and fold it, alone on its SM");
   }
   if (drains) {
     cost.terms.push_back("drains " + fixed(drain) + " ns: " + std::to_string(reductions) +
