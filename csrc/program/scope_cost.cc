@@ -332,15 +332,15 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   //   time it leaves idle, so only the share of the re-reads that misses L2 drains (rows that all fit
   //   L2, 32000-65536 float32 at cta(1024) streamed: 1.14-1.24x the estimate with the whole drain,
   //   0.99-1.07x with this share)
+  // - a CTA alone on its SM holding its rows in registers takes a row at a time: it loads the row
+  //   (DRAM's latency, then its share of the bandwidth), maps and folds it, and stores it as it
+  //   loads the next (softmax at rows of 32000, cta(512) and cta(1024) registers, float32 and
+  //   bfloat16: 0.89-1.05x this; the larger of memory and cores alone gave 1.17-1.89x)
   const bool on_chip = plan.staging == "registers" || plan.staging == "shared";
   const bool row_fill_by_element = ctas == 1 && plan.staging == "shared" && t.row * t.in_size % 16 != 0;
   const bool serial = on_chip && ((resident == 1 && (ctas > 1 || row_fill_by_element)) ||
                                   (ctas > 1 && plan.staging == "shared" && !whole_share) || (whole_rows && halves));
   const bool drains = resident == 1 && (serial || plan.staging == "streamed");
-  // - a CTA alone on its SM holding its rows in registers takes a row at a time: it loads the row
-  //   (DRAM's latency, then its share of the bandwidth), maps and folds it, and stores it as it
-  //   loads the next (softmax at rows of 32000, cta(512) and cta(1024) registers, float32 and
-  //   bfloat16: 0.89-1.05x this; the larger of memory and cores alone gave 1.17-1.89x)
   const bool row_at_a_time = resident == 1 && ctas == 1 && plan.staging == "registers";
   const double one_row = t.in_bytes / kDramBytesPerNs + kLoadLatencyNs + core;
   const double overlapped = serial                                                    ? memory + core
