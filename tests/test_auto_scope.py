@@ -316,12 +316,8 @@ KNOWN_MISSES: dict[str, str] = {
                               "gives cta(1024) shared 32 registers a thread, two CTAs per SM, where the model's "
                               "chunk estimate (40) leaves one (its fill then serial); at 32000 the same kernel "
                               "takes 60",
-    # softmax at rows of 32000, swept on the H200 (h200-2026-11-29-s8-scopes-32000-softmax-*.jsonl):
-    # the model ranks cluster(2x256) registers first, measured 9 % behind the fastest
-    "softmax 32000 float32": "cluster(2x256) registers (3.03 TB/s) ranked over cta(512) registers (3.32): 0.91x; "
-                             "a CTA alone on its SM in registers is scored a row at a time (0.91-0.95x its "
-                             "measured time here), the clusters of two with the larger of memory and cores "
-                             "(1.04-1.08x): the 9 % between them is within the model's error",
+    # softmax at rows of 32000, swept on the H200 (h200-2026-11-29-s8/s9-scopes-32000-softmax-*.jsonl):
+    # the model ranks cluster(2x256) registers first, measured 8 % behind the fastest
     "softmax 32000 bfloat16": "cluster(2x256) registers (1.95 TB/s) ranked over cluster(4x256) registers (2.13): "
                               "0.92x; the model scores clusters of two 1.18-1.21x their measured time, of four "
                               "1.08x (exact exp: the bfloat16 rows are bound by instruction issue, issue 45)",

@@ -50,14 +50,13 @@ int densest_instances(const BuiltKernel& k, const Residency& r, const FunctionRe
   return best;
 }
 
-}  // namespace
-
-BuiltKernel build_frame(const std::function<FrameSpec(int max_instances)>& frame, const std::string& arch) {
+// The frame at the most warps an SM holds (kernel_build.h); `max_instances` the instances it took.
+BuiltKernel densest_build(const std::function<FrameSpec(int max_instances)>& frame, const std::string& arch,
+                          int& max_instances) {
   BuiltKernel k = compiled(render_kernel(frame(0), arch), arch);
   Residency r;
   FunctionResources f;
   if (!residency_of(k, r, f) || !few_warps_by_registers(r, f)) return k;
-  int max_instances = 0;
   const int fewer = densest_instances(k, r, f);
   if (fewer < k.source.instances) {
     BuiltKernel smaller = compiled(render_kernel(frame(fewer), arch), arch);
@@ -72,6 +71,26 @@ BuiltKernel build_frame(const std::function<FrameSpec(int max_instances)>& frame
   Residency rd;
   FunctionResources fd;
   if (residency_of(denser, rd, fd) && rd.blocks > r.blocks && fd.frame_bytes == 0) return denser;
+  return k;
+}
+
+}  // namespace
+
+BuiltKernel build_frame(const std::function<FrameSpec(int max_instances)>& frame, const std::string& arch) {
+  int max_instances = 0;
+  BuiltKernel k = densest_build(frame, arch, max_instances);
+  Residency r;
+  FunctionResources f;
+  if (!residency_of(k, r, f) || r.blocks != 1 || k.source.instances != 1) return k;
+  // One block on the SM: no other block's loads overlap its work, so its next tile loads as it works.
+  FrameSpec spec = frame(max_instances);
+  if (!spec.prefetch_if_alone) return k;
+  spec.prefetch = true;
+  if (!frame_launch(spec, arch).any(OperandPath::prefetched)) return k;
+  BuiltKernel prefetching = compiled(render_kernel(spec, arch, k.source.min_blocks), arch);
+  Residency rp;
+  FunctionResources fp;
+  if (residency_of(prefetching, rp, fp) && rp.blocks == 1 && fp.frame_bytes == 0) return prefetching;
   return k;
 }
 

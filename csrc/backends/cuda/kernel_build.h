@@ -6,6 +6,10 @@
 //   and blocks of 4 and 8 instances left one block of 8 warps per SM where 12 warps fit;
 // - asking ptxas for a block more (__launch_bounds__'s minimum blocks per SM): on an H100, the
 //   softmax of bfloat16 rows of 16384 ran 15 % faster at 3 blocks of 80 registers than at 2 of 128.
+// A kernel then left one block of one scope instance per SM, whose work outlasts its tile's load
+// (FrameSpec::prefetch_if_alone), is built once more with its register tiles prefetched
+// (FrameSpec::prefetch: each round's copied into shared memory during the round before), kept where
+// it stays one block per SM without local memory: no other block's loads overlapped its work.
 #pragma once
 #include <functional>
 #include <memory>

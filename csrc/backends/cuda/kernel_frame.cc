@@ -134,7 +134,8 @@ class Renderer {
         if (s.store && !stores_every_slot(s)) os << table_place_type("Place_" + s.name, *s.place, tables_, false, true);
         break;
       case OperandPath::skewed: os << table_place_type("Place_" + s.name, *s.place, tables_, s.load, s.store); break;
-      case OperandPath::placed: os << cuda_place_type("Place_" + s.name, *s.place); break;
+      case OperandPath::placed:
+      case OperandPath::prefetched: os << cuda_place_type("Place_" + s.name, *s.place); break;
       case OperandPath::instance_tile:
       case OperandPath::once_tile:
         os << "constexpr tp::MemLayout kMem_" << s.name << " = " << cuda_mem_layout(s.layout->memory_layout()) << ";\n";
@@ -213,6 +214,7 @@ class Renderer {
            << (s.batch_broadcast ? global(s) : tile_at(s)) << ", lane);\n";
       }
     });
+    prefetched(os);
     const bool chunked = shape_.chunk_slots > 0;
     const std::string pad = chunked ? "      " : "    ";
     const std::string from = chunked ? ", chunk * kBodySlots" : "";
@@ -245,7 +247,7 @@ class Renderer {
     // before it stores them
     if (own_tiles) chunk << "    " << sync() << "\n";
     // a lane fold's source with slots that hold no element (a padded tile's tail): its identity there
-    for (OperandPath path : {OperandPath::placed, OperandPath::skewed}) {
+    for (OperandPath path : {OperandPath::placed, OperandPath::prefetched, OperandPath::skewed}) {
       each(path, [&](const FrameOperand& s, const OperandLaunch&) {
         if (body_.fold_op.empty() || s.name != "in0" || !s.load) return;
         if (std::find(s.place->load.begin(), s.place->load.end(), -1) == s.place->load.end()) return;
@@ -276,13 +278,33 @@ class Renderer {
         os << "    " << live << "tp::store_tile<Place_" << s.name << ">(" << tile_at(s) << ", " << s.name << ", lane);\n";
       }
     });
-    each(OperandPath::placed, [&](const FrameOperand& s, const OperandLaunch&) {
-      if (s.store) os << "    " << live << "tp::store_tile<Place_" << s.name << ">(" << tile_at(s) << ", " << s.name << ", lane);\n";
-    });
+    for (OperandPath path : {OperandPath::placed, OperandPath::prefetched}) {
+      each(path, [&](const FrameOperand& s, const OperandLaunch&) {
+        if (s.store) os << "    " << live << "tp::store_tile<Place_" << s.name << ">(" << tile_at(s) << ", " << s.name << ", lane);\n";
+      });
+    }
     os << scatters.str();
     // the body's shared tiles are the instance's for every round: the next round's writes wait
     // for this one's reads
     if (body_.shared_bytes > 0 && shape_.rounds > 1 && shape_.threads > 1) os << "    " << sync() << "\n";
+  }
+
+  // The round's prefetched tiles: each taken (round 0's from global memory, later ones' from their
+  // copies in shared memory), then the next round's copies started, after every take, since a
+  // take waits for all of this thread's copies in flight.
+  void prefetched(std::ostream& os) const {
+    if (!shape_.any(OperandPath::prefetched)) return;
+    std::ostringstream next;
+    each(OperandPath::prefetched, [&](const FrameOperand& s, const OperandLaunch& o) {
+      const char* T = dtype_cuda_name(s.dtype);
+      const std::string share = "reinterpret_cast<" + std::string(T) + "*>(tp_smem + " + std::to_string(o.offset) + ")";
+      os << "    " << T << " " << s.name << "[" << s.place->slots << "];\n"
+         << "    block.take_prefetched<Place_" << s.name << ", " << s.elements << ">(" << s.name << ", " << share << ", "
+         << global(s) << ", tile, round);\n";
+      next << "    block.prefetch_next<Place_" << s.name << ", " << s.elements << ", " << s.place->slots << ">(" << share
+           << ", " << global(s) << ", tile, round);\n";
+    });
+    os << next.str() << "    tp::commit_async();\n";
   }
 
   // The body's call; a run read in place is the view its call folds (tp::read_in_place, or

@@ -31,6 +31,9 @@ constexpr int kMaxDirectRounds = 16;  // each round is the body unrolled once mo
 constexpr int kMaxStages = 4;
 // Chunks of a run a warp's window holds (tp::WindowRun): the next three load while one is read.
 constexpr int kWindowStages = 4;
+// Tiles a block alone on its SM takes in turn where its next tile is copied in as it computes
+// (FrameSpec::prefetch): the first round's load is the one not overlapped.
+constexpr int kPrefetchRounds = 8;
 // A map's slots a thread takes at once where it holds more: each chunk's registers unrolled,
 // the chunks looped. Unrolled whole, a thread's 1024 bfloat16 silu took NVRTC minutes.
 constexpr int kMapChunkSlots = 32;
@@ -59,6 +62,15 @@ long long run_bytes(const FrameOperand& s) { return static_cast<long long>(s.pla
 // of several threads is left to the staging area: a broadcast read, not a vector per lane).
 bool in_closed_form(const FrameOperand& s) {
   return !(s.place->thread_private && s.place->threads > 1) && s.place->run.owners > 0;
+}
+
+// A placed tile the frame may copy into shared memory by its threads' runs (tp::copy_slots_async):
+// every thread owns its runs (no replicas), whole runs of slots, and each thread's first slot holds
+// an element (a padded tile's slots past its end repeat it).
+bool prefetchable(const FrameOperand& s) {
+  const RunForm& f = s.place->run;
+  return s.kind == Staging::registers && s.load && !s.batch_broadcast && f.owners == s.place->threads &&
+         s.place->slots % f.vec == 0 && (f.padded_elements == 0 || f.padded_elements >= static_cast<long long>(f.owners) * f.vec);
 }
 
 bool row_major(const FrameOperand& s) { return *s.layout == TileLayout::row_major(s.shape); }
@@ -96,6 +108,7 @@ class Shaper {
       }
     }
     instances(arch);
+    prefetch(arch);
     rounds();
     windows(arch);
     chunk_map_slots();
@@ -158,7 +171,17 @@ class Shaper {
     long long bytes = 0;
     each(OperandPath::skewed, [&](const FrameOperand& s, size_t) { bytes += skewed_bytes(s, tiles); });
     each(OperandPath::block_tile, [&](const FrameOperand& s, size_t) { bytes += align16(tiles * s.elements * dtype_size(s.dtype)); });
-    return bytes + instances * (spans(OperandPath::instance_tile) + spans(OperandPath::once_tile) + align16(body_.shared_bytes));
+    return bytes + instances * (spans(OperandPath::instance_tile) + spans(OperandPath::once_tile) + align16(body_.shared_bytes)) +
+           prefetch_bytes();
+  }
+
+  // A CTA's copies of its prefetched tiles: its threads' slots of each.
+  long long prefetch_bytes() const {
+    long long bytes = 0;
+    each(OperandPath::prefetched, [&](const FrameOperand& s, size_t) {
+      bytes += align16(static_cast<long long>(s.place->slots) * (s_.threads / s_.ctas) * dtype_size(s.dtype));
+    });
+    return bytes;
   }
 
   // Bytes a thread loads straight into registers per tile.
@@ -183,11 +206,31 @@ class Shaper {
     }
   }
 
+  // A block of one instance alone on its SM takes kPrefetchRounds tiles in turn, each round's placed
+  // tiles copied into shared memory during the round before (asynchronously: sm_80 and later), as
+  // many of them as the arch's shared memory holds. Not a cluster's CTAs: softmax rows of 65536 at
+  // cluster(2x512) in registers, one CTA per SM, ran no faster so on an H200 (1.69 against 1.71 TB/s).
+  void prefetch(const std::string& arch) {
+    if (!spec_.prefetch || s_.instances != 1 || s_.ctas != 1 || !s_.async) return;
+    for (size_t i = 0; i < spec_.operands.size(); ++i) {
+      if (s_.operands[i].path == OperandPath::placed && prefetchable(spec_.operands[i])) {
+        s_.operands[i].path = OperandPath::prefetched;
+        if (shared_bytes(1, 1) > sm_limits(arch).shared_per_block) s_.operands[i].path = OperandPath::placed;
+      }
+    }
+    if (!s_.any(OperandPath::prefetched)) return;
+    s_.rounds = kPrefetchRounds;
+    s_.why += "; it takes " + std::to_string(s_.rounds) +
+              " tiles in turn, each round's copied into shared memory during the round before (" +
+              std::to_string(prefetch_bytes()) + " bytes)";
+  }
+
   // Small tiles: each instance takes several in turn, all staged by the whole block at once,
   // so that a block keeps enough bytes in flight and its launch is paid for. Registers loaded
   // straight from global memory bound the rounds too: every round's are loaded up front. A
   // run read in place keeps its own bytes in flight, and each round would be its fold again.
   void rounds() {
+    if (s_.any(OperandPath::prefetched)) return;
     const long long direct_bytes = direct_load_bytes();
     const int max_rounds = direct_bytes > 0 ? kMaxDirectRounds : kMaxRounds;
     auto fits = [&](int rounds) {
@@ -291,6 +334,11 @@ class Shaper {
     s_.once_at = s_.instance_tiles_at + s_.instances * s_.instance_tiles_bytes;
     s_.body_at = s_.once_at + s_.instances * s_.once_bytes;
     s_.body_bytes = align16(body_.shared_bytes);
+    long long prefetch_at = s_.body_at + s_.instances * s_.body_bytes;
+    each(OperandPath::prefetched, [&](const FrameOperand& s, size_t i) {
+      s_.operands[i].offset = prefetch_at;
+      prefetch_at += align16(static_cast<long long>(s.place->slots) * (s_.threads / s_.ctas) * dtype_size(s.dtype));
+    });
     s_.windows_at = align16(shared_bytes(s_.instances, s_.rounds));
     s_.shared_bytes = s_.windows_at + window_bytes();
   }
@@ -307,6 +355,10 @@ class Shaper {
         case OperandPath::placed:
           how = s.batch_broadcast ? "registers: read from the batch's one tile where it lies"
                                   : "registers: loaded and stored where the tile lies (its placement in closed form, by vectors)";
+          break;
+        case OperandPath::prefetched:
+          how = "registers: loaded and stored where the tile lies; each round's tile copied into shared memory "
+                "(cp.async) during the round before";
           break;
         case OperandPath::block_tile:
           how = std::string("shared: the block's run of tiles, copied as it is") + (s_.async && s.load ? " (cp.async)" : "");
@@ -339,6 +391,7 @@ const char* path_name(OperandPath path) {
     case OperandPath::direct: return "direct";
     case OperandPath::run: return "run";
     case OperandPath::placed: return "placed";
+    case OperandPath::prefetched: return "prefetched";
     case OperandPath::skewed: return "skewed";
     case OperandPath::block_tile: return "block_tile";
     case OperandPath::instance_tile: return "instance_tile";

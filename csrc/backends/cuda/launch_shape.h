@@ -66,6 +66,12 @@ struct FrameSpec {
   std::vector<DType> dtypes;           // every element type the kernel touches
   KernelBody body;
   int max_instances = 0;  // scope instances per block at most (kernel_build.cc's fewer-warp blocks); 0: the scope's
+  // Where its block holds one instance alone on its SM, the body's work outlasts a tile's load
+  // (a program's maps_outlast_row_load): kernel_build.cc then builds it with `prefetch`.
+  bool prefetch_if_alone = false;
+  // A block of one instance, alone on its SM: its register tiles of the batch are each copied
+  // into shared memory during the round before the one that takes them.
+  bool prefetch = false;
 };
 
 // How the frame moves one operand between global memory and the body.
@@ -78,6 +84,8 @@ enum class OperandPath {
                   // (in place, or through its warp's window where the shape has one)
   placed,         // registers: loaded and stored where the tile lies (its placement in closed form);
                   // an operand the batch shares is read from its one tile so
+  prefetched,     // registers: placed, but each round's tile (after the first) read from the copy in
+                  // shared memory that the round before started (FrameSpec::prefetch)
   skewed,         // registers: through the block's skewed staging area (16-byte copies, then
                   // gathers and scatters by table)
   block_tile,     // shared: the block's run of tiles, copied as it is (cp.async where the arch has it)

@@ -11,6 +11,7 @@
 #include "backends/cuda/tile_executor.h"
 #include "errors.h"
 #include "layout/placement.h"
+#include "program/scope_cost.h"
 
 namespace tp {
 
@@ -620,6 +621,7 @@ KernelSource program_launch(const ProgramPlan& plan, const std::string& arch) {
 FrameSpec program_frame(const ProgramPlan& plan, const std::string& arch, int max_instances) {
   FrameSpec spec = program_operands(plan);
   spec.max_instances = max_instances;
+  spec.prefetch_if_alone = maps_outlast_row_load(plan);
   spec.body = ProgramBody(plan, frame_launch(spec, arch).instances, spec.body).render();
   return spec;
 }

@@ -47,13 +47,7 @@ __device__ __forceinline__ void stage_share(T* share, const T* row, int lane, in
       for (int s = 0; s < kChunks * kChunkSlots; s += kVec) {
         T* const to = share + Share::load_element(tid, s);
         if (Row::full(s)) {
-          const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(to));
-          const T* const from = row + Row::load_element(lane, s);
-          if constexpr (kRunBytes == 16) {
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(at), "l"(from) : "memory");
-          } else {
-            asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(at), "l"(from), "n"(kRunBytes) : "memory");
-          }
+          copy_run_async<kRunBytes>(to, row + Row::load_element(lane, s));
         } else {  // a padded row's last runs
           for (int j = 0; j < kVec; ++j) {
             const int e = Row::load_element(lane, s + j);
@@ -124,6 +118,28 @@ template <int kThreads, int kInstances, int kRounds, int kStages, int kCtas = 1>
     for (int round = 0; round < kRounds; ++round) {
       const long long tile = first + round * kInstances + instance;
       if (tile < tiles) load_run(regs[round], global + tile * kElements + lane * N);
+    }
+  }
+
+  // A tile an instance alone in its block takes in turn with its next (LaunchShape's prefetched
+  // operands): round 0's from global memory, every later round's from the copy in shared memory
+  // (`share`, this CTA's threads' runs) that the round before started; prefetch_next then starts
+  // the next round's, once every operand's registers are read.
+  template <class Place, long long kElements, class T, int N>
+  __device__ __forceinline__ void take_prefetched(T (&regs)[N], const T* share, const T* global, long long tile,
+                                                  int round) const {
+    if (round == 0) {
+      load_tile<Place>(regs, global + tile * kElements, lane);
+    } else {
+      wait_async(0);
+      read_slots<Place, RunPlace<kThreads / kCtas, Place::kVector>>(regs, share, lane, lane % (kThreads / kCtas));
+    }
+  }
+  template <class Place, long long kElements, int N, class T>
+  __device__ __forceinline__ void prefetch_next(T* share, const T* global, long long tile, int round) const {
+    if (round + 1 < kRounds && tile + kInstances < tiles) {
+      copy_slots_async<Place, RunPlace<kThreads / kCtas, Place::kVector>, N>(share, global + (tile + kInstances) * kElements,
+                                                                              lane, lane % (kThreads / kCtas));
     }
   }
 

@@ -176,6 +176,48 @@ __device__ __forceinline__ void store_tile(T* tile, const T (&regs)[N], int lane
   scatter<Place>(regs, lane, [&](int e, T v) { tile[e] = v; }, first);
 }
 
+// A tile's copy in shared memory that this lane alone reads back (read_slots): its N slots copied
+// from global memory to where Share places them (the same runs over the CTA's threads, `tid`),
+// without passing through registers: each run one cp.async (sm_80 and later) where the tile is
+// aligned for it, in flight until wait_async. A run across a padded tile's end moves element by
+// element; slots past the end move nothing.
+template <class Place, class Share, int N, class T>
+__device__ __forceinline__ void copy_slots_async(T* share, const T* tile, int lane, int tid) {
+  constexpr int kVec = Place::kVector, kRunBytes = kVec * static_cast<int>(sizeof(T));
+  constexpr bool kRuns = kRunBytes == 4 || kRunBytes == 8 || kRunBytes == 16;
+  const bool aligned = kRuns && reinterpret_cast<unsigned long long>(tile) % (kRuns ? kRunBytes : 1) == 0;
+#pragma unroll
+  for (int s = 0; s < N; s += kVec) {
+    T* const to = share + Share::load_element(tid, s);
+    bool whole = aligned;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) whole = whole && (Place::full(s) || Place::load_element(lane, s + j) >= 0);
+    if constexpr (kRuns) {
+      if (whole) {
+        copy_run_async<(kRuns ? kRunBytes : 4)>(to, tile + Place::load_element(lane, s));
+        continue;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      const int e = Place::load_element(lane, s + j);
+      if (e >= 0) to[j] = tile[e];
+    }
+  }
+}
+
+// This lane's slots from its copy_slots_async (waited for), as load_tile reads them from global
+// memory but for a padded tile's slots past its end: those repeat the lane's first element (no
+// other lane's, which no barrier orders), the value of no consequence as load_tile's element 0.
+template <class Place, class Share, class T, int N>
+__device__ __forceinline__ void read_slots(T (&regs)[N], const T* share, int lane, int tid) {
+  load_tile<Share, SharedAccess>(regs, share, tid);
+#pragma unroll
+  for (int s = 0; s < N; ++s) {
+    if (!Place::full(s) && Place::load_element(lane, s) < 0) regs[s] = regs[0];
+  }
+}
+
 // A reduction's source: the slots [first, first + N) of this lane that hold no element (a padded
 // tile's tail) set to the fold's identity, so that folding them changes nothing (x + -0 == x;
 // fmax(x, NaN) == x; the NaN-propagating forms' infinities).

@@ -108,6 +108,17 @@ __device__ __forceinline__ void copy_to_shared_async(T* smem, const T* global, i
   for (int k = vectors * kPerVector + first; k < n; k += stride) smem[k] = global[k];
 }
 
+// One run of kBytes (4, 8 or 16, both ends aligned for it) copied global -> shared without
+// passing through registers, in flight until wait_async (16 bytes bypass L1: .cg).
+template <int kBytes> __device__ __forceinline__ void copy_run_async(void* to, const void* from) {
+  const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(to));
+  if constexpr (kBytes == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(at), "l"(from) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(at), "l"(from), "n"(kBytes) : "memory");
+  }
+}
+
 __device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 
 // Waits until at most `pending` of this thread's commit groups are still in flight (the
