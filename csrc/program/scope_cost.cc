@@ -171,20 +171,21 @@ double core_ns(const ProgramPlan& plan, const Traffic& t, const PassWork& work, 
   return core;
 }
 
-SmLimits limits_of(const ProgramPlan& plan) {
-  return target_limits(plan.context.target.empty() ? "sm_90a" : plan.context.target);
-}
+std::string target_of(const ProgramPlan& plan) { return plan.context.target.empty() ? "sm_90a" : plan.context.target; }
+
+// The maps take longer than the row's load at the SM's share of the DRAM (maps_outlast_row_load).
+bool outlasts_load(double core, const Traffic& t) { return core > t.in_bytes / kDramBytesPerNs; }
 
 }  // namespace
 
 bool maps_outlast_row_load(const ProgramPlan& plan) {
   const Traffic t = traffic(plan);
-  return core_ns(plan, t, pass_work(plan, t), limits_of(plan)) > t.in_bytes / kDramBytesPerNs;
+  return outlasts_load(core_ns(plan, t, pass_work(plan, t), target_limits(target_of(plan))), t);
 }
 
 ScopeCost estimate_cost(const ProgramPlan& plan) {
   ScopeCost cost;
-  const SmLimits limits = limits_of(plan);
+  const SmLimits limits = target_limits(target_of(plan));
   const int threads = plan.scope.threads;
   // a cluster's limits are each CTA's: its warps, registers and shared memory per CTA
   const int ctas = plan.scope.ctas, cta_threads = plan.scope.cta_threads();
@@ -361,9 +362,8 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
                                   (ctas > 1 && plan.staging == "shared" && !whole_share) || (whole_rows && halves));
   const bool drains = resident == 1 && (serial || plan.staging == "streamed");
   const bool row_at_a_time = resident == 1 && ctas == 1 && plan.staging == "registers";
-  const std::string target = plan.context.target.empty() ? "sm_90a" : plan.context.target;
-  const bool prefetched = row_at_a_time && sm_version(target) >= 80 && shared + t.in_bytes <= limits.shared_per_block &&
-                          core > t.in_bytes / kDramBytesPerNs;
+  const bool prefetched = row_at_a_time && sm_version(target_of(plan)) >= 80 &&
+                          shared + t.in_bytes <= limits.shared_per_block && outlasts_load(core, t);
   const double one_row = t.in_bytes / kDramBytesPerNs + (prefetched ? 0 : kLoadLatencyNs) + core;
   const double overlapped = serial                                                    ? memory + core
                             : row_at_a_time                                           ? std::max(memory, one_row)

@@ -80,6 +80,11 @@ long long skewed_bytes(const FrameOperand& s, long long tiles) {
                  dtype_size(s.dtype));
 }
 
+// A CTA's copy of a prefetched tile: its threads' slots of it.
+long long prefetch_span(const FrameOperand& s, int cta_threads) {
+  return align16(static_cast<long long>(s.place->slots) * cta_threads * dtype_size(s.dtype));
+}
+
 long long tile_span(const FrameOperand& s) { return align16(s.layout->span() * dtype_size(s.dtype)); }
 
 // Chooses each operand's path, then the instances, rounds, parts, windows and chunks, and lays
@@ -178,9 +183,7 @@ class Shaper {
   // A CTA's copies of its prefetched tiles: its threads' slots of each.
   long long prefetch_bytes() const {
     long long bytes = 0;
-    each(OperandPath::prefetched, [&](const FrameOperand& s, size_t) {
-      bytes += align16(static_cast<long long>(s.place->slots) * (s_.threads / s_.ctas) * dtype_size(s.dtype));
-    });
+    each(OperandPath::prefetched, [&](const FrameOperand& s, size_t) { bytes += prefetch_span(s, s_.threads / s_.ctas); });
     return bytes;
   }
 
@@ -337,7 +340,7 @@ class Shaper {
     long long prefetch_at = s_.body_at + s_.instances * s_.body_bytes;
     each(OperandPath::prefetched, [&](const FrameOperand& s, size_t i) {
       s_.operands[i].offset = prefetch_at;
-      prefetch_at += align16(static_cast<long long>(s.place->slots) * (s_.threads / s_.ctas) * dtype_size(s.dtype));
+      prefetch_at += prefetch_span(s, s_.threads / s_.ctas);
     });
     s_.windows_at = align16(shared_bytes(s_.instances, s_.rounds));
     s_.shared_bytes = s_.windows_at + window_bytes();

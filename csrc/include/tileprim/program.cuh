@@ -185,7 +185,7 @@ template <class Place, class Share, int N, class T>
 __device__ __forceinline__ void copy_slots_async(T* share, const T* tile, int lane, int tid) {
   constexpr int kVec = Place::kVector, kRunBytes = kVec * static_cast<int>(sizeof(T));
   constexpr bool kRuns = kRunBytes == 4 || kRunBytes == 8 || kRunBytes == 16;
-  const bool aligned = kRuns && reinterpret_cast<unsigned long long>(tile) % (kRuns ? kRunBytes : 1) == 0;
+  const bool aligned = kRuns && reinterpret_cast<unsigned long long>(tile) % kRunBytes == 0;
 #pragma unroll
   for (int s = 0; s < N; s += kVec) {
     T* const to = share + Share::load_element(tid, s);
@@ -194,7 +194,7 @@ __device__ __forceinline__ void copy_slots_async(T* share, const T* tile, int la
     for (int j = 0; j < kVec; ++j) whole = whole && (Place::full(s) || Place::load_element(lane, s + j) >= 0);
     if constexpr (kRuns) {
       if (whole) {
-        copy_run_async<(kRuns ? kRunBytes : 4)>(to, tile + Place::load_element(lane, s));
+        copy_run_async<kRunBytes>(to, tile + Place::load_element(lane, s));
         continue;
       }
     }
