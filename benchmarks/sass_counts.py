@@ -36,7 +36,6 @@ from tileprim_bench.cases import MAP_TILE
 
 _LINE = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _WIDE_AS = 10  # what a 2-byte global access costs when the common path is chosen
-_RARE_CALL_BLOCK = 12  # at most this many instructions around a call: a rare path's guard
 
 # (program, row length, dtype) and (map, dtype): the rows of issue 45
 PROGRAMS = [(w, n, "bfloat16") for w in ("softmax", "logsumexp") for n in (4096, 16384)]
@@ -82,7 +81,7 @@ class CommonPath:
     """The common path of a listing: from an address to an unconditional EXIT or RET, through what
     a tile of aligned rows whose values all take the fast forms executes. A conditional branch
     forward over a block that rejoins at its target (an if, a loop's guard) runs the block, but
-    for a call's few instructions (a rare path kept out of line); one backward (a loop's) falls
+    for a block of calls that moves no global memory (a rare path kept out of line); one backward (a loop's) falls
     through, so a loop runs once; elsewhere (an if/else, BRA.DIV) the cheaper side."""
 
     def __init__(self, instructions: List[Tuple[int, str]]):
@@ -101,10 +100,11 @@ class CommonPath:
         return _WIDE_AS if re.match(r"(LDG|STG)\.E\.(U16|S16|16)$", op) else 1
 
     def _rejoins(self, i: int, target: int) -> bool:
-        """The block after branch i reaches its target on its own, and is not a call's few
-        instructions (a rare path kept out of line, as an IEEE division's slow path)."""
-        skipped = self.ins[i + 1:target]
-        if len(skipped) <= _RARE_CALL_BLOCK and any(_opcode(t).startswith("CALL") for _, t in skipped):
+        """The block after branch i reaches its target on its own, and is not a rare path: one that
+        calls out of line (an IEEE division's slow path, a bundle's exact forms) and moves nothing
+        to or from global memory (as a tile's loads, which a tile past the batch skips, do)."""
+        ops = [_opcode(t) for _, t in self.ins[i + 1:target]]
+        if any(op.startswith("CALL") for op in ops) and not any(op.startswith(("LDG", "STG")) for op in ops):
             return False
         seen, todo = set(), [i + 1]
         while todo:

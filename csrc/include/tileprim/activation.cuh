@@ -214,10 +214,13 @@ template <class F> TP_HD_OUT_OF_LINE float sigmoid_exact(float x) {
 }
 // sigmoid x = 1 / (1 + e) (x >= 0) or e / (1 + e) (x < 0): the logistic fast path
 // (transcendental16.cuh; here n = e's p is exact, so its error bound holds with room)
-template <class F> TP_HD float sigmoid(float x) {
+template <class F> TP_HD float sigmoid_estimate(float x) {
   const float minus_abs = -magnitude(x);
   const Logistic l = logistic<F>(minus_abs < F::kExpZero ? F::kExpZero : minus_abs);  // NaN stays
-  const float y = logistic_quotient<F>(x, 1.0f, 1.0f, l);
+  return logistic_quotient<F>(x, 1.0f, 1.0f, l);
+}
+template <class F> TP_HD float sigmoid(float x) {
+  const float y = sigmoid_estimate<F>(x);
   return rounds_as_exact<F>(y) ? y : sigmoid_exact<F>(x);
 }
 }  // namespace ieee_math16
@@ -234,7 +237,9 @@ template <class F> TP_HD float sigmoid(float x) {
     const float f = widen(x);                                                                           \
     return convert_to<H>::from(ieee_math16::rounded_for<Format16>(f, ieee_math::erf_value(f)));         \
   }                                                                                                     \
-  TP_HD H sigmoid(H x) { return convert_to<H>::from(ieee_math16::sigmoid<Format16>(widen(x))); }
+  TP_HD H sigmoid(H x) { return convert_to<H>::from(ieee_math16::sigmoid<Format16>(widen(x))); }        \
+  TP_HD float sigmoid_estimate(H x) { return ieee_math16::sigmoid_estimate<Format16>(widen(x)); }        \
+  TP_HD H sigmoid_exact(H x) { return convert_to<H>::from(ieee_math16::sigmoid_exact<Format16>(widen(x))); }
 
 #if TP_ON_DEVICE && defined(TP_WITH_FP16)
 TP_SIXTEEN_BIT_ACTIVATIONS(__half, ieee_math16::Half)

@@ -249,22 +249,29 @@ template <class T, int kStages> struct WindowRun {
 
 // A thread's run of N consecutive elements from and to global memory: whole 16-byte vectors
 // where the run's length and address allow, element by element otherwise.
+// 16 bytes at an address that may not be aligned for one access, element by element: out of line,
+// so that the aligned path does not carry these loads predicated off
+template <class T> __device__ __noinline__ uint4 load_unaligned16(const T* global) {
+  Vector16<T> u;
+#pragma unroll
+  for (int j = 0; j < 16 / static_cast<int>(sizeof(T)); ++j) u.values[j] = global[j];
+  return u.raw;
+}
 template <class T, int N> __device__ __forceinline__ void load_run(T (&regs)[N], const T* global) {
   constexpr int kPerVector = 16 / sizeof(T);
   if constexpr (N % kPerVector == 0) {
-    if (aligned16(global)) {
+    const bool aligned = aligned16(global);
 #pragma unroll
-      for (int v = 0; v < N / kPerVector; ++v) {
-        Vector16<T> u;
-        u.raw = __ldg(reinterpret_cast<const uint4*>(global) + v);
+    for (int v = 0; v < N / kPerVector; ++v) {
+      Vector16<T> u;
+      u.raw = aligned ? __ldg(reinterpret_cast<const uint4*>(global) + v) : load_unaligned16(global + v * kPerVector);
 #pragma unroll
-        for (int j = 0; j < kPerVector; ++j) regs[v * kPerVector + j] = u.values[j];
-      }
-      return;
+      for (int j = 0; j < kPerVector; ++j) regs[v * kPerVector + j] = u.values[j];
     }
-  }
+  } else {
 #pragma unroll
-  for (int j = 0; j < N; ++j) regs[j] = global[j];
+    for (int j = 0; j < N; ++j) regs[j] = global[j];
+  }
 }
 template <class T, int N> __device__ __forceinline__ void store_run(T* global, const T (&regs)[N]) {
   constexpr int kPerVector = 16 / sizeof(T);

@@ -293,10 +293,14 @@ template <class F> TP_HD bool rounds_as_exact(float y) {
   return ((to_bits(y * F::kToCheck) + (F::kMargin - kMidpoint)) & kOutside) != 0u;
 }
 
-// silu: n = x, or m e^m for x < 0 (m = x but where the result rounds to 0)
-template <class F> TP_HD float silu(float x) {
+// silu's estimate: n = x, or m e^m for x < 0 (m = x but where the result rounds to 0); it rounds
+// as silu does where rounds_as_exact<F> says so (the maps check a bundle of them at once)
+template <class F> TP_HD float silu_estimate(float x) {
   const Logistic l = logistic<F>(max_num(-magnitude(x), F::kSiluZero));  // NaN: n = x keeps it
-  const float y = logistic_quotient<F>(x, l.m, x, l);
+  return logistic_quotient<F>(x, l.m, x, l);
+}
+template <class F> TP_HD float silu(float x) {
+  const float y = silu_estimate<F>(x);
   return rounds_as_exact<F>(y) ? y : silu_exact<F>(x);
 }
 
