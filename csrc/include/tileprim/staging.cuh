@@ -247,8 +247,6 @@ template <class T, int kStages> struct WindowRun {
   }
 };
 
-// A thread's run of N consecutive elements from and to global memory: whole 16-byte vectors
-// where the run's length and address allow, element by element otherwise.
 // 16 bytes at an address that may not be aligned for one access, element by element: out of line,
 // so that the aligned path does not carry these loads predicated off
 template <class T> __device__ __noinline__ uint4 load_unaligned16(const T* global) {
@@ -257,6 +255,10 @@ template <class T> __device__ __noinline__ uint4 load_unaligned16(const T* globa
   for (int j = 0; j < 16 / static_cast<int>(sizeof(T)); ++j) u.values[j] = global[j];
   return u.raw;
 }
+
+// A thread's run of N consecutive elements from and to global memory: whole 16-byte vectors
+// where the run's length allows (at an unaligned address, each read by load_unaligned16),
+// element by element otherwise.
 template <class T, int N> __device__ __forceinline__ void load_run(T (&regs)[N], const T* global) {
   constexpr int kPerVector = 16 / sizeof(T);
   if constexpr (N % kPerVector == 0) {
