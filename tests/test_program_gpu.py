@@ -138,6 +138,24 @@ def test_device_arrays_in_place(library, rng):
     assert bits_equal(host, want)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("scope", [None, tp.warp, tp.cta(256)], ids=str)
+def test_rows_at_an_unaligned_address_give_the_cpu_bits(dtype, scope, rng):
+    # a row one element past a 16-byte boundary loads its runs element by element (load_tile's
+    # out-of-line words); the same rows at an aligned address take the vector loads
+    torch = pytest.importorskip("torch")
+    x = random_tile(rng, (33, 4096), dtype)
+    want = softmax(x, batch_dims=1, scope=scope, backend="cpu")
+    as_int = {2: (np.int16, torch.int16), 4: (np.int32, torch.int32)}[x.itemsize]  # moved as bits
+    flat = torch.empty(x.size + 1, dtype=as_int[1], device="cuda")
+    flat[1:] = torch.from_numpy(x.view(as_int[0]).ravel()).cuda()
+    unaligned = flat[1:].view(getattr(torch, dtype)).view(x.shape)
+    assert unaligned.data_ptr() % 16
+    for rows in (unaligned, unaligned.clone()):
+        got = softmax(rows, batch_dims=1, scope=scope)
+        assert bits_equal(got.view(as_int[1]).cpu().numpy().view(x.dtype), want)
+
+
 def test_device_arrays_mixed_with_host_arrays_are_refused(rng):
     torch = pytest.importorskip("torch")
     x = torch.ones((2, 64), device="cuda")

@@ -114,35 +114,58 @@ struct SharedAccess {
 // A register tile from or to a row-major tile in memory (slots [first, first + N) of it): a
 // lane's runs move in 16-, 8- or 4-byte accesses where the tile is aligned for them (a warp's
 // accesses then cover one contiguous span for the planner's interleaved runs), element by element
-// otherwise and in a padded tile's last runs (RunPlace::full).
+// otherwise and in a padded tile's last runs (RunPlace::full). 16-bit elements at an unaligned
+// address load their runs' words element by element (load_unaligned), so that both ways meet as
+// words and every element is taken out of its word once: met as elements, each would first move
+// into a register of its own.
 template <class Place, class Access = GlobalAccess, class T, int N>
 __device__ __forceinline__ void load_tile(T (&regs)[N], const T* tile, int lane, int first = 0) {
   using R = RunWord<T, Place::kVector>;
   if constexpr (Place::kVector > 1 && N % Place::kVector == 0 && R::kBytes > 0 && R::kElements > 1) {
     using W = typename WordOf<R::kBytes>::type;
-    if (reinterpret_cast<unsigned long long>(tile) % R::kBytes == 0) {
+    constexpr int kWords = N / R::kElements;
+    W words[kWords];  // the whole runs' words
+    const auto load_whole_runs = [&](auto load) {
 #pragma unroll
-      for (int s = 0; s < N; s += R::kElements) {
-        if (!Place::full(first + s)) {
-#pragma unroll
-          for (int j = 0; j < R::kElements; ++j) {
-            const int e = Place::load_element(lane, first + s + j);
-            regs[s + j] = tile[e >= 0 ? e : 0];  // a padded slot repeats element 0, as gather's
-          }
-          continue;
-        }
-        union {
-          W word;
-          T values[R::kElements];
-        } u;
-        u.word = Access::load(reinterpret_cast<const W*>(tile + Place::load_element(lane, first + s)));
-#pragma unroll
-        for (int j = 0; j < R::kElements; ++j) regs[s + j] = u.values[j];
+      for (int w = 0; w < kWords; ++w) {
+        const int s = first + w * R::kElements;
+        if (Place::full(s)) words[w] = load(tile + Place::load_element(lane, s));
       }
-      return;
+    };
+    const auto word_load = [](const T* run) { return Access::load(reinterpret_cast<const W*>(run)); };
+    const bool aligned = reinterpret_cast<unsigned long long>(tile) % R::kBytes == 0;
+    if constexpr (sizeof(T) < 4) {
+      if (aligned) {
+        load_whole_runs(word_load);
+      } else {
+        load_whole_runs([](const T* run) { return load_unaligned<W>(run); });
+      }
+    } else {
+      if (!aligned) return gather<Place>(regs, lane, [&](int e) { return tile[e]; }, first);
+      load_whole_runs(word_load);
     }
+#pragma unroll
+    for (int w = 0; w < kWords; ++w) {
+      const int s = w * R::kElements;
+      if (!Place::full(first + s)) {
+#pragma unroll
+        for (int j = 0; j < R::kElements; ++j) {
+          const int e = Place::load_element(lane, first + s + j);
+          regs[s + j] = tile[e >= 0 ? e : 0];  // a padded slot repeats element 0, as gather's
+        }
+        continue;
+      }
+      union {
+        W word;
+        T values[R::kElements];
+      } u;
+      u.word = words[w];
+#pragma unroll
+      for (int j = 0; j < R::kElements; ++j) regs[s + j] = u.values[j];
+    }
+  } else {
+    gather<Place>(regs, lane, [&](int e) { return tile[e]; }, first);
   }
-  gather<Place>(regs, lane, [&](int e) { return tile[e]; }, first);
 }
 
 template <class Place, class Access = GlobalAccess, class T, int N>

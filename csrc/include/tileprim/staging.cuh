@@ -247,17 +247,22 @@ template <class T, int kStages> struct WindowRun {
   }
 };
 
-// 16 bytes at an address that may not be aligned for one access, element by element: out of line,
-// so that the aligned path does not carry these loads predicated off
-template <class T> __device__ __noinline__ uint4 load_unaligned16(const T* global) {
-  Vector16<T> u;
+// A word W of consecutive elements at an address that may not be aligned for one access, element
+// by element: out of line, so that the aligned path neither carries these loads predicated off
+// nor holds its elements apart to meet theirs (a 16-bit element in a register of its own, moved
+// out of the word first)
+template <class W, class T> __device__ __noinline__ W load_unaligned(const T* p) {
+  union {
+    W word;
+    T values[sizeof(W) / sizeof(T)];
+  } u;
 #pragma unroll
-  for (int j = 0; j < 16 / static_cast<int>(sizeof(T)); ++j) u.values[j] = global[j];
-  return u.raw;
+  for (int j = 0; j < static_cast<int>(sizeof(W) / sizeof(T)); ++j) u.values[j] = p[j];
+  return u.word;
 }
 
 // A thread's run of N consecutive elements from and to global memory: whole 16-byte vectors
-// where the run's length allows (at an unaligned address, each read by load_unaligned16),
+// where the run's length allows (at an unaligned address, each read by load_unaligned),
 // element by element otherwise.
 template <class T, int N> __device__ __forceinline__ void load_run(T (&regs)[N], const T* global) {
   constexpr int kPerVector = 16 / sizeof(T);
@@ -266,7 +271,7 @@ template <class T, int N> __device__ __forceinline__ void load_run(T (&regs)[N],
 #pragma unroll
     for (int v = 0; v < N / kPerVector; ++v) {
       Vector16<T> u;
-      u.raw = aligned ? __ldg(reinterpret_cast<const uint4*>(global) + v) : load_unaligned16(global + v * kPerVector);
+      u.raw = aligned ? __ldg(reinterpret_cast<const uint4*>(global) + v) : load_unaligned<uint4>(global + v * kPerVector);
 #pragma unroll
       for (int j = 0; j < kPerVector; ++j) regs[v * kPerVector + j] = u.values[j];
     }
