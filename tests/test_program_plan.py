@@ -288,3 +288,30 @@ def test_a_ragged_row_is_padded_over_every_thread(rng):
     for n in (4095, 50257):  # refused before (4095 slots per thread; 50257 spilled past the limit)
         plan = tp.plan(softmax, random_tile(rng, (2, n), "float32"), batch_dims=1, scope=tp.cta(256), target="sm_90a")
         assert plan.staging != "spilled" and f"padded({n})" in str(plan)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_max_of_a_widened_16_bit_tile_reduces_the_16_bit_tile(dtype, op, rng):
+    # max(cast(x)) is planned as cast(max(x)), whose registers fold in pairs on the GPU: the same
+    # element wins in both dtypes (+-0 ordered alike, NaN losing), so the same values
+    @tp.program(scope=tp.warp)
+    def extreme(x, nan):
+        return getattr(tp, op)(tp.cast(x, "float32"), axes=-1, keepdims=True, propagate_nan=nan)
+
+    x = random_tile(rng, (6, 1000), dtype)
+    x[1] = np.nan
+    x[2, ::2], x[2, 1::2] = 0.0, -0.0
+    x[3, 17] = np.nan
+    wide = x.astype(np.float32)
+    for nan in (False, True):
+        got = extreme(x, nan, batch_dims=1, backend="cpu")
+        assert bits_equal(got, extreme(wide, nan, batch_dims=1, backend="cpu"))  # float32's own fold
+        fold = {("max", False): np.fmax, ("min", False): np.fmin, ("max", True): np.maximum,
+                ("min", True): np.minimum}[op, nan]
+        rows = [0, 1, 3, 4, 5]  # NumPy orders no +-0 (row 2)
+        assert bits_equal(got[rows], fold.reduce(wide[rows], axis=-1, keepdims=True))
+        assert got[2, 0] == 0 and np.signbit(got[2, 0]) == (op == "min")
+    plan = tp.plan(extreme, x, False, batch_dims=1)
+    assert [s.op for s in plan.steps][:2] == [op, "cast"], str(plan)
+    assert f"= {op}(x) -> local; {dtype}(1,)" in str(plan), str(plan)  # the 16-bit tile, reduced

@@ -463,7 +463,7 @@ class ProgramPlanner {
 }  // namespace
 
 std::shared_ptr<const ProgramPlan> plan_at_scope(const ProgramSpec& spec, const DispatchContext& ctx) {
-  const ProgramSpec rewritten = gather_through_maps(spec);
+  const ProgramSpec rewritten = steps_before_casts(spec);
   return ProgramPlanner(rewritten, ctx).run();
 }
 

@@ -145,10 +145,11 @@ struct ProgramPlan {
   std::string scope_trace_str() const;  // the lines of the scope trace ("" where a scope is named)
 };
 
-// take_along_axis(cast(x), idx) -> cast(take_along_axis(x, idx)) where x is a float program input
-// and the cast is to a float dtype: the same bits, and the pick reads x where it lies
-// (gather_through_maps.cc). plan_at_scope plans the rewritten program.
-ProgramSpec gather_through_maps(const ProgramSpec& spec);
+// Steps that give the same bits before a cast run before it (steps_before_casts.cc):
+// take_along_axis(cast(x), idx) -> cast(take_along_axis(x, idx)), x a float program input, so
+// that the pick reads x where it lies; max/min(cast(x)) -> cast(max/min(x)), the cast widening a
+// 16-bit float, so that its registers fold in pairs. plan_at_scope plans the rewritten program.
+ProgramSpec steps_before_casts(const ProgramSpec& spec);
 
 // The plan of a program: at its scope, or (spec.auto_scope) at the scope the planner chooses.
 std::shared_ptr<const ProgramPlan> plan_program(const ProgramSpec& spec, const DispatchContext& ctx);

@@ -18,8 +18,16 @@ TP_HD void lane_reduce(const Lanes& g, T* dst_regs, int dst_stride, Src src_regs
     auto part = g.map([&](int lane) {
       const auto src = g.regs(src_regs, src_stride, lane);
       T acc = Op::template identity<T>();
+      int j = 0;
+      if constexpr (FoldsPairs<Op, T>::value) {
+        using Two = typename TwoLanes<T>::type;
+        Two pair(acc, acc);
+        TP_UNROLL_BY(kSrcUnroll)
+        for (; j + 1 < v.reduce; j += 2) pair = Op::apply(pair, Two(src[v.src_slot(k, j)], src[v.src_slot(k, j + 1)]));
+        acc = Op::apply(pair.x, pair.y);
+      }
       TP_UNROLL_BY(kSrcUnroll)
-      for (int j = 0; j < v.reduce; ++j) acc = Op::apply(acc, src[v.src_slot(k, j)]);
+      for (; j < v.reduce; ++j) acc = Op::apply(acc, src[v.src_slot(k, j)]);
       return acc;
     });
     auto total = butterfly<Op>(g, part, sh);

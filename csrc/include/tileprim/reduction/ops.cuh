@@ -39,4 +39,30 @@ struct MinNaN {
 };
 
 }  // namespace reduce_op
+
+// Max and min (either NaN form) give the same result whatever the order of the fold, so a lane's
+// float16 or bfloat16 registers fold two at a time, one paired instruction each (lane_reduce); a
+// sum's order is its bits, so it folds one at a time.
+template <class Op, class T> struct FoldsPairs {
+  static constexpr bool value = false;
+};
+template <class T> struct TwoLanes {};
+#if TP_ON_DEVICE
+#define TP_FOLDS_PAIRS(T, T2)                                                              \
+  template <> struct TwoLanes<T> {                                                         \
+    using type = T2;                                                                       \
+  };                                                                                       \
+  template <> struct FoldsPairs<reduce_op::Max, T> { static constexpr bool value = true; };    \
+  template <> struct FoldsPairs<reduce_op::Min, T> { static constexpr bool value = true; };    \
+  template <> struct FoldsPairs<reduce_op::MaxNaN, T> { static constexpr bool value = true; }; \
+  template <> struct FoldsPairs<reduce_op::MinNaN, T> { static constexpr bool value = true; };
+#if defined(TP_WITH_FP16)
+TP_FOLDS_PAIRS(__half, __half2)
+#endif
+#if defined(TP_WITH_BF16)
+TP_FOLDS_PAIRS(__nv_bfloat16, __nv_bfloat162)
+#endif
+#undef TP_FOLDS_PAIRS
+#endif
+
 }  // namespace tp
