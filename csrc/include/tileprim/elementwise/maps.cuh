@@ -57,12 +57,12 @@ struct Reciprocal {
 };
 // silu and sigmoid of 16-bit x also as a float estimate, which rounds as apply does wherever
 // estimate_rounds_as_exact says so (the logistic fast path, transcendental16.cuh), and as the
-// exact form that gives apply's bits elsewhere (out of line); the maps check a bundle of
-// estimates at once (estimated_registers, below)
+// exact form's float, which rounds to apply's bits everywhere (out of line); the maps check a
+// bundle of estimates at once (estimated_registers, below)
 struct Silu {  // x * sigmoid(x), numeric.cuh's own
   template <class T> static TP_HD T apply(T x) { return silu(x); }
   template <class T> static TP_HD float estimate(T x) { return silu_estimate(x); }
-  template <class T> static TP_HD T exact(T x) { return silu_exact(x); }
+  template <class T> static TP_HD float exact(T x) { return silu_exact(x); }
 };
 struct Tanh {  // activation.cuh's own, as the next two
   template <class T> static TP_HD T apply(T x) { return tanh(x); }
@@ -73,7 +73,7 @@ struct Erf {
 struct Sigmoid {
   template <class T> static TP_HD T apply(T x) { return sigmoid(x); }
   template <class T> static TP_HD float estimate(T x) { return sigmoid_estimate(x); }
-  template <class T> static TP_HD T exact(T x) { return sigmoid_exact(x); }
+  template <class T> static TP_HD float exact(T x) { return sigmoid_exact(x); }
 };
 struct Add {
   template <class T> static TP_HD T apply(T a, T b) { return add(a, b); }
@@ -281,12 +281,10 @@ template <class Op, int kUnroll, class T> TP_HD void normal_registers(T* dst, in
       [](T v) { return apply_out_of_line<Op>(v); });
 }
 
-// silu and sigmoid of float16 or bfloat16 registers on the GPU: every estimate of the bundle
-// rounded; where one does not round as the exact result (about 0.5 % of inputs), the exact form
-// gives that slot apply's bits, out of line. One branch a bundle, not one a slot; and a lane's
-// missed slots are taken in turn, each turn one call for every lane of the warp with a slot left,
-// so that a warp makes as many calls as its lanes miss at most (mostly one), not one per slot
-// that any lane misses.
+// silu and sigmoid of float16 or bfloat16 registers on the GPU: every slot's float estimate, the
+// bundle checked once (one branch a bundle, not one a slot); where an estimate does not round as
+// the exact result (about 0.3 % of inputs), the exact form's float instead, out of line; then
+// every slot rounded to 16 bits, two to an instruction.
 template <class Op, class TD, class... Operands> constexpr bool has_estimate = false;
 #if TP_ON_DEVICE
 template <class T> constexpr bool has_estimate<map_op::Silu, T, RegOperand<T>> = !is_wide<T>;
@@ -296,14 +294,15 @@ template <class T> constexpr bool has_estimate<map_op::Sigmoid, T, RegOperand<T>
 // at most this many slots (a standalone map's bundle): a program's tile of more keeps apply, whose
 // x need not stay live past each slot (more registers would take blocks off the SM)
 constexpr int kEstimateGroup = 8;
-template <class Op, int kUnroll, class T> TP_HD void estimated_registers(T* dst, int slots, const RegOperand<T>& x) {
-  unsigned missed = 0;  // bit f: slot f's estimate does not round as the exact result
+
+// y[f] = the exact form's float at each slot f whose estimate y[f] does not round as the exact
+// result: a lane's such slots in turn, each turn one call for every lane of the warp with a slot
+// left, so that a warp makes as many calls as its lanes miss at most (mostly one), not one per
+// slot that any lane misses
+template <class Op, int kUnroll, class T> TP_HD void exact_where_missed(float* y, int slots, const RegOperand<T>& x) {
+  unsigned missed = 0;  // bit f: slot f missed
   TP_UNROLL_BY(kUnroll)
-  for (int f = 0; f < slots; ++f) {
-    const float y = Op::estimate(x[f]);
-    missed |= estimate_rounds_as_exact(x[f], y) ? 0u : 1u << f;
-    dst[f] = convert_to<T>::from(y);
-  }
+  for (int f = 0; f < slots; ++f) missed |= estimate_rounds_as_exact(x[f], y[f]) ? 0u : 1u << f;
   while (missed != 0) {
     const unsigned next = missed & (0u - missed);  // the lowest slot left, as its bit
     // x at that slot, and the result into it, by selects on the bit: a run-time index would put
@@ -311,11 +310,24 @@ template <class Op, int kUnroll, class T> TP_HD void estimated_registers(T* dst,
     T x_next = x[0];
     TP_UNROLL_BY(kUnroll)
     for (int f = 1; f < slots; ++f) x_next = (next >> f) & 1u ? x[f] : x_next;
-    const T r = Op::exact(x_next);
+    const float r = Op::exact(x_next);
     TP_UNROLL_BY(kUnroll)
-    for (int f = 0; f < slots; ++f) dst[f] = (next >> f) & 1u ? r : dst[f];
+    for (int f = 0; f < slots; ++f) y[f] = (next >> f) & 1u ? r : y[f];
     missed ^= next;
   }
+}
+
+template <class Op, int kUnroll, class T> TP_HD void estimated_registers(T* dst, int slots, const RegOperand<T>& x) {
+  float y[kEstimateGroup];
+  bool rounded = true;
+  TP_UNROLL_BY(kUnroll)
+  for (int f = 0; f < slots; ++f) {
+    y[f] = Op::estimate(x[f]);
+    rounded &= estimate_rounds_as_exact(x[f], y[f]);
+  }
+  if (!rounded) exact_where_missed<Op, kUnroll>(y, slots, x);
+  TP_UNROLL_BY(kUnroll)
+  for (int f = 0; f < slots; ++f) dst[f] = convert_to<T>::from(y[f]);  // rounded last: in pairs
 }
 
 // dst[f] = Op(operands[f]...) for every register slot f of one bundle; two slots per
