@@ -116,3 +116,7 @@ def test_fast_path_is_taken_by_99_percent_and_rounds_as_tileprim(op, dtype):
     kept = np.isfinite(xd) & (xd > zero) & (c != 0) & np.isfinite(ulps)
     assert kept.sum() > 3 << 14  # most of them
     assert ulps[kept].max() <= BOUND_ULPS[dtype], (op, dtype, float(ulps[kept].max()))
+    # and the decision's margin lies beyond every input's error, so that no taken result can round
+    # the other way of a midpoint (float16's margin rests on this: every input is here)
+    margin = int(re.search(r"kMargin = (\d+)u", _format_text(dtype)).group(1))
+    assert ulps[kept].max() < margin, (op, dtype, float(ulps[kept].max()), margin)
