@@ -283,7 +283,7 @@ template <class Op, int kUnroll, class T> TP_HD void normal_registers(T* dst, in
 
 // silu and sigmoid of float16 or bfloat16 registers on the GPU: every slot's float estimate, the
 // bundle checked once (one branch a bundle, not one a slot); where an estimate does not round as
-// the exact result (about 0.3 % of inputs), the exact form's float instead, out of line; then
+// the exact result (under 0.5 % of inputs), the exact form's float instead, out of line; then
 // every slot rounded to 16 bits, two to an instruction.
 template <class Op, class TD, class... Operands> constexpr bool has_estimate = false;
 #if TP_ON_DEVICE
