@@ -463,8 +463,24 @@ class ProgramPlanner {
 }  // namespace
 
 std::shared_ptr<const ProgramPlan> plan_at_scope(const ProgramSpec& spec, const DispatchContext& ctx) {
-  const ProgramSpec rewritten = steps_before_casts(spec);
-  return ProgramPlanner(rewritten, ctx).run();
+  const ProgramSpec rewritten = steps_before_casts(spec, true), plain = steps_before_casts(spec, false);
+  const auto same_step = [](const StepSpec& a, const StepSpec& b) { return a.op == b.op && a.operands == b.operands; };
+  if (std::equal(rewritten.steps.begin(), rewritten.steps.end(), plain.steps.begin(), plain.steps.end(), same_step)) {
+    return ProgramPlanner(plain, ctx).run();
+  }
+  // A max reduced in 16 bits keeps the 16-bit row live beside its wider copy up to the max's step:
+  // where that takes the tiles past a thread's registers (two copies that filled them exactly),
+  // the wider copy's max, the same values, keeps them within, whatever the staging. The 16-bit row
+  // is at most the wider copy's size, so past twice the budget the plain program is past it too.
+  const auto fits = [](const ProgramPlan& p) { return p.peak_registers <= p.register_budget(); };
+  std::shared_ptr<const ProgramPlan> planned;
+  try {
+    planned = ProgramPlanner(rewritten, ctx).run();
+  } catch (const DispatchError&) {  // a named staging declined: the plain program may hold it
+  }
+  if (planned && (fits(*planned) || planned->peak_registers > 2 * planned->register_budget())) return planned;
+  std::shared_ptr<const ProgramPlan> kept = ProgramPlanner(plain, ctx).run();
+  return !planned || fits(*kept) ? kept : planned;
 }
 
 std::shared_ptr<const ProgramPlan> plan_program(const ProgramSpec& spec, const DispatchContext& ctx) {

@@ -148,8 +148,9 @@ struct ProgramPlan {
 // Steps that give the same bits before a cast run before it (steps_before_casts.cc):
 // take_along_axis(cast(x), idx) -> cast(take_along_axis(x, idx)), x a float program input, so
 // that the pick reads x where it lies; max/min(cast(x)) -> cast(max/min(x)), the cast widening a
-// 16-bit float, so that its registers fold in pairs. plan_at_scope plans the rewritten program.
-ProgramSpec steps_before_casts(const ProgramSpec& spec);
+// 16-bit float, so that its registers fold in pairs (`reductions`). plan_at_scope plans the
+// rewritten program.
+ProgramSpec steps_before_casts(const ProgramSpec& spec, bool reductions);
 
 // The plan of a program: at its scope, or (spec.auto_scope) at the scope the planner chooses.
 std::shared_ptr<const ProgramPlan> plan_program(const ProgramSpec& spec, const DispatchContext& ctx);

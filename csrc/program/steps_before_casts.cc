@@ -50,16 +50,16 @@ const StepSpec* cast_before(const ProgramSpec& spec, const StepSpec& step, int i
 }
 
 // The cast that step s runs before, else null
-const StepSpec* runs_before(const ProgramSpec& spec, const StepSpec& s) {
+const StepSpec* runs_before(const ProgramSpec& spec, const StepSpec& s, bool reductions) {
   if (!unplaced(s) || s.operands.empty() || s.operands[0] < 0) return nullptr;
   const bool take = s.op == "take_along_axis" && s.operands.size() == 2;
-  const bool order = (s.op == "max" || s.op == "min") && s.operands.size() == 1;
+  const bool order = reductions && (s.op == "max" || s.op == "min") && s.operands.size() == 1;
   return take || order ? cast_before(spec, s, s.operands[0]) : nullptr;
 }
 
 }  // namespace
 
-ProgramSpec steps_before_casts(const ProgramSpec& spec) {
+ProgramSpec steps_before_casts(const ProgramSpec& spec, bool reductions) {
   const int inputs = static_cast<int>(spec.inputs.size());
   const size_t values = static_cast<size_t>(inputs) + spec.steps.size();
   // the steps that run before a cast, and what still reads each value once they do
@@ -68,7 +68,7 @@ ProgramSpec steps_before_casts(const ProgramSpec& spec) {
   for (int id : spec.outputs) ++readers.at(static_cast<size_t>(id));
   for (size_t k = 0; k < spec.steps.size(); ++k) {
     const StepSpec& s = spec.steps[k];
-    through[k] = runs_before(spec, s);
+    through[k] = runs_before(spec, s, reductions);
     for (size_t i = 0; i < s.operands.size(); ++i) {
       if (s.operands[i] >= 0 && !(i == 0 && through[k])) ++readers.at(static_cast<size_t>(s.operands[i]));
     }
