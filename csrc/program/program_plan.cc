@@ -471,14 +471,17 @@ std::shared_ptr<const ProgramPlan> plan_at_scope(const ProgramSpec& spec, const 
   // A max reduced in 16 bits keeps the 16-bit row live beside its wider copy up to the max's step:
   // where that takes the tiles past a thread's registers (two copies that filled them exactly),
   // the wider copy's max, the same values, keeps them within, whatever the staging. The 16-bit row
-  // is at most the wider copy's size, so past twice the budget the plain program is past it too.
+  // takes at most the widest tile's registers, so a plan past the budget by more than that has a
+  // plain program past it too, and is not planned again.
   const auto fits = [](const ProgramPlan& p) { return p.peak_registers <= p.register_budget(); };
   std::shared_ptr<const ProgramPlan> planned;
   try {
     planned = ProgramPlanner(rewritten, ctx).run();
   } catch (const DispatchError&) {  // a named staging declined: the plain program may hold it
   }
-  if (planned && (fits(*planned) || planned->peak_registers > 2 * planned->register_budget())) return planned;
+  if (planned && (fits(*planned) || planned->peak_registers - planned->widest_thread_slots > planned->register_budget())) {
+    return planned;
+  }
   std::shared_ptr<const ProgramPlan> kept = ProgramPlanner(plain, ctx).run();
   return !planned || fits(*kept) ? kept : planned;
 }
