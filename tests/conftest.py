@@ -165,6 +165,19 @@ def assert_reduced(result: np.ndarray, x: np.ndarray, op: str, axes, dtype: str,
         assert rel < 1e-5, rel
 
 
+def fma32(a, b, c):
+    """fma in float32, rounded once: the float64 sum's error kept, rounded to odd, then to float32."""
+    a, b, c = (np.asarray(v, np.float64) for v in (a, b, c))
+    p = a * b  # exact: 24 + 24 bits
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = p + c
+        t = s - p
+        err = (p - (s - t)) + (c - t)
+        odd = (err != 0) & ((s.view(np.uint64) & 1) == 0) & np.isfinite(s)
+        s = np.where(odd, np.nextafter(s, np.copysign(np.inf, err)), s)  # s + err is s: toward err's sign
+    return s.astype(np.float32)
+
+
 def bits_equal(a: np.ndarray, b: np.ndarray) -> bool:
     """Bitwise equality, every NaN counting as equal to every NaN."""
     a, b = np.asarray(a), np.asarray(b)

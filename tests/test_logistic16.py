@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tileprim as tp
-from conftest import NP
+from conftest import NP, fma32
 
 HEADER = (pathlib.Path(tp.__file__).parent / "include" / "tileprim" / "transcendental16.cuh").read_text()
 FORMAT = {"float16": "Half", "bfloat16": "BFloat16"}
@@ -31,19 +31,6 @@ def _coefficients(dtype: str):
     return [float.fromhex(c.strip().rstrip("f")) for c in body.split(",")]
 
 
-def _fma(a, b, c):
-    """fma in float32, rounded once: the float64 sum's error kept, rounded to odd, then to float32."""
-    a, b, c = (np.asarray(v, np.float64) for v in (a, b, c))
-    p = a * b  # exact: 24 + 24 bits
-    with np.errstate(invalid="ignore", over="ignore"):
-        s = p + c
-        t = s - p
-        err = (p - (s - t)) + (c - t)
-        odd = (err != 0) & ((s.view(np.uint64) & 1) == 0) & np.isfinite(s)
-        s = np.where(odd, np.nextafter(s, s + err), s)
-    return s.astype(F32)
-
-
 def _bits(x):
     return np.asarray(x, F32).view(np.uint32)
 
@@ -58,20 +45,20 @@ def fast_path(op: str, dtype: str, x):
         m = np.fmax(minus_abs, zero) if op == "silu" else np.where(minus_abs < zero, zero, minus_abs)
         m = m.astype(F32)
         shifter = F32(2.0 ** 23 * 1.5) + offset  # kShifter + kPow2Offset
-        shifted = _fma(m, F32(float.fromhex("0x1.715476p+0")), shifter)
+        shifted = fma32(m, F32(float.fromhex("0x1.715476p+0")), shifter)
         k = (shifted - shifter).astype(F32)
-        r = _fma(k, F32(-float.fromhex("0x1.62e430p-1")), m)
+        r = fma32(k, F32(-float.fromhex("0x1.62e430p-1")), m)
         c = _coefficients(dtype)
         p = F32(c[-1])
         for ci in c[-2::-1]:
-            p = _fma(p, r, F32(ci))
+            p = fma32(p, r, F32(ci))
         scale = ((_bits(shifted) << np.uint32(23)) + np.uint32(0x3F800000)).view(F32)
         unoffset = F32(2.0 ** -float(offset))
         d = (F32(1) + (p * scale) * unoffset).astype(F32)
-        y0 = _fma(F32(-8.0) / F32(17), d, F32(24.0) / F32(17))
-        h0 = _fma(-d, y0, F32(1))
-        y1 = _fma(y0, _fma(h0, h0, h0), y0)
-        inv = _fma(y1, _fma(-d, y1, F32(1)), y1)
+        y0 = fma32(F32(-8.0) / F32(17), d, F32(24.0) / F32(17))
+        h0 = fma32(-d, y0, F32(1))
+        y1 = fma32(y0, fma32(h0, h0, h0), y0)
+        inv = fma32(y1, fma32(-d, y1, F32(1)), y1)
         negative = x < 0
         coefficient, positive = (m, x) if op == "silu" else (F32(1), F32(1))
         if f16:

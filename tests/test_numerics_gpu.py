@@ -9,6 +9,7 @@ import pytest
 import tileprim as tp
 from tileprim_bench import accuracy
 from conftest import DTYPES, NP, bits_equal, cuda_usable
+from test_float_divisor import near_midpoints
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA GPU")]
 
@@ -85,14 +86,16 @@ def over_row_max(x):  # every row divided by one value, its max (as softmax divi
 
 @pytest.mark.parametrize("tile", [8, 7, 1024])
 def test_division_by_one_value_gives_the_cpu_bits(tile, rng):
-    """fdiv by a scalar, and a program dividing a row by its own statistic: the GPU multiplies by
-    the divisor's reciprocal in double where that rounds as the division does; bundles with a
-    quotient that can be subnormal divide. Random bit patterns, quotients that are subnormal
-    midpoints exactly (ties: to even), bundles with and without such a quotient."""
+    """fdiv by a scalar, and a program dividing a row by its own statistic: the GPU takes the
+    divisor's reciprocal and one correction (numeric.cuh's FloatDivisor) where every value stays
+    normal, and divides a bundle elsewhere. Random bit patterns; quotients that lie nearest a
+    rounding midpoint (the pairs test_float_divisor enumerates), at the range's edges too (2^-100,
+    2^126 times the divisor); quotients that are subnormal midpoints exactly (ties: to even),
+    bundles with and without such a quotient."""
     hard = {3.0 * 2**10: midpoint_numerators(3, 10), 6.0: midpoint_numerators(3, 1),
             6145.0 * 2**12: midpoint_numerators(6145, 12)}
     rows = INPUTS // tile
-    for b in [*hard, 0.7, 1e-30, -3e38, 2.0**-140, np.inf, -0.0, np.nan, 1.0]:
+    for b in [*hard, 0.7, 1e-30, -3e38, 2.0**-140, 2.0**126, np.inf, -0.0, np.nan, 1.0]:
         x = random_bits(rng, "float32", rows * tile)
         if b in hard:  # in half the rows, a third of them without one
             n = min(hard[b].size, x.size // 2)
@@ -101,6 +104,16 @@ def test_division_by_one_value_gives_the_cpu_bits(tile, rng):
             x[:n:3] = x[x.size - without:]
         x = x.reshape(rows, tile)
         cpu, gpu = both(tp.fdiv, x, np.float32(b), batch_dims=1)
+        assert bits_equal(cpu, gpu), (b, int(np.sum(cpu.view(np.uint32) != gpu.view(np.uint32))))
+    # every row of quotients nearest a midpoint, both signs, in the middle and at the edges of the
+    # range the correction takes: |a| from 2^-100, a/b below 2^126, b from 2^-125 to 2^125
+    for b_int, b_scale, a_scale in [(0xFCDE3B, 1.0, 1.0), (0xC0000B, 2.0**-125, 2.0**-100),
+                                    (0x80000D, 2.0**-125, 2.0**0), (0xA5A5A5, 2.0**124, 2.0**1),
+                                    (0x800001, 2.0**2, 2.0**127), (0xFFFFFD, 1.0, 2.0**125)]:
+        near = near_midpoints(b_int)
+        b = np.float32(b_int * 2.0**-23 * b_scale)
+        x = (rng.choice(near, rows * tile) * a_scale * rng.choice([-1.0, 1.0], rows * tile)).astype(np.float32)
+        cpu, gpu = both(tp.fdiv, x.reshape(rows, tile), b, batch_dims=1)
         assert bits_equal(cpu, gpu), (b, int(np.sum(cpu.view(np.uint32) != gpu.view(np.uint32))))
     # the program: the rows of hard quotients lead with their divisor, their max; the rest random
     x = random_bits(rng, "float32", rows * tile).reshape(rows, tile)

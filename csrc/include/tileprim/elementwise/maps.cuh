@@ -207,23 +207,29 @@ TP_HD void map_fast_or_general(TD* dst, int slots, const X& x, Fits fits, Fast f
 }
 
 // Fdiv of floats by one scalar for the whole bundle (a row's sum, broadcast): on the GPU each
-// quotient is a product with the divisor's reciprocal (numeric.cuh's FloatDivisor, fdiv's bits),
-// but for a bundle where one may be subnormal, which divides as the host does.
+// quotient from the divisor's reciprocal and one correction (numeric.cuh's FloatDivisor, fdiv's
+// bits), but for a bundle where one leaves its range, which divides as the host does.
 template <class Op, class TD, class... Operands> constexpr bool divides_by_one_float = false;
 template <class A> constexpr bool divides_by_one_float<map_op::Fdiv, float, A, ScalarOperand<float>> = true;
 
 template <int kUnroll, class A>
 TP_HD void divide_registers(float* dst, int slots, const A& a, const ScalarOperand<float>& b) {
-  const auto divide = [&](float x) { return fdiv(x, b.value); };
 #if TP_ON_DEVICE
   const FloatDivisor divisor(b.value);
-  map_fast_or_general<kUnroll>(
-      dst, slots, a, [&](float x) { return !divisor.may_be_subnormal(x); }, [&](float x) { return divisor.divide(x); },
-      divide);
-#else
+  bool small = false, large = false;  // two chains of one comparison a slot each
   TP_UNROLL_BY(kUnroll)
-  for (int f = 0; f < slots; ++f) dst[f] = divide(a[f]);
+  for (int f = 0; f < slots; ++f) {
+    small |= divisor.too_small(a[f]);
+    large |= divisor.too_large(a[f]);
+  }
+  if (!(small | large)) {
+    TP_UNROLL_BY(kUnroll)
+    for (int f = 0; f < slots; ++f) dst[f] = divisor.divide(a[f]);
+    return;
+  }
 #endif
+  TP_UNROLL_BY(kUnroll)
+  for (int f = 0; f < slots; ++f) dst[f] = fdiv(a[f], b.value);
 }
 
 // A rare path's form is a call on the GPU: inlined beside the fast one in an unrolled bundle, ptxas
