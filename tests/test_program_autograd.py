@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tileprim as tp
-from conftest import cuda_usable
+from conftest import NP, cuda_usable
 import programs
 
 torch = pytest.importorskip("torch")
@@ -124,13 +124,43 @@ def test_ties_split_as_amax_and_nan_passes_no_gradient():
     assert torch.equal(ours, amax)
 
 
+def test_a_gradient_passed_on_unchanged_is_not_copied(rng):
+    """A wanted gradient that is a result's gradient unchanged (through a cast to float32 and back,
+    or an add) is no result of the backward program: LayerNorm's bias gradient per row is the
+    incoming gradient, so the backward returns dx and dw only and b's gradient is the incoming one
+    summed over the rows, as a copy of it would have been; an add's two gradients need no program."""
+    from tileprim._program.backward import derive_backward
+    from tileprim._torch.sum_to import sum_to
+    x = rng.standard_normal((6, 40)).astype(np.float32)
+    for rows in (x, x.astype(NP["bfloat16"])):  # cast to float32: none, and exactly widened and back
+        prepared = tp.layers.layer_norm._prepare((rows, rows[0], rows[0], 1e-5), 1, None, "cpu", None)
+        fn, wanted, passed = derive_backward(prepared.trace, prepared.output_ids, [True, True, True])
+        assert wanted == [0, 1, 2] and passed == [None, None, 3]  # 3: the result's gradient, after x, w, b
+    bf16 = torch.bfloat16
+    xt = torch.from_numpy(x).to(bf16).requires_grad_()
+    w, b = (torch.randn(40, dtype=bf16).requires_grad_() for _ in range(2))
+    g = torch.from_numpy(rng.standard_normal((6, 40)).astype(np.float32)).to(bf16)
+    _, _, db = torch.autograd.grad(tp.layers.layer_norm(xt, w, b, 1e-5, batch_dims=1, backend="cpu"), (xt, w, b), g)
+    assert torch.equal(db, sum_to(g, (40,), backend="cpu"))
+
+    @tp.program
+    def added(a, r):
+        return a + r
+
+    prepared = added._prepare((x, x), 1, None, "cpu", None)
+    assert derive_backward(prepared.trace, prepared.output_ids, [True, True]) == (None, [0, 1], [2, 2])
+    a, r = (torch.from_numpy(x).requires_grad_() for _ in range(2))
+    ga, gr = torch.autograd.grad(added(a, r, batch_dims=1, backend="cpu"), (a, r), torch.from_numpy(x))
+    assert torch.equal(ga, torch.from_numpy(x)) and torch.equal(gr, torch.from_numpy(x))
+
+
 def test_backward_is_one_program_and_one_kernel():
     from tileprim._program.backward import derive_backward
     softmax = tp.program(programs.softmax, scope=tp.cta(256))
     x = np.random.default_rng(13).standard_normal((8, 512)).astype(np.float32)
     prepared = softmax._prepare((x,), 1, None, "cpu", None)
-    fn, wanted = derive_backward(prepared.trace, prepared.output_ids, [True])
-    assert wanted == [0] and fn.__name__ == "softmax_backward"
+    fn, wanted, passed = derive_backward(prepared.trace, prepared.output_ids, [True])
+    assert wanted == [0] and passed == [None] and fn.__name__ == "softmax_backward"
     program = tp.program(fn, scope=tp.cta(256))
     plan = tp.plan(program, x, x, batch_dims=1, backend="cpu")
     # the forward values the products read are recomputed in it; the ties' mask is tp.eq

@@ -14,19 +14,24 @@ from __future__ import annotations
 import inspect
 from typing import Dict, List, Sequence
 
+from .._arrays.dtypes import TILE_DTYPES, dtype_name
 from .._opspec.derivatives import GATHER, NARY, UNARY, VALUELESS
 from .._opspec.table import OPS
 from .tile import Tile
-from .trace import TRACING
+from .trace import TRACING, Trace
 
 __all__ = ["derive_backward"]
 
 
 def derive_backward(forward, output_ids: Sequence[int], needs_grad: Sequence[bool]):
-    """(function, wanted): the function of the tile program computing the gradients of the
-    forward arguments flagged in ``needs_grad`` (one flag per array argument, in order; ``wanted``
-    lists those that get one), or None when none does. ``forward`` is the forward's Trace. Its
-    arguments: the forward's arrays, then one gradient per result."""
+    """(function, wanted, passed): the function of the tile program computing the gradients of
+    the forward arguments flagged in ``needs_grad`` (one flag per array argument, in order;
+    ``wanted`` lists those that get one), or None when none does. ``forward`` is the forward's
+    Trace. Its arguments: the forward's arrays, then one gradient per result. ``passed`` holds, for
+    each wanted argument, the index of the function's argument its gradient is unchanged (a
+    result's gradient passed on, through casts that widen exactly and back), or None: the function
+    returns the others only (None where it would return none), and a caller takes these as they
+    are, with no copy written."""
     names = [name for name, _, _, _ in forward.inputs]
     grad_names = [f"grad_{forward.tiles[i].name or f'result{k}'}" for k, i in enumerate(output_ids)]
     reaches = _depends_on(forward, output_ids)
@@ -34,15 +39,38 @@ def derive_backward(forward, output_ids: Sequence[int], needs_grad: Sequence[boo
     if not wanted:
         return None
 
-    def body(*tiles):
+    def gradients(*tiles):
         derivation = _Derivation(forward, tiles[:len(names)], wanted)
         derivation.seed(output_ids, tiles[len(names):])
         return tuple(derivation.gradient_of_input(i, f"grad_{names[i]}") for i in wanted)
 
+    passed = _passed_through(forward, output_ids, gradients)
+    if all(p is not None for p in passed):
+        return None, wanted, passed
+
+    def body(*tiles):
+        return tuple(g for g, p in zip(gradients(*tiles), passed) if p is None)
+
     body.__name__ = body.__qualname__ = f"{forward.name}_backward"
     body.__signature__ = inspect.Signature(
         [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names + grad_names])
-    return body, wanted
+    return body, wanted, passed
+
+
+def _passed_through(forward, output_ids, gradients) -> List[object]:
+    """For each tile ``gradients`` returns, traced once on tiles of the forward's shapes: the index
+    of its argument where it is one, else None."""
+    trace = Trace(f"{forward.name}_backward", forward.scope)
+    tiles = [trace.input(name, t.dtype, t.shape, shared)
+             for (name, _, _, shared), t in zip(forward.inputs, forward.tiles)]
+    tiles += [trace.input(f"grad{k}", forward.tiles[i].dtype, tuple(forward.tiles[i].shape) or (1,), False)
+              for k, i in enumerate(output_ids)]
+    TRACING[0] = trace
+    try:
+        results = gradients(*tiles)
+    finally:
+        TRACING[0] = None
+    return [t._id if t._id < len(tiles) else None for t in results]
 
 
 def _arguments_of(forward) -> List[set]:
@@ -67,23 +95,39 @@ class _Lazy:
         self.vid = vid
 
 
+# casts that widen exactly: a tile cast to one of these and back is the tile
+_WIDER = {"float16": ("float32", "float64"), "bfloat16": ("float32", "float64"), "float32": ("float64",)}
+
+
 class _Ops:
     """The op functions, taking forward values lazily (a rule that never reads one costs nothing);
     an op called again on the same tiles and options gives the tile it gave (two rules sharing a
-    product compute it once)."""
+    product compute it once); a tile cast to its own dtype, or widened exactly and cast back, is the
+    tile itself (a gradient through a cast to float32 and back: often the gradient passed in, which
+    then needs no copy)."""
 
     def __init__(self, derivation: "_Derivation"):
         self._ops, self._derivation, self._made = OPS, derivation, {}
+        self._widened: Dict[int, Tile] = {}  # tile id -> the tile it widens exactly
 
     def __getattr__(self, name):
         fn, value = self._ops[name], self._derivation.value
 
         def call(*args, **kwargs):
             args = [value(a.vid) if type(a) is _Lazy else a for a in args]
+            if name == "cast" and type(args[0]) is Tile and not kwargs:
+                to = dtype_name(args[1], "dtype", TILE_DTYPES)
+                if to == args[0].dtype:
+                    return args[0]
+                narrower = self._widened.get(args[0]._id)
+                if narrower is not None and narrower.dtype == to:
+                    return narrower
             key = (name, *((a._id,) if type(a) is Tile else a for a in args), *sorted(kwargs.items()))
             made = self._made.get(key)
             if made is None:
                 made = self._made[key] = fn(*args, **kwargs)
+                if name == "cast" and type(args[0]) is Tile and made.dtype in _WIDER.get(args[0].dtype, ()):
+                    self._widened[made._id] = args[0]
             return made
         return call
 
