@@ -128,14 +128,15 @@ def test_a_gradient_passed_on_unchanged_is_not_copied(rng):
     """A wanted gradient that is a result's gradient unchanged (through a cast to float32 and back,
     or an add) is no result of the backward program: LayerNorm's bias gradient per row is the
     incoming gradient, so the backward returns dx and dw only and b's gradient is the incoming one
-    summed over the rows, as a copy of it would have been; an add's two gradients need no program."""
+    summed over the rows, as a copy of it would have been; an add's two gradients need no program;
+    add+RMSNorm's x and r share one gradient, computed and written once."""
     from tileprim._program.backward import derive_backward
     from tileprim._torch.sum_to import sum_to
     x = rng.standard_normal((6, 40)).astype(np.float32)
     for rows in (x, x.astype(NP["bfloat16"])):  # cast to float32: none, and exactly widened and back
         prepared = tp.layers.layer_norm._prepare((rows, rows[0], rows[0], 1e-5), 1, None, "cpu", None)
-        fn, wanted, passed = derive_backward(prepared.trace, prepared.output_ids, [True, True, True])
-        assert wanted == [0, 1, 2] and passed == [None, None, 3]  # 3: the result's gradient, after x, w, b
+        fn, wanted, sources = derive_backward(prepared.trace, prepared.output_ids, [True, True, True])
+        assert wanted == [0, 1, 2] and sources == [("result", 0), ("result", 1), ("argument", 3)]  # 3: the result's gradient
     bf16 = torch.bfloat16
     xt = torch.from_numpy(x).to(bf16).requires_grad_()
     w, b = (torch.randn(40, dtype=bf16).requires_grad_() for _ in range(2))
@@ -148,10 +149,26 @@ def test_a_gradient_passed_on_unchanged_is_not_copied(rng):
         return a + r
 
     prepared = added._prepare((x, x), 1, None, "cpu", None)
-    assert derive_backward(prepared.trace, prepared.output_ids, [True, True]) == (None, [0, 1], [2, 2])
+    assert derive_backward(prepared.trace, prepared.output_ids, [True, True]) == (None, [0, 1], [("argument", 2)] * 2)
     a, r = (torch.from_numpy(x).requires_grad_() for _ in range(2))
     ga, gr = torch.autograd.grad(added(a, r, batch_dims=1, backend="cpu"), (a, r), torch.from_numpy(x))
     assert torch.equal(ga, torch.from_numpy(x)) and torch.equal(gr, torch.from_numpy(x))
+
+    add_rmsnorm = tp.program(programs.add_rmsnorm)
+    prepared = add_rmsnorm._prepare((x, x, x[0], 1e-6), 1, None, "cpu", None)
+    fn, wanted, sources = derive_backward(prepared.trace, prepared.output_ids, [True, True, True])
+    assert sources == [("result", 0), ("result", 0), ("result", 1)]
+    xt, rt, w = (torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).requires_grad_()
+                 for shape in ((6, 40), (6, 40), (40,)))
+    y, h = add_rmsnorm(xt, rt, w, 1e-6, batch_dims=1, backend="cpu")
+    gx, gr, gw = torch.autograd.grad((y * y).sum() + h.sum(), (xt, rt, w))
+    xd, rd, wd = (t.detach().double().requires_grad_() for t in (xt, rt, w))
+    hd = xd + rd
+    yd = hd * torch.rsqrt((hd * hd).mean(-1, keepdim=True) + 1e-6) * wd
+    want = torch.autograd.grad((yd * yd).sum() + hd.sum(), (xd, rd, wd))
+    assert torch.equal(gx, gr)
+    for got, ref in zip((gx, gr, gw), want):
+        torch.testing.assert_close(got.double(), ref, rtol=1e-4, atol=1e-4)
 
 
 def test_backward_is_one_program_and_one_kernel():
@@ -159,8 +176,8 @@ def test_backward_is_one_program_and_one_kernel():
     softmax = tp.program(programs.softmax, scope=tp.cta(256))
     x = np.random.default_rng(13).standard_normal((8, 512)).astype(np.float32)
     prepared = softmax._prepare((x,), 1, None, "cpu", None)
-    fn, wanted, passed = derive_backward(prepared.trace, prepared.output_ids, [True])
-    assert wanted == [0] and passed == [None] and fn.__name__ == "softmax_backward"
+    fn, wanted, sources = derive_backward(prepared.trace, prepared.output_ids, [True])
+    assert wanted == [0] and sources == [("result", 0)] and fn.__name__ == "softmax_backward"
     program = tp.program(fn, scope=tp.cta(256))
     plan = tp.plan(program, x, x, batch_dims=1, backend="cpu")
     # the forward values the products read are recomputed in it; the ties' mask is tp.eq

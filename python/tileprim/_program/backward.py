@@ -24,14 +24,15 @@ __all__ = ["derive_backward"]
 
 
 def derive_backward(forward, output_ids: Sequence[int], needs_grad: Sequence[bool]):
-    """(function, wanted, passed): the function of the tile program computing the gradients of
+    """(function, wanted, sources): the function of the tile program computing the gradients of
     the forward arguments flagged in ``needs_grad`` (one flag per array argument, in order;
     ``wanted`` lists those that get one), or None when none does. ``forward`` is the forward's
-    Trace. Its arguments: the forward's arrays, then one gradient per result. ``passed`` holds, for
-    each wanted argument, the index of the function's argument its gradient is unchanged (a
-    result's gradient passed on, through casts that widen exactly and back), or None: the function
-    returns the others only (None where it would return none), and a caller takes these as they
-    are, with no copy written."""
+    Trace. Its arguments: the forward's arrays, then one gradient per result. ``sources`` says
+    where each wanted gradient is: ``("argument", k)``, the function's argument k unchanged (a
+    result's gradient passed on, through casts that widen exactly and back), or ``("result", j)``,
+    the function's result j. The function returns each gradient it computes once (an add's two
+    operands share one) and none that is an argument (it is None where that leaves none), so a
+    caller takes those as they are, with no copy written."""
     names = [name for name, _, _, _ in forward.inputs]
     grad_names = [f"grad_{forward.tiles[i].name or f'result{k}'}" for k, i in enumerate(output_ids)]
     reaches = _depends_on(forward, output_ids)
@@ -44,22 +45,24 @@ def derive_backward(forward, output_ids: Sequence[int], needs_grad: Sequence[boo
         derivation.seed(output_ids, tiles[len(names):])
         return tuple(derivation.gradient_of_input(i, f"grad_{names[i]}") for i in wanted)
 
-    passed = _passed_through(forward, output_ids, gradients)
-    if all(p is not None for p in passed):
-        return None, wanted, passed
+    sources, computed = _sources(forward, output_ids, gradients)
+    if not computed:
+        return None, wanted, sources
 
     def body(*tiles):
-        return tuple(g for g, p in zip(gradients(*tiles), passed) if p is None)
+        made = gradients(*tiles)
+        return tuple(made[k] for k in computed)
 
     body.__name__ = body.__qualname__ = f"{forward.name}_backward"
     body.__signature__ = inspect.Signature(
         [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names + grad_names])
-    return body, wanted, passed
+    return body, wanted, sources
 
 
-def _passed_through(forward, output_ids, gradients) -> List[object]:
-    """For each tile ``gradients`` returns, traced once on tiles of the forward's shapes: the index
-    of its argument where it is one, else None."""
+def _sources(forward, output_ids, gradients):
+    """(sources, computed): ``gradients`` traced once on tiles of the forward's shapes; for each
+    tile it returns, ("argument", k) where it is argument k, else ("result", j) where it is the
+    j-th distinct tile computed; ``computed`` the positions of those distinct tiles."""
     trace = Trace(f"{forward.name}_backward", forward.scope)
     tiles = [trace.input(name, t.dtype, t.shape, shared)
              for (name, _, _, shared), t in zip(forward.inputs, forward.tiles)]
@@ -70,7 +73,16 @@ def _passed_through(forward, output_ids, gradients) -> List[object]:
         results = gradients(*tiles)
     finally:
         TRACING[0] = None
-    return [t._id if t._id < len(tiles) else None for t in results]
+    sources, computed, first = [], [], {}
+    for position, t in enumerate(results):
+        if t._id < len(tiles):
+            sources.append(("argument", t._id))
+            continue
+        if t._id not in first:
+            first[t._id] = len(computed)
+            computed.append(position)
+        sources.append(("result", first[t._id]))
+    return sources, computed
 
 
 def _arguments_of(forward) -> List[set]:

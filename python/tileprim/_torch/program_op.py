@@ -174,13 +174,14 @@ class ProgramOp:
         derived = self._derived(needs)
         if derived is None:
             return (None,) * len(inputs)
-        program, wanted, passed = derived
+        program, wanted, sources = derived
         grads = [torch.zeros(shape, dtype=dtype, device=inputs[0].device) if g is None else g
                  for g, (shape, dtype) in zip(grads, self.results)]
         grads = [g.reshape(*g.shape, 1) if scalar else g for g, scalar in zip(grads, self.scalar_results)]
         arguments = [*inputs, *grads]
-        made = iter(program(*arguments, **self.options) if program is not None else ())
-        computed = [arguments[p] if p is not None else next(made) for p in passed]  # passed on: no copy
+        made = list(program(*arguments, **self.options)) if program is not None else []
+        # a gradient passed on is the argument itself, one shared by two inputs one result: no copy
+        computed = [arguments[k] if kind == "argument" else made[k] for kind, k in sources]
         out = [None] * len(inputs)
         alike = {}  # gradients summed to one shape from one shape and dtype: summed together
         for k, (i, g) in enumerate(zip(wanted, computed)):
@@ -197,9 +198,8 @@ class ProgramOp:
         return tuple(out)
 
     def _derived(self, needs: Tuple[bool, ...]):
-        """(the backward program, the arguments it gives gradients, the argument of the backward each
-        passes on unchanged or None) for these needs (derive_backward's), or None; the program is
-        None where every gradient is passed on."""
+        """(the backward program, the arguments it gives gradients, where each gradient is) for these
+        needs (derive_backward's), or None; the program is None where every gradient is passed on."""
         if needs not in self.backwards:
             derived = derive_backward(self.trace, self.output_ids, needs)
             if derived is not None and derived[0] is not None:  # a program of the forward's kind, scope and storage
