@@ -189,15 +189,22 @@ template <class Op, class T> struct has_pair<Op, T, void_t<typename Paired<Op, T
   static constexpr bool value = true;
 };
 
-// dst[f] = fast(x[f]) for every slot where each x of the bundle `fits`, else general(x[f]) for all:
-// a cheaper form with the general one's bits within its range, chosen once per bundle (one branch,
-// not one per element).
-template <int kUnroll, class TD, class X, class Fits, class Fast, class General>
-TP_HD void map_fast_or_general(TD* dst, int slots, const X& x, Fits fits, Fast fast, General general) {
-  bool outside = false;
+// dst[f] = fast(x[f]) for every slot where no x of the bundle lies `outside` the fast form's
+// range, else general(x[f]) for all: a cheaper form with the general one's bits within its range,
+// chosen once per bundle (one branch, not one per element). Each `outside` predicate is a chain of
+// its own, one comparison a slot (two tests of a slot combined first would cost an instruction
+// more a slot).
+template <int kUnroll, class TD, class X, class Fast, class General, class... Outside>
+TP_HD void map_fast_or_general(TD* dst, int slots, const X& x, Fast fast, General general, Outside... outside) {
+  bool beyond[sizeof...(Outside)] = {};
   TP_UNROLL_BY(kUnroll)
-  for (int f = 0; f < slots; ++f) outside |= !fits(x[f]);
-  if (!outside) {
+  for (int f = 0; f < slots; ++f) {
+    int chain = 0;
+    ((beyond[chain++] |= outside(x[f])), ...);
+  }
+  bool any = false;
+  for (bool b : beyond) any |= b;
+  if (!any) {
     TP_UNROLL_BY(kUnroll)
     for (int f = 0; f < slots; ++f) dst[f] = fast(x[f]);
     return;
@@ -214,22 +221,16 @@ template <class A> constexpr bool divides_by_one_float<map_op::Fdiv, float, A, S
 
 template <int kUnroll, class A>
 TP_HD void divide_registers(float* dst, int slots, const A& a, const ScalarOperand<float>& b) {
+  const auto divide = [&](float x) { return fdiv(x, b.value); };
 #if TP_ON_DEVICE
   const FloatDivisor divisor(b.value);
-  bool small = false, large = false;  // two chains of one comparison a slot each
+  map_fast_or_general<kUnroll>(
+      dst, slots, a, [&](float x) { return divisor.divide(x); }, divide,
+      [&](float x) { return divisor.too_small(x); }, [&](float x) { return divisor.too_large(x); });
+#else
   TP_UNROLL_BY(kUnroll)
-  for (int f = 0; f < slots; ++f) {
-    small |= divisor.too_small(a[f]);
-    large |= divisor.too_large(a[f]);
-  }
-  if (!(small | large)) {
-    TP_UNROLL_BY(kUnroll)
-    for (int f = 0; f < slots; ++f) dst[f] = divisor.divide(a[f]);
-    return;
-  }
+  for (int f = 0; f < slots; ++f) dst[f] = divide(a[f]);
 #endif
-  TP_UNROLL_BY(kUnroll)
-  for (int f = 0; f < slots; ++f) dst[f] = fdiv(a[f], b.value);
 }
 
 // A rare path's form is a call on the GPU: inlined beside the fast one in an unrolled bundle, ptxas
@@ -283,8 +284,8 @@ template <class T> constexpr bool has_normal_form<map_op::Log2, T, RegOperand<T>
 
 template <class Op, int kUnroll, class T> TP_HD void normal_registers(T* dst, int slots, const RegOperand<T>& x) {
   map_fast_or_general<kUnroll>(
-      dst, slots, x, [](T v) { return Op::fits_normal(v); }, [](T v) { return Op::apply_normal(v); },
-      [](T v) { return apply_out_of_line<Op>(v); });
+      dst, slots, x, [](T v) { return Op::apply_normal(v); }, [](T v) { return apply_out_of_line<Op>(v); },
+      [](T v) { return !Op::fits_normal(v); });
 }
 
 // silu and sigmoid of float16 or bfloat16 registers on the GPU: every slot's float estimate, the
