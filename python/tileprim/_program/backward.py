@@ -68,11 +68,11 @@ def _sources(forward, output_ids, gradients):
              for (name, _, _, shared), t in zip(forward.inputs, forward.tiles)]
     tiles += [trace.input(f"grad{k}", forward.tiles[i].dtype, tuple(forward.tiles[i].shape) or (1,), False)
               for k, i in enumerate(output_ids)]
-    TRACING[0] = trace
+    outer, TRACING[0] = TRACING[0], trace
     try:
         results = gradients(*tiles)
     finally:
-        TRACING[0] = None
+        TRACING[0] = outer
     sources, computed, first = [], [], {}
     for position, t in enumerate(results):
         if t._id < len(tiles):
