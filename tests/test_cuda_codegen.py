@@ -235,6 +235,43 @@ def test_a_fastmath_program_holds_ex2_approx_and_an_exact_one_does_not():
     assert "tp::map_op::Fast" not in exact.source
 
 
+def _dividing_by_a_sum(numerator, keepdims=True):
+    @tp.program(scope=tp.cta(128))
+    def divided(x):
+        xf = tp.cast(x, "float32")
+        e = numerator(xf - tp.max(xf, axes=-1, keepdims=True))
+        return tp.cast(e / tp.sum(e, axes=-1, keepdims=keepdims), x.dtype)
+    return divided
+
+
+@tp.program(scope=tp.cta(128))
+def _by_another_sum(x):
+    xf = tp.cast(x, "float32")
+    e = tp.exp(xf - tp.max(xf, axes=-1, keepdims=True))
+    return tp.cast(e / tp.sum(e * 2.0, axes=-1, keepdims=True), x.dtype)
+
+
+@pytest.mark.parametrize("dtype", ["f4", BF16])
+def test_a_softmax_divides_by_its_sum_without_the_too_large_check(dtype):
+    """exp(x - max) / sum(exp(x - max)): no numerator exceeds its own sum, so the GPU's division
+    by the row's one value (numeric.cuh's FloatDivisor) compares each element once, for a
+    numerator too small; any other division by one value compares twice."""
+    x = f(dtype, 2, 4096)
+    lower = lambda program, rows=x: tp.lower(program, rows, batch_dims=1, target="sm_90a")
+    part = lower(_dividing_by_a_sum(tp.exp))
+    for same in [part, lower(_dividing_by_a_sum(tp.exp2)), lower(_dividing_by_a_sum(tp.exp, keepdims=False))]:
+        assert "tp::map_op::FdivOfPart" in same.source
+    # a tile that may hold negatives, a sum of another tile, or (16, 16) tiles whose row sums
+    # without keepdims broadcast along the rows (each element meets another row's sum): checked
+    whole = lower(_dividing_by_a_sum(lambda d: d))
+    crossed = lower(_dividing_by_a_sum(tp.exp, keepdims=False), f(dtype, 2, 16, 16))
+    another = lower(_by_another_sum)
+    for kernel in [whole, another, crossed]:
+        assert "FdivOfPart" not in kernel.source and "tp::map_op::Fdiv," in kernel.source
+    checks = lambda kernel: len(re.findall(r"\bsetp\.", kernel.ptx))
+    assert checks(part) + 32 <= checks(another)  # one comparison fewer for each of a thread's 32 elements
+
+
 @pytest.mark.parametrize("dtype", ["f4", BF16])
 def test_fastmath_activation_programs_hold_their_approximations_and_exact_ones_do_not(dtype):
     @tp.program

@@ -126,6 +126,31 @@ def test_division_by_one_value_gives_the_cpu_bits(tile, rng):
     assert "ScalarOperand" in tp.lower(over_row_max, x, batch_dims=1, scope=scope).source
 
 
+@tp.program
+def softmax_rows(x):  # a row's exponentials divided by their own sum (the division's FdivOfPart)
+    e = tp.exp(x - tp.max(x, axes=-1, keepdims=True))
+    return e / tp.sum(e, axes=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("tile", [7, 1024, 4096])
+def test_a_row_divided_by_its_own_sum_gives_the_cpu_bits(tile, rng):
+    """softmax's division checks no numerator for being too large (none exceeds its own sum):
+    rows whose exponentials span the range, from 1 through 2^-100 (the least numerator the
+    reciprocal's path takes) into subnormals and 0; rows of random bits (NaN, infinities, huge
+    and tiny); rows of one value; rows holding -inf, +inf or NaN. No scope named and a CTA's."""
+    rows = INPUTS // tile
+    x = rng.uniform(-110.0, 0.0, (rows, tile)).astype(np.float32)
+    x[1::8] = rng.uniform(-200.0, 60.0, x[1::8].shape)
+    x[::4] = random_bits(rng, "float32", x[::4].size).reshape(x[::4].shape)
+    x[2::16] = 3.0
+    x[3::16, 0], x[5::16, tile // 2], x[6::16, tile - 1] = -np.inf, np.nan, np.inf
+    for scope in [None, tp.warp if tile == 7 else tp.cta(256)]:
+        cpu = softmax_rows(x, batch_dims=1, scope=scope, backend="cpu")
+        gpu = softmax_rows(x, batch_dims=1, scope=scope, backend="cuda")
+        assert bits_equal(cpu, gpu), (scope, int(np.sum(cpu.view(np.uint32) != gpu.view(np.uint32))))
+        assert "tp::map_op::FdivOfPart" in tp.lower(softmax_rows, x, batch_dims=1, scope=scope).source
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("tile", [8, 7, 1024])
 @pytest.mark.parametrize("op", ["exp", "exp2"])

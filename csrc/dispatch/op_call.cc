@@ -96,6 +96,7 @@ std::string OpCall::key() const {
   std::ostringstream os;
   os << str();
   for (const auto& [key, value] : config) os << "|" << key << "=" << config_str(value);
+  if (numerator_part_of_divisor) os << "|numerator_part_of_divisor";
   auto strides = [&](const TileRef& t) {
     os << "|" << t.arg << ":";
     for (long long s : t.strides) os << s << ",";

@@ -50,6 +50,10 @@ struct OpCall {
   std::map<std::string, ConfigValue> config;
   std::optional<TreduceOptions> treduce;  // treduce's options (the collective family); unset for the others
   std::string dispatch;  // a forced variant name, or empty
+  // fdiv in a program whose numerator is a nonnegative tile and whose divisor that tile's own sum
+  // (program_plan.cc): no quotient's numerator exceeds its divisor, which the GPU's division of a
+  // bundle by one value then need not check (maps.cuh, FdivOfPart)
+  bool numerator_part_of_divisor = false;
 
   const std::string& op() const { return def->name; }
   bool flag(const std::string& key) const;  // a bool option of **config, default false

@@ -58,6 +58,7 @@ class ProgramPlanner {
 
   std::shared_ptr<const ProgramPlan> run() {
     for (const StepSpec& s : spec_.steps) {
+      const bool part = divides_part_by_its_sum(s);
       StepSpec planned = s;  // operands as plan value ids: inserted copies shift the traced ids
       for (int& id : planned.operands) {
         if (id >= static_cast<int>(ids_.size())) {
@@ -65,7 +66,7 @@ class ProgramPlanner {
         }
         if (id >= 0) id = ids_[id];
       }
-      ids_.push_back(plan_step(planned));
+      ids_.push_back(plan_step(planned, part));
     }
     if (spec_.outputs.empty()) throw ValueError(spec_.name + ": the program returns no tile");
     for (int id : spec_.outputs) {
@@ -84,7 +85,23 @@ class ProgramPlanner {
   ProgramValue& value(int id) { return plan_->values.at(static_cast<size_t>(id)); }
   const ProgramValue& value(int id) const { return plan_->values.at(static_cast<size_t>(id)); }
 
-  int plan_step(const StepSpec& s) {
+  // Whether traced step s is fdiv(e, sum(e)) for a tile e of exp or exp2 (a softmax), the sum keeping
+  // its dims or reducing all of them, so that each element meets the sum of a group that holds it.
+  // Every e >= 0 (or NaN), and a sum of values >= 0 rounded to nearest in any order is at least
+  // each of them: no numerator exceeds its divisor, wherever that divisor is finite.
+  bool divides_part_by_its_sum(const StepSpec& s) const {
+    const int inputs = static_cast<int>(spec_.inputs.size());
+    if (s.op != "fdiv" || s.call || s.operands.size() != 2 || s.operands[0] < inputs || s.operands[1] < inputs) {
+      return false;
+    }
+    const StepSpec& part = spec_.steps.at(static_cast<size_t>(s.operands[0] - inputs));
+    const StepSpec& sum = spec_.steps.at(static_cast<size_t>(s.operands[1] - inputs));
+    const bool one_value = value(ids_.at(static_cast<size_t>(s.operands[1]))).elements() == 1;
+    return (part.op == "exp" || part.op == "exp2") && !part.call && sum.op == "sum" && !sum.call &&
+           sum.operands.size() == 1 && sum.operands[0] == s.operands[0] && (sum.keepdims || one_value);
+  }
+
+  int plan_step(const StepSpec& s, bool numerator_part_of_divisor = false) {
     if (s.call) return plan_as_called(s);
     const OpDef& def = op_def(s.op);
     const ExecScope& scope = spec_.scope;
@@ -139,6 +156,7 @@ class ProgramPlanner {
       call.config = s.config;
       if (spec_.fastmath && def.has_option("fastmath")) call.config.emplace("fastmath", true);  // unless the step says
       call.dispatch = s.dispatch;
+      call.numerator_part_of_divisor = numerator_part_of_divisor;
       for (size_t i = 0; i < s.operands.size(); ++i) {
         const std::string arg = def.operands.at(i);
         if (s.operands[i] < 0) {

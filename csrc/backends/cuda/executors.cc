@@ -83,10 +83,13 @@ KernelBody packed_body(const Plan& plan) {
           "tp::packed_fold<" + reduce_functor(plan.call) + ">::run(out, in0, kView, " + accum_of(plan) + ");", true};
 }
 
-// The op table's functor over this thread's bundle; scalar operands are kernel parameters.
+// The op table's functor over this thread's bundle; scalar operands are kernel parameters. A
+// softmax's division (a tile divided by its own sum) takes fdiv's functor that knows so.
 KernelBody map_body(const Plan& plan) {
   const OpCall& call = plan.call;
-  const std::string& fn = call.def->functor(call.flag("propagate_nan"), call.flag("fastmath"), call.output.dtype);
+  const std::string& table_fn = call.def->functor(call.flag("propagate_nan"), call.flag("fastmath"), call.output.dtype);
+  const std::string fn =
+      call.numerator_part_of_divisor && table_fn == "tp::map_op::Fdiv" ? "tp::map_op::FdivOfPart" : table_fn;
   std::ostringstream os;
   os << "tp::map_tile<" << fn << ", tp::kUnrollRegisters>(tp::DeviceLanes{lane}, out, 0, kBodySlots";
   for (int i : call.def->mapped) {

@@ -101,6 +101,10 @@ class RegElementwise : public Variant {
       plan.note("fastmath", "nothing to approximate: " + call.op() + " of " + dtype_name(t) + " runs exactly");
     }
     plan.note("ftz", on_gpu ? "the approximation's (see approximation)" : "no: subnormals kept");
+    if (call.numerator_part_of_divisor) {
+      plan.note("divisor", "the numerator's own sum (exp >= 0): no numerator exceeds it, so a GPU's quotient by its "
+                           "reciprocal checks only for a numerator too small");
+    }
     if (call.def->nan_rule == NanRule::fmax) {
       plan.note("nan", call.flag("propagate_nan") ? "max.NaN: NaN propagates (like np.maximum)"
                                                   : "fmaxf: a NaN meeting a number yields the number");

@@ -87,6 +87,8 @@ struct Mul {
 struct Fdiv {
   template <class T> static TP_HD T apply(T a, T b) { return fdiv(a, b); }
 };
+// fdiv where no |a| exceeds its |b| (a nonnegative tile divided by its own sum: program_plan.cc)
+struct FdivOfPart : Fdiv {};
 struct Maximum {
   template <class T> static TP_HD T apply(T a, T b) { return max_num(a, b); }
 };
@@ -215,18 +217,28 @@ TP_HD void map_fast_or_general(TD* dst, int slots, const X& x, Fast fast, Genera
 
 // Fdiv of floats by one scalar for the whole bundle (a row's sum, broadcast): on the GPU each
 // quotient from the divisor's reciprocal and one correction (numeric.cuh's FloatDivisor, fdiv's
-// bits), but for a bundle where one leaves its range, which divides as the host does.
+// bits), but for a bundle where one leaves its range, which divides as the host does. FdivOfPart's
+// numerators never exceed the divisor (|a| <= |b| < |b| 2^126 wherever b is in range): one
+// comparison an element fewer (H200, bfloat16 softmax of rows of 16384: about 4 %).
 template <class Op, class TD, class... Operands> constexpr bool divides_by_one_float = false;
 template <class A> constexpr bool divides_by_one_float<map_op::Fdiv, float, A, ScalarOperand<float>> = true;
+template <class A> constexpr bool divides_by_one_float<map_op::FdivOfPart, float, A, ScalarOperand<float>> = true;
+template <class Op> constexpr bool numerator_may_exceed = true;
+template <> constexpr bool numerator_may_exceed<map_op::FdivOfPart> = false;
 
-template <int kUnroll, class A>
+template <int kUnroll, bool kNumeratorMayExceed, class A>
 TP_HD void divide_registers(float* dst, int slots, const A& a, const ScalarOperand<float>& b) {
   const auto divide = [&](float x) { return fdiv(x, b.value); };
 #if TP_ON_DEVICE
   const FloatDivisor divisor(b.value);
-  map_fast_or_general<kUnroll>(
-      dst, slots, a, [&](float x) { return divisor.divide(x); }, divide,
-      [&](float x) { return divisor.too_small(x); }, [&](float x) { return divisor.too_large(x); });
+  const auto fast = [&](float x) { return divisor.divide(x); };
+  const auto too_small = [&](float x) { return divisor.too_small(x); };
+  if constexpr (kNumeratorMayExceed) {
+    map_fast_or_general<kUnroll>(dst, slots, a, fast, divide, too_small,
+                                 [&](float x) { return divisor.too_large(x); });
+  } else {
+    map_fast_or_general<kUnroll>(dst, slots, a, fast, divide, too_small);
+  }
 #else
   TP_UNROLL_BY(kUnroll)
   for (int f = 0; f < slots; ++f) dst[f] = divide(a[f]);
@@ -345,7 +357,7 @@ TP_HD void map_registers(TD* dst, int slots, const Operands&... operands) {
     if (slots <= kEstimateGroup) return estimated_registers<Op, kUnroll>(dst, slots, operands...);
   }
   if constexpr (divides_by_one_float<Op, TD, Operands...>) {
-    divide_registers<kUnroll>(dst, slots, operands...);
+    divide_registers<kUnroll, numerator_may_exceed<Op>>(dst, slots, operands...);
   } else if constexpr (multiplies_by_reciprocal<Op, TD, Operands...>) {
     multiply_by_reciprocal<kUnroll>(dst, slots, operands...);
   } else if constexpr (has_normal_form<Op, TD, Operands...>) {
