@@ -186,6 +186,89 @@ def test_backward_is_one_program_and_one_kernel():
     assert kernel.source.count("__global__") == 1
 
 
+def _shifted(stop):
+    """softmax and logsumexp by a row's max, read through tp.stop_gradient where ``stop``."""
+    def shift(x):
+        m = tp.max(x, axes=-1, keepdims=True)
+        return tp.stop_gradient(m) if stop else m
+
+    def softmax(x):
+        e = tp.exp(x - shift(x))
+        return e / tp.sum(e, axes=-1, keepdims=True)
+
+    def logsumexp(x):
+        m = shift(x)
+        return tp.log(tp.sum(tp.exp(x - m), axes=-1, keepdims=True)) + m
+    return tp.program(softmax, scope=tp.warp), tp.program(logsumexp, scope=tp.warp)
+
+
+def test_stop_gradient_leaves_the_forward_and_drops_the_max_from_the_backward():
+    """A row max read through tp.stop_gradient: the forward records no step (the same plan and
+    bits); the derived backward has no tie mask (no eq, one reduction fewer) and still gives
+    torch's gradients (a softmax does not depend on the shift), ties included."""
+    from tileprim._program.backward import derive_backward
+    x = leaf((6, 37), seed=20)
+    with torch.no_grad():
+        x[0, 3] = x[0, 5] = 2.5  # a tied max
+    g = leaf((6, 37), seed=21).detach()
+    for (plain, stopped), reference in zip(zip(_shifted(False), _shifted(True)),
+                                           (lambda t: torch.softmax(t, -1), lambda t: torch.logsumexp(t, -1, True))):
+        rows = x.detach().numpy()
+        assert str(tp.plan(plain, rows, batch_dims=1)) == str(tp.plan(stopped, rows, batch_dims=1)).replace(
+            stopped.__name__, plain.__name__)
+        y = stopped(x, batch_dims=1, backend="cpu")
+        assert torch.equal(y, plain(x, batch_dims=1, backend="cpu"))
+        grad = g[:, :y.shape[-1]]
+        (got,) = torch.autograd.grad(y, x, grad)
+        (want,) = torch.autograd.grad(reference(x), x, grad)
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+        gradcheck(lambda t: stopped(t, batch_dims=1, backend="cpu"), leaf((3, 11), seed=22))
+        steps = {}
+        for name, program in (("plain", plain), ("stopped", stopped)):
+            prepared = program._prepare((rows,), 1, None, "cpu", None)
+            fn, _, _ = derive_backward(prepared.trace, prepared.output_ids, [True])
+            backward = tp.plan(tp.program(fn, scope=tp.warp), rows, rows[:, :y.shape[-1]], batch_dims=1)
+            steps[name] = [s.op for s in backward.steps]
+        assert "eq" in steps["plain"] and "eq" not in steps["stopped"]
+        reductions = {k: sum(op in ("sum", "max") for op in v) for k, v in steps.items()}
+        assert reductions["stopped"] < reductions["plain"] and len(steps["stopped"]) < len(steps["plain"])
+
+
+def test_stop_gradient_on_every_path_gives_no_gradient_and_outside_a_program_detaches():
+    @tp.program(scope=tp.warp)
+    def scaled(x, w):
+        return x * tp.stop_gradient(w), tp.stop_gradient(x * w)
+
+    x, w = leaf((4, 8), seed=23), leaf((8,), seed=24)
+    y, z = scaled(x, w, batch_dims=1, backend="cpu")
+    gx, gw = torch.autograd.grad(y.sum() + z.sum(), (x, w), allow_unused=True)
+    assert torch.equal(gx, w.detach().expand(4, 8)) and gw is None  # z passes nothing, y nothing to w
+    assert tp.stop_gradient(x).requires_grad is False and tp.stop_gradient(x).data_ptr() == x.data_ptr()
+    rows = np.ones(3, np.float32)
+    assert tp.stop_gradient(rows) is rows
+
+    held = []  # a tile of an earlier tracing, kept past it
+
+    @tp.program
+    def keeps(t):
+        held.append(t)
+        return t
+
+    @tp.program
+    def uses_another(t):
+        return tp.stop_gradient(held[0])
+
+    keeps(rows)
+    with pytest.raises(ValueError, match="stop_gradient: .* tile of another program"):
+        uses_another(rows)
+
+
+def test_stop_gradient_of_a_jax_array_is_jaxs():
+    jax = pytest.importorskip("jax")
+    v = jax.numpy.arange(3.0)
+    assert (jax.grad(lambda t: (tp.stop_gradient(t) * t).sum())(v) == v).all()  # 2v without the stop
+
+
 def test_gradient_flows_only_where_needed_and_out_is_recorded():
     rmsnorm = tp.program(programs.rmsnorm, scope=tp.warp)
     x = leaf((4, 32), seed=14)

@@ -7,7 +7,9 @@ and tileprim derives the program's).
 
 Every workload reads bfloat16 or float32 rows, computes in float32 and writes the input's dtype,
 as PyTorch and Liger do. The programs are examples/programs/{softmax,rmsnorm,logsumexp}.py's with
-that float32 cast added to softmax and logsumexp (the examples' float32 steps are the same). Each
+that float32 cast added to softmax and logsumexp (the examples' float32 steps are the same), and
+their row max read through tp.stop_gradient, as a user who trains through them writes it (the
+forward's steps and kernel are the same; the derived backward skips the max). Each
 program names no scope and no staging: it is called as a user calls it, and the planner chooses
 both (benchmarks/program_scopes.py is the sweep its cost model is checked against)."""
 from __future__ import annotations
@@ -27,7 +29,7 @@ EPS = 1e-6
 @tp.program
 def softmax(x):
     xf = tp.cast(x, "float32")
-    e = tp.exp(xf - tp.max(xf, axes=-1, keepdims=True))
+    e = tp.exp(xf - tp.stop_gradient(tp.max(xf, axes=-1, keepdims=True)))
     return tp.cast(e / tp.sum(e, axes=-1, keepdims=True), x.dtype)
 
 
@@ -54,7 +56,7 @@ def add_rmsnorm(x, r, w, eps):
 @tp.program
 def logsumexp(x):
     xf = tp.cast(x, "float32")
-    m = tp.max(xf, axes=-1, keepdims=True)
+    m = tp.stop_gradient(tp.max(xf, axes=-1, keepdims=True))
     return tp.cast(tp.log(tp.sum(tp.exp(xf - m), axes=-1, keepdims=True)) + m, x.dtype)
 
 

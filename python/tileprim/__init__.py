@@ -23,6 +23,7 @@ from ._platform.info import info
 from ._ops.lower import Kernel, lower
 from ._program.plan import ProgramPlan
 from ._program.program import Program, program
+from ._program.stop_gradient import stop_gradient
 from ._program.tile import Tile
 from . import cache
 from . import comm
@@ -46,6 +47,6 @@ __all__ = [
     "m", "laneid", "warpid", "tx", "wgid", "tid_in_wg", "wid_in_wg",
     "thread", "warp", "warpgroup", "wg", "cta", "cluster", "ExecScope", "STORAGE_SCOPES",
     *_OPS,
-    "program", "Program", "Tile", "ProgramPlan",
+    "program", "Program", "Tile", "ProgramPlan", "stop_gradient",
     "plan", "lower", "variants", "op_table", "info", "cache", "comm", "layers", "Plan", "Kernel", "DispatchError",
 ]

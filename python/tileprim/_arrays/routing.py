@@ -6,8 +6,8 @@ top-level module of its array types; an argument finds its library by its type's
 The call path asks, where a call signature is first prepared: ``device_adapter`` (arrays used in
 place on a GPU), ``on_host`` (host arrays read through NumPy views), ``route_call`` (a call taken by
 the library's own machinery: torch's custom op under autograd, JAX's host callback inside
-``jit``); on every call of a tile program: ``route_program`` (torch.compile and autograd); and
-before a collective: ``refuse_gradient``."""
+``jit``); on every call of a tile program: ``route_program`` (torch.compile and autograd);
+before a collective: ``refuse_gradient``; and ``stop_gradient`` for tp.stop_gradient on an array."""
 from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional
@@ -48,6 +48,10 @@ class ArrayLibrary:
 
     def refuse_gradient(self, what: str, values) -> None:
         """TypeError where one of ``values`` needs a gradient that ``what`` has none for."""
+
+    def stop_gradient(self, x):
+        """x, through which the library's autograd passes no gradient (tp.stop_gradient)."""
+        return x
 
 
 _LIBRARIES: Dict[str, ArrayLibrary] = {}  # by the top-level module of the library's array types

@@ -60,6 +60,9 @@ class _Jax(ArrayLibrary):
             options = {**options, "config": {**options["config"], "keepdims": True}}
         return JaxCallback(call["op"], call["axes"], call["accum"], options), False
 
+    def stop_gradient(self, x):
+        return sys.modules["jax"].lax.stop_gradient(x)  # loaded: x is its array
+
 
 def register() -> None:
     register_library(("jax", "jaxlib"), _Jax())

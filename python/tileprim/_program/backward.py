@@ -23,7 +23,7 @@ from .trace import TRACING, Trace
 __all__ = ["derive_backward"]
 
 
-def derive_backward(forward, output_ids: Sequence[int], needs_grad: Sequence[bool]):
+def derive_backward(forward, output_ids: Sequence[int], needs_grad: Sequence[bool], stopped: Sequence[bool] = ()):
     """(function, wanted, sources): the function of the tile program computing the gradients of
     the forward arguments flagged in ``needs_grad`` (one flag per array argument, in order;
     ``wanted`` lists those that get one), or None when none does. ``forward`` is the forward's
@@ -32,17 +32,19 @@ def derive_backward(forward, output_ids: Sequence[int], needs_grad: Sequence[boo
     result's gradient passed on, through casts that widen exactly and back), or ``("result", j)``,
     the function's result j. The function returns each gradient it computes once (an add's two
     operands share one) and none that is an argument (it is None where that leaves none), so a
-    caller takes those as they are, with no copy written."""
+    caller takes those as they are, with no copy written. ``stopped`` flags the results returned
+    through tp.stop_gradient: their gradients are taken and passed nowhere."""
     names = [name for name, _, _, _ in forward.inputs]
     grad_names = [f"grad_{forward.tiles[i].name or f'result{k}'}" for k, i in enumerate(output_ids)]
-    reaches = _depends_on(forward, output_ids)
+    passed = [(i, k) for k, i in enumerate(output_ids) if not (k < len(stopped) and stopped[k])]
+    reaches = _depends_on(forward, [i for i, _ in passed])
     wanted = [i for i, need in enumerate(needs_grad) if need and i in reaches]
     if not wanted:
         return None
 
     def gradients(*tiles):
         derivation = _Derivation(forward, tiles[:len(names)], wanted)
-        derivation.seed(output_ids, tiles[len(names):])
+        derivation.seed([i for i, _ in passed], [tiles[len(names) + k] for _, k in passed])
         return tuple(derivation.gradient_of_input(i, f"grad_{names[i]}") for i in wanted)
 
     sources, computed = _sources(forward, output_ids, gradients)
@@ -86,11 +88,18 @@ def _sources(forward, output_ids, gradients):
 
 
 def _arguments_of(forward) -> List[set]:
-    """For each forward value: the arguments it depends on."""
+    """For each forward value: the arguments it depends on through operands that pass a gradient
+    (not those read through tp.stop_gradient)."""
     depends: List[set] = [{i} for i in range(len(forward.inputs))]
     for step in forward.steps:
-        depends.append(set().union(*(depends[u] for u in step["operands"] if u >= 0)))
+        depends.append(set().union(*(depends[u] for u in _passing(step))))
     return depends
+
+
+def _passing(step: dict) -> List[int]:
+    """The step's tile operands a gradient flows back to."""
+    stopped = step.get("stopped", ())
+    return [u for k, u in enumerate(step["operands"]) if u >= 0 and k not in stopped]
 
 
 def _depends_on(forward, output_ids) -> set:
@@ -217,7 +226,8 @@ class _Derivation:
     def step_backward(self, step: dict, vid: int) -> None:
         op, tp, g = step["op"], self.tp, self.gradient(vid)
         operands = step["operands"]
-        if op in VALUELESS:
+        passing = _passing(step)
+        if op in VALUELESS or not passing:
             return
         if op in ("sum", "max", "min"):
             self.accumulate(operands[0], self.reduction_backward(step, vid, g))
@@ -228,12 +238,12 @@ class _Derivation:
             return
         values = [_Lazy(u) if u >= 0 else s for u, s in zip(operands, step["scalars"])]
         if op in GATHER:
-            for u, rule in zip(operands, GATHER[op]):
-                if rule is not None and u in self.relevant:
+            for k, (u, rule) in enumerate(zip(operands, GATHER[op])):
+                if rule is not None and u in self.relevant and k not in step.get("stopped", ()):
                     self.accumulate(u, rule(tp, g, values, step["axes"][0]))
             return
-        for u, rule in zip(operands, NARY[op]):
-            if u >= 0 and u in self.relevant and rule is not None:
+        for k, (u, rule) in enumerate(zip(operands, NARY[op])):
+            if u >= 0 and u in self.relevant and rule is not None and k not in step.get("stopped", ()):
                 self.accumulate(u, self.sum_to(rule(tp, g, values, _Lazy(vid)), self.shape(u)))
 
     def reduction_backward(self, step: dict, vid: int, g):

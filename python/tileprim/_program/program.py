@@ -215,6 +215,7 @@ class Program:
             prepared = DevicePrepared(core, plan, len(args), inputs, [], results, as_tuple, tiles, adapter=adapter,
                                       device=device)
         prepared.trace, prepared.output_ids = trace, [t._id for t in outputs]  # what a derived backward reads
+        prepared.stopped_outputs = [t.stopped for t in outputs]  # results returned through tp.stop_gradient
         return prepared
 
 

@@ -24,13 +24,14 @@ class Tile:
     array([0., 2., 4., 6.], dtype=float32)
     """
 
-    __slots__ = ("_trace", "_id", "shape", "dtype", "storage", "layout", "name")
+    __slots__ = ("_trace", "_id", "shape", "dtype", "storage", "layout", "name", "stopped")
     __array_ufunc__ = None  # NumPy scalars defer to the tile's reflected operators
 
     def __init__(self, trace, value_id: int, shape: Tuple[int, ...], dtype: str, storage: Optional[str], layout,
                  name: str):
         self._trace, self._id = trace, value_id
         self.shape, self.dtype, self.storage, self.layout, self.name = shape, dtype, storage, layout, name
+        self.stopped = False  # tp.stop_gradient's view of a value: no gradient flows back through its uses
 
     @property
     def ndim(self) -> int:

@@ -95,9 +95,11 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
                          f"one scope (give it to the decorator or the call)")
     if "axis" in config:
         raise TypeError(f"{where}: unexpected keyword argument 'axis': tileprim reduces over axes=")
-    ids, scalars, tiles = [], [], []
+    ids, scalars, tiles, stopped = [], [], [], []
     for x in operands:
         if type(x) is Tile:
+            if x.stopped:
+                stopped.append(len(ids))
             if x._trace is not trace:
                 raise ValueError(f"{where}: {op}: {x!r} is a tile of another program (or of an earlier tracing); "
                                  f"pass it to this program as an argument")
@@ -142,6 +144,8 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
             "layout": core_layout._core if core_layout is not None else None,
             "out_layout": core_out_layout._core if core_out_layout is not None else None,
             "dispatch": dispatch or "", "config": dict(config), "where": where}
+    if stopped:  # operands read through tp.stop_gradient (the key only where there are: other programs' digests stay)
+        step["stopped"] = stopped
     if storage is not None and not isinstance(storage, str):
         raise TypeError(f"{where}: storage: expected one of 'local', 'shared', 'shared.dyn', not {storage!r}")
     if dispatch is not None and not isinstance(dispatch, str):

@@ -49,6 +49,9 @@ class _Torch(ArrayLibrary):
     def refuse_gradient(self, what, values):
         refuse_autograd(what, values)
 
+    def stop_gradient(self, x):
+        return x.detach()
+
 
 def _on_load() -> None:
     register_library(("torch",), _Torch())

@@ -134,6 +134,7 @@ class ProgramOp:
                      for d in described]
         bound = program._prepare(stand_ins, options["batch_dims"], options["scope"], "cpu", None)
         self.trace, self.output_ids, self.as_tuple = bound.trace, bound.output_ids, bound.as_tuple
+        self.stopped_results = bound.stopped_outputs  # returned through tp.stop_gradient: no gradient back
         # a result tile of shape () is one value per batch entry: its gradient goes in as (..., 1)
         self.scalar_results = [bound.trace.tiles[i].shape == () for i in bound.output_ids]
         self.results = [(shape, getattr(torch, dtype)) for shape, dtype in bound.results]
@@ -201,7 +202,7 @@ class ProgramOp:
         """(the backward program, the arguments it gives gradients, where each gradient is) for these
         needs (derive_backward's), or None; the program is None where every gradient is passed on."""
         if needs not in self.backwards:
-            derived = derive_backward(self.trace, self.output_ids, needs)
+            derived = derive_backward(self.trace, self.output_ids, needs, self.stopped_results)
             if derived is not None and derived[0] is not None:  # a program of the forward's kind, scope and storage
                 derived = (type(self.program)(derived[0], self.trace.scope, self.program._storage), *derived[1:])
             self.backwards[needs] = derived
