@@ -225,9 +225,8 @@ class _Derivation:
 
     def step_backward(self, step: dict, vid: int) -> None:
         op, tp, g = step["op"], self.tp, self.gradient(vid)
-        operands = step["operands"]
-        passing = _passing(step)
-        if op in VALUELESS or not passing:
+        operands, stopped = step["operands"], step.get("stopped", ())
+        if op in VALUELESS or not _passing(step):
             return
         if op in ("sum", "max", "min"):
             self.accumulate(operands[0], self.reduction_backward(step, vid, g))
@@ -239,11 +238,11 @@ class _Derivation:
         values = [_Lazy(u) if u >= 0 else s for u, s in zip(operands, step["scalars"])]
         if op in GATHER:
             for k, (u, rule) in enumerate(zip(operands, GATHER[op])):
-                if rule is not None and u in self.relevant and k not in step.get("stopped", ()):
+                if rule is not None and u in self.relevant and k not in stopped:
                     self.accumulate(u, rule(tp, g, values, step["axes"][0]))
             return
         for k, (u, rule) in enumerate(zip(operands, NARY[op])):
-            if u >= 0 and u in self.relevant and rule is not None and k not in step.get("stopped", ()):
+            if u >= 0 and u in self.relevant and rule is not None and k not in stopped:
                 self.accumulate(u, self.sum_to(rule(tp, g, values, _Lazy(vid)), self.shape(u)))
 
     def reduction_backward(self, step: dict, vid: int, g):
