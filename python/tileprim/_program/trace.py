@@ -68,9 +68,11 @@ class Trace:
         """Gives each step's result the name the user's code bound it to (e, m, xf, ...)."""
         n_inputs = len(self.inputs)
         for name, value in local_names.items():
-            if type(value) is Tile and value._trace is self and value._id >= n_inputs and not value.name:
-                value.name = name
-                self.steps[value._id - n_inputs]["name"] = name
+            if type(value) is Tile and value._trace is self and value._id >= n_inputs:
+                value = self.tiles[value._id]  # the value's own tile (not a tp.stop_gradient view of it)
+                if not value.name:
+                    value.name = name
+                    self.steps[value._id - n_inputs]["name"] = name
 
 
 def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
