@@ -306,15 +306,18 @@ def test_backward_bits_equal_on_cpu_and_gpu(dtype):
     x = leaf((64, 1000), seed=17, dtype=dtype)
     w = leaf((1000,), 0.5, 1.5, seed=18, dtype=dtype)
     g = leaf((64, 1000), seed=19, dtype=dtype).detach()
+    stopped_softmax, stopped_logsumexp = _shifted(True)  # their max read through tp.stop_gradient
     grads = {}
     for device, backend in (("cpu", "cpu"), ("cuda", None)):
         xd, wd = x.detach().to(device).requires_grad_(), w.detach().to(device).requires_grad_()
         (sx,) = torch.autograd.grad(softmax(xd, batch_dims=1, backend=backend), xd, g.to(device))
         rx, rw = torch.autograd.grad(rmsnorm(xd, wd, 1e-6, batch_dims=1, backend=backend), (xd, wd), g.to(device))
-        grads[device] = (sx.cpu(), rx.cpu(), rw.cpu())
-    for a, b in zip(grads["cpu"][:2], grads["cuda"][:2]):
+        (tx,) = torch.autograd.grad(stopped_softmax(xd, batch_dims=1, backend=backend), xd, g.to(device))
+        (lx,) = torch.autograd.grad(stopped_logsumexp(xd, batch_dims=1, backend=backend), xd, g[:, :1].to(device))
+        grads[device] = (sx.cpu(), rx.cpu(), tx.cpu(), lx.cpu(), rw.cpu())
+    for a, b in zip(grads["cpu"][:4], grads["cuda"][:4]):
         assert torch.equal(a, b)
-    torch.testing.assert_close(grads["cuda"][2], grads["cpu"][2])
+    torch.testing.assert_close(grads["cuda"][4], grads["cpu"][4])
 
 
 def test_eager_calls_give_the_custom_ops_bits_and_torch_func_grad_works():
