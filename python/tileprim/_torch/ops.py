@@ -38,15 +38,20 @@ def routing(values, out) -> Optional[bool]:
     torch = sys.modules.get("torch")
     if torch is None:
         return None
-    tensors = [x for x in values if isinstance(x, torch.Tensor)]
-    if not tensors:
+    # one pass, asked on every call of a program: plain tensors by their exact type
+    tensor, parameter = torch.Tensor, torch.nn.Parameter
+    found = grad = False
+    for x in values:
+        kind = type(x)
+        if kind is tensor or kind is parameter:
+            found, grad = True, grad or x.requires_grad
+        elif isinstance(x, tensor):
+            register()
+            return True
+    if not found:
         return None
     register()
-    if any(type(x) not in (torch.Tensor, torch.nn.Parameter) for x in tensors):
-        return True
-    if any(x.requires_grad for x in tensors):
-        return False
-    return None
+    return False if grad else None
 
 
 def refuse_autograd(what: str, values) -> None:
