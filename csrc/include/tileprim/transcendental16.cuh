@@ -252,21 +252,6 @@ TP_HD float reciprocal_in_one_two(float d) {
   return fma(y1, fma(-d, y1, 1.0f), y1);
 }
 
-// The logistic fast path's 1/d, d in [1, 2]. On the GPU rcp.approx (at most 1 ulp off, PTX ISA)
-// and a Newton step y (1 + h), h = 1 - d y in one fma: RN(1/d), or its neighbour where 1/d lies
-// within 2^-46 of a float midpoint, so within 1.0 (units of 2^-24 relative) against the host's
-// 1.7 in three instructions for six. The estimate's bits may differ from the host's; the decision's
-// margin covers either error (tests/test_logistic16.py models both), so the results do not.
-TP_HD float logistic_reciprocal(float d) {
-#if TP_ON_DEVICE
-  float y;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(d));
-  return fma(y, fma(-d, y, 1.0f), y);
-#else
-  return reciprocal_in_one_two(d);
-#endif
-}
-
 // The logistic fast path, silu's and sigmoid's: their quotients in plain float. e^m = p 2^k for
 // m = -|x| clamped where the result rounds to 0 (k = RN(m / ln2), r = m - k ln2_f exact, p = F's
 // exp_near_zero(r)), d = RN(1 + e^m), y = n (1/d) rounded, times 2^k for x < 0 where n holds p
@@ -274,7 +259,7 @@ TP_HD float logistic_reciprocal(float d) {
 // first order: e^m's (p's fit 2.3 float16 / 44.6 bfloat16, Horner's roundings 1.5, ln2_f's
 // k (ln2 - ln2_f) 1.0 for float16's k >= -31 / 4.5 for bfloat16's k >= -141) reaches y with the
 // weight 1 / (1 + e^m) <= 1 (d's share of it offsets n's), plus d's, n's and y's roundings (1
-// each) and 1/d's 1.7 (the GPU's 1.0): 9.5 (float16), 55.3 (bfloat16). A y in [2^e, 2^(e+1)) then lies within
+// each) and 1/d's 1.7: 9.5 (float16), 55.3 (bfloat16). A y in [2^e, 2^(e+1)) then lies within
 // 9.5 (55.3) float ulps 2^(e-23) of the exact result, a float-subnormal one within 27.7 of 2^-149,
 // plus 0.5 for a product that rounds a subnormal. So where y's low bits (the check value's, see
 // kToCheck) lie at least F::kMargin ulps from the 16-bit rounding midpoint (a power of two's
@@ -295,7 +280,7 @@ template <class F> TP_HD Logistic logistic(float m) {
 // y = n (1/d), n = c e^m for x < 0, else `positive`: float16's e^m is one exact product and joins
 // n, bfloat16's 2^k joins y at the end
 template <class F> TP_HD float logistic_quotient(float x, float c, float positive, const Logistic& l) {
-  const float inv = logistic_reciprocal(l.d);
+  const float inv = reciprocal_in_one_two(l.d);
   if constexpr (F::kPow2Offset == 0.0f) {
     return (x < 0.0f ? c * (l.p * l.scale) : positive) * inv;
   } else {
