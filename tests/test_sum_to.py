@@ -11,6 +11,7 @@ import tileprim as tp
 from conftest import NP, bits_equal
 
 torch = pytest.importorskip("torch")
+import tileprim._torch.sum_to as sum_to_module  # noqa: E402
 from tileprim._torch.sum_to import _chunking, _row_sums, sum_to  # noqa: E402
 
 
@@ -25,13 +26,19 @@ def fold_chunk(rows: np.ndarray) -> np.ndarray:
 def folded(rows: np.ndarray) -> np.ndarray:
     """The fold sum_to runs down (B, N) rows, emulated in float32 (float64 for float64): each whole
     chunk's rows added in order from -0 (where there are two chunks or more), then the chunks' sums
-    and the rows past the last whole chunk, in order, summed per column by tp.sum as rows."""
+    and the rows past the last whole chunk, in order, folded so again while there are more than
+    sum_to's _TURNED elements, then summed per column by tp.sum as rows."""
     wide = np.float64 if rows.dtype == np.float64 else np.float32
-    x, per_chunk = rows.astype(wide), _chunking(*rows.shape)[1]
-    chunks = len(x) // per_chunk
-    if chunks >= 2:
+    x = rows.astype(wide)
+    while True:
+        per_chunk = _chunking(*x.shape)[1]
+        chunks = len(x) // per_chunk
+        if chunks < 2:
+            break
         sums = [fold_chunk(x[k * per_chunk:(k + 1) * per_chunk]) for k in range(chunks)]
         x = np.concatenate([np.stack(sums), x[chunks * per_chunk:]])
+        if x.size <= sum_to_module._TURNED:
+            break
     return _row_sums()(np.ascontiguousarray(x.T)[None], batch_dims=2, backend="cpu")[0]
 
 
@@ -52,9 +59,13 @@ def random_rows(rng, shape, dtype, special=False):
     return torch.from_numpy(x.astype(np.float32)).to(getattr(torch, dtype))
 
 
+@pytest.mark.parametrize("turned", [None, 3 << 12], ids=["turned", "folded-again"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
 @pytest.mark.parametrize("rows,n", [(1000, 4096), (37, 2048), (8, 256), (77, 301), (5, 33), (40, 1000)])
-def test_sum_to_is_tileprims_fold_of_the_rows(rows, n, dtype, rng):
+def test_sum_to_is_tileprims_fold_of_the_rows(rows, n, dtype, turned, rng, monkeypatch):
+    # folded-again: so few chunk sums turned that most shapes fold theirs again, some twice
+    if turned is not None:
+        monkeypatch.setattr(sum_to_module, "_TURNED", turned)
     g = random_rows(rng, (rows, n), dtype, special=True)
     got = sum_to(g, (n,))
     assert got.dtype == g.dtype and got.shape == (n,)

@@ -8,7 +8,9 @@ whole chunks of rows are folded: each instance a CTA holding a chunk spread over
 thread whole columns of it, so that the reads are the rows' own coalesced ones and each thread folds
 its registers down the chunk in order with no exchange. Then the chunks' sums, with the rows past
 the last whole chunk after them, are turned so that each column is a row (a copy: nothing rounds)
-and summed along those rows by ``tp.sum``, rounded to the gradient's dtype as they are written. A
+and summed along those rows by ``tp.sum``, rounded to the gradient's dtype as they are written.
+Where the chunks' sums are many (past ``_TURNED``: wide rows, whose chunks are short, or many rows),
+they are folded in chunks so again before the turn. A
 chunk's rows divide the batch where they can (32768 rows of 4096: chunks of 8, the most up to 12
 that divide it: 4096 chunk sums, then 4096 sums of 4096), so that no rows are left to copy beside
 the sums. A level per fan-in of 12 took eight or so calls, whose host time
@@ -26,6 +28,13 @@ from .._ops import names as tp
 from .._program.program import program
 
 __all__ = ["sum_to", "sums_to"]
+
+# chunk sums turned at most this many per column group (then summed along rows); past it their chunks
+# are folded again first. torch copies a transposed array at about 1 TB/s (an H200: LayerNorm's
+# 1024 x 4096 float32 chunk sums in 0.031 ms), a fold reads at the bandwidth, so past 16 MB of
+# float32 one more fold and turning an eighth of it costs less than turning it all (rows of 16384
+# fold two at a time: 32768 of them left 16384 x 16384 chunk sums, a 1 GB turn)
+_TURNED = 1 << 22
 
 # values a thread folds per chunk, all loaded at once: 48 at cta(1024) compile to 57 registers of the 64 a
 # thread may hold there, with no local memory (sm_90a: 12 LDG.64 + 44 FADD + 1 STG.128 for bfloat16 rows
@@ -109,16 +118,22 @@ def _dividing(b: int, most: int) -> int:
 def _sum_columns(xs: list, dtype, backend, target) -> list:
     """Each x (A, B, N) of xs (one shape and dtype) summed over B: (A, N), rounded once to ``dtype``
     (None: the wide dtype): the whole chunks of B folded, then the chunks' sums and the rows past
-    them (in order) summed along B as rows."""
+    them (in order) folded so again while more than _TURNED a column group, then summed along B
+    as rows."""
     import torch
     a, b, n = xs[0].shape
-    scope, rows = _chunking(b, n)
-    chunks = b // rows
-    if chunks >= 2:  # one chunk: its rows summed as a row directly
+    while True:
+        scope, rows = _chunking(b, n)
+        chunks = b // rows
+        if chunks < 2:  # one chunk: its rows summed as a row directly
+            break
         sums = _each(_column_sums, _column_sums_of_two, [x[:, :chunks * rows].reshape(a, chunks, rows, n) for x in xs],
                      batch_dims=2, scope=scope, backend=backend, target=target)
         xs = sums if chunks * rows == b else [torch.cat([s, x[:, chunks * rows:].to(s.dtype)], 1)
                                               for s, x in zip(sums, xs)]
+        b = xs[0].shape[1]
+        if b * n <= _TURNED:
+            break
     return _each(_row_sums(dtype), _row_sums_of_two(dtype), [x.transpose(1, 2).contiguous() for x in xs],
                  batch_dims=2, backend=backend, target=target)
 
