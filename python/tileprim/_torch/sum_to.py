@@ -3,7 +3,8 @@
 not be the same bits on both, DESIGN §3). In float32 for 16-bit gradients (float64 for float64),
 rounded once to the gradient's dtype at the end.
 
-Summing down a batch of rows (a norm's weight over 8192-32768 rows) takes two program calls. First
+Summing down a batch of rows (a norm's weight over 8192-32768 rows) takes two program calls (more
+where the chunks' sums are many, below). First
 whole chunks of rows are folded: each instance a CTA holding a chunk spread over its threads, every
 thread whole columns of it, so that the reads are the rows' own coalesced ones and each thread folds
 its registers down the chunk in order with no exchange. Then the chunks' sums, with the rows past
