@@ -3,22 +3,21 @@
 not be the same bits on both, DESIGN §3). In float32 for 16-bit gradients (float64 for float64),
 rounded once to the gradient's dtype at the end.
 
-Summing down a batch of rows (a norm's weight over 8192-32768 rows) takes two program calls (more
-where the chunks' sums are many, below). First
-whole chunks of rows are folded: each instance a CTA holding a chunk spread over its threads, every
-thread whole columns of it, so that the reads are the rows' own coalesced ones and each thread folds
-its registers down the chunk in order with no exchange. Then the chunks' sums, with the rows past
-the last whole chunk after them, are turned so that each column is a row (a copy: nothing rounds)
-and summed along those rows by ``tp.sum``, rounded to the gradient's dtype as they are written.
-Where the chunks' sums are many (past ``_TURNED``: wide rows, whose chunks are short, or many rows),
-they are folded in chunks so again before the turn. A
-chunk's rows divide the batch where they can (32768 rows of 4096: chunks of 8, the most up to 12
-that divide it: 4096 chunk sums, then 4096 sums of 4096), so that no rows are left to copy beside
-the sums. A level per fan-in of 12 took eight or so calls, whose host time
-bound a norm's backward (LayerNorm 8192x4096 on an H200: 1.18 ms a step, 0.26 of it kernels). The
-order depends on the shapes only: the same bits on the CPU and every GPU (rows of n no CTA divides
-so: a thread folds chunks of short ones, the planner's scope long ones). Summing along a row is
-``tp.sum``'s row reduction."""
+Summing down a batch of rows (a norm's weight over 8192-32768 rows) takes two program calls, more
+where the chunks' sums are many. First whole chunks of rows are folded: each instance a CTA holding
+a chunk spread over its threads, every thread whole columns of it, so that the reads are the rows'
+own coalesced ones and each thread folds its registers down the chunk in order with no exchange.
+Where the chunks' sums, with the rows past the last whole chunk after them, are more than
+``_TURNED`` a column group (wide rows, whose chunks are short, or many rows), they are folded in
+chunks so again. Then they are turned so that each column is a row (a copy: nothing rounds) and
+summed along those rows by ``tp.sum``, rounded to the gradient's dtype as they are written. A
+chunk's rows divide the batch where they can (8192 rows of 4096: chunks of 8, the most up to 12
+that divide it: 1024 chunk sums, then 4096 sums of 1024), so that no rows are left to copy beside
+the sums. Folding level by level all the way (a fan-in of 12 each) took eight or so calls, whose
+host time bound a norm's backward (LayerNorm 8192x4096 on an H200: 1.18 ms a step, 0.26 of it
+kernels); hence the turn once the sums are few. The order depends on the shapes only: the same bits
+on the CPU and every GPU (rows of n no CTA divides so: a thread folds chunks of short ones, the
+planner's scope long ones). Summing along a row is ``tp.sum``'s row reduction."""
 from __future__ import annotations
 
 import functools
