@@ -16,7 +16,7 @@ import tileprim as tp
 from tileprim.__main__ import main as cli
 
 import tileprim_bench as bench
-from tileprim_bench.cases import CPU_KS, FASTMATH_MAPS, MAP_DTYPES, MAPS, REDUCTIONS, reduction_cases
+from tileprim_bench.cases import CPU_KS, FASTMATH_MAPS, MAP_DTYPES, MAPS, NORMAL_MAPS, REDUCTIONS, reduction_cases
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -48,8 +48,10 @@ def test_the_json_has_every_throughput_case_with_times_bandwidth_and_ratios(quic
     rows = rows_by_name(result)
     expected = [f"{op} K={k} thread" for k in CPU_KS for op in REDUCTIONS]
     expected += [f"{op} {dtype}{suffix}" for dtype in MAP_DTYPES for op in MAPS
-                 for suffix in (("", " fastmath") if op in FASTMATH_MAPS else ("",))]
+                 for suffix in (("", " fastmath") if op in FASTMATH_MAPS else ("",))
+                 + ((" normal",) if op in NORMAL_MAPS else ())]
     assert set(FASTMATH_MAPS) == {"exp", "log2", "silu"}  # each with its exact row, then its fastmath row
+    assert NORMAL_MAPS == ("silu",)  # and then its row on standard normal values
     assert [name for name in rows if rows[name]["kind"] == "throughput"] == expected
     for name in expected:
         row = rows[name]

@@ -1,8 +1,9 @@
 """The 16-bit silu and sigmoid's fast path (transcendental16.cuh, `logistic`): a NumPy
 re-implementation of its float steps (float32 adds, products and fmas, each rounded once) and of
-its decision, over every 16-bit input. The fast path must be taken by at least 99 % of them, its
-result must round to tileprim's bits wherever it is taken, and its error must stay within the
-bound the header states (which the margin of its decision covers)."""
+its decision, over every 16-bit input. The fast path must be taken by at least 99 % of them (and
+by 99.9 % of normally distributed inputs), its result must round to tileprim's bits wherever it is
+taken, and its error must stay within the bound the header states (which the margin of its
+decision covers)."""
 import pathlib
 import re
 
@@ -14,7 +15,7 @@ from conftest import NP, fma32
 
 HEADER = (pathlib.Path(tp.__file__).parent / "include" / "tileprim" / "transcendental16.cuh").read_text()
 FORMAT = {"float16": "Half", "bfloat16": "BFloat16"}
-BOUND_ULPS = {"float16": 10.0, "bfloat16": 56.0}  # the header's error bounds, the product's rounding in
+BOUND_ULPS = {"float16": 10.0, "bfloat16": 13.0}  # the header's error bounds, the product's rounding in
 F32 = np.float32
 
 
@@ -26,8 +27,8 @@ def _constant(dtype: str, name: str) -> float:  # kSiluZero, kExpZero: decimal l
     return float(re.search(name + r" = (-?[0-9.]+)f", _format_text(dtype)).group(1))
 
 
-def _coefficients(dtype: str):
-    body = re.search(r"exp_near_zero\(float r\) \{.*?horner\(r, (.*?)\);", _format_text(dtype), re.S).group(1)
+def _coefficients():
+    body = re.search(r"float exp_near_zero\(float r\) \{.*?horner\(r, (.*?)\);", HEADER, re.S).group(1)
     return [float.fromhex(c.strip().rstrip("f")) for c in body.split(",")]
 
 
@@ -48,7 +49,7 @@ def fast_path(op: str, dtype: str, x):
         shifted = fma32(m, F32(float.fromhex("0x1.715476p+0")), shifter)
         k = (shifted - shifter).astype(F32)
         r = fma32(k, F32(-float.fromhex("0x1.62e430p-1")), m)
-        c = _coefficients(dtype)
+        c = _coefficients()
         p = F32(c[-1])
         for ci in c[-2::-1]:
             p = fma32(p, r, F32(ci))
@@ -83,6 +84,10 @@ def test_fast_path_is_taken_by_99_percent_and_rounds_as_tileprim(op, dtype):
     x = x16.astype(F32)
     y, taken, check = fast_path(op, dtype, x)
     assert taken.mean() >= 0.99, (op, dtype, int((~taken).sum()))
+    # and by 99.9 % of normally distributed ones (activations): a miss sends its whole warp down
+    # the exact path, so the rate among such inputs sets the map's speed (the header's note)
+    normal = np.random.default_rng(0).standard_normal(1 << 20).astype(NP[dtype]).view(np.uint16)
+    assert taken[normal].mean() >= 0.999, (op, dtype, float(taken[normal].mean()))
 
     want = getattr(tp, op)(x16.reshape(-1, 8), batch_dims=1, backend="cpu").reshape(-1)
     got = y.astype(NP[dtype])

@@ -66,8 +66,8 @@ class NumpyLibrary:
     def versions(self) -> Dict[str, str]:
         return {"numpy": np.__version__}
 
-    def normal(self, shape: tuple):
-        return self._rng.standard_normal(shape, dtype=np.float32)
+    def normal(self, shape: tuple, dtype: str = "float32"):
+        return self._rng.standard_normal(shape, dtype=np.float32).astype(numpy_dtype(dtype))
 
     def positive(self, shape: tuple, dtype: str):
         return self._rng.uniform(0.5, 1.5, shape).astype(numpy_dtype(dtype))
@@ -115,8 +115,8 @@ class GpuLibrary:
                 pass
         return found
 
-    def normal(self, shape: tuple):
-        return self.torch.randn(shape, device="cuda")
+    def normal(self, shape: tuple, dtype: str = "float32"):
+        return self.torch.randn(shape, device="cuda", dtype=getattr(self.torch, dtype))
 
     def positive(self, shape: tuple, dtype: str):
         return self.torch.rand(shape, device="cuda", dtype=getattr(self.torch, dtype)).add_(0.5)

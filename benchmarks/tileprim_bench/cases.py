@@ -14,6 +14,9 @@ REDUCTIONS = ("sum", "max", "min")
 MAPS = {"sqrt": 1, "exp": 1, "log2": 1, "silu": 1, "add": 2, "fma": 3}  # op -> number of array operands
 # the maps with an approximation: measured exact and with fastmath=True (the "... fastmath" cases)
 FASTMATH_MAPS = tuple(op for op in MAPS if tp.op_table()[op]["fastmath"] is not None)
+# maps whose exact path's speed depends on the values: timed again on standard normal inputs (an
+# activation's), where more of the 16-bit silu's results lie near a rounding midpoint than in [0.5, 1.5)
+NORMAL_MAPS = ("silu",)
 MAP_TILE = 8                                       # elements per thread's tile in the map cases
 GPU_KS = (4, 8, 32, 128, 1024, 8192)
 CPU_KS = (4, 8, 32, 128, 1024)
@@ -131,8 +134,9 @@ def map_cases(lib, inputs: Inputs, timer, elements: int, dtypes: Iterable[str] =
               ops: Iterable[str] = tuple(MAPS)) -> List[Case]:
     """Elementwise maps at thread scope on tiles of ``MAP_TILE`` elements (operands of shape
     ``(elements // MAP_TILE, MAP_TILE)``, ``batch_dims=1``), values in [0.5, 1.5), one case per
-    dtype and op, and one more with fastmath=True for the ops that have an approximation ("exp
-    float16 fastmath"; dtype outermost: the cases of one dtype share their operands).
+    dtype and op, one more with fastmath=True for the ops that have an approximation ("exp
+    float16 fastmath") and one on standard normal values for ``NORMAL_MAPS`` ("silu float16
+    normal"; dtype outermost: the cases of one dtype share their operands).
 
     Parameters
     ----------
@@ -148,20 +152,24 @@ def map_cases(lib, inputs: Inputs, timer, elements: int, dtypes: Iterable[str] =
     -------
     list of Case
     """
-    return [_map(lib, inputs, timer, op, dtype, elements, fastmath) for dtype in dtypes for op in ops
-            for fastmath in ((False, True) if op in FASTMATH_MAPS else (False,))]
+    return [_map(lib, inputs, timer, op, dtype, elements, fastmath, values) for dtype in dtypes for op in ops
+            for fastmath, values in ([(False, "positive"), (True, "positive")] if op in FASTMATH_MAPS else
+                                     [(False, "positive")]) + ([(False, "normal")] if op in NORMAL_MAPS else [])]
 
 
-def _map(lib, inputs: Inputs, timer, op: str, dtype: str, elements: int, fastmath: bool = False) -> Case:
+def _map(lib, inputs: Inputs, timer, op: str, dtype: str, elements: int, fastmath: bool = False,
+         values: str = "positive") -> Case:
     shape = (elements // MAP_TILE, MAP_TILE)
     arity = MAPS[op]
 
     def measure() -> Measured:
-        operands = inputs.get(("positive", shape, dtype),
-                              lambda: tuple(lib.positive(shape, dtype) for _ in range(max(MAPS.values()))))
+        made = getattr(lib, values)  # lib.positive or lib.normal
+        operands = inputs.get((values, shape, dtype),
+                              lambda: tuple(made(shape, dtype) for _ in range(max(MAPS.values()))))
         arrays = operands[:arity]
         ours = functools.partial(getattr(tp, op), *arrays, batch_dims=1, fastmath=fastmath, **lib.tileprim_options)
         return throughput(timer, ours, lib.maps(op, dtype, arrays))
     itemsize = numpy_dtype(dtype).itemsize
-    return Case(f"{op} {dtype}" + (" fastmath" if fastmath else ""), "throughput", measure, op=op, dtype=dtype,
-                scope="thread", shape=shape, bytes=(arity + 1) * elements * itemsize)
+    name = f"{op} {dtype}" + (" fastmath" if fastmath else "") + (" normal" if values == "normal" else "")
+    return Case(name, "throughput", measure, op=op, dtype=dtype, scope="thread", shape=shape,
+                bytes=(arity + 1) * elements * itemsize)
