@@ -270,7 +270,8 @@ TP_HD float reciprocal_in_one_two(float d) {
 // counts, and measures the largest error, which the margin exceeds). The polynomial and the margin
 // are sized by what a miss costs: its whole warp takes the exact path (~95 instructions a turn
 // against a bundle's ~250), so a margin of 64 ulps (and a degree less) missed at 0.5 % of
-// normally distributed bfloat16 inputs and ran 30 % slower than at 0.01 % (an H200). NaN gives NaN (through the numerator), +-0 itself, +-inf their limits.
+// normally distributed bfloat16 inputs and ran 25 % slower than at 0.01 % (an H200).
+// NaN gives NaN (through the numerator), +-0 itself, +-inf their limits.
 struct Logistic {
   float m, p, scale, d;  // m = -|x| clamped, e^m = p scale kUnoffset, d = RN(1 + e^m)
 };
