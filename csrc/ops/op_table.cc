@@ -186,6 +186,13 @@ OpDef with_fast_form(OpDef d, const std::string& fn, const std::string& form,
   return d;
 }
 
+// fdiv: the same division where no numerator exceeds its divisor, which the GPU's division of a
+// bundle by one value then need not check (maps.cuh)
+OpDef with_part_form(OpDef d, const std::string& fn_part) {
+  d.device_fn_part = fn_part;
+  return d;
+}
+
 // maximum: fmaxf's NaN rule, with the .NaN form behind propagate_nan=True.
 OpDef with_nan_form(OpDef d, const std::string& fn_nan, HostMapFn host_nan) {
   d.nan_rule = NanRule::fmax;
@@ -253,10 +260,12 @@ std::vector<OpDef> build_table() {
       map<map_op::Add, 2>("add", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Add", "a + b"),
       map<map_op::Sub, 2>("sub", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Sub", "a - b"),
       map<map_op::Mul, 2>("mul", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Mul", "a * b"),
-      with_fast_form(map<map_op::Fdiv, 2>("fdiv", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Fdiv", "a / b (IEEE division)"),
-                     "tp::map_op::FastFdiv",
-                     "where b is one value for the tile (a scalar, or a row's sum broadcast): a times 1 / b, the "
-                     "reciprocal rounded once; other divisions IEEE"),
+      with_part_form(with_fast_form(map<map_op::Fdiv, 2>("fdiv", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Fdiv",
+                                                        "a / b (IEEE division)"),
+                                    "tp::map_op::FastFdiv",
+                                    "where b is one value for the tile (a scalar, or a row's sum broadcast): a times "
+                                    "1 / b, the reciprocal rounded once; other divisions IEEE"),
+                     "tp::map_op::FdivOfPart"),
       with_nan_form(map<map_op::Maximum, 2>("maximum", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Maximum",
                                          "the larger of a and b; NaN loses (np.fmax) unless propagate_nan=True"),
                     "tp::map_op::MaximumNaN", &host_map<map_op::MaximumNaN, 2>),
@@ -314,9 +323,10 @@ const char* nan_rule_text(NanRule r) {
   return "?";
 }
 
-const std::string& OpDef::functor(bool propagate_nan, bool fastmath, DType dtype) const {
+const std::string& OpDef::functor(bool propagate_nan, bool fastmath, DType dtype, bool part_of_divisor) const {
   if (propagate_nan && !device_fn_nan.empty()) return device_fn_nan;
-  return approximated(fastmath, dtype) ? device_fn_fast : device_fn;
+  if (approximated(fastmath, dtype)) return device_fn_fast;
+  return part_of_divisor && !device_fn_part.empty() ? device_fn_part : device_fn;
 }
 
 bool OpDef::approximated(bool fastmath, DType dtype) const {

@@ -82,11 +82,15 @@ struct OpDef {
   // measured max error in ulps against the correctly rounded result, per dtype (elementwise;
   // benchmarks/accuracy.py measures them): 0.5 where it rounds once, 0 where exact
   std::vector<std::pair<DType, double>> max_ulp;
+  // the exact functor where the call's numerator is a nonnegative part of its one-valued divisor
+  // (OpCall::numerator_part_of_divisor: a softmax's division), empty where the op has none
+  std::string device_fn_part;
 
   int arity() const { return static_cast<int>(operands.size()); }
   // The device functor a call with this result dtype runs: with propagate_nan=True its NaN form,
-  // with fastmath=True its fast form where it has one for the dtype, else device_fn.
-  const std::string& functor(bool propagate_nan, bool fastmath, DType dtype) const;
+  // with fastmath=True its fast form where it has one for the dtype, else its part-of-divisor form
+  // where the numerator is a part of the divisor and it has one, else device_fn.
+  const std::string& functor(bool propagate_nan, bool fastmath, DType dtype, bool part_of_divisor = false) const;
   // fastmath=True changes what runs on a GPU for this dtype (float64 has no approximation).
   bool approximated(bool fastmath, DType dtype) const;
   bool takes(DType t) const;

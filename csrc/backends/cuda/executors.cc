@@ -87,9 +87,8 @@ KernelBody packed_body(const Plan& plan) {
 // softmax's division (a tile divided by its own sum) takes fdiv's functor that knows so.
 KernelBody map_body(const Plan& plan) {
   const OpCall& call = plan.call;
-  const std::string& table_fn = call.def->functor(call.flag("propagate_nan"), call.flag("fastmath"), call.output.dtype);
-  const std::string fn =
-      call.numerator_part_of_divisor && table_fn == "tp::map_op::Fdiv" ? "tp::map_op::FdivOfPart" : table_fn;
+  const std::string& fn = call.def->functor(call.flag("propagate_nan"), call.flag("fastmath"), call.output.dtype,
+                                            call.numerator_part_of_divisor);
   std::ostringstream os;
   os << "tp::map_tile<" << fn << ", tp::kUnrollRegisters>(tp::DeviceLanes{lane}, out, 0, kBodySlots";
   for (int i : call.def->mapped) {
