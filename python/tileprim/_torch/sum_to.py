@@ -93,6 +93,7 @@ def _each(one, two, xs: list, **options) -> list:
     return out + ([one(xs[-1], **options)] if len(xs) % 2 else [])
 
 
+@functools.lru_cache(maxsize=None)
 def _chunking(b: int, n: int):
     """(scope, rows per chunk) for b rows of n. A CTA whose threads each hold runs of 4 elements of
     every row (the planner's placement of a row over a CTA), the most threads that divides the row
@@ -127,7 +128,8 @@ def _sum_columns(xs: list, dtype, backend, target) -> list:
         chunks = b // rows
         if chunks < 2:  # one chunk: its rows summed as a row directly
             break
-        sums = _each(_column_sums, _column_sums_of_two, [x[:, :chunks * rows].reshape(a, chunks, rows, n) for x in xs],
+        whole = xs if chunks * rows == b else [x[:, :chunks * rows] for x in xs]  # the rows of whole chunks
+        sums = _each(_column_sums, _column_sums_of_two, [x.reshape(a, chunks, rows, n) for x in whole],
                      batch_dims=2, scope=scope, backend=backend, target=target)
         xs = sums if chunks * rows == b else [torch.cat([s, x[:, chunks * rows:].to(s.dtype)], 1)
                                               for s, x in zip(sums, xs)]
@@ -175,4 +177,5 @@ def sums_to(gs: list, shape, backend=None, target=None) -> list:
         else:  # summed down columns
             xs = _sum_columns([x.reshape(before, groups[last][1], after) for x in xs], rounded, backend, target)
         del groups[last]
-    return [x.reshape(shape).to(g.dtype) for x in xs]  # no sum (every dim summed is 1): g's values as they are
+    # no sum (every dim summed is 1): g's values as they are
+    return [x.reshape(shape) if x.dtype == g.dtype else x.reshape(shape).to(g.dtype) for x in xs]
