@@ -128,11 +128,11 @@ def _sum_columns(xs: list, dtype, backend, target) -> list:
         chunks = b // rows
         if chunks < 2:  # one chunk: its rows summed as a row directly
             break
-        whole = xs if chunks * rows == b else [x[:, :chunks * rows] for x in xs]  # the rows of whole chunks
+        covered = chunks * rows  # the rows of whole chunks; those past them join the chunks' sums
+        whole = xs if covered == b else [x[:, :covered] for x in xs]
         sums = _each(_column_sums, _column_sums_of_two, [x.reshape(a, chunks, rows, n) for x in whole],
                      batch_dims=2, scope=scope, backend=backend, target=target)
-        xs = sums if chunks * rows == b else [torch.cat([s, x[:, chunks * rows:].to(s.dtype)], 1)
-                                              for s, x in zip(sums, xs)]
+        xs = sums if covered == b else [torch.cat([s, x[:, covered:].to(s.dtype)], 1) for s, x in zip(sums, xs)]
         b = xs[0].shape[1]
         if b * n <= _TURNED:
             break
