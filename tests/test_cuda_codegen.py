@@ -286,7 +286,10 @@ def test_fastmath_activation_programs_hold_their_approximations_and_exact_ones_d
         exact = tp.lower(program, x, batch_dims=1, target="sm_90a")
         for form in forms:
             assert re.findall(form, fast.ptx), (program, form)
-        assert not re.findall(APPROXIMATIONS, exact.ptx), program
+        # an exact program uses them only to estimate a chain rounded to 16 bits, checked slot by slot
+        estimated = "tp::estimate_misses" in exact.source
+        assert estimated == (program is silu_from_sigmoid and dtype == BF16), program
+        assert bool(re.findall(APPROXIMATIONS, exact.ptx)) == estimated, program
 
 
 def test_an_arch_nvrtc_does_not_know_falls_back_to_ptx():
@@ -418,3 +421,43 @@ def test_maps_over_a_thousand_slots_per_thread_compile_a_chunk_at_a_time():
     assert "ld.local" not in k.ptx and "st.local" not in k.ptx
     small = tp.lower(tp.silu, f(BF16, 4, 8), batch_dims=1, scope=tp.thread, target="sm_90a")
     assert "chunk" not in small.source and "kBodySlots = 8;" in small.source
+
+
+@tp.program
+def _gated(a, b):
+    return tp.cast(tp.silu(tp.cast(a, "float32")) * tp.cast(b, "float32"), a.dtype)
+
+
+@tp.program
+def _gated_twice(a, b, c):  # a product of three, sigmoid's and exp's estimates in one chain
+    af = tp.cast(a, "float32")
+    return tp.cast(tp.sigmoid(af) * tp.cast(b, "float32") / (tp.exp(af) * tp.cast(c, "float32")), a.dtype)
+
+
+@tp.program
+def _gated_and_kept(a, b):  # the activation is returned too: its float bits must be the exact ones
+    s = tp.silu(tp.cast(a, "float32"))
+    return tp.cast(s * tp.cast(b, "float32"), a.dtype), s
+
+
+@tp.program
+def _gated_sum(a, b):  # a sum is no product: its relative error has no bound
+    return tp.cast(tp.silu(tp.cast(a, "float32")) + tp.cast(b, "float32"), a.dtype)
+
+
+@pytest.mark.parametrize("dtype", ["f2", BF16])
+def test_a_chain_rounded_to_16_bits_is_estimated_then_checked(dtype):
+    """cast(silu(a) * b) to 16 bits: the kernel runs silu's fast form, bounds each slot's estimate
+    and runs exactly only the slots whose rounding it cannot vouch for (elementwise/estimated.cuh)."""
+    x = f(dtype, 64, 8)
+    lower = lambda program, *args, **kw: tp.lower(program, *args, batch_dims=1, target="sm_90a", **kw).source
+    gated = lower(_gated, x, x)
+    assert "tp::map_op::FastSilu" in gated and "tp::estimate_add<tp::map_op::Silu>(bound, v" in gated
+    assert "tp::estimate_misses<" in gated and "tp::map_op::Silu, " in gated  # the exact form, for the missed slots
+    twice = lower(_gated_twice, x, x, x)
+    assert "FastSigmoid" in twice and "FastExp" in twice and "tp::estimate_normal(bound" in twice
+    # nothing to estimate: the float value is kept, a sum, already fast, or returned in float32
+    for source in [lower(_gated_and_kept, x, x), lower(_gated_sum, x, x), lower(tp.layers.silu_mul, *[f("f4", 64, 8)] * 2)]:
+        assert "estimate_misses" not in source
+    fast = lower(_gated, x, x, fastmath=True)
+    assert "estimate_misses" not in fast and "FastSilu" in fast

@@ -193,6 +193,12 @@ OpDef with_part_form(OpDef d, const std::string& fn_part) {
   return d;
 }
 
+// An op an exact program's chain rounded to 16 bits may estimate on the GPU (ChainRole)
+OpDef in_chains(OpDef d, ChainRole role) {
+  d.chain_role = role;
+  return d;
+}
+
 // maximum: fmaxf's NaN rule, with the .NaN form behind propagate_nan=True.
 OpDef with_nan_form(OpDef d, const std::string& fn_nan, HostMapFn host_nan) {
   d.nan_rule = NanRule::fmax;
@@ -222,12 +228,12 @@ std::vector<OpDef> build_table() {
       map<map_op::Reciprocal, 1>("reciprocal", {"src"}, {0}, kFloats, "tp::map_op::Reciprocal", "1 / src"),
       map<map_op::Sqrt, 1>("sqrt", {"src"}, {0}, kFloats, "tp::map_op::Sqrt", "the square root of src"),
       // float32 exp is faithful (every float32 input checked: 0.8954 at most)
-      with_fast_form(measured(map<map_op::Exp, 1>("exp", {"src"}, {0}, k16, "tp::map_op::Exp", "e ** src"), 0.90,
+      in_chains(with_fast_form(measured(map<map_op::Exp, 1>("exp", {"src"}, {0}, k16, "tp::map_op::Exp", "e ** src"), 0.90,
                               kWideSubnormalUlp),
-                     "tp::map_op::FastExp", "ex2.approx.ftz.f32 of src * log2(e): results below 2^-126 are 0"),
-      with_fast_form(measured(map<map_op::Exp2, 1>("exp2", {"src"}, {0}, k16, "tp::map_op::Exp2", "2 ** src"), 0.80,
+                     "tp::map_op::FastExp", "ex2.approx.ftz.f32 of src * log2(e): results below 2^-126 are 0"), ChainRole::estimated),
+      in_chains(with_fast_form(measured(map<map_op::Exp2, 1>("exp2", {"src"}, {0}, k16, "tp::map_op::Exp2", "2 ** src"), 0.80,
                               kWideSubnormalUlp),
-                     "tp::map_op::FastExp2", "ex2.approx.ftz.f32: results below 2^-126 are 0"),
+                     "tp::map_op::FastExp2", "ex2.approx.ftz.f32: results below 2^-126 are 0"), ChainRole::estimated),
       with_fast_form(measured(map<map_op::Log2, 1>("log2", {"src"}, {0}, k16, "tp::map_op::Log2",
                                               "the base-2 logarithm of src"), 0.75, 0.67),
                      "tp::map_op::FastLog2", "lg2.approx.f32: an absolute error, so large in ulps near src = 1"),
@@ -237,12 +243,12 @@ std::vector<OpDef> build_table() {
       with_fast_form(measured(map<map_op::Rsqrt, 1>("rsqrt", {"src"}, {0}, k16, "tp::map_op::Rsqrt", "1 / sqrt(src)"),
                               0.52, 0.51),
                      "tp::map_op::FastRsqrt", "rsqrt.approx.f32"),
-      with_fast_form(measured(map<map_op::Silu, 1>("silu", {"src"}, {0}, k16, "tp::map_op::Silu",
+      in_chains(with_fast_form(measured(map<map_op::Silu, 1>("silu", {"src"}, {0}, k16, "tp::map_op::Silu",
                                                    "src * sigmoid(src) = src / (1 + exp(-src)), finite wherever the result is"),
                               0.82, kWideSubnormalUlp),
                      "tp::map_op::FastSilu",
                      "src * sigmoid(src), sigmoid as fastmath's (rcp.approx.ftz.f32 of 1 + ex2.approx.ftz.f32 of -src "
-                     "log2(e)): -0 below src = -87.3, where sigmoid's result flushes to 0"),
+                     "log2(e)): -0 below src = -87.3, where sigmoid's result flushes to 0"), ChainRole::estimated),
       with_fast_form(measured(map<map_op::Tanh, 1>("tanh", {"src"}, {0}, k16, "tp::map_op::Tanh",
                                                    "the hyperbolic tangent of src"),
                               0.78, 0.83),  // float64: 0.80 at src ~ 0.17 (12M samples); 0.69 was too few
@@ -251,21 +257,21 @@ std::vector<OpDef> build_table() {
                      "tanh.approx.f16 (sm_75 on) and tanh.approx.bf16 (sm_90 on), else in float, rounded once"),
       measured(map<map_op::Erf, 1>("erf", {"src"}, {0}, k16, "tp::map_op::Erf", "the error function of src"), 0.77,
                kWideSubnormalUlp),
-      with_fast_form(measured(map<map_op::Sigmoid, 1>("sigmoid", {"src"}, {0}, k16, "tp::map_op::Sigmoid",
+      in_chains(with_fast_form(measured(map<map_op::Sigmoid, 1>("sigmoid", {"src"}, {0}, k16, "tp::map_op::Sigmoid",
                                                       "1 / (1 + exp(-src)), finite wherever the result is"),
                               0.78, kWideSubnormalUlp),
                      "tp::map_op::FastSigmoid",
                      "rcp.approx.ftz.f32 of 1 + ex2.approx.ftz.f32 of -src log2(e): results below 2^-126 (src "
-                     "below -87.3) are 0"),
+                     "below -87.3) are 0"), ChainRole::estimated),
       map<map_op::Add, 2>("add", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Add", "a + b"),
       map<map_op::Sub, 2>("sub", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Sub", "a - b"),
-      map<map_op::Mul, 2>("mul", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Mul", "a * b"),
-      with_part_form(with_fast_form(map<map_op::Fdiv, 2>("fdiv", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Fdiv",
+      in_chains(map<map_op::Mul, 2>("mul", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Mul", "a * b"), ChainRole::product),
+      in_chains(with_part_form(with_fast_form(map<map_op::Fdiv, 2>("fdiv", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Fdiv",
                                                         "a / b (IEEE division)"),
                                     "tp::map_op::FastFdiv",
                                     "where b is one value for the tile (a scalar, or a row's sum broadcast): a times "
                                     "1 / b, the reciprocal rounded once; other divisions IEEE"),
-                     "tp::map_op::FdivOfPart"),
+                     "tp::map_op::FdivOfPart"), ChainRole::product),
       with_nan_form(map<map_op::Maximum, 2>("maximum", {"a", "b"}, {0, 1}, kFloats, "tp::map_op::Maximum",
                                          "the larger of a and b; NaN loses (np.fmax) unless propagate_nan=True"),
                     "tp::map_op::MaximumNaN", &host_map<map_op::MaximumNaN, 2>),

@@ -58,6 +58,14 @@ struct ReductionOp {
   std::string nan_nan;       // ... with propagate_nan=True
 };
 
+// How an exact program's float32 chain rounded to 16 bits may estimate an op on the GPU
+// (include/tileprim/elementwise/estimated.cuh; backends/cuda/estimated_chain.cc finds the chains)
+enum class ChainRole {
+  none,
+  estimated,  // its fast form, within the bound tp::Estimated<its functor> states
+  product,    // a product or quotient: its relative error is its operands' plus one rounding
+};
+
 struct OpDef {
   std::string name;
   OpFamily family = OpFamily::elementwise;
@@ -85,6 +93,7 @@ struct OpDef {
   // the exact functor where the call's numerator is a nonnegative part of its one-valued divisor
   // (OpCall::numerator_part_of_divisor: a softmax's division), empty where the op has none
   std::string device_fn_part;
+  ChainRole chain_role = ChainRole::none;
 
   int arity() const { return static_cast<int>(operands.size()); }
   // The device functor a call with this result dtype runs: with propagate_nan=True its NaN form,

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "backends/cuda/estimated_chain.h"
 #include "backends/cuda/tile_executor.h"
 #include "errors.h"
 #include "layout/placement.h"
@@ -186,6 +187,7 @@ class ProgramBody {
     if (plan_.rows) return passes();
     std::ostringstream decls, os;
     declare(decls, os);
+    chains_ = estimated_chains(plan_);
     for (size_t k = 0; k < plan_.steps.size(); ++k) step(os, decls, k);
     copy_out(os);
     KernelBody body = launch_;
@@ -253,6 +255,7 @@ class ProgramBody {
 
   void step(std::ostream& os, std::ostream& decls, size_t k) {
     const ProgramStep& s = plan_.steps[k];
+    if (const EstimatedChain* chain = chain_rounded_by(k)) estimate_check(os, decls, *chain);
     os << "// step " << k << ": " << value(s.result).name << " = " << s.op << " [" << s.bound->plan().variant << "]"
        << (s.where.empty() ? "" : " at " + s.where) << "\n";
     const bool own_registers = s.op == "copy" && value(s.operands[0]).held_by_every_lane(plan_.scope) &&
@@ -269,17 +272,14 @@ class ProgramBody {
   // One call of the step's device template, as its standalone kernel makes it, on this
   // program's tiles.
   void call(std::ostream& os, std::ostream& decls, const ProgramStep& s, size_t k) {
-    const KernelBody body = step_namespace(decls, s, k);
+    KernelBody body = step_namespace(decls, s, k);
     const bool maps = s.bound->plan().call.def->family == OpFamily::elementwise;
+    if (estimated(k)) body.call = fast_call(s);
     os << "{\n  using namespace tp_gen::step" << k << ";\n";
     for (size_t i = 0; i < s.operands.size(); ++i) {
       const int id = s.operands[i];
-      const std::string one = maps && id >= 0 ? one_value(id) : "";
-      if (id < 0) {
-        const int arg = s.scalar_args.empty() ? -1 : s.scalar_args.at(i);
-        os << "  const double s" << i << " = " << (arg >= 0 ? scalar_name(arg) : exact_double(s.scalars.at(i))) << ";\n";
-      } else if (!one.empty()) {  // the map takes it as the scalar it is: one divisor for a row, say
-        os << "  const tp::ScalarOperand<" << type(id) << "> in" << i << "{" << one << "};\n";
+      if (scalar_operand(os, s, i, maps)) {
+        continue;
       } else if (reads_global(s, i)) {  // a program input where it lies: this instance's tile of it
         const ProgramValue& v = value(id);
         os << "  const " << type(id) << "* const in" << i << " = g_" << input_name(v.input)
@@ -295,6 +295,107 @@ class ProgramBody {
     }
     alias(os, "out", s.result);
     os << "  " << body.call << "\n}\n";
+  }
+
+  // Operand i of step s where the call takes it as a scalar: a constant or run-time scalar (s<i>),
+  // or one value a map reads as the scalar it is (in<i>: one divisor for a row, say); false for a tile
+  bool scalar_operand(std::ostream& os, const ProgramStep& s, size_t i, bool maps) const {
+    const int id = s.operands[i];
+    const std::string one = maps && id >= 0 ? one_value(id) : "";
+    if (id < 0) {
+      const int arg = s.scalar_args.empty() ? -1 : s.scalar_args.at(i);
+      os << "  const double s" << i << " = " << (arg >= 0 ? scalar_name(arg) : exact_double(s.scalars.at(i))) << ";\n";
+    } else if (!one.empty()) {
+      os << "  const tp::ScalarOperand<" << type(id) << "> in" << i << "{" << one << "};\n";
+    }
+    return id < 0 || !one.empty();
+  }
+
+  // ---- estimated chains (estimated_chain.h) ------------------------------------------------
+  const EstimatedChain* chain_rounded_by(size_t k) const {
+    for (const EstimatedChain& c : chains_) {
+      if (c.cast == k) return &c;
+    }
+    return nullptr;
+  }
+  const EstimatedChain* chain_holding(size_t k) const {
+    for (const EstimatedChain& c : chains_) {
+      if (std::find(c.steps.begin(), c.steps.end(), k) != c.steps.end()) return &c;
+    }
+    return nullptr;
+  }
+  // Step k runs its op's fast form: an estimated op of a chain
+  bool estimated(size_t k) const {
+    return chain_holding(k) && plan_.steps[k].bound->plan().call.def->chain_role == ChainRole::estimated;
+  }
+  static std::string fast_call(const ProgramStep& s) {
+    Plan fast = s.bound->plan();
+    fast.call.config["fastmath"] = true;
+    return cuda::kernel_body(fast).call;
+  }
+
+  // Before the cast that rounds a chain: each slot's bound (the chain's roundings, each estimated
+  // op's bound at its operand, 1 where a product inside the chain leaves the normal floats), then
+  // the slots whose estimate may round otherwise, one at a time, their chain run exactly
+  void estimate_check(std::ostream& os, std::ostream& decls, const EstimatedChain& chain) {
+    const ProgramStep& cast = plan_.steps[chain.cast];
+    const int root = cast.operands[0];
+    int products = 0;
+    std::string steps;
+    for (size_t j : chain.steps) {
+      products += !estimated(j);
+      steps += (steps.empty() ? "" : ", ") + std::to_string(j);
+    }
+    std::ostringstream body;
+    body << "float bound[" << place_in_registers(*value(root).layout, plan_.scope, value(root).name)->slots << "];\n"
+         << "tp::estimate_start(bound, " << 2 * products + 3 << " * tp::kEstimateU);\n";
+    for (size_t j : chain.steps) {
+      const ProgramStep& s = plan_.steps[j];
+      if (estimated(j)) {
+        body << "tp::estimate_add<" << s.bound->plan().call.def->device_fn << ">(bound, " << named("v", s.operands[0])
+             << ");\n";
+      } else if (s.result != root) {
+        body << "tp::estimate_normal(bound, " << named("v", s.result) << ");\n";
+      }
+    }
+    body << "for (unsigned missed = tp::estimate_misses<" << type(cast.result) << ">(" << named("v", root)
+         << ", bound); missed != 0; missed &= missed - 1) {\n"
+         << "  const unsigned bit = missed & (0u - missed);\n";
+    std::ostringstream slot;
+    for (size_t j : chain.steps) slot << "float " << named("t", plan_.steps[j].result) << "[1];\n";
+    for (size_t j : chain.steps) slot_call(slot, decls, chain, j);
+    slot << "tp::set_slot(" << named("v", root) << ", bit, " << named("t", root) << "[0]);\n";
+    indented(body, slot.str(), "  ");
+    body << "}\n";
+    os << "// steps " << steps << ": estimated with their fast forms; exact at the slots where the rounding of "
+       << value(root).name << " to " << dtype_name(value(cast.result).dtype) << " may differ\n{\n";
+    indented(os, body.str(), "  ");
+    os << "}\n";
+  }
+
+  // Step k of a chain, exactly, on the slot `bit`: the chain's values from their one-slot t<id>,
+  // register leaves picked from that slot
+  void slot_call(std::ostream& os, std::ostream& decls, const EstimatedChain& chain, size_t k) {
+    const ProgramStep& s = plan_.steps[k];
+    const KernelBody body = step_namespace(decls, s, k);
+    os << "{\n  using namespace tp_gen::step" << k << ";\n  constexpr int kBodySlots = 1;\n";
+    for (size_t i = 0; i < s.operands.size(); ++i) {
+      const int id = s.operands[i];
+      if (scalar_operand(os, s, i, true)) continue;
+      const bool linked = std::any_of(chain.steps.begin(), chain.steps.end(),
+                                      [&](size_t j) { return plan_.steps[j].result == id; });
+      if (linked) {
+        os << "  auto& in" << i << " = " << named("t", id) << ";\n";
+      } else {
+        os << "  " << type(id) << " in" << i << "[1] = {tp::slot_at(" << named("v", id) << ", bit)};\n";
+      }
+    }
+    os << "  auto& out = " << named("t", s.result) << ";\n  " << body.call << "\n}\n";
+  }
+
+  static void indented(std::ostream& os, const std::string& text, const std::string& indent) {
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) os << indent << line << "\n";
   }
 
   // The step's descriptors in namespace step<k>, once; a map's kBodySlots are its result's
@@ -457,8 +558,7 @@ class ProgramBody {
              << at_chunk << ", " << named("v", id) << ", lane" << chunk_slot << ");\n";
       }
     }
-    std::istringstream lines(body.str());
-    for (std::string line; std::getline(lines, line);) os << "    " << line << "\n";
+    indented(os, body.str(), "    ");
     os << "  });\n";
     if (fold) {
       os << "  " << named("v", fold->result) << "[0] = tp::butterfly<" << folding.fold_op << ">(" << folding.fold_lanes
@@ -579,6 +679,7 @@ class ProgramBody {
   std::set<size_t> declared_;  // steps whose namespace is declared
   std::set<int> places_;       // values whose placement type is declared
   KernelBody launch_;
+  std::vector<EstimatedChain> chains_;
 };
 
 // The frame's operands (the program's inputs in argument order, its run-time scalars, then its

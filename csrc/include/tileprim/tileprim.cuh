@@ -2,6 +2,7 @@
 #pragma once
 #include "comm/treduce_kernel.cuh"
 #include "config.cuh"
+#include "elementwise/estimated.cuh"
 #include "elementwise/maps.cuh"
 #include "frame.cuh"
 #include "gather.cuh"

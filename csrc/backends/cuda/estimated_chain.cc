@@ -1,0 +1,108 @@
+#include "backends/cuda/estimated_chain.h"
+
+#include <algorithm>
+
+#include "layout/placement.h"
+
+namespace tp {
+
+namespace {
+
+// The most slots per thread a chain estimates (a standalone map's bundle, as the 16-bit maps'
+// estimates: maps.cuh's kEstimateGroup): its bounds and leaves stay live beside the chain, which on
+// a larger tile would take registers, and blocks, off the SM.
+constexpr int kMostSlots = 8;
+
+class ChainFinder {
+ public:
+  explicit ChainFinder(const ProgramPlan& plan) : plan_(plan), readers_(plan.values.size(), 0) {
+    for (const ProgramStep& s : plan.steps) {
+      for (int id : s.operands) {
+        if (id >= 0) ++readers_.at(static_cast<size_t>(id));
+      }
+    }
+    for (int id : plan.outputs) readers_.at(static_cast<size_t>(id)) += 2;  // an output is never a link
+  }
+
+  // The chain whose value the cast step k rounds, where there is one
+  bool chain_of(size_t k, EstimatedChain& chain) {
+    const ProgramStep& cast = plan_.steps[k];
+    if (cast.op != "cast" || cast.operands.size() != 1 || cast.operands[0] < 0) return false;
+    const int root = cast.operands[0];
+    if (!is_16bit_float(value(cast.result).dtype) || !value(cast.result).in_registers()) return false;
+    slots_ = slots_of(root);
+    chain = EstimatedChain{k, {}};
+    estimated_ = false;
+    if (slots_ <= 0 || slots_ > kMostSlots || !link(root, chain.steps) || !estimated_) return false;
+    std::sort(chain.steps.begin(), chain.steps.end());
+    return true;
+  }
+
+ private:
+  const ProgramValue& value(int id) const { return plan_.values.at(static_cast<size_t>(id)); }
+
+  // A float32 register value's slots per thread, else 0
+  int slots_of(int id) const {
+    const ProgramValue& v = value(id);
+    if (v.dtype != DType::float32 || !v.in_registers()) return 0;
+    return place_in_registers(*v.layout, plan_.scope, v.name)->slots;
+  }
+
+  // The step making value id, where the chain may hold it: a register map of float32 that only the
+  // chain reads, run exactly, whose op the chain estimates or multiplies
+  const ProgramStep* step_of(int id) const {
+    if (id < 0 || value(id).input >= 0 || readers_.at(static_cast<size_t>(id)) != 1 || slots_of(id) != slots_) {
+      return nullptr;
+    }
+    const ProgramStep& s = plan_.steps.at(static_cast<size_t>(value(id).written));
+    const OpCall& call = s.bound->plan().call;
+    if (s.result != id || call.def->family != OpFamily::elementwise || call.def->chain_role == ChainRole::none ||
+        call.flag("fastmath")) {
+      return nullptr;
+    }
+    return &s;
+  }
+
+  // A value the chain reads as it is: registers slot for slot with the chain's, or one value
+  bool leaf(int id) const { return id < 0 || plan_.scalar_source(id) >= 0 || slots_of(id) == slots_; }
+
+  // Value id joins the chain, with the steps that make it
+  bool link(int id, std::vector<size_t>& steps) {
+    const ProgramStep* s = step_of(id);
+    if (!s) return false;
+    steps.push_back(static_cast<size_t>(value(id).written));
+    if (s->bound->plan().call.def->chain_role == ChainRole::estimated) {
+      estimated_ = true;  // its operand is read as it is: an error in it would grow through the op
+      return s->operands.size() == 1 && s->operands[0] >= 0 && slots_of(s->operands[0]) == slots_;
+    }
+    for (int operand : s->operands) {
+      const size_t linked = steps.size();
+      const bool estimated = estimated_;
+      if (link(operand, steps)) continue;
+      steps.resize(linked);  // read as it is, exactly computed, if it can be
+      estimated_ = estimated;
+      if (!leaf(operand)) return false;
+    }
+    return true;
+  }
+
+  const ProgramPlan& plan_;
+  std::vector<int> readers_;
+  int slots_ = 0;
+  bool estimated_ = false;
+};
+
+}  // namespace
+
+std::vector<EstimatedChain> estimated_chains(const ProgramPlan& plan) {
+  std::vector<EstimatedChain> chains;
+  if (plan.rows) return chains;
+  ChainFinder finder(plan);
+  for (size_t k = 0; k < plan.steps.size(); ++k) {
+    EstimatedChain chain;
+    if (finder.chain_of(k, chain)) chains.push_back(std::move(chain));
+  }
+  return chains;
+}
+
+}  // namespace tp

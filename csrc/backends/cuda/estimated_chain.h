@@ -1,0 +1,24 @@
+// The chains of an exact program that its GPU kernel estimates (include/tileprim/elementwise/
+// estimated.cuh): a float32 value made of products and quotients of register values and of exp,
+// exp2, sigmoid or silu of register values, read by nothing but its cast to float16 or bfloat16
+// (SwiGLU's cast(silu(a) * b)). The kernel runs the chain's steps with their fast forms, checks
+// each slot's estimate against the 16-bit rounding and runs the slots it cannot vouch for exactly;
+// the bits are the exact ones (the CPU backend's).
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "program/program_plan.h"
+
+namespace tp {
+
+struct EstimatedChain {
+  size_t cast = 0;            // the step that rounds the chain's value to 16 bits
+  std::vector<size_t> steps;  // the chain's steps, in program order (the last makes the cast's operand)
+};
+
+// The program's chains: none where it runs in passes over its rows, where a thread holds more than
+// 8 slots of the chain's value, or under fastmath=True (whose steps are fast already).
+std::vector<EstimatedChain> estimated_chains(const ProgramPlan& plan);
+
+}  // namespace tp
