@@ -213,6 +213,7 @@ std::vector<OpDef> build_table() {
       "cast", {"src"}, {0}, kFloats, "tp::map_op::Cast",
       "src rounded to dtype, a float dtype (nearest even; an int32 or int64 src too)"));
   cast.extra_arg = "dtype";
+  cast.chain_role = ChainRole::widening;
   const OpDef treduce{"treduce", OpFamily::collective, {}, "", {F32, F16, BF16, I32}, NanRule::fmax, {F32, F16, BF16, I32},
                       {}, "", "", "", "", {}, nullptr, nullptr,
                       "every rank's tensor reduced into the root's dst: the root's value, then ranks ascending"};

@@ -30,7 +30,7 @@ class ChainFinder {
     if (cast.op != "cast" || cast.operands.size() != 1 || cast.operands[0] < 0) return false;
     const int root = cast.operands[0];
     if (!is_16bit_float(value(cast.result).dtype) || !value(cast.result).in_registers()) return false;
-    slots_ = slots_of(root);
+    slots_ = value(root).dtype == DType::float32 ? slots_of(root) : 0;
     chain = EstimatedChain{k, {}};
     estimated_ = false;
     if (slots_ <= 0 || slots_ > kMostSlots || !link(root, chain.steps) || !estimated_) return false;
@@ -41,49 +41,67 @@ class ChainFinder {
  private:
   const ProgramValue& value(int id) const { return plan_.values.at(static_cast<size_t>(id)); }
 
-  // A float32 register value's slots per thread, else 0
+  // A register value's slots per thread, else 0
   int slots_of(int id) const {
     const ProgramValue& v = value(id);
-    if (v.dtype != DType::float32 || !v.in_registers()) return 0;
-    return place_in_registers(*v.layout, plan_.scope, v.name)->slots;
+    return v.in_registers() ? place_in_registers(*v.layout, plan_.scope, v.name)->slots : 0;
   }
+  bool float_slots(int id) const { return value(id).dtype == DType::float32 && slots_of(id) == slots_; }
 
-  // The step making value id, where the chain may hold it: a register map of float32 that only the
-  // chain reads, run exactly, whose op the chain estimates or multiplies
+  // The step making value id, where the chain may hold it: a register map of float32 with the
+  // chain's slots that only the chain reads, run exactly, whose op the chain estimates, multiplies
+  // or widens (from 16 bits)
   const ProgramStep* step_of(int id) const {
-    if (id < 0 || value(id).input >= 0 || readers_.at(static_cast<size_t>(id)) != 1 || slots_of(id) != slots_) {
-      return nullptr;
-    }
+    if (id < 0 || value(id).input >= 0 || readers_.at(static_cast<size_t>(id)) != 1 || !float_slots(id)) return nullptr;
     const ProgramStep& s = plan_.steps.at(static_cast<size_t>(value(id).written));
     const OpCall& call = s.bound->plan().call;
     if (s.result != id || call.def->family != OpFamily::elementwise || call.def->chain_role == ChainRole::none ||
         call.flag("fastmath")) {
       return nullptr;
     }
+    const bool widens = call.def->chain_role == ChainRole::widening;
+    if (widens && (s.operands.size() != 1 || s.operands[0] < 0 || !is_16bit_float(value(s.operands[0]).dtype) ||
+                   slots_of(s.operands[0]) != slots_)) {
+      return nullptr;
+    }
     return &s;
   }
 
-  // A value the chain reads as it is: registers slot for slot with the chain's, or one value
-  bool leaf(int id) const { return id < 0 || plan_.scalar_source(id) >= 0 || slots_of(id) == slots_; }
+  bool widened(int id) const {
+    const ProgramStep* s = step_of(id);
+    return s && s->bound->plan().call.def->chain_role == ChainRole::widening;
+  }
 
-  // Value id joins the chain, with the steps that make it
+  // A value the chain reads as it is: float registers slot for slot with the chain's, or one value
+  bool leaf(int id) const { return id < 0 || plan_.scalar_source(id) >= 0 || float_slots(id); }
+
+  // Value id joins the chain, with the steps that make it (where one fails, the steps it added go)
   bool link(int id, std::vector<size_t>& steps) {
+    const size_t linked = steps.size();
+    const bool estimated = estimated_;
+    if (joins(id, steps)) return true;
+    steps.resize(linked);
+    estimated_ = estimated;
+    return false;
+  }
+  bool joins(int id, std::vector<size_t>& steps) {
     const ProgramStep* s = step_of(id);
     if (!s) return false;
     steps.push_back(static_cast<size_t>(value(id).written));
-    if (s->bound->plan().call.def->chain_role == ChainRole::estimated) {
-      estimated_ = true;  // its operand is read as it is: an error in it would grow through the op
-      return s->operands.size() == 1 && s->operands[0] >= 0 && slots_of(s->operands[0]) == slots_;
+    switch (s->bound->plan().call.def->chain_role) {
+      case ChainRole::widening:
+        return true;
+      case ChainRole::estimated: {  // its operand is read as it is: an error in it would grow through the op
+        estimated_ = true;
+        const int x = s->operands.size() == 1 ? s->operands[0] : -1;
+        return x >= 0 && ((widened(x) && link(x, steps)) || float_slots(x));
+      }
+      default:
+        for (int operand : s->operands) {
+          if (!link(operand, steps) && !leaf(operand)) return false;
+        }
+        return true;
     }
-    for (int operand : s->operands) {
-      const size_t linked = steps.size();
-      const bool estimated = estimated_;
-      if (link(operand, steps)) continue;
-      steps.resize(linked);  // read as it is, exactly computed, if it can be
-      estimated_ = estimated;
-      if (!leaf(operand)) return false;
-    }
-    return true;
   }
 
   const ProgramPlan& plan_;

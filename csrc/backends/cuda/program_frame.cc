@@ -194,6 +194,7 @@ class ProgramBody {
     body.decls = decls.str();
     body.call = os.str();
     body.syncs_instances = syncs_;
+    if (!chains_.empty()) body.register_target = kChainRegisters;
     return body;
   }
 
@@ -324,9 +325,17 @@ class ProgramBody {
     }
     return nullptr;
   }
+  ChainRole role(size_t k) const { return plan_.steps[k].bound->plan().call.def->chain_role; }
   // Step k runs its op's fast form: an estimated op of a chain
-  bool estimated(size_t k) const {
-    return chain_holding(k) && plan_.steps[k].bound->plan().call.def->chain_role == ChainRole::estimated;
+  bool estimated(size_t k) const { return chain_holding(k) && role(k) == ChainRole::estimated; }
+  // Value id at slot f as a chain's check reads it: a widened 16-bit value from its 16-bit
+  // registers (which the common path keeps for the rare one), else its own
+  std::string slot_value(const EstimatedChain& chain, int id) const {
+    for (size_t j : chain.steps) {
+      const ProgramStep& s = plan_.steps[j];
+      if (s.result == id && role(j) == ChainRole::widening) return "tp::widen(" + named("v", s.operands[0]) + "[f])";
+    }
+    return named("v", id) + "[f]";
   }
   static std::string fast_call(const ProgramStep& s) {
     Plan fast = s.bound->plan();
@@ -334,63 +343,100 @@ class ProgramBody {
     return cuda::kernel_body(fast).call;
   }
 
-  // Before the cast that rounds a chain: each slot's bound (the chain's roundings, each estimated
-  // op's bound at its operand, 1 where a product inside the chain leaves the normal floats), then
-  // the slots whose estimate may round otherwise, one at a time, their chain run exactly
+  // Before the cast that rounds a chain: each slot's bound (the chain's roundings, then each
+  // estimated op's bound at its operand) and the least magnitude of the products inside the chain,
+  // as functions of the slot; where a bundle's estimates may not all round as the exact value, the
+  // slots that may not, one at a time, their chain run exactly
   void estimate_check(std::ostream& os, std::ostream& decls, const EstimatedChain& chain) {
     const ProgramStep& cast = plan_.steps[chain.cast];
     const int root = cast.operands[0];
     int products = 0;
-    std::string steps;
+    std::string steps, least;
     for (size_t j : chain.steps) {
-      products += !estimated(j);
+      products += role(j) == ChainRole::product;
       steps += (steps.empty() ? "" : ", ") + std::to_string(j);
     }
-    std::ostringstream body;
-    body << "float bound[" << place_in_registers(*value(root).layout, plan_.scope, value(root).name)->slots << "];\n"
-         << "tp::estimate_start(bound, " << 2 * products + 3 << " * tp::kEstimateU);\n";
+    std::string bound = std::to_string(2 * products + 3) + " * tp::kEstimateU";
     for (size_t j : chain.steps) {
       const ProgramStep& s = plan_.steps[j];
-      if (estimated(j)) {
-        body << "tp::estimate_add<" << s.bound->plan().call.def->device_fn << ">(bound, " << named("v", s.operands[0])
-             << ");\n";
-      } else if (s.result != root) {
-        body << "tp::estimate_normal(bound, " << named("v", s.result) << ");\n";
+      if (role(j) == ChainRole::estimated) {
+        bound = "tp::Estimated<" + s.bound->plan().call.def->device_fn + ">::bound(" + slot_value(chain, s.operands[0]) +
+                ", " + bound + ")";
+      } else if (role(j) == ChainRole::product && s.result != root) {
+        const std::string v = "tp::magnitude(" + named("v", s.result) + "[f])";
+        least = least.empty() ? v : "tp::min_nan(" + least + ", " + v + ")";
       }
     }
-    body << "for (unsigned missed = tp::estimate_misses<" << type(cast.result) << ">(" << named("v", root)
-         << ", bound); missed != 0; missed &= missed - 1) {\n"
-         << "  const unsigned bit = missed & (0u - missed);\n";
-    std::ostringstream slot;
-    for (size_t j : chain.steps) slot << "float " << named("t", plan_.steps[j].result) << "[1];\n";
-    for (size_t j : chain.steps) slot_call(slot, decls, chain, j);
-    slot << "tp::set_slot(" << named("v", root) << ", bit, " << named("t", root) << "[0]);\n";
-    indented(body, slot.str(), "  ");
-    body << "}\n";
+    std::ostringstream body;
+    body << "const auto bound = [&](int f) { return " << bound << "; };\n";
+    if (least.empty()) {
+      body << "const tp::NoneInside least;\n";
+    } else {
+      body << "const auto least = [&](int f) { return " << least << "; };\n";
+    }
+    const std::string check = "<" + std::string(type(cast.result)) + ">(" + named("v", root) + ", bound, least)";
+    body << "if (!tp::estimates_round_alike" << check << ") {\n"
+         << "  for (unsigned missed = tp::estimate_misses" << check << "; missed != 0; missed &= missed - 1) {\n"
+         << "    const unsigned bit = missed & (0u - missed);\n"
+         << "    tp::set_slot(" << named("v", root) << ", bit, " << exact_chain(decls, chain) << ");\n"
+         << "  }\n}\n";
     os << "// steps " << steps << ": estimated with their fast forms; exact at the slots where the rounding of "
        << value(root).name << " to " << dtype_name(value(cast.result).dtype) << " may differ\n{\n";
     indented(os, body.str(), "  ");
     os << "}\n";
   }
 
-  // Step k of a chain, exactly, on the slot `bit`: the chain's values from their one-slot t<id>,
-  // register leaves picked from that slot
-  void slot_call(std::ostream& os, std::ostream& decls, const EstimatedChain& chain, size_t k) {
-    const ProgramStep& s = plan_.steps[k];
-    const KernelBody body = step_namespace(decls, s, k);
-    os << "{\n  using namespace tp_gen::step" << k << ";\n  constexpr int kBodySlots = 1;\n";
-    for (size_t i = 0; i < s.operands.size(); ++i) {
-      const int id = s.operands[i];
-      if (scalar_operand(os, s, i, true)) continue;
-      const bool linked = std::any_of(chain.steps.begin(), chain.steps.end(),
-                                      [&](size_t j) { return plan_.steps[j].result == id; });
-      if (linked) {
-        os << "  auto& in" << i << " = " << named("t", id) << ";\n";
-      } else {
-        os << "  " << type(id) << " in" << i << "[1] = {tp::slot_at(" << named("v", id) << ", bit)};\n";
+  // The chain run exactly on one slot, out of line (a rare path: its registers stay out of the
+  // common one's): a function in tp_gen of the slot's leaves and the scalars the steps read, each
+  // step called on one-slot arrays as in the kernel; returns the call on the slot `bit`.
+  std::string exact_chain(std::ostream& decls, const EstimatedChain& chain) {
+    const int root = plan_.steps[chain.cast].operands[0];
+    std::vector<std::string> params = {"const int lane"}, args = {"lane"};
+    auto take = [&](const std::string& param, const std::string& arg) {
+      if (std::find(params.begin(), params.end(), param) == params.end()) {
+        params.push_back(param);
+        args.push_back(arg);
       }
+    };
+    std::ostringstream fn;
+    for (size_t k : chain.steps) fn << "float " << named("t", plan_.steps[k].result) << "[1];\n";
+    for (size_t k : chain.steps) {
+      const ProgramStep& s = plan_.steps[k];
+      const KernelBody body = step_namespace(decls, s, k);
+      fn << "{\n  using namespace tp_gen::step" << k << ";\n  constexpr int kBodySlots = 1;\n";
+      for (size_t i = 0; i < s.operands.size(); ++i) {
+        const int id = s.operands[i];
+        const std::string one = id >= 0 ? one_value(id) : "";
+        const bool linked = std::any_of(chain.steps.begin(), chain.steps.end(),
+                                        [&](size_t j) { return plan_.steps[j].result == id; });
+        if (id < 0) {
+          const int arg = s.scalar_args.empty() ? -1 : s.scalar_args.at(i);
+          if (arg >= 0) take("const double " + scalar_name(arg), scalar_name(arg));
+          fn << "  const double s" << i << " = " << (arg >= 0 ? scalar_name(arg) : exact_double(s.scalars.at(i))) << ";\n";
+        } else if (!one.empty()) {
+          take(std::string("const ") + type(id) + " " + named("o", id), one);
+          fn << "  const tp::ScalarOperand<" << type(id) << "> in" << i << "{" << named("o", id) << "};\n";
+        } else if (linked) {
+          fn << "  auto& in" << i << " = " << named("t", id) << ";\n";
+        } else {
+          take(std::string("const ") + type(id) + " " + named("l", id), "tp::slot_at(" + named("v", id) + ", bit)");
+          fn << "  " << type(id) << " in" << i << "[1] = {" << named("l", id) << "};\n";
+        }
+      }
+      fn << "  auto& out = " << named("t", s.result) << ";\n  " << body.call << "\n}\n";
     }
-    os << "  auto& out = " << named("t", s.result) << ";\n  " << body.call << "\n}\n";
+    fn << "return " << named("t", root) << "[0];\n";
+    const std::string name = "exact_chain" + std::to_string(chain.cast);
+    decls << "// steps";
+    for (size_t k : chain.steps) decls << " " << k;
+    decls << " exactly on one slot: the estimated chain's rare path\n__device__ __noinline__ float " << name << "(";
+    for (size_t i = 0; i < params.size(); ++i) decls << (i ? ", " : "") << params[i];
+    decls << ") {\n";
+    indented(decls, fn.str(), "  ");
+    decls << "}\n";
+    std::string call = "tp_gen::" + name + "(";
+    for (size_t i = 0; i < args.size(); ++i) call += (i ? ", " : "") + args[i];
+    return call + ")";
   }
 
   static void indented(std::ostream& os, const std::string& text, const std::string& indent) {

@@ -25,10 +25,10 @@ constexpr float kEstimateU = 0x1p-24f;  // u: the bounds' unit, relative
 
 #if TP_ON_DEVICE
 // bound + the bound of an op's fast form (fastmath's functor) at x, named by its exact functor.
-// Outside the range where both forms' results are normal floats, the bounds need no test but
-// silu's near 0: there e^x's overflow, or a result ex2's or rcp's .ftz flushes to 0, makes the
-// estimate 0, inf or NaN, which rounds_alike refuses; a silu of |x| below 2^-60 (a subnormal
-// result) takes the bound 1, which refuses every estimate.
+// Outside the range where both forms' results are normal floats the bounds need no test, but
+// silu's of |x| below 2^-60 (a result that may be subnormal: the bound 1 refuses any estimate):
+// there e^x's overflow, or a result that ex2's or rcp's .ftz flushes to 0, makes the estimate 0,
+// inf or NaN, which the check refuses.
 template <class Op> struct Estimated;
 template <> struct Estimated<map_op::Exp> {  // ex2 8 + argument 1.25 |x| + exact 1.8
   static TP_HD float bound(float x, float bound) { return fma(1.25f * kEstimateU, magnitude(x), bound + 10.0f * kEstimateU); }
@@ -42,57 +42,55 @@ template <> struct Estimated<map_op::Sigmoid> {
 };
 template <> struct Estimated<map_op::Silu> {  // sigmoid's + the product 1
   static TP_HD float bound(float x, float bound) {
-    return magnitude(x) >= 0x1p-60f ? fma(1.25f * kEstimateU, magnitude(x), bound + 16.0f * kEstimateU) : 1.0f;
+    const float b = fma(1.25f * kEstimateU, magnitude(x), bound + 16.0f * kEstimateU);
+    return magnitude(x) >= 0x1p-60f ? b : 1.0f;
   }
 };
 
-// |y| within [2^-100, 2^100]: a normal float whose products in the chain stay normal (a NaN is not)
-TP_HD bool within_estimate_range(float y) { return magnitude(y) >= 0x1p-100f && magnitude(y) <= 0x1p100f; }
-
-// bound[f] = c: the chain's roundings (each product or quotient 1 u in each chain, and the
-// interval's two ends 1 u each)
-template <int N> TP_HD void estimate_start(float (&bound)[N], float c) {
-  TP_UNROLL_BY(N)
-  for (int f = 0; f < N; ++f) bound[f] = c;
-}
-// bound[f] += Op's fast form's bound at x[f]
-template <class Op, int N> TP_HD void estimate_add(float (&bound)[N], const float (&x)[N]) {
-  TP_UNROLL_BY(N)
-  for (int f = 0; f < N; ++f) bound[f] = Estimated<Op>::bound(x[f], bound[f]);
-}
-// bound[f] = 1 where v[f], a product inside the chain, leaves [2^-100, 2^100] (there relative
-// bounds no longer hold)
-template <int N> TP_HD void estimate_normal(float (&bound)[N], const float (&v)[N]) {
-  TP_UNROLL_BY(N)
-  for (int f = 0; f < N; ++f) bound[f] = within_estimate_range(v[f]) ? bound[f] : 1.0f;
-}
-
-// Whether every value within y's bound rounds to 16 bits as y does: |y| at least 2^-100 (so that
-// the chain's last rounding is relative; a NaN fails), both ends of [y (1 - bound), y (1 + bound)]
-// converted in one instruction, their halves compared (an end past the 16-bit range is inf, and
-// both are only where y's rounding is inf too)
+// Whether every value within y's bound rounds to 16 bits as y does: y's magnitude, and the least
+// of the products inside the chain, at least 2^-100 (relative bounds hold for normal floats; a NaN
+// fails, an overflow gives inf or NaN), both ends of [y (1 - bound), y (1 + bound)] converted in one
+// instruction and their halves equal (an end past the 16-bit range gives inf, and both do only
+// where every value between rounds to inf too)
 template <class Pair> TP_HD bool same_halves(Pair ends) {
   unsigned w;
   memcpy(&w, &ends, sizeof w);
-  return ((w ^ (w >> 16)) & 0xffffu) == 0u;
+  return __byte_perm(w, 0u, 0x1032u) == w;
 }
 #if defined(TP_WITH_FP16)
-TP_HD bool rounds_alike(__half, float y, float bound) {
-  return magnitude(y) >= 0x1p-100f && same_halves(__floats2half2_rn(fma(-y, bound, y), fma(y, bound, y)));
+TP_HD bool rounds_alike(__half, float y, float bound, float least) {
+  return (min_nan(magnitude(y), least) >= 0x1p-100f) & same_halves(__floats2half2_rn(fma(-y, bound, y), fma(y, bound, y)));
 }
 #endif
 #if defined(TP_WITH_BF16)
-TP_HD bool rounds_alike(__nv_bfloat16, float y, float bound) {
-  return magnitude(y) >= 0x1p-100f && same_halves(__floats2bfloat162_rn(fma(-y, bound, y), fma(y, bound, y)));
+TP_HD bool rounds_alike(__nv_bfloat16, float y, float bound, float least) {
+  return (min_nan(magnitude(y), least) >= 0x1p-100f) &
+         same_halves(__floats2bfloat162_rn(fma(-y, bound, y), fma(y, bound, y)));
 }
 #endif
 
-// The slots whose estimate y may round to TD otherwise than the exact chain's value, as bits
-template <class TD, int N> TP_HD unsigned estimate_misses(const float (&y)[N], const float (&bound)[N]) {
+// The least magnitude of a chain with no product inside: none (y's own is checked)
+struct NoneInside {
+  TP_HD float operator()(int) const { return limits<float>::pos_inf(); }
+};
+
+// Whether every slot's estimate y rounds to TD as the exact chain's value (the common case: one
+// test a bundle), and the slots that may not, as bits (the rare case). bound(f): slot f's bound;
+// least(f): the least magnitude of the products inside the chain at slot f. Functions of the slot,
+// not arrays, so that each is computed where the check reads it and holds no registers before.
+template <class TD, int N, class Bound, class Least>
+TP_HD bool estimates_round_alike(const float (&y)[N], const Bound& bound, const Least& least) {
+  bool alike = true;
+  TP_UNROLL_BY(N)
+  for (int f = 0; f < N; ++f) alike &= rounds_alike(TD{}, y[f], bound(f), least(f));
+  return alike;
+}
+template <class TD, int N, class Bound, class Least>
+TP_HD unsigned estimate_misses(const float (&y)[N], const Bound& bound, const Least& least) {
   static_assert(N <= 32, "a slot a bit");
   unsigned missed = 0;
   TP_UNROLL_BY(N)
-  for (int f = 0; f < N; ++f) missed |= rounds_alike(TD{}, y[f], bound[f]) ? 0u : 1u << f;
+  for (int f = 0; f < N; ++f) missed |= rounds_alike(TD{}, y[f], bound(f), least(f)) ? 0u : 1u << f;
   return missed;
 }
 
