@@ -256,7 +256,6 @@ class ProgramBody {
 
   void step(std::ostream& os, std::ostream& decls, size_t k) {
     const ProgramStep& s = plan_.steps[k];
-    if (const EstimatedChain* chain = chain_rounded_by(k)) estimate_check(os, decls, *chain);
     os << "// step " << k << ": " << value(s.result).name << " = " << s.op << " [" << s.bound->plan().variant << "]"
        << (s.where.empty() ? "" : " at " + s.where) << "\n";
     const bool own_registers = s.op == "copy" && value(s.operands[0]).held_by_every_lane(plan_.scope) &&
@@ -267,6 +266,8 @@ class ProgramBody {
     } else {
       call(os, decls, s, k);
     }
+    // the estimates rounded first: only the 16-bit results stay live across the check
+    if (const EstimatedChain* chain = chain_rounded_by(k)) estimate_check(os, decls, *chain);
     synced_ = false;
   }
 
@@ -378,10 +379,10 @@ class ProgramBody {
     body << "if (!tp::estimates_round_alike" << check << ") {\n"
          << "  for (unsigned missed = tp::estimate_misses" << check << "; missed != 0; missed &= missed - 1) {\n"
          << "    const unsigned bit = missed & (0u - missed);\n"
-         << "    tp::set_slot(" << named("v", root) << ", bit, " << exact_chain(decls, chain) << ");\n"
+         << "    tp::set_slot(" << named("v", cast.result) << ", bit, " << exact_chain(decls, chain) << ");\n"
          << "  }\n}\n";
-    os << "// steps " << steps << ": estimated with their fast forms; exact at the slots where the rounding of "
-       << value(root).name << " to " << dtype_name(value(cast.result).dtype) << " may differ\n{\n";
+    os << "// steps " << steps << ": estimated with their fast forms, then rounded; exact at the slots where the "
+       << "rounding of " << value(root).name << " to " << dtype_name(value(cast.result).dtype) << " may differ\n{\n";
     indented(os, body.str(), "  ");
     os << "}\n";
   }
@@ -390,7 +391,9 @@ class ProgramBody {
   // common one's): a function in tp_gen of the slot's leaves and the scalars the steps read, each
   // step called on one-slot arrays as in the kernel; returns the call on the slot `bit`.
   std::string exact_chain(std::ostream& decls, const EstimatedChain& chain) {
-    const int root = plan_.steps[chain.cast].operands[0];
+    const ProgramStep& cast = plan_.steps[chain.cast];
+    std::vector<size_t> run = chain.steps;
+    run.push_back(chain.cast);
     std::vector<std::string> params = {"const int lane"}, args = {"lane"};
     auto take = [&](const std::string& param, const std::string& arg) {
       if (std::find(params.begin(), params.end(), param) == params.end()) {
@@ -399,8 +402,8 @@ class ProgramBody {
       }
     };
     std::ostringstream fn;
-    for (size_t k : chain.steps) fn << "float " << named("t", plan_.steps[k].result) << "[1];\n";
-    for (size_t k : chain.steps) {
+    for (size_t k : run) fn << type(plan_.steps[k].result) << " " << named("t", plan_.steps[k].result) << "[1];\n";
+    for (size_t k : run) {
       const ProgramStep& s = plan_.steps[k];
       const KernelBody body = step_namespace(decls, s, k);
       fn << "{\n  using namespace tp_gen::step" << k << ";\n  constexpr int kBodySlots = 1;\n";
@@ -425,11 +428,12 @@ class ProgramBody {
       }
       fn << "  auto& out = " << named("t", s.result) << ";\n  " << body.call << "\n}\n";
     }
-    fn << "return " << named("t", root) << "[0];\n";
+    fn << "return " << named("t", cast.result) << "[0];\n";
     const std::string name = "exact_chain" + std::to_string(chain.cast);
     decls << "// steps";
-    for (size_t k : chain.steps) decls << " " << k;
-    decls << " exactly on one slot: the estimated chain's rare path\n__device__ __noinline__ float " << name << "(";
+    for (size_t k : run) decls << " " << k;
+    decls << " exactly on one slot: the estimated chain's rare path\n__device__ __noinline__ " << type(cast.result) << " "
+          << name << "(";
     for (size_t i = 0; i < params.size(); ++i) decls << (i ? ", " : "") << params[i];
     decls << ") {\n";
     indented(decls, fn.str(), "  ");
