@@ -79,6 +79,16 @@ def test_an_estimated_chain_gives_the_cpu_bits(op, dtype, rng):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_the_gelu_layers_give_the_cpu_bits(dtype, rng):
+    """GELU's tanh form as x sigmoid(2 z): the chain x * sigmoid(...) (* b) is estimated."""
+    a, b = gates(rng, dtype, 16)
+    for program, args in [(tp.layers.gelu_tanh, (a,)), (tp.layers.gelu_tanh_mul, (a, b))]:
+        cpu = np.asarray(program(*args, batch_dims=1, backend="cpu"))
+        gpu = np.asarray(program(*args, batch_dims=1, backend="cuda"))
+        assert bits_equal(cpu, gpu), program
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_a_chain_of_several_estimates_and_products_gives_the_cpu_bits(dtype, rng):
     a, b = gates(rng, dtype, 8)
     c = random_tile(rng, a.shape, dtype)

@@ -43,8 +43,8 @@ def _gelu_erf(xf):
     return xf * (0.5 + 0.5 * tp.erf(xf * _SQRT_HALF))  # torch.nn.GELU()
 
 
-def _gelu_tanh(xf):  # torch.nn.GELU(approximate="tanh")
-    return xf * (0.5 + 0.5 * tp.tanh(_SQRT_2_OVER_PI * tp.fma(0.044715 * xf, xf * xf, xf)))
+def _gelu_tanh(xf):  # torch.nn.GELU(approximate="tanh"), as 0.5 (1 + tanh(z)) = sigmoid(2 z): no cancellation
+    return xf * tp.sigmoid(2.0 * _SQRT_2_OVER_PI * tp.fma(0.044715 * xf, xf * xf, xf))
 
 
 @program
@@ -55,7 +55,7 @@ def gelu_erf(x):
 
 @program
 def gelu_tanh(x):
-    """0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), in float32."""
+    """0.5 x (1 + tanh(z)), z = sqrt(2 / pi) (x + 0.044715 x^3), in float32 as x sigmoid(2 z)."""
     return tp.cast(_gelu_tanh(tp.cast(x, _wide(x))), x.dtype)
 
 
