@@ -59,6 +59,11 @@ def _gated_twice(a, b, c):
     return tp.cast(tp.sigmoid(af) * tp.cast(b, "float32") / (tp.exp(af) * tp.cast(c, "float32")), a.dtype)
 
 
+@tp.program
+def _scaled_gate(a, b, s):  # products by a scalar and a quotient by a constant inside the chain
+    return tp.cast(tp.silu(tp.cast(a, "float32")) * s * tp.cast(b, "float32") / 3.0, a.dtype)
+
+
 def gates(rng, dtype: str, rows: int):
     """Every 16-bit value as the activation's input, beside random gates (specials included)."""
     a = np.tile(every_16bit_value(dtype), rows).reshape(-1, 8)
@@ -95,6 +100,10 @@ def test_a_chain_of_several_estimates_and_products_gives_the_cpu_bits(dtype, rng
     cpu = np.asarray(_gated_twice(a, b, c, batch_dims=1, backend="cpu"))
     gpu = np.asarray(_gated_twice(a, b, c, batch_dims=1, backend="cuda"))
     assert bits_equal(cpu, gpu)
+    for scale in (1.5, 2.0 ** -120, 3e38):  # the products inside the chain normal, subnormal, past overflow
+        cpu = np.asarray(_scaled_gate(a, b, scale, batch_dims=1, backend="cpu"))
+        gpu = np.asarray(_scaled_gate(a, b, scale, batch_dims=1, backend="cuda"))
+        assert bits_equal(cpu, gpu), scale
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
