@@ -412,11 +412,11 @@ class ProgramBody {
         const std::string one = id >= 0 ? one_value(id) : "";
         const bool linked = std::any_of(chain.steps.begin(), chain.steps.end(),
                                         [&](size_t j) { return plan_.steps[j].result == id; });
-        if (id < 0) {
+        if (id < 0) {  // a run-time scalar a parameter, as the kernel's
           const int arg = s.scalar_args.empty() ? -1 : s.scalar_args.at(i);
           if (arg >= 0) take("const double " + scalar_name(arg), scalar_name(arg));
-          fn << "  const double s" << i << " = " << (arg >= 0 ? scalar_name(arg) : exact_double(s.scalars.at(i))) << ";\n";
-        } else if (!one.empty()) {
+          scalar_operand(fn, s, i, false);
+        } else if (!one.empty()) {  // the kernel's one value, passed
           take(std::string("const ") + type(id) + " " + named("o", id), one);
           fn << "  const tp::ScalarOperand<" << type(id) << "> in" << i << "{" << named("o", id) << "};\n";
         } else if (linked) {
