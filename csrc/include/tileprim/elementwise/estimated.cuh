@@ -94,18 +94,9 @@ TP_HD unsigned estimate_misses(const float (&y)[N], const Bound& bound, const Le
   return missed;
 }
 
-// x's slot `bit` (one bit set), and a value put there, by selects: a run-time index would put the
-// registers in memory
-template <class T, int N> TP_HD T slot_at(const T (&x)[N], unsigned bit) {
-  T v = x[0];
-  TP_UNROLL_BY(N)
-  for (int f = 1; f < N; ++f) v = (bit >> f) & 1u ? x[f] : v;
-  return v;
-}
-template <class T, int N> TP_HD void set_slot(T (&x)[N], unsigned bit, T v) {
-  TP_UNROLL_BY(N)
-  for (int f = 0; f < N; ++f) x[f] = (bit >> f) & 1u ? v : x[f];
-}
+// A chain's register arrays' slot `bit`, and a value put there (maps.cuh's)
+template <class T, int N> TP_HD T slot_at(const T (&x)[N], unsigned bit) { return slot_at<N>(x, N, bit); }
+template <class T, int N> TP_HD void set_slot(T (&x)[N], unsigned bit, T v) { set_slot<N>(x, N, bit, v); }
 #endif
 
 }  // namespace tp

@@ -314,6 +314,19 @@ template <class T> constexpr bool has_estimate<map_op::Sigmoid, T, RegOperand<T>
 // x need not stay live past each slot (more registers would take blocks off the SM)
 constexpr int kEstimateGroup = 8;
 
+// x's slot `bit` (one bit set) of `slots`, and a value put into y there, by selects: a run-time
+// index would put the registers in memory (the rare paths that redo one missed slot)
+template <int kUnroll, class X> TP_HD auto slot_at(const X& x, int slots, unsigned bit) {
+  auto v = x[0];
+  TP_UNROLL_BY(kUnroll)
+  for (int f = 1; f < slots; ++f) v = (bit >> f) & 1u ? x[f] : v;
+  return v;
+}
+template <int kUnroll, class T> TP_HD void set_slot(T* y, int slots, unsigned bit, T v) {
+  TP_UNROLL_BY(kUnroll)
+  for (int f = 0; f < slots; ++f) y[f] = (bit >> f) & 1u ? v : y[f];
+}
+
 // y[f] = the exact form's float at each slot f whose estimate y[f] does not round as the exact
 // result: a lane's such slots in turn, each turn one call for every lane of the warp with a slot
 // left, so that a warp makes as many calls as its lanes miss at most (mostly one), not one per
@@ -324,14 +337,7 @@ template <class Op, int kUnroll, class T> TP_HD void exact_where_missed(float* y
   for (int f = 0; f < slots; ++f) missed |= estimate_rounds_as_exact(x[f], y[f]) ? 0u : 1u << f;
   while (missed != 0) {
     const unsigned next = missed & (0u - missed);  // the lowest slot left, as its bit
-    // x at that slot, and the result into it, by selects on the bit: a run-time index would put
-    // the registers in memory
-    T x_next = x[0];
-    TP_UNROLL_BY(kUnroll)
-    for (int f = 1; f < slots; ++f) x_next = (next >> f) & 1u ? x[f] : x_next;
-    const float r = Op::exact(x_next);
-    TP_UNROLL_BY(kUnroll)
-    for (int f = 0; f < slots; ++f) y[f] = (next >> f) & 1u ? r : y[f];
+    set_slot<kUnroll>(y, slots, next, Op::exact(slot_at<kUnroll>(x, slots, next)));
     missed ^= next;
   }
 }
