@@ -29,20 +29,24 @@ constexpr float kEstimateU = 0x1p-24f;  // u: the bounds' unit, relative
 // silu's of |x| below 2^-60 (a result that may be subnormal: the bound 1 refuses any estimate):
 // there e^x's overflow, or a result that ex2's or rcp's .ftz flushes to 0, makes the estimate 0,
 // inf or NaN, which the check refuses.
+// bound + fixed u + e^x's argument's share: x log2(e) rounded once reaches e^x as 1.25 |x| u
+TP_HD float with_argument(float x, float bound, float fixed) {
+  return fma(1.25f * kEstimateU, magnitude(x), bound + fixed * kEstimateU);
+}
 template <class Op> struct Estimated;
-template <> struct Estimated<map_op::Exp> {  // ex2 8 + argument 1.25 |x| + exact 1.8
-  static TP_HD float bound(float x, float bound) { return fma(1.25f * kEstimateU, magnitude(x), bound + 10.0f * kEstimateU); }
+template <> struct Estimated<map_op::Exp> {  // ex2 8 + argument + exact 1.8
+  static TP_HD float bound(float x, float bound) { return with_argument(x, bound, 10.0f); }
 };
 template <> struct Estimated<map_op::Exp2> {  // ex2 8 + exact 1.3 (x is ex2's argument itself)
   static TP_HD float bound(float, float bound) { return bound + 10.0f * kEstimateU; }
 };
-// ex2 8 (weighted by e/(1 + e) <= 1) + argument 1.25 |x| + 1 + e rounded 1 + rcp 4 + exact 1.3: 14.3
+// ex2 8 (weighted by e/(1 + e) <= 1) + argument + 1 + e rounded 1 + rcp 4 + exact 1.3: 14.3
 template <> struct Estimated<map_op::Sigmoid> {
-  static TP_HD float bound(float x, float bound) { return fma(1.25f * kEstimateU, magnitude(x), bound + 15.0f * kEstimateU); }
+  static TP_HD float bound(float x, float bound) { return with_argument(x, bound, 15.0f); }
 };
 template <> struct Estimated<map_op::Silu> {  // sigmoid's + the product 1: 15.3
   static TP_HD float bound(float x, float bound) {
-    const float b = fma(1.25f * kEstimateU, magnitude(x), bound + 16.0f * kEstimateU);
+    const float b = with_argument(x, bound, 16.0f);
     return magnitude(x) >= 0x1p-60f ? b : 1.0f;
   }
 };
