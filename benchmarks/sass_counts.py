@@ -102,9 +102,12 @@ class CommonPath:
     def _rejoins(self, i: int, target: int) -> bool:
         """The block after branch i reaches its target on its own, and is not a rare path: one that
         calls out of line (an IEEE division's slow path, a bundle's exact forms) and moves nothing
-        to or from global memory (as a tile's loads, which a tile past the batch skips, do)."""
+        to or from global memory (as a tile's loads, which a tile past the batch skips, do), or calls
+        in a loop (an estimated chain's missed slots in turn, each slot's inputs read again)."""
         ops = [_opcode(t) for _, t in self.ins[i + 1:target]]
-        if any(op.startswith("CALL") for op in ops) and not any(op.startswith(("LDG", "STG")) for op in ops):
+        loops = any(_opcode(t).startswith("BRA") and self._target(j) <= j
+                    for j, (_, t) in enumerate(self.ins[i + 1:target], i + 1))
+        if any(op.startswith("CALL") for op in ops) and (loops or not any(op.startswith(("LDG", "STG")) for op in ops)):
             return False
         seen, todo = set(), [i + 1]
         while todo:

@@ -292,7 +292,7 @@ def test_fastmath_activation_programs_hold_their_approximations_and_exact_ones_d
         for form in forms:
             assert re.findall(form, fast.ptx), (program, form)
         # an exact program uses them only to estimate a chain rounded to 16 bits, checked slot by slot
-        estimated = "tp::estimate_misses" in exact.source
+        estimated = "tp::rounded_estimates" in exact.source
         assert estimated == (program is silu_from_sigmoid and dtype == BF16), program
         assert bool(re.findall(APPROXIMATIONS, exact.ptx)) == estimated, program
 
@@ -461,15 +461,21 @@ def test_a_chain_rounded_to_16_bits_is_estimated_then_checked(dtype):
     # silu's bound read from the 16-bit input (its widening is part of the chain), the exact form out
     # of line for the missed slots, and ptxas asked for the registers such a kernel runs best at
     assert "tp::map_op::FastSilu" in gated and "tp::Estimated<tp::map_op::Silu>::bound(tp::widen(v0[f])" in gated
-    assert "tp::estimate_misses<" in gated and re.search(r"__noinline__ \w+ exact_chain4\(const int lane, const \w+ l0, "
-                                                        r"const \w+ l1\)", gated)
-    # the estimates are rounded first: the rare path puts the exact 16-bit result in place
-    assert re.search(r"tp::set_slot\(v6, bit, tp_gen::exact_chain4\(lane", gated)
-    assert "tp::map_op::Silu, " in gated and kernel(_gated, x, x).registers <= 40
+    assert re.search(r"__noinline__ \w+ exact_chain4\(const int lane, const \w+ l0, const \w+ l1\)", gated)
+    # the cast is the check's (each slot rounded as it is checked), no call of its own; the rare path
+    # puts the exact 16-bit result in place, its inputs read again from global memory
+    body = gated[gated.index('extern "C"'):]
+    assert "tp::rounded_estimates(v6, v5, bound, least)" in body
+    assert body.count("tp::map_op::Cast,") == 2  # the widenings
+    assert re.search(r"tp::set_slot\(v6, bit, tp_gen::exact_chain4\(lane, "
+                     r"tp::input_at<P0>\(g_in0 \+ tile \* 8, lane, bit\), "
+                     r"tp::input_at<P1>\(g_in1 \+ tile \* 8, lane, bit\)\)\)", gated)
+    # so SwiGLU's kernel needs no more registers than 16 blocks of 128 threads leave it
+    assert "tp::map_op::Silu, " in gated and kernel(_gated, x, x).registers <= 32
     twice = lower(_gated_twice, x, x, x)  # the least magnitude of the products inside it checked
     assert "FastSigmoid" in twice and "FastExp" in twice and "const auto least = [&](int f) { return tp::" in twice
     # nothing to estimate: the float value is kept, a sum, already fast, or returned in float32
     for source in [lower(_gated_and_kept, x, x), lower(_gated_sum, x, x), lower(tp.layers.silu_mul, *[f("f4", 64, 8)] * 2)]:
-        assert "estimate_misses" not in source
+        assert "rounded_estimates" not in source
     fast = lower(_gated, x, x, fastmath=True)
-    assert "estimate_misses" not in fast and "FastSilu" in fast
+    assert "rounded_estimates" not in fast and "FastSilu" in fast

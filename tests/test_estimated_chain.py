@@ -106,10 +106,9 @@ def test_a_chain_of_several_estimates_and_products_gives_the_cpu_bits(dtype, rng
         assert bits_equal(cpu, gpu), scale
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_products_at_a_rounding_midpoint_give_the_cpu_bits(dtype):
-    """For every 16-bit a, the gate b in [1, 2) that puts the exact float32 silu(a) * b nearest a
-    16-bit rounding midpoint: where only the exact path knows the side, the estimate must refuse."""
+def midpoint_gates(dtype: str):
+    """Every 16-bit a, beside the gate b in [1, 2) that puts the exact float32 silu(a) * b nearest a
+    16-bit rounding midpoint (where only the exact path knows the side, the estimate must refuse)."""
     np16 = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
     a = every_16bit_value(dtype)
     s = np.asarray(tp.silu(a.astype(np.float32).reshape(-1, 8), batch_dims=1, backend="cpu")).reshape(-1)
@@ -126,6 +125,27 @@ def test_products_at_a_rounding_midpoint_give_the_cpu_bits(dtype):
         b[i:i + 4096] = one_two[pick]
         near += int((dist[np.arange(pick.size), pick] <= 2).sum())
     assert near > 1000  # many exact products within 2 float ulps of a midpoint
+    return a, b
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_products_at_a_rounding_midpoint_give_the_cpu_bits(dtype):
+    a, b = midpoint_gates(dtype)
     cpu = np.asarray(tp.layers.silu_mul(a.reshape(-1, 8), b.reshape(-1, 8), batch_dims=1, backend="cpu"))
     gpu = np.asarray(tp.layers.silu_mul(a.reshape(-1, 8), b.reshape(-1, 8), batch_dims=1, backend="cuda"))
     assert bits_equal(cpu, gpu)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("n,threads", [(1000, 128), (256, 32)])
+def test_missed_slots_read_their_inputs_again_where_the_placement_puts_them(dtype, n, threads):
+    """A missed slot's rare path reads its inputs again from global memory at the slot's element:
+    rows spread over a CTA in runs of 4, ragged ones (1000 over 128 threads) padded past their end,
+    and a gate broadcast to every row; with the midpoint gates, many slots miss."""
+    a, b = midpoint_gates(dtype)
+    rows = a.size // n
+    a, b = a[:rows * n].reshape(rows, n), b[:rows * n].reshape(rows, n)
+    for gate in (b, b[rows // 2]):
+        tiles = [np.asarray(tp.layers.silu_mul(a, gate, batch_dims=1, scope=tp.cta(threads), backend=backend))
+                 for backend in ("cpu", "cuda")]
+        assert bits_equal(*tiles), gate.shape

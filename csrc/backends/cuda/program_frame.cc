@@ -261,13 +261,13 @@ class ProgramBody {
     const bool own_registers = s.op == "copy" && value(s.operands[0]).held_by_every_lane(plan_.scope) &&
                                value(s.result).in_registers();
     if ((!s.sync_before.empty() && !own_registers) || touches_shared(s)) sync(os);
-    if (s.op == "copy") {
+    if (const EstimatedChain* chain = chain_rounded_by(k)) {
+      estimate_check(os, decls, *chain);  // the cast is the check's: each slot rounded as it is checked
+    } else if (s.op == "copy") {
       copy(os, decls, s, k);
     } else {
       call(os, decls, s, k);
     }
-    // the estimates rounded first: only the 16-bit results stay live across the check
-    if (const EstimatedChain* chain = chain_rounded_by(k)) estimate_check(os, decls, *chain);
     synced_ = false;
   }
 
@@ -344,10 +344,10 @@ class ProgramBody {
     return cuda::kernel_body(fast).call;
   }
 
-  // Before the cast that rounds a chain: each slot's bound (the chain's roundings, then each
-  // estimated op's bound at its operand) and the least magnitude of the products inside the chain,
-  // as functions of the slot; where a bundle's estimates may not all round as the exact value, the
-  // slots that may not, one at a time, their chain run exactly
+  // The cast that rounds a chain: each slot's bound (the chain's roundings, then each estimated
+  // op's bound at its operand) and the least magnitude of the products inside the chain, as
+  // functions of the slot; each slot rounded and checked, then the slots whose rounding may differ
+  // from the exact value's, one at a time, their chain run exactly
   void estimate_check(std::ostream& os, std::ostream& decls, const EstimatedChain& chain) {
     const ProgramStep& cast = plan_.steps[chain.cast];
     const int root = cast.operands[0];
@@ -375,14 +375,13 @@ class ProgramBody {
     } else {
       body << "const auto least = [&](int f) { return " << least << "; };\n";
     }
-    const std::string check = "<" + std::string(type(cast.result)) + ">(" + named("v", root) + ", bound, least)";
-    body << "if (!tp::estimates_round_alike" << check << ") {\n"
-         << "  for (unsigned missed = tp::estimate_misses" << check << "; missed != 0; missed &= missed - 1) {\n"
-         << "    const unsigned bit = missed & (0u - missed);\n"
-         << "    tp::set_slot(" << named("v", cast.result) << ", bit, " << exact_chain(decls, chain) << ");\n"
-         << "  }\n}\n";
-    os << "// steps " << steps << ": estimated with their fast forms, then rounded; exact at the slots where the "
-       << "rounding of " << value(root).name << " to " << dtype_name(value(cast.result).dtype) << " may differ\n{\n";
+    body << "for (unsigned missed = tp::rounded_estimates(" << named("v", cast.result) << ", " << named("v", root)
+         << ", bound, least); missed != 0; missed &= missed - 1) {\n"
+         << "  const unsigned bit = missed & (0u - missed);\n"
+         << "  tp::set_slot(" << named("v", cast.result) << ", bit, " << exact_chain(decls, chain) << ");\n"
+         << "}\n";
+    os << "// steps " << steps << " estimated with their fast forms: exact at the slots where the rounding of "
+       << value(root).name << " to " << dtype_name(value(cast.result).dtype) << " may differ\n{\n";
     indented(os, body.str(), "  ");
     os << "}\n";
   }
@@ -422,7 +421,7 @@ class ProgramBody {
         } else if (linked) {
           fn << "  auto& in" << i << " = " << named("t", id) << ";\n";
         } else {
-          take(std::string("const ") + type(id) + " " + named("l", id), "tp::slot_at(" + named("v", id) + ", bit)");
+          take(std::string("const ") + type(id) + " " + named("l", id), leaf_at(decls, id));
           fn << "  " << type(id) << " in" << i << "[1] = {" << named("l", id) << "};\n";
         }
       }
@@ -441,6 +440,15 @@ class ProgramBody {
     std::string call = "tp_gen::" + name + "(";
     for (size_t i = 0; i < args.size(); ++i) call += (i ? ", " : "") + args[i];
     return call + ")";
+  }
+
+  // A leaf of a chain at slot `bit`, for its rare path: a program input read again from global
+  // memory (its registers need not stay live across the check), else its registers' slot
+  std::string leaf_at(std::ostream& decls, int id) {
+    const ProgramValue& v = value(id);
+    if (v.input < 0) return "tp::slot_at(" + named("v", id) + ", bit)";
+    return "tp::input_at<" + place_type(decls, id) + ">(g_" + input_name(v.input) +
+           (v.batch_broadcast ? "" : " + tile * " + std::to_string(v.elements())) + ", lane, bit)";
   }
 
   static void indented(std::ostream& os, const std::string& text, const std::string& indent) {

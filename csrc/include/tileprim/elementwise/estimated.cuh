@@ -51,25 +51,18 @@ template <> struct Estimated<map_op::Silu> {  // sigmoid's + the product 1: 15.3
   }
 };
 
-// Whether every value within y's bound rounds to 16 bits as y does: y's magnitude, and the least
-// of the products inside the chain, at least 2^-100 (relative bounds hold for normal floats; a NaN
-// fails, an overflow gives inf or NaN), both ends of [y (1 - bound), y (1 + bound)] converted in one
-// instruction and their halves equal (an end past the 16-bit range gives inf, and both do only
-// where every value between rounds to inf too)
+// y's interval's ends, y (1 - bound) and y (1 + bound), rounded to 16 bits in one instruction
 template <class Pair> TP_HD bool same_halves(Pair ends) {
   unsigned w;
   memcpy(&w, &ends, sizeof w);
   return __byte_perm(w, 0u, 0x1032u) == w;
 }
 #if defined(TP_WITH_FP16)
-TP_HD bool rounds_alike(__half, float y, float bound, float least) {
-  return (min_nan(magnitude(y), least) >= 0x1p-100f) & same_halves(__floats2half2_rn(fma(-y, bound, y), fma(y, bound, y)));
-}
+TP_HD __half2 rounded_ends(__half, float y, float bound) { return __floats2half2_rn(fma(-y, bound, y), fma(y, bound, y)); }
 #endif
 #if defined(TP_WITH_BF16)
-TP_HD bool rounds_alike(__nv_bfloat16, float y, float bound, float least) {
-  return (min_nan(magnitude(y), least) >= 0x1p-100f) &
-         same_halves(__floats2bfloat162_rn(fma(-y, bound, y), fma(y, bound, y)));
+TP_HD __nv_bfloat162 rounded_ends(__nv_bfloat16, float y, float bound) {
+  return __floats2bfloat162_rn(fma(-y, bound, y), fma(y, bound, y));
 }
 #endif
 
@@ -78,24 +71,35 @@ struct NoneInside {
   TP_HD float operator()(int) const { return limits<float>::pos_inf(); }
 };
 
-// Whether every slot's estimate y rounds to TD as the exact chain's value (the common case: one
-// test a bundle), and the slots that may not, as bits (the rare case). bound(f): slot f's bound;
-// least(f): the least magnitude of the products inside the chain at slot f. Functions of the slot,
-// not arrays, so that each is computed where the check reads it and holds no registers before.
+// out[f] = each slot's estimate y[f] rounded to TD, and the slots whose rounding may differ from the
+// exact chain's as bits. Where both ends of y's interval round to the same 16-bit value, so do y and
+// the exact value (rounding is monotone): out[f] is that end's rounding, the exact bits. A slot is
+// vouched for only where y's magnitude and the least of the products inside the chain are at least
+// 2^-100 (relative bounds hold for normal floats; a NaN fails, an overflow gives inf or NaN), and an
+// end past the 16-bit range gives inf, which both do only where every value between rounds to inf
+// too. bound(f): slot f's bound; least(f): the least magnitude of the products inside the chain at
+// slot f. Functions of the slot, not arrays, and each slot rounded and checked in turn, so that y[f]
+// and what its bound reads die at its slot (registers bound the chain's speed).
 template <class TD, int N, class Bound, class Least>
-TP_HD bool estimates_round_alike(const float (&y)[N], const Bound& bound, const Least& least) {
-  bool alike = true;
-  TP_UNROLL_BY(N)
-  for (int f = 0; f < N; ++f) alike &= rounds_alike(TD{}, y[f], bound(f), least(f));
-  return alike;
-}
-template <class TD, int N, class Bound, class Least>
-TP_HD unsigned estimate_misses(const float (&y)[N], const Bound& bound, const Least& least) {
+TP_HD unsigned rounded_estimates(TD (&out)[N], const float (&y)[N], const Bound& bound, const Least& least) {
   static_assert(N <= 32, "a slot a bit");
   unsigned missed = 0;
   TP_UNROLL_BY(N)
-  for (int f = 0; f < N; ++f) missed |= rounds_alike(TD{}, y[f], bound(f), least(f)) ? 0u : 1u << f;
+  for (int f = 0; f < N; ++f) {
+    const auto ends = rounded_ends(TD{}, y[f], bound(f));
+    out[f] = ends.x;
+    const bool alike = (min_nan(magnitude(y[f]), least(f)) >= 0x1p-100f) & same_halves(ends);
+    missed |= alike ? 0u : 1u << f;
+  }
   return missed;
+}
+
+// A program input's element at slot `bit` of this lane's registers (Place: their placement), read
+// again from the input's tile in global memory: a missed slot's leaf, so that the registers need not
+// stay live across the check for the rare path. A padded slot (no element) reads the tile's first.
+template <class Place, class T> __device__ T input_at(const T* tile, int lane, unsigned bit) {
+  const int e = Place::load_element(lane, __ffs(bit) - 1);
+  return tile[e < 0 ? 0 : e];
 }
 
 // A chain's register arrays' slot `bit`, and a value put there (maps.cuh's)
