@@ -446,6 +446,12 @@ def _gated_and_kept(a, b):  # the activation is returned too: its float bits mus
 
 
 @tp.program
+def _shifted_gate(x, b):  # a leaf made from the input and a row's value
+    xf = tp.cast(x, "float32")
+    return tp.cast(tp.exp(xf - tp.max(xf, axes=-1, keepdims=True)) * tp.cast(b, "float32"), x.dtype)
+
+
+@tp.program
 def _gated_sum(a, b):  # a sum is no product: its relative error has no bound
     return tp.cast(tp.silu(tp.cast(a, "float32")) + tp.cast(b, "float32"), a.dtype)
 
@@ -472,6 +478,13 @@ def test_a_chain_rounded_to_16_bits_is_estimated_then_checked(dtype):
                      r"tp::input_at<P1>\(g_in1 \+ tile \* 8, lane, bit\)\)\)", gated)
     # so SwiGLU's kernel needs no more registers than 16 blocks of 128 threads leave it
     assert "tp::map_op::Silu, " in gated and kernel(_gated, x, x).registers <= 32
+    # GeGLU's leaves (x and sigmoid's argument, floats made from a) are made again on the rare path
+    # from the inputs, read again, so they need not stay live either; a row's value is passed
+    geglu = kernel(tp.layers.gelu_tanh_mul, x, x)
+    assert re.search(r"__noinline__ \w+ exact_chain\d+\(const int lane, const \w+ l0, const \w+ l1\)", geglu.source)
+    assert geglu.registers <= 32
+    shifted = lower(_shifted_gate, x, x)
+    assert re.search(r"exact_chain\d+\(const int lane, const \w+ l0, const float o\d+, const \w+ l1\)", shifted)
     twice = lower(_gated_twice, x, x, x)  # the least magnitude of the products inside it checked
     assert "FastSigmoid" in twice and "FastExp" in twice and "const auto least = [&](int f) { return tp::" in twice
     # nothing to estimate: the float value is kept, a sum, already fast, or returned in float32

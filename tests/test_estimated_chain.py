@@ -93,6 +93,23 @@ def test_the_gelu_layers_give_the_cpu_bits(dtype, rng):
         assert bits_equal(cpu, gpu), program
 
 
+@tp.program
+def _shifted_gate(x, b):  # a leaf made from a row's value (x - max): the rare path makes it again
+    xf = tp.cast(x, "float32")
+    return tp.cast(tp.exp(xf - tp.max(xf, axes=-1, keepdims=True)) * tp.cast(b, "float32"), x.dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("n,threads", [(8, None), (256, 32)])
+def test_a_leaf_made_from_a_row_value_gives_the_cpu_bits(dtype, n, threads, rng):
+    a, b = gates(rng, dtype, 16)
+    a, b = a.reshape(-1, n), b.reshape(-1, n)
+    scope = tp.cta(threads) if threads else None
+    cpu = np.asarray(_shifted_gate(a, b, batch_dims=1, scope=scope, backend="cpu"))
+    gpu = np.asarray(_shifted_gate(a, b, batch_dims=1, scope=scope, backend="cuda"))
+    assert bits_equal(cpu, gpu)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_a_chain_of_several_estimates_and_products_gives_the_cpu_bits(dtype, rng):
     a, b = gates(rng, dtype, 8)

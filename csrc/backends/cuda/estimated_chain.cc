@@ -35,6 +35,16 @@ class ChainFinder {
     estimated_ = false;
     if (slots_ <= 0 || slots_ > kMostSlots || !link(root, chain.steps) || !estimated_) return false;
     std::sort(chain.steps.begin(), chain.steps.end());
+    for (size_t j : chain.steps) {
+      for (int id : plan_.steps[j].operands) {
+        const bool linked = std::any_of(chain.steps.begin(), chain.steps.end(),
+                                        [&](size_t c) { return plan_.steps[c].result == id; });
+        std::vector<size_t> made;
+        if (!linked && recomputable(id, made)) chain.recomputed.insert(chain.recomputed.end(), made.begin(), made.end());
+      }
+    }
+    std::sort(chain.recomputed.begin(), chain.recomputed.end());
+    chain.recomputed.erase(std::unique(chain.recomputed.begin(), chain.recomputed.end()), chain.recomputed.end());
     return true;
   }
 
@@ -74,6 +84,26 @@ class ChainFinder {
 
   // A value the chain reads as it is: float registers slot for slot with the chain's, or one value
   bool leaf(int id) const { return id < 0 || plan_.scalar_source(id) >= 0 || float_slots(id); }
+
+  // Whether a leaf the rare path reads, value id, can be made again there from the program's inputs
+  // and one values by the register maps (slot for slot with the chain's, run exactly) that make it,
+  // added to `made`; not a scalar, one value or input (the rare path reads those as they are)
+  bool recomputable(int id, std::vector<size_t>& made) const {
+    if (id < 0 || plan_.scalar_source(id) >= 0 || value(id).input >= 0 || slots_of(id) != slots_) return false;
+    const size_t k = static_cast<size_t>(value(id).written);
+    const ProgramStep& s = plan_.steps.at(k);
+    const OpCall& call = s.bound->plan().call;
+    if (s.result != id || s.op == "copy" || call.def->family != OpFamily::elementwise || call.flag("fastmath")) {
+      return false;
+    }
+    for (int operand : s.operands) {
+      const bool as_it_is = operand < 0 || plan_.scalar_source(operand) >= 0 ||
+                            (value(operand).input >= 0 && slots_of(operand) == slots_);
+      if (!as_it_is && !recomputable(operand, made)) return false;
+    }
+    made.push_back(k);
+    return true;
+  }
 
   // Value id joins the chain, with the steps that make it (where one fails, the steps it added go)
   bool link(int id, std::vector<size_t>& steps) {

@@ -21,6 +21,10 @@ constexpr int kChainRegisters = 40;
 struct EstimatedChain {
   size_t cast = 0;            // the step that rounds the chain's value to 16 bits
   std::vector<size_t> steps;  // the chain's steps, in program order (the last makes the cast's operand)
+  // The maps its rare path runs again before them, in program order: those that make its leaves
+  // from the program's inputs (read again from global memory), so that no such leaf stays live
+  // across the check for the rare path
+  std::vector<size_t> recomputed;
 };
 
 // The program's chains: none where it runs in passes over its rows, where a thread holds more than

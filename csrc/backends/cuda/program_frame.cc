@@ -387,12 +387,15 @@ class ProgramBody {
   }
 
   // The chain run exactly on one slot, out of line (a rare path: its registers stay out of the
-  // common one's): a function in tp_gen of the slot's leaves and the scalars the steps read, each
-  // step called on one-slot arrays as in the kernel; returns the call on the slot `bit`.
+  // common one's), with the maps that make its leaves from the program's inputs: a function in
+  // tp_gen of the slot's leaves (those inputs, read again) and the scalars the steps read, each step
+  // called on one-slot arrays as in the kernel; returns the call on the slot `bit`.
   std::string exact_chain(std::ostream& decls, const EstimatedChain& chain) {
     const ProgramStep& cast = plan_.steps[chain.cast];
-    std::vector<size_t> run = chain.steps;
+    std::vector<size_t> run = chain.recomputed;
+    run.insert(run.end(), chain.steps.begin(), chain.steps.end());
     run.push_back(chain.cast);
+    std::sort(run.begin(), run.end());
     std::vector<std::string> params = {"const int lane"}, args = {"lane"};
     auto take = [&](const std::string& param, const std::string& arg) {
       if (std::find(params.begin(), params.end(), param) == params.end()) {
@@ -409,8 +412,7 @@ class ProgramBody {
       for (size_t i = 0; i < s.operands.size(); ++i) {
         const int id = s.operands[i];
         const std::string one = id >= 0 ? one_value(id) : "";
-        const bool linked = std::any_of(chain.steps.begin(), chain.steps.end(),
-                                        [&](size_t j) { return plan_.steps[j].result == id; });
+        const bool linked = std::any_of(run.begin(), run.end(), [&](size_t j) { return plan_.steps[j].result == id; });
         if (id < 0) {  // a run-time scalar a parameter, as the kernel's
           const int arg = s.scalar_args.empty() ? -1 : s.scalar_args.at(i);
           if (arg >= 0) take("const double " + scalar_name(arg), scalar_name(arg));

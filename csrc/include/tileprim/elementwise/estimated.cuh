@@ -67,9 +67,12 @@ TP_HD __nv_bfloat162 rounded_ends(__nv_bfloat16, float y, float bound) {
 #endif
 
 // The least magnitude of a chain with no product inside: none (y's own is checked)
-struct NoneInside {
-  TP_HD float operator()(int) const { return limits<float>::pos_inf(); }
-};
+struct NoneInside {};
+// The least of |y| and the magnitudes of the products inside the chain at slot f (NaN for a NaN y)
+template <class Least> TP_HD float least_magnitude(float y, const Least& least, int f) {
+  return min_nan(magnitude(y), least(f));
+}
+TP_HD float least_magnitude(float y, const NoneInside&, int) { return magnitude(y); }
 
 // out[f] = each slot's estimate y[f] rounded to TD, and the slots whose rounding may differ from the
 // exact chain's as bits. Where both ends of y's interval round to the same 16-bit value, so do y and
@@ -88,7 +91,7 @@ TP_HD unsigned rounded_estimates(TD (&out)[N], const float (&y)[N], const Bound&
   for (int f = 0; f < N; ++f) {
     const auto ends = rounded_ends(TD{}, y[f], bound(f));
     out[f] = ends.x;
-    const bool alike = (min_nan(magnitude(y[f]), least(f)) >= 0x1p-100f) & same_halves(ends);
+    const bool alike = (least_magnitude(y[f], least, f) >= 0x1p-100f) & same_halves(ends);
     missed |= alike ? 0u : 1u << f;
   }
   return missed;
