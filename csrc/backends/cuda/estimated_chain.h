@@ -12,10 +12,11 @@
 
 namespace tp {
 
-// The registers per thread a kernel with a chain is built for (KernelBody::register_target): the
-// chain's fast forms alone take about 30 (SwiGLU's), the check and the leaves kept for the rare path
-// about 10 more; ptxas unasked takes 46-52, which holds 10 blocks of 128 threads on an H200 instead
-// of 12 (measured there: 0.41 ms at 40 against 0.42-0.47)
+// The registers per thread a kernel with a chain is built for at most (KernelBody::register_target):
+// SwiGLU's and GeGLU's take 30-32 unasked, their rare path making its leaves again from the inputs; a
+// chain whose leaves must stay live for it (made by no map of the inputs) takes more. Kept so, SwiGLU's
+// took 46-52, and ran faster at 40 (12 blocks of 128 threads on an H200, a little spilled: 0.41 ms
+// against 0.42-0.47)
 constexpr int kChainRegisters = 40;
 
 struct EstimatedChain {

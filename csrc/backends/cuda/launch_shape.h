@@ -39,9 +39,9 @@ struct KernelBody {
   // group, so that a program may fold a row a chunk at a time with the same bits.
   std::string fold_op, fold_lanes;
   // Where > 0, the registers per thread ptxas is asked to fit (the blocks per SM they allow, in
-  // __launch_bounds__): a program with an estimated chain (estimated_chain.h) keeps its 16-bit
-  // leaves and estimates live across the check, and runs faster at the occupancy of fewer
-  // registers than ptxas takes unasked, its rare path spilling a little.
+  // __launch_bounds__): a program with an estimated chain (estimated_chain.h) whose leaves stay
+  // live across the check runs faster at the occupancy of fewer registers than ptxas takes
+  // unasked, its rare path spilling a little.
   int register_target = 0;
 };
 
