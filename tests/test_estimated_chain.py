@@ -154,15 +154,17 @@ def test_products_at_a_rounding_midpoint_give_the_cpu_bits(dtype):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("n,threads", [(1000, 128), (256, 32)])
+@pytest.mark.parametrize("n,threads", [(1000, 128), (256, 32), (7, None)])
 def test_missed_slots_read_their_inputs_again_where_the_placement_puts_them(dtype, n, threads):
     """A missed slot's rare path reads its inputs again from global memory at the slot's element:
     rows spread over a CTA in runs of 4, ragged ones (1000 over 128 threads) padded past their end,
-    and a gate broadcast to every row; with the midpoint gates, many slots miss."""
+    an odd number of slots a thread (checked two at a time, the last with itself), and a gate
+    broadcast to every row; with the midpoint gates, many slots miss."""
     a, b = midpoint_gates(dtype)
     rows = a.size // n
     a, b = a[:rows * n].reshape(rows, n), b[:rows * n].reshape(rows, n)
     for gate in (b, b[rows // 2]):
-        tiles = [np.asarray(tp.layers.silu_mul(a, gate, batch_dims=1, scope=tp.cta(threads), backend=backend))
+        scope = tp.cta(threads) if threads else None
+        tiles = [np.asarray(tp.layers.silu_mul(a, gate, batch_dims=1, scope=scope, backend=backend))
                  for backend in ("cpu", "cuda")]
         assert bits_equal(*tiles), gate.shape
