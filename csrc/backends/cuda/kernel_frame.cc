@@ -204,11 +204,11 @@ class Renderer {
       if (s.load) {
         os << "    " << T << " (&" << s.name << ")[" << s.place->slots << "] = " << s.name << "_rounds[round];\n";
       } else {
-        os << "    " << T << " " << s.name << "[" << s.place->slots << "];\n";
+        os << "    " << register_array(s.dtype, s.name, s.place->slots) << ";\n";
       }
     });
     each(OperandPath::placed, [&](const FrameOperand& s, const OperandLaunch&) {
-      os << "    " << dtype_cuda_name(s.dtype) << " " << s.name << "[" << s.place->slots << "];\n";
+      os << "    " << register_array(s.dtype, s.name, s.place->slots) << ";\n";
       if (s.load) {
         os << "    tp::load_tile<Place_" << s.name << ">(" << s.name << ", "
            << (s.batch_broadcast ? global(s) : tile_at(s)) << ", lane);\n";
@@ -220,8 +220,7 @@ class Renderer {
     const std::string from = chunked ? ", chunk * kBodySlots" : "";
     std::ostringstream chunk, scatters;
     each(OperandPath::skewed, [&](const FrameOperand& s, const OperandLaunch&) {
-      chunk << pad << dtype_cuda_name(s.dtype) << " " << s.name << "[" << (chunked ? shape_.chunk_slots : s.place->slots)
-            << "];\n";
+      chunk << pad << register_array(s.dtype, s.name, chunked ? shape_.chunk_slots : s.place->slots) << ";\n";
       if (s.load) chunk << pad << "stage_" << s.name << ".gather<Place_" << s.name << ">(" << s.name << ", slot, lane" << from << ");\n";
       if (!s.store) return;
       // with accum, threads holding a copy of an output read its old value from the staging
@@ -353,6 +352,11 @@ KernelSource render_kernel(const FrameSpec& spec, const std::string& arch, int m
   k.min_blocks = min_blocks;
   k.text = Renderer(spec, k).text(min_blocks);
   return k;
+}
+
+std::string register_array(DType dtype, const std::string& name, long long slots) {
+  return std::string(dtype_size(dtype) == 2 ? "alignas(4) " : "") + dtype_cuda_name(dtype) + " " + name + "[" +
+         std::to_string(slots) + "]";
 }
 
 std::string cuda_mem_layout(const MemLayout& L) {

@@ -40,6 +40,9 @@ KernelSource render_kernel(const FrameSpec& spec, const std::string& arch, int m
 
 // Declarations of the device descriptors, as the bodies print them.
 std::string cuda_mem_layout(const MemLayout& L);
+// A register array's declaration, `T name[slots]`: 2-byte elements aligned as pairs (an estimated
+// chain's results are written two to a word, tileprim/elementwise/estimated.cuh)
+std::string register_array(DType dtype, const std::string& name, long long slots);
 
 // The barrier of one scope instance (none at thread scope) in a block of `instances`.
 std::string cuda_scope_sync(const ExecScope& scope, int instances);

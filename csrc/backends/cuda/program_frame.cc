@@ -225,7 +225,7 @@ class ProgramBody {
         if (!staged.empty()) {
           os << "auto& " << named("v", id) << " = " << staged << ";\n";
         } else {
-          os << T << " " << named("v", id) << "[" << place_in_registers(*v.layout, plan_.scope, v.name)->slots << "];\n";
+          os << register_array(v.dtype, named("v", id), place_in_registers(*v.layout, plan_.scope, v.name)->slots) << ";\n";
         }
       } else {
         decls << "constexpr tp::MemLayout " << named("kMem", id) << " = " << cuda_mem_layout(v.layout->memory_layout())

@@ -82,19 +82,21 @@ TP_HD float least_magnitude(float y, const NoneInside&, int) { return magnitude(
 // magnitude of the products inside the chain at slot f. Functions of the slot, not arrays, and each
 // slot rounded and checked in turn, so that y[f] and what its bound reads die there (registers
 // bound the chain's speed). Two slots at a time: their low ends in one conversion (the result
-// pair, kept as one word: no halves to pack again for the store), their high ends in another.
+// pair, written as one word: out is aligned so, as the kernel frame declares 2-byte register arrays),
+// their high ends in another.
 template <class TD, int N, class Bound, class Least>
 TP_HD unsigned rounded_estimates(TD (&out)[N], const float (&y)[N], const Bound& bound, const Least& least) {
   static_assert(N <= 32, "a slot a bit");
+  using Pair = decltype(rounded_pair(TD{}, 0.0f, 0.0f));
   unsigned missed = 0;
   TP_UNROLL_BY(N)
   for (int f = 0; f < N; f += 2) {
     const int g = f + 1 < N ? f + 1 : f;  // an odd N's last slot pairs with itself
     const float bf = bound(f), bg = bound(g);
-    const auto low = rounded_pair(TD{}, fma(-y[f], bf, y[f]), fma(-y[g], bg, y[g]));
-    const auto high = rounded_pair(TD{}, fma(y[f], bf, y[f]), fma(y[g], bg, y[g]));
+    const Pair low = rounded_pair(TD{}, fma(-y[f], bf, y[f]), fma(-y[g], bg, y[g]));
+    const Pair high = rounded_pair(TD{}, fma(y[f], bf, y[f]), fma(y[g], bg, y[g]));
     if (g != f) {
-      reinterpret_cast<decltype(rounded_pair(TD{}, 0.0f, 0.0f))*>(out)[f / 2] = low;  // one word: no halves to pack again
+      reinterpret_cast<Pair*>(out)[f / 2] = low;  // one word: no halves to pack again for the store
     } else {
       out[f] = low.x;
     }
