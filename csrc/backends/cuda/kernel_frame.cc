@@ -189,7 +189,7 @@ class Renderer {
     if (once && shape_.threads > 1) os << "  " << sync() << "\n";
     each(OperandPath::direct, [&](const FrameOperand& s, const OperandLaunch&) {
       if (!s.load) return;
-      os << "  " << dtype_cuda_name(s.dtype) << " " << s.name << "_rounds[kRounds][" << s.place->slots << "];\n"
+      os << "  " << register_array(s.dtype, s.name + "_rounds[kRounds]", s.place->slots) << ";\n"
          << "  block.load_rounds<" << s.elements << ">(" << s.name << "_rounds, " << global(s) << ");\n";
     });
   }
@@ -297,7 +297,7 @@ class Renderer {
     each(OperandPath::prefetched, [&](const FrameOperand& s, const OperandLaunch& o) {
       const char* T = dtype_cuda_name(s.dtype);
       const std::string share = "reinterpret_cast<" + std::string(T) + "*>(tp_smem + " + std::to_string(o.offset) + ")";
-      os << "    " << T << " " << s.name << "[" << s.place->slots << "];\n"
+      os << "    " << register_array(s.dtype, s.name, s.place->slots) << ";\n"
          << "    block.take_prefetched<Place_" << s.name << ", " << s.elements << ">(" << s.name << ", " << share << ", "
          << global(s) << ", tile, round);\n";
       next << "    block.prefetch_next<Place_" << s.name << ", " << s.elements << ", " << s.place->slots << ">(" << share
