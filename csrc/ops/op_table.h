@@ -64,8 +64,8 @@ enum class ChainRole {
   none,
   estimated,  // its fast form, within the bound tp::Estimated<its functor> states
   product,    // a product or quotient: its relative error is its operands' plus one rounding
-  widening,   // cast: a 16-bit float widened to float32 is exact (the rare path recomputes it from
-              // the 16-bit registers, so that the common one keeps those, not the floats, for it)
+  widening,   // cast: a 16-bit float widened to float32 is exact (the check and the rare path widen
+              // the 16-bit value again, so that no float copy of it stays live)
 };
 
 struct OpDef {

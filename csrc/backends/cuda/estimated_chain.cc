@@ -9,8 +9,8 @@ namespace tp {
 namespace {
 
 // The most slots per thread a chain estimates (a standalone map's bundle, as the 16-bit maps'
-// estimates: maps.cuh's kEstimateGroup): its bounds and leaves stay live beside the chain, which on
-// a larger tile would take registers, and blocks, off the SM.
+// estimates: maps.cuh's kEstimateGroup): what its bounds read stays live beside the chain until
+// each slot's check, which on a larger tile would take registers, and blocks, off the SM.
 constexpr int kMostSlots = 8;
 
 class ChainFinder {

@@ -330,7 +330,7 @@ class ProgramBody {
   // Step k runs its op's fast form: an estimated op of a chain
   bool estimated(size_t k) const { return chain_holding(k) && role(k) == ChainRole::estimated; }
   // Value id at slot f as a chain's check reads it: a widened 16-bit value from its 16-bit
-  // registers (which the common path keeps for the rare one), else its own
+  // registers (half the registers of its float, live until the slot's check), else its own
   std::string slot_value(const EstimatedChain& chain, int id) const {
     for (size_t j : chain.steps) {
       const ProgramStep& s = plan_.steps[j];
