@@ -14,7 +14,11 @@ CUfunction load_kernel(const CompiledKernel& binary, long long shared_bytes, int
   const std::string& image = binary.cubin.empty() ? binary.ptx : binary.cubin;
   d.check(d.cuModuleLoadData(&module, image.c_str()), "cuModuleLoadData");
   d.check(d.cuModuleGetFunction(&function, module, kKernelName), "cuModuleGetFunction");
-  if (shared_bytes > 48 * 1024) {  // past the default, a kernel opts in
+  // the kernel's own __shared__ arrays (a reduction's partials) count against the default 48 KiB too: a
+  // folded LayerNorm backward's 48 KiB of dynamic shared memory beside them failed to launch (H200)
+  int static_bytes = 0;
+  if (d.cuFuncGetAttribute(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function) != CUDA_SUCCESS) static_bytes = 0;
+  if (shared_bytes + static_bytes > 48 * 1024) {  // past the default, a kernel opts in
     d.check(d.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                  static_cast<int>(shared_bytes)),
             "cuFuncSetAttribute(max dynamic shared memory)");
