@@ -246,7 +246,7 @@ void bind_program(py::module_& m) {
       [](const std::string& name, const py::list& inputs, const py::list& steps, const std::vector<int>& outputs,
          const std::string& scope, int threads, const std::string& storage, const std::string& staging,
          const std::string& target, const std::string& backend, const std::vector<int>& devices, bool fastmath,
-         int ctas) {
+         int ctas, long long folded_tiles, const std::vector<int>& folded) {
         ProgramSpec spec;
         spec.name = name;
         spec.auto_scope = scope.empty();  // named nowhere: the planner's choice
@@ -265,11 +265,13 @@ void bind_program(py::module_& m) {
         }
         for (const py::handle& h : steps) spec.steps.push_back(step_of(py::reinterpret_borrow<py::dict>(h)));
         spec.outputs = outputs;
-        return std::make_shared<BoundProgram>(plan_program(spec, make_context(target, backend, devices)));
+        std::shared_ptr<const ProgramPlan> plan = plan_program(spec, make_context(target, backend, devices));
+        if (!folded.empty()) plan = with_folded_outputs(*plan, folded_tiles, folded);
+        return std::make_shared<BoundProgram>(plan);
       },
       py::arg("name"), py::arg("inputs"), py::arg("steps"), py::arg("outputs"), py::arg("scope"), py::arg("threads"),
       py::arg("storage"), py::arg("staging"), py::arg("target"), py::arg("backend"), py::arg("devices") = std::vector<int>{},
-      py::arg("fastmath") = false, py::arg("ctas") = 1,
+      py::arg("fastmath") = false, py::arg("ctas") = 1, py::arg("folded_tiles") = 0, py::arg("folded") = std::vector<int>{},
       "Plans a traced program (scope '': named nowhere, the planner chooses it): each step through the registry, copies where placements differ, shared memory "
       "by live range; its runner binds on the first run.");
   m.def(

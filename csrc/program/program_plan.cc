@@ -512,4 +512,22 @@ std::shared_ptr<const ProgramPlan> plan_program(const ProgramSpec& spec, const D
   return plan_at_scope(spec, ctx);
 }
 
+std::shared_ptr<const ProgramPlan> with_folded_outputs(const ProgramPlan& plan, long long tiles,
+                                                       const std::vector<int>& folded) {
+  if (tiles < 1) throw ValueError("folded_tiles: " + std::to_string(tiles) + " must be at least 1");
+  auto made = std::make_shared<ProgramPlan>(plan);
+  for (int j : folded) {
+    if (j < 0 || j >= static_cast<int>(plan.outputs.size())) {
+      throw ValueError("folded: output " + std::to_string(j) + " of " + std::to_string(plan.outputs.size()));
+    }
+    const DType t = plan.values.at(plan.outputs[j]).dtype;
+    if (t == DType::int32 || t == DType::int64) {
+      throw TypeError("folded: output " + std::to_string(j) + " is " + dtype_name(t) + "; a folded output is a float");
+    }
+    if (std::find(made->folded.begin(), made->folded.end(), j) == made->folded.end()) made->folded.push_back(j);
+  }
+  made->folded_tiles = tiles;
+  return made;
+}
+
 }  // namespace tp

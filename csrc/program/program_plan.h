@@ -120,6 +120,12 @@ struct ProgramPlan {
   std::vector<StagingVerdict> staging_trace;  // every candidate's verdict, in priority order
   std::optional<RowChunks> rows;       // shared and streamed: the rows and their chunks
   std::vector<ScopeVerdict> scope_trace;  // an auto-scoped plan: every candidate's verdict; else empty
+  // Outputs (positions in `outputs`) returned summed over runs of folded_tiles consecutive instances
+  // of the batch, in order from -0.0 in float32 (float64 for float64), one tile a run, instead of a
+  // tile an instance: a norm's weight gradient summed where the CUDA kernel computes it
+  // (tileprim._torch.folded_gradients; the CPU backend refuses such a plan).
+  std::vector<int> folded;
+  long long folded_tiles = 0;
 
   // The registers a thread of the scope may hold on the target (dispatch/architecture.h): its
   // share of a block's, within a thread's limit.
@@ -156,6 +162,10 @@ ProgramSpec steps_before_casts(const ProgramSpec& spec, bool reductions);
 std::shared_ptr<const ProgramPlan> plan_program(const ProgramSpec& spec, const DispatchContext& ctx);
 // The plan at spec.scope.
 std::shared_ptr<const ProgramPlan> plan_at_scope(const ProgramSpec& spec, const DispatchContext& ctx);
+// The plan with outputs `folded` (positions in plan.outputs, floats) summed over runs of `tiles`
+// consecutive instances (ProgramPlan::folded); ValueError / TypeError otherwise.
+std::shared_ptr<const ProgramPlan> with_folded_outputs(const ProgramPlan& plan, long long tiles,
+                                                       const std::vector<int>& folded);
 
 // The shape of a step's result, NumPy's rules: a map's operands broadcast right-aligned, a
 // reduction drops its axes (keepdims: keeps 1s there; `axes` normalised to 0..rank-1 in place),

@@ -76,6 +76,12 @@ std::string ProgramPlan::str() const {
   for (int id : outputs) outs += (outs.empty() ? "" : ", ") + values[id].name;
   out += "outputs: " + outs + "; shared memory between steps " + std::to_string(shared_bytes) + " bytes (by live range); " +
          "registers " + std::to_string(peak_register_slots) + " slots per thread at most";
+  if (!folded.empty()) {
+    std::string names;
+    for (int j : folded) names += (names.empty() ? "" : ", ") + values[outputs[j]].name;
+    out += "\nfolded: " + names + ", each summed over runs of " + std::to_string(folded_tiles) +
+           " consecutive instances of the batch, in order, in the wide float (a tile a run)";
+  }
   out += "\nstaging: " + staging;
   for (const StagingVerdict& v : staging_trace) {
     out += "\n  " + v.name + (v.name == staging ? " (runs)" : v.accepted ? " (accepts)" : " (declines)") + ":";

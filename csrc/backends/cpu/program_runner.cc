@@ -64,6 +64,10 @@ void HostProgramRunner::run_steps(const ProgramArgs& args, long long first, long
 
 void HostProgramRunner::run(const ProgramArgs& args) const {
   if (args.device >= 0) throw ValueError("backend: 'cpu' runs on host arrays, not on CUDA device " + std::to_string(args.device));
+  if (!plan_->folded.empty()) {
+    throw ValueError(plan_->name + ": folded outputs are the CUDA kernel's; on the CPU the rows a call returns are summed "
+                     "after (tileprim._torch.sum_to, the same order)");
+  }
   const long long tiles = args.tiles;
   if (tiles <= 0) return;
   const ProgramPlan& plan = *plan_;

@@ -15,6 +15,9 @@ std::string indented(const std::string& text, const std::string& pad) {
   return os.str();
 }
 
+// A folded output's sums: float, double for double tiles (FrameOperand::folded)
+const char* fold_type(const FrameOperand& s) { return s.dtype == DType::float64 ? "double" : "float"; }
+
 bool stores_every_slot(const FrameOperand& s) {
   return std::find(s.place->store.begin(), s.place->store.end(), -1) == s.place->store.end();
 }
@@ -55,27 +58,32 @@ class Renderer {
        << (min_blocks > 0 ? ", " + std::to_string(min_blocks) : "") << ")"
        << (cluster() ? " __cluster_dims__(" + std::to_string(shape_.ctas) + ", 1, 1)" : "") << "\n"
        << kKernelName << "(" << params() << ") {\n"
-       << "  using namespace tp_gen;\n"
-       << "  const Block block(tiles);\n"
-       << "  const int instance = block.instance, lane = block.lane;\n"
-       << "  (void)instance; (void)lane;\n";
-    if (cluster()) os << "  int cluster_phase = 0;  // the cluster's exchanges so far (tp::ClusterLanes)\n";
+       << "  using namespace tp_gen;\n";
     if (shape_.shared_bytes > 0) os << "  extern __shared__ __align__(16) unsigned char tp_smem[];\n";
+    std::ostringstream run;  // the block's run of tiles
+    run << "  const int instance = block.instance, lane = block.lane;\n"
+        << "  (void)instance; (void)lane;\n";
+    if (cluster()) run << "  int cluster_phase = 0;  // the cluster's exchanges so far (tp::ClusterLanes)\n";
     if (body_.shared_bytes > 0) {
-      os << "  unsigned char* const smem = tp_smem + " << shape_.body_at << " + static_cast<long long>(instance) * "
-         << shape_.body_bytes << ";  // the body's own tiles\n";
+      run << "  unsigned char* const smem = tp_smem + " << shape_.body_at << " + static_cast<long long>(instance) * "
+          << shape_.body_bytes << ";  // the body's own tiles\n";
     }
     // Rounds index the registers loaded up front, so their loops unroll wherever there are some.
-    os << kernel.str() << "  block.rounds<" << arrival() << ", " << (direct_loads() ? "true" : "false") << ", "
-       << (shape_.clamped ? "true" : "false")
-       << ">([&](const int round, const int slot, const long long tile, const bool live) {\n"
-       << rounds.str() << "  });\n";
+    run << kernel.str() << "  block.rounds<" << arrival() << ", " << (direct_loads() ? "true" : "false") << ", "
+        << (shape_.clamped ? "true" : "false")
+        << ">([&](const int round, const int slot, const long long tile, const bool live) {\n"
+        << rounds.str() << "  });\n";
     for (size_t i = 0; i < spec_.operands.size(); ++i) {  // the block's run of tiles written back
       const FrameOperand& s = spec_.operands[i];
       const OperandPath path = shape_.operands[i].path;
       if (s.store && (path == OperandPath::skewed || path == OperandPath::block_tile)) {
-        os << "  " << area(s, path) << ".copy_out(block, " << global(s) << ");\n";
+        run << "  " << area(s, path) << ".copy_out(block, " << global(s) << ");\n";
       }
+    }
+    if (shape_.folded_tiles > 0) {
+      folded_runs(os, run.str());
+    } else {
+      os << "  const Block block(tiles);\n" << run.str();
     }
     if (cluster()) os << "  tp::cluster_sync();  // no CTA exits while a peer may still read its shared memory\n";
     os << "}\n";
@@ -84,6 +92,31 @@ class Renderer {
 
  private:
   bool cluster() const { return shape_.ctas > 1; }
+
+  // A block taking folded_tiles consecutive tiles one at a time (one instance, one round each: a
+  // run of one tile), its folded outputs' sums in shared memory from the first to the last, then
+  // written as the block's one tile of each.
+  void folded_runs(std::ostream& os, const std::string& run) const {
+    long long at = shape_.folds_at;
+    std::ostringstream written;
+    for (const FrameOperand& s : spec_.operands) {
+      if (!s.folded) continue;
+      const char* W = fold_type(s);
+      os << "  " << W << "* const " << fold_sum(s) << " = reinterpret_cast<" << W << "*>(tp_smem + " << at << ");\n"
+         << "  tp::begin_fold(" << fold_sum(s) << ", " << s.elements << ");\n";
+      written << "  tp::end_fold(" << global(s) << " + static_cast<long long>(blockIdx.x) * " << s.elements << ", "
+              << fold_sum(s) << ", " << s.elements << ");\n";
+      at += (s.elements * (s.dtype == DType::float64 ? 8 : 4) + 15) / 16 * 16;
+    }
+    os << "  constexpr long long kFolded = " << shape_.folded_tiles << ";  // the block's tiles, one at a time\n"
+       << "  for (long long taken = 0; taken < kFolded; ++taken) {\n"
+       << "  const Block block(tiles, static_cast<long long>(blockIdx.x) * kFolded + taken);\n"
+       << "  if (block.valid <= 0) break;  // the batch's end: the same for every thread\n"
+       << run << "  __syncthreads();  // this tile's shared memory read before the next one's is written\n"
+       << "  }\n"
+       << written.str();
+  }
+  static std::string fold_sum(const FrameOperand& s) { return "sum_" + s.name; }
   bool uses(DType t) const { return std::find(spec_.dtypes.begin(), spec_.dtypes.end(), t) != spec_.dtypes.end(); }
 
   const FrameOperand& first_output() const {
@@ -109,7 +142,8 @@ class Renderer {
       if (s.kind == Staging::scalar) {
         os << "double " << s.name << ", ";
       } else {
-        os << (s.output ? "" : "const ") << dtype_cuda_name(s.dtype) << "* __restrict__ " << global(s) << ", ";
+        os << (s.output ? "" : "const ") << (s.folded ? fold_type(s) : dtype_cuda_name(s.dtype)) << "* __restrict__ "
+           << global(s) << ", ";
       }
     }
     os << "long long tiles";
@@ -271,7 +305,11 @@ class Renderer {
     });
     each(OperandPath::direct, [&](const FrameOperand& s, const OperandLaunch&) {
       if (!s.store) return;
-      if (stores_every_slot(s)) {
+      if (s.folded) {
+        os << "    " << live << (stores_every_slot(s) ? "tp::fold_run_into(" + fold_sum(s) + lane_offset(s)
+                                                     : "tp::fold_tile_into<Place_" + s.name + ">(" + fold_sum(s))
+           << ", " << s.name << (stores_every_slot(s) ? ");\n" : ", lane);\n");
+      } else if (stores_every_slot(s)) {
         os << "    " << live << "tp::store_run(" << lane_run(s) << ", " << s.name << ");\n";
       } else {  // replicas: the lanes the store table names write their slots
         os << "    " << live << "tp::store_tile<Place_" << s.name << ">(" << tile_at(s) << ", " << s.name << ", lane);\n";
@@ -279,7 +317,9 @@ class Renderer {
     });
     for (OperandPath path : {OperandPath::placed, OperandPath::prefetched}) {
       each(path, [&](const FrameOperand& s, const OperandLaunch&) {
-        if (s.store) os << "    " << live << "tp::store_tile<Place_" << s.name << ">(" << tile_at(s) << ", " << s.name << ", lane);\n";
+        if (!s.store) return;
+        os << "    " << live << "tp::" << (s.folded ? "fold_tile_into" : "store_tile") << "<Place_" << s.name << ">("
+           << (s.folded ? fold_sum(s) : tile_at(s)) << ", " << s.name << ", lane);\n";
       });
     }
     os << scatters.str();
@@ -329,8 +369,9 @@ class Renderer {
     os << indented(body_.call, pad + "  ") << pad << "}" << (shape_.window_stages > 0 ? "" : ats) << ");\n";
   }
 
-  std::string lane_run(const FrameOperand& s) const {
-    return tile_at(s) + (s.place->threads > 1 ? " + lane * " + std::to_string(s.place->slots) : "");
+  std::string lane_run(const FrameOperand& s) const { return tile_at(s) + lane_offset(s); }
+  static std::string lane_offset(const FrameOperand& s) {
+    return s.place->threads > 1 ? " + lane * " + std::to_string(s.place->slots) : "";
   }
 
   const FrameSpec& spec_;

@@ -113,8 +113,12 @@ class Shaper {
       }
     }
     instances(arch);
-    prefetch(arch);
-    rounds();
+    if (spec.folded_tiles > 0) {
+      folds();
+    } else {
+      prefetch(arch);
+      rounds();
+    }
     windows(arch);
     chunk_map_slots();
     s_.clamped = body_.syncs_instances && s_.instances > 1 && spec.scope.kind != ScopeKind::warp;
@@ -206,6 +210,23 @@ class Shaper {
     if (s_.instances < wanted) {
       s_.why = std::to_string(s_.instances) + " instances: " + std::to_string(shared_bytes(s_.instances + 1, 1)) +
                " bytes of shared memory for one more would pass " + std::to_string(kSharedPerBlockTarget);
+    }
+  }
+
+  // Folded outputs: one instance a block taking its tiles one at a time, so that each element of a
+  // folded output is added by the same thread in the tiles' order; each such output stored where its
+  // thread writes it (a staging area's copy-out would write whole runs of tiles).
+  void folds() {
+    s_.folded_tiles = spec_.folded_tiles;
+    s_.instances = 1;
+    s_.why = "one instance taking " + std::to_string(s_.folded_tiles) + " tiles in turn, its folded outputs summed over them";
+    for (size_t i = 0; i < spec_.operands.size(); ++i) {
+      const OperandPath path = s_.operands[i].path;
+      if (spec_.operands[i].folded && path != OperandPath::direct && path != OperandPath::placed &&
+          path != OperandPath::body_moved) {
+        throw ValueError(spec_.title + ": output " + spec_.operands[i].name + " is folded but moves by " + path_name(path) +
+                         "; a folded output must be stored by the thread that holds it (direct, placed or by the body)");
+      }
     }
   }
 
@@ -343,7 +364,11 @@ class Shaper {
       prefetch_at += prefetch_span(s, s_.threads / s_.ctas);
     });
     s_.windows_at = align16(shared_bytes(s_.instances, s_.rounds));
-    s_.shared_bytes = s_.windows_at + window_bytes();
+    s_.folds_at = s_.windows_at + window_bytes();
+    s_.shared_bytes = s_.folds_at;
+    for (const FrameOperand& s : spec_.operands) {
+      if (s.folded) s_.shared_bytes += align16(s.elements * (s.dtype == DType::float64 ? 8 : 4));
+    }
   }
 
   // In words, per staged operand: where the frame puts it and how it gets there.

@@ -59,6 +59,9 @@ struct FrameOperand {
   bool store = false;      // written back after it
   bool batch_broadcast = false;  // one tile that every tile of the batch reads
   bool moved_by_body = false;    // neither placed nor laid out: the body moves it itself, by chunks
+  // An output summed over each block's run of tiles (FrameSpec::folded_tiles) instead of stored per tile: a
+  // tile of `dtype` a run, in float32 (float64 for float64), each element added by the thread that stores it
+  bool folded = false;
   std::shared_ptr<const RegisterPlacement> place;  // registers
   std::optional<TileLayout> layout;                // shared
   bool staged() const { return kind != Staging::scalar && (place || layout); }
@@ -77,6 +80,10 @@ struct FrameSpec {
   // A block of one instance, alone on its SM: its register tiles of the batch are each copied
   // into shared memory during the round before the one that takes them.
   bool prefetch = false;
+  // Where > 0, each block takes this many consecutive tiles of the batch, one at a time (one instance,
+  // one round), and its `folded` outputs are summed over them in order: a norm's weight gradient
+  // folded where it is computed instead of written a row at a time and read again (program_plan.h)
+  long long folded_tiles = 0;
 };
 
 // How the frame moves one operand between global memory and the body.
@@ -127,6 +134,8 @@ struct LaunchShape {
   long long once_at = 0, once_bytes = 0;
   long long body_at = 0, body_bytes = 0;
   long long windows_at = 0;
+  long long folds_at = 0;       // the folded outputs' sums, one tile each (FrameSpec::folded_tiles)
+  long long folded_tiles = 0;   // consecutive tiles a block takes one after another; 0: none
   long long shared_bytes = 0;  // per block, at launch
   std::string why;             // why this many instances per block and rounds
   // How each staged operand moves between global memory and the body, by name, in words
@@ -135,7 +144,10 @@ struct LaunchShape {
   int block_threads() const { return threads / ctas * instances; }
   int tiles_per_block() const { return instances * rounds; }
   // The grid for a batch of `tiles`: a cluster's CTAs take one tile together.
-  long long blocks(long long tiles) const { return (tiles + tiles_per_block() - 1) / tiles_per_block() * ctas; }
+  long long blocks(long long tiles) const {
+    const long long per_block = tiles_per_block() * (folded_tiles > 0 ? folded_tiles : 1);
+    return (tiles + per_block - 1) / per_block * ctas;
+  }
   bool any(OperandPath path) const;
 };
 

@@ -102,6 +102,11 @@ bool values_read(const ProgramPlan& plan, int id) {
   return false;
 }
 
+// Whether output j is summed over the block's tiles (ProgramPlan::folded)
+bool folded(const ProgramPlan& plan, size_t j) {
+  return std::find(plan.folded.begin(), plan.folded.end(), static_cast<int>(j)) != plan.folded.end();
+}
+
 // A program value as the frame stages it.
 FrameOperand operand_of(const ProgramPlan& plan, const ProgramValue& v, int id, const std::string& name, bool output) {
   const ExecScope& scope = plan.scope;
@@ -614,8 +619,13 @@ class ProgramBody {
       for (size_t j = 0; j < plan_.outputs.size(); ++j) {
         const int id = plan_.outputs[j];
         if (!chunked_row(plan_, value(id))) continue;
-        body << "if (live) tp::store_tile<PRow, tp::LastAccess>(g_" << output_name(j) << " + tile * " << value(id).elements()
-             << at_chunk << ", " << named("v", id) << ", lane" << chunk_slot << ");\n";
+        if (folded(plan_, j)) {
+          body << "if (live) tp::fold_tile_into<PRow>(sum_" << output_name(j) << at_chunk << ", " << named("v", id)
+               << ", lane" << chunk_slot << ");\n";
+        } else {
+          body << "if (live) tp::store_tile<PRow, tp::LastAccess>(g_" << output_name(j) << " + tile * "
+               << value(id).elements() << at_chunk << ", " << named("v", id) << ", lane" << chunk_slot << ");\n";
+        }
       }
     }
     indented(os, body.str(), "    ");
@@ -768,7 +778,9 @@ FrameSpec program_operands(const ProgramPlan& plan) {
   for (size_t j = 0; j < plan.outputs.size(); ++j) {
     const int id = plan.outputs[j];
     spec.operands.push_back(operand_of(plan, plan.values.at(id), id, output_name(j), true));
+    spec.operands.back().folded = folded(plan, j);
   }
+  spec.folded_tiles = plan.folded_tiles;
   spec.body = launch_body(plan);
   return spec;
 }

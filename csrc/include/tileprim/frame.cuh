@@ -23,6 +23,29 @@ template <bool kUnroll, class F> __device__ __forceinline__ void repeat(int begi
   }
 }
 
+// A folded output (launch_shape.h FrameSpec::folded_tiles): its sum over the block's tiles, element by
+// element in shared memory in W (float; double for double tiles), each element added by the thread that
+// stores it, in the tiles' order. Begun at -0.0, the identity of a sum (-0.0 + -0.0 stays -0.0), as the
+// CPU backend's fold; written once the block's tiles are done.
+template <class W> __device__ __forceinline__ void begin_fold(W* sum, long long elements) {
+  for (long long e = threadIdx.x; e < elements; e += blockDim.x) sum[e] = limits<W>::neg_zero();
+  __syncthreads();
+}
+// The elements this lane's slots [first, first + N) write back (by its placement), each added to its sum.
+template <class Place, class W, class T, int N>
+__device__ __forceinline__ void fold_tile_into(W* sum, const T (&regs)[N], int lane, int first = 0) {
+  scatter<Place>(regs, lane, [&](int e, T v) { sum[e] = add(sum[e], cast<W>(v)); }, first);
+}
+// This lane's run of N elements, the sums of the same run.
+template <class W, class T, int N> __device__ __forceinline__ void fold_run_into(W* sum, const T (&regs)[N]) {
+#pragma unroll
+  for (int s = 0; s < N; ++s) sum[s] = add(sum[s], cast<W>(regs[s]));
+}
+template <class W> __device__ __forceinline__ void end_fold(W* global, const W* sum, long long elements) {
+  __syncthreads();
+  for (long long e = threadIdx.x; e < elements; e += blockDim.x) global[e] = sum[e];
+}
+
 // f(chunk) for each of a thread's kChunks chunks of slots (a map's, or a row's in passes), in
 // turn: each chunk's registers unrolled, the chunks not.
 template <int kChunks, class F> __device__ __forceinline__ void for_each_chunk(F f) {
@@ -90,6 +113,13 @@ template <int kThreads, int kInstances, int kRounds, int kStages, int kCtas = 1>
   // `valid` from blockIdx again, not from the member `first`: ptxas then allocates as for the
   // expressions written out in the kernel (a warp's rows of 1024: 58 registers, not 64)
   // (a 1-D grid of clusters of kCtas blocks: the rank in the cluster is blockIdx.x % kCtas)
+  // The run of block `block` of a grid whose blocks each take several runs in turn (a folded output's,
+  // one CTA a block: launch_shape.h FrameSpec::folded_tiles).
+  __device__ __forceinline__ BlockRun(long long tiles_, long long block)
+      : tiles(tiles_), instance(threadIdx.x / kThreads), lane(threadIdx.x % kThreads), first(block * kTiles),
+        valid(static_cast<int>(tiles_ - block * kTiles < kTiles ? tiles_ - block * kTiles : kTiles)) {
+    static_assert(kCtas == 1, "a cluster's run is its blocks'");
+  }
   __device__ __forceinline__ explicit BlockRun(long long tiles_)
       : tiles(tiles_), instance(threadIdx.x / kThreads),
         lane(kCtas == 1 ? threadIdx.x % kThreads : blockIdx.x % kCtas * (kThreads / kCtas) + threadIdx.x),

@@ -104,16 +104,20 @@ class Program:
                 return routed
         return self._run(args, batch_dims, scope, backend, target, fastmath, out)
 
-    def _run(self, args, batch_dims, scope, backend, target, fastmath, out=None):
-        """The call past the routes: a library's own op runs its body so (its tensors already plain)."""
-        return self._prepared(args, batch_dims, scope, backend, target, fastmath).run(args, out)
+    def _run(self, args, batch_dims, scope, backend, target, fastmath, out=None, folded=None):
+        """The call past the routes: a library's own op runs its body so (its tensors already plain).
+        ``folded`` (internal, the CUDA backend's: a norm's weight gradient, ``_torch.folded_gradients``):
+        (run, outputs), those outputs returned summed over runs of ``run`` consecutive instances of the
+        flattened batch, in order from -0.0, in the wide float: (runs,) + the tile's shape, float32
+        (float64 for float64)."""
+        return self._prepared(args, batch_dims, scope, backend, target, fastmath, folded).run(args, out)
 
-    def _prepared(self, args, batch_dims, scope, backend, target, fastmath):
+    def _prepared(self, args, batch_dims, scope, backend, target, fastmath, folded=None):
         """The call's prepared run, remembered per call signature."""
-        key = signature((self, batch_dims, scope, backend, target, fastmath), args, constants=True)
+        key = signature((self, batch_dims, scope, backend, target, fastmath, folded), args, constants=True)
         prepared = MEMO.get(key) if key is not None else None
         if prepared is None:
-            prepared = self._prepare(args, batch_dims, scope, backend, target, fastmath)
+            prepared = self._prepare(args, batch_dims, scope, backend, target, fastmath, folded)
             remember(key, prepared)
         return prepared
 
@@ -127,8 +131,9 @@ class Program:
     def __repr__(self) -> str:
         return f"<tp.program {self.__name__}>"
 
-    def _prepare(self, args, batch_dims, scope, backend, target, fastmath=False):
-        viewed = on_host(args, lambda views: self._prepare(views, batch_dims, scope, backend, target, fastmath))
+    def _prepare(self, args, batch_dims, scope, backend, target, fastmath=False, folded=None):
+        viewed = on_host(args, lambda views: self._prepare(views, batch_dims, scope, backend, target, fastmath,
+                                                           folded))
         if viewed is not None:  # e.g. PyTorch CPU tensors: run on NumPy views, tensors returned
             return viewed
         where = f"{self.__name__}"
@@ -201,13 +206,16 @@ class Program:
         kind, threads, ctas = trace.scope.parts if trace.scope else ("", 0, 1)  # "": the planner's
         spec = (self.__name__, trace.inputs, trace.steps, [t._id for t in outputs], kind, threads,
                 self._storage or "", self._staging or "", target or "", backend, [device] if backend == "cuda" else [],
-                fastmath, ctas)
+                fastmath, ctas, *(folded or (0, ())))
         # the spec as its repr: plain values, but for a layout a step names (whose repr need not be whole)
         key = repr(spec) if all(s["layout"] is None and s["out_layout"] is None for s in trace.steps) else None
         core = planned(key, lambda: _C.plan_program(*spec))
-        results = [(batch_shape + t.shape, t.dtype) for t in outputs]
-        plan = ProgramPlan(core.plan, [shape for shape, _ in results])
         tiles = math.prod(batch_shape)
+        results = [(batch_shape + t.shape, t.dtype) for t in outputs]
+        for j in folded[1] if folded else ():  # a run's sum a tile, in the wide float
+            wide = "float64" if outputs[j].dtype == "float64" else "float32"
+            results[j] = ((-(-tiles // folded[0]),) + outputs[j].shape, wide)
+        plan = ProgramPlan(core.plan, [shape for shape, _ in results])
         as_tuple = isinstance(result, tuple)
         if adapter is None:
             prepared = HostPrepared(core, plan, len(args), inputs, [], results, as_tuple, tiles)

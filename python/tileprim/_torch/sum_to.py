@@ -27,7 +27,7 @@ from .._calls.scope import cta, thread
 from .._ops import names as tp
 from .._program.program import program
 
-__all__ = ["sum_to", "sums_to"]
+__all__ = ["sum_to", "sums_to", "folded_run", "sums_from_folds"]
 
 # chunk sums turned at most this many per column group (then summed along rows); past it their chunks
 # are folded again first. torch copies a transposed array at about 1 TB/s (an H200: LayerNorm's
@@ -116,14 +116,32 @@ def _dividing(b: int, most: int) -> int:
     return most
 
 
-def _sum_columns(xs: list, dtype, backend, target) -> list:
+def folded_run(b: int, n: int):
+    """The rows of the first fold of b rows of n (``sums_to``'s first level: chunks of consecutive rows,
+    each folded in order from -0.0 in the wide float), where a kernel that makes the rows may fold them
+    so itself (``Program._run``'s ``folded``) with the same bits: whole chunks only, at a scope whose
+    threads fold whole columns; else None."""
+    scope, rows = _chunking(b, n)
+    if scope is None or b // rows < 2 or b % rows:
+        return None
+    return rows
+
+
+def sums_from_folds(sums: list, shape, dtype: str, backend=None, target=None) -> list:
+    """The rest of ``sums_to`` of gradients of ``dtype`` to ``shape`` (n,), from their first fold's chunk
+    sums (C, n) in the wide float: the same bits as ``sums_to`` of the rows."""
+    return [x.reshape(shape) for x in _sum_columns([s.reshape(1, *s.shape) for s in sums], dtype, backend, target,
+                                                   folded=True)]
+
+
+def _sum_columns(xs: list, dtype, backend, target, folded: bool = False) -> list:
     """Each x (A, B, N) of xs (one shape and dtype) summed over B: (A, N), rounded once to ``dtype``
     (None: the wide dtype): the whole chunks of B folded, then the chunks' sums and the rows past
     them (in order) folded so again while more than _TURNED a column group, then summed along B
-    as rows."""
+    as rows. ``folded``: xs are already a first fold's chunk sums."""
     import torch
     a, b, n = xs[0].shape
-    while True:
+    while not (folded and b * n <= _TURNED):
         scope, rows = _chunking(b, n)
         chunks = b // rows
         if chunks < 2:  # one chunk: its rows summed as a row directly
@@ -134,8 +152,7 @@ def _sum_columns(xs: list, dtype, backend, target) -> list:
                      batch_dims=2, scope=scope, backend=backend, target=target)
         xs = sums if covered == b else [torch.cat([s, x[:, covered:].to(s.dtype)], 1) for s, x in zip(sums, xs)]
         b = xs[0].shape[1]
-        if b * n <= _TURNED:
-            break
+        folded = True
     return _each(_row_sums(dtype), _row_sums_of_two(dtype), [x.transpose(1, 2).contiguous() for x in xs],
                  batch_dims=2, backend=backend, target=target)
 
