@@ -106,7 +106,7 @@ class Renderer {
          << "  tp::begin_fold(" << fold_sum(s) << ", " << s.elements << ");\n";
       written << "  tp::end_fold(" << global(s) << " + static_cast<long long>(blockIdx.x) * " << s.elements << ", "
               << fold_sum(s) << ", " << s.elements << ");\n";
-      at += (s.elements * (s.dtype == DType::float64 ? 8 : 4) + 15) / 16 * 16;
+      at += folded_sum_bytes(s);
     }
     os << "  constexpr long long kFolded = " << shape_.folded_tiles << ";  // the block's tiles, one at a time\n"
        << "  for (long long taken = 0; taken < kFolded; ++taken) {\n"

@@ -366,9 +366,7 @@ class Shaper {
     s_.windows_at = align16(shared_bytes(s_.instances, s_.rounds));
     s_.folds_at = s_.windows_at + window_bytes();
     s_.shared_bytes = s_.folds_at;
-    for (const FrameOperand& s : spec_.operands) {
-      if (s.folded) s_.shared_bytes += align16(s.elements * (s.dtype == DType::float64 ? 8 : 4));
-    }
+    for (const FrameOperand& s : spec_.operands) s_.shared_bytes += folded_sum_bytes(s);
   }
 
   // In words, per staged operand: where the frame puts it and how it gets there.
@@ -430,6 +428,10 @@ const char* path_name(OperandPath path) {
 
 bool LaunchShape::any(OperandPath path) const {
   return std::any_of(operands.begin(), operands.end(), [&](const OperandLaunch& o) { return o.path == path; });
+}
+
+long long folded_sum_bytes(const FrameOperand& s) {
+  return s.folded ? align16(s.elements * (s.dtype == DType::float64 ? 8 : 4)) : 0;
 }
 
 LaunchShape launch_shape(const FrameSpec& spec, const std::string& arch) { return Shaper(spec, arch).take(); }

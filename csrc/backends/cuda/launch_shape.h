@@ -151,6 +151,10 @@ struct LaunchShape {
   bool any(OperandPath path) const;
 };
 
+// A folded output's sums in the block's shared memory (FrameOperand::folded): a tile of float (double
+// for double tiles), 16-byte aligned; they follow one another from LaunchShape::folds_at.
+long long folded_sum_bytes(const FrameOperand& s);
+
 // The launch shape for `arch` (its shared-memory limit bounds the instances per block).
 // ValueError when one instance needs more shared memory than the arch has.
 LaunchShape launch_shape(const FrameSpec& spec, const std::string& arch);
