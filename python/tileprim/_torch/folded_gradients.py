@@ -56,7 +56,7 @@ class FoldedBackward:
 def folded_backward(program, wanted: list, sources: list, inputs, arguments, options: dict) -> Optional[FoldedBackward]:
     """The backward with the gradients of weights (n,) over rows (R, n) folded, where ``folded_run``
     allows it and n fits the kernel's shared memory; else None (the rows written and summed after)."""
-    if not ENABLED or program is None or arguments[0].device.type != "cuda":
+    if program is None or arguments[0].device.type != "cuda":
         return None  # the CPU backend sums the rows it returns (sum_to), in the same order
     prepared = program._prepared(arguments, options["batch_dims"], options["scope"], options["backend"],
                                  options["target"], options["fastmath"])

@@ -33,7 +33,7 @@ from .._program.backward import derive_backward
 from .._program.numbers import PROGRAMS
 from .after_load import after_load
 from .fake_backward import describe, trace_backward
-from .folded_gradients import folded_backward
+from . import folded_gradients
 from .ops import define
 from .sum_to import sums_to
 
@@ -182,10 +182,12 @@ class ProgramOp:
                  for g, (shape, dtype) in zip(grads, self.results)]
         grads = [g.reshape(*g.shape, 1) if scalar else g for g, scalar in zip(grads, self.scalar_results)]
         arguments = [*inputs, *grads]
-        # plain tensors outside grad mode (a backward of the backward, fake tensors under torch.compile: the rows)
-        if not torch.is_grad_enabled() and all(type(a) is torch.Tensor for a in arguments):
+        # the opt-in fold (off: nothing more on this path), on plain tensors outside grad mode (a backward
+        # of the backward, fake tensors under torch.compile: the rows)
+        if folded_gradients.ENABLED and not torch.is_grad_enabled() and all(type(a) is torch.Tensor for a in arguments):
             if needs not in self.folds:
-                self.folds[needs] = folded_backward(program, wanted, sources, inputs, arguments, self.options)
+                self.folds[needs] = folded_gradients.folded_backward(program, wanted, sources, inputs, arguments,
+                                                                     self.options)
             if self.folds[needs] is not None:
                 return self.folds[needs].gradients(wanted, inputs, arguments, self.options)
         made = list(program(*arguments, **self.options)) if program is not None else []
