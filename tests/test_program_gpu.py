@@ -236,3 +236,15 @@ def test_tiles_and_map_programs_in_passes_give_the_cpu_bits(prog, shapes, dtype,
     out = np.full(want.shape, np.nan, want.dtype)
     passes(*args, batch_dims=1, scope=scope, backend="cuda", out=out)
     assert bits_equal(out, want)
+
+
+@pytest.mark.parametrize("shape,dtype", [((37, 3), "float32"), ((9, 4097), "bfloat16"), ((5, 2047), "float32")])
+def test_a_program_returning_an_input_as_it_is_gives_its_bits(shape, dtype, rng):
+    @tp.program
+    def keeps(t, u):
+        return t, u * 2.0
+
+    x, u = random_tile(rng, shape, dtype), random_tile(rng, shape, dtype)
+    got, doubled = keeps(x, u, batch_dims=1, backend="cuda")
+    cpu = keeps(x, u, batch_dims=1, backend="cpu")
+    assert bits_equal(np.asarray(got), x) and bits_equal(np.asarray(doubled), np.asarray(cpu[1]))

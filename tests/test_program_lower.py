@@ -60,3 +60,22 @@ def test_long_rows_lower_to_one_kernel_in_passes_without_spills(name, dtype, sta
     moved = [name for name, how in k.staging.items() if "a chunk at a time" in how]
     assert ("in0" in moved) == (staging == "streamed") and k.staging["in0"].startswith("shared") == (staging == "shared")
     assert ("out" in moved) == (name != "logsumexp")  # logsumexp returns one value per row
+
+
+def keeps(t):
+    return t
+
+
+def keeps_and_doubles(t):
+    return t, t * 2.0
+
+
+@pytest.mark.parametrize("body", [keeps, keeps_and_doubles])
+@pytest.mark.parametrize("shape,dtype,scope", [((8, 3), "float32", None), ((4, 4096), "bfloat16", tp.cta(256)),
+                                               ((2, 2047), "float32", None)])
+def test_a_program_returning_an_input_as_it_is_compiles_and_loads_it(body, shape, dtype, scope):
+    """An input no step reads but the program returns is loaded and copied out (it once compiled
+    to a copy from a value never declared)."""
+    x = np.ones(shape, ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float32)
+    k = tp.lower(tp.program(body), x, batch_dims=1, scope=scope, target="sm_90a")
+    assert ".entry tp_kernel" in k.ptx and "ld.global" in k.ptx

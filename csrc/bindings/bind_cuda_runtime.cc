@@ -64,6 +64,7 @@ void bind_cuda_runtime(py::module_& m) {
     return status_dict(driver.status());
   });
   cuda.def("device_count", [] { return Driver::get().device_count(); });
+  cuda.def("driver_version", [] { return Driver::get().driver_version(); });
   cuda.def(
       "device_info",
       [](int device) {

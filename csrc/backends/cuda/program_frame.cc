@@ -93,7 +93,10 @@ bool reads_global(const ProgramStep& s, size_t i) {
   }
   return false;
 }
+// Whether the kernel reads value `id`: a step reads it, or the program returns it (an input
+// returned as it is is loaded to be copied out).
 bool values_read(const ProgramPlan& plan, int id) {
+  if (std::find(plan.outputs.begin(), plan.outputs.end(), id) != plan.outputs.end()) return true;
   for (const ProgramStep& s : plan.steps) {
     for (size_t i = 0; i < s.operands.size(); ++i) {
       if (s.operands[i] == id && reads(s, i)) return true;

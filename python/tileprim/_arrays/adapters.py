@@ -50,6 +50,11 @@ class Adapter:
     def check_stored(self, x, arg: str) -> None:
         """Raises TypeError where `x` is a lazy view: its memory does not hold its values."""
 
+    def runnable(self, x) -> bool:
+        """Whether a kernel may run on `x` now, outside a call's own route (autotuning times a few):
+        false for a library's stand-ins such as torch's fake tensors under torch.compile."""
+        return True
+
     def dtype(self, x, arg: str, allowed=None) -> str:
         kw = {} if allowed is None else {"allowed": allowed}
         return dtype_name(x.dtype, arg, **kw)

@@ -4,7 +4,7 @@ lives; the shared memory the program needs (by live range) and the barriers betw
 ``str()`` is a table; in Jupyter a diagram of the steps."""
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from .._calls.plan import Plan
 from .._viz.program_html import program_html
@@ -81,6 +81,9 @@ class ProgramPlan:
         Every tile: name, dtype, shape, storage, layout, live range, shared offset.
     out_shapes : list of tuple
         The shape of each result of the call.
+    autotuned : dict or None
+        Where the call was autotuned (``tp.program(autotune=True)``): the GPU, the scope and staging
+        kept, each candidate's measured ms, and whether they were measured now or remembered.
 
     Examples
     --------
@@ -95,6 +98,7 @@ class ProgramPlan:
     def __init__(self, core, out_shapes):
         self._core = core
         self.out_shapes = out_shapes
+        self.autotuned: Optional[dict] = None
         self.tiles: List[dict] = list(core.values)
         self.steps: List[StepPlan] = [StepPlan(c, info, self.tiles)
                                       for c, info in zip(core.step_plans, core.steps)]
@@ -126,7 +130,12 @@ class ProgramPlan:
         return {"rounding": rounding, "order": "steps in program order; copies move values unchanged", "steps": steps}
 
     def __str__(self) -> str:
-        return str(self._core)
+        if not self.autotuned:
+            return str(self._core)
+        a = self.autotuned
+        times = ", ".join(f"{point} {ms:.3f} ms" for point, ms in a["ms"].items())
+        return (f"{self._core}\nautotuned on {a['gpu']} ({a['source']}): {a['scope']} {a['staging']} kept, the "
+                f"fastest of the cost model's best candidates ({times})")
 
     __repr__ = __str__
 

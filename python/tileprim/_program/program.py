@@ -20,6 +20,7 @@ from .._calls.prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, 
 from .._calls.scope import STORAGE_SCOPES, ExecScope
 from .._checks import as_int
 from .._platform.backends import device_arch, resolve_backend
+from . import autotune as autotuning
 from .numbers import number_program
 from .plan import ProgramPlan
 from .tile import Tile
@@ -32,7 +33,7 @@ STAGINGS = tuple(_C.staging_names())  # how the kernel may hold the rows, in pri
 
 
 def program(fn=None, *, scope: Optional[ExecScope] = None, storage: Optional[str] = None,
-            staging: Optional[str] = None, fastmath: bool = False):
+            staging: Optional[str] = None, fastmath: bool = False, autotune: Optional[bool] = None):
     """Makes ``fn`` a tile program: its arguments are tiles (one instance of the batch each) and
     Python scalars; its body calls tileprim ops. Bare ``@tp.program`` or ``@tp.program(scope=...,
     storage=..., staging=..., fastmath=...)`` (the call's defaults).
@@ -52,6 +53,12 @@ def program(fn=None, *, scope: Optional[ExecScope] = None, storage: Optional[str
     divided by one value through its reciprocal): the GPU's bits, not the CPU's, within the
     errors ``tp.op_table()[op]["fastmath"]`` states. The CPU backend runs the exact functions.
 
+    ``autotune=True`` (None: ``TILEPRIM_AUTOTUNE=1``): where neither scope nor staging is named and
+    the call runs on a GPU, the cost model's best few candidates are run on the call's arrays and
+    timed once per call signature, and the fastest kept (remembered on disk beside the kernel cache,
+    per GPU and driver); ``ProgramPlan.autotuned`` says what was measured. The choice is the GPU's:
+    the CPU backend plans the model's, so its bits equal the GPU's at the scope the plan names.
+
     Examples
     --------
     >>> @tp.program
@@ -69,9 +76,12 @@ def program(fn=None, *, scope: Optional[ExecScope] = None, storage: Optional[str
     if staging is not None and staging not in STAGINGS:
         raise ValueError(f"staging: {staging!r} is not one of {', '.join(STAGINGS)}")
     fastmath = _fastmath(fastmath)
+    if autotune is not None and not isinstance(autotune, (bool, np.bool_)):
+        raise TypeError(f"autotune: expected True, False or None, not {autotune!r}")
+    tuned = None if autotune is None else bool(autotune)
     if fn is None:
-        return lambda f: Program(f, scope, storage, staging, fastmath)
-    return Program(fn, scope, storage, staging, fastmath)
+        return lambda f: Program(f, scope, storage, staging, fastmath, tuned)
+    return Program(fn, scope, storage, staging, fastmath, tuned)
 
 
 def _fastmath(value) -> bool:
@@ -87,12 +97,12 @@ class Program:
     choice)."""
 
     def __init__(self, fn, scope: Optional[ExecScope], storage: Optional[str], staging: Optional[str] = None,
-                 fastmath: bool = False):
+                 fastmath: bool = False, autotune: Optional[bool] = None):
         if not callable(fn):
             raise TypeError(f"tp.program: expected a function, not {fn!r}")
         functools.update_wrapper(self, fn)
         self._fn, self._scope, self._storage, self._staging = fn, scope, storage, staging
-        self._fastmath = fastmath
+        self._fastmath, self._autotune = fastmath, autotune
         self._params = list(inspect.signature(fn).parameters)
         self._number = number_program(self)  # its name in a compiled graph's custom op
 
@@ -208,22 +218,47 @@ class Program:
                 self._storage or "", self._staging or "", target or "", backend, [device] if backend == "cuda" else [],
                 fastmath, ctas, *(folded or (0, ())))
         # the spec as its repr: plain values, but for a layout a step names (whose repr need not be whole)
-        key = repr(spec) if all(s["layout"] is None and s["out_layout"] is None for s in trace.steps) else None
-        core = planned(key, lambda: _C.plan_program(*spec))
+        named_layouts = any(s["layout"] is not None or s["out_layout"] is not None for s in trace.steps)
         tiles = math.prod(batch_shape)
-        results = [(batch_shape + t.shape, t.dtype) for t in outputs]
-        for j in folded[1] if folded else ():  # a run's sum a tile, in the wide float
-            wide = "float64" if outputs[j].dtype == "float64" else "float32"
-            results[j] = ((-(-tiles // folded[0]),) + outputs[j].shape, wide)
-        plan = ProgramPlan(core.plan, [shape for shape, _ in results])
         as_tuple = isinstance(result, tuple)
-        if adapter is None:
-            prepared = HostPrepared(core, plan, len(args), inputs, [], results, as_tuple, tiles)
-        else:
-            prepared = DevicePrepared(core, plan, len(args), inputs, [], results, as_tuple, tiles, adapter=adapter,
-                                      device=device)
-        prepared.trace, prepared.output_ids = trace, [t._id for t in outputs]  # what a derived backward reads
-        prepared.stopped_outputs = [t.stopped for t in outputs]  # results returned through tp.stop_gradient
+
+        def made(spec):
+            core = planned(None if named_layouts else repr(spec), lambda: _C.plan_program(*spec))
+            results = [(batch_shape + t.shape, t.dtype) for t in outputs]
+            for j in folded[1] if folded else ():  # a run's sum a tile, in the wide float (checked by the plan)
+                wide = "float64" if outputs[j].dtype == "float64" else "float32"
+                results[j] = ((-(-tiles // folded[0]),) + outputs[j].shape, wide)
+            plan = ProgramPlan(core.plan, [shape for shape, _ in results])
+            if adapter is None:
+                prepared = HostPrepared(core, plan, len(args), inputs, [], results, as_tuple, tiles)
+            else:
+                prepared = DevicePrepared(core, plan, len(args), inputs, [], results, as_tuple, tiles,
+                                          adapter=adapter, device=device)
+            prepared.trace, prepared.output_ids = trace, [t._id for t in outputs]  # what a derived backward reads
+            prepared.stopped_outputs = [t.stopped for t in outputs]  # results returned through tp.stop_gradient
+            return prepared
+
+        prepared = made(spec)
+        if (kind == "" and not self._staging and folded is None and adapter is not None
+                and autotuning.requested(self._autotune)
+                and all(adapter.runnable(x) for x in args if not isinstance(x, _SCALARS))):
+            prepared = self._tuned(made, spec, prepared, args, tiles, adapter, device)
+        return prepared
+
+    @staticmethod
+    def _tuned(made, spec, prepared, args, tiles, adapter, device):
+        """The call prepared at the scope and staging measured fastest on this GPU (autotune.py)."""
+        def synchronize():
+            _C.cuda.synchronize(adapter.stream(device), device)
+
+        def seconds_of(candidate):
+            run = made(candidate).run
+            return autotuning.seconds(lambda: run(args, None), synchronize)
+
+        gpu = autotuning.gpu_of(device)
+        tuned, record = autotuning.tuned_spec(spec, prepared.plan.scope_trace, tiles, gpu, seconds_of)
+        prepared = made(tuned)
+        prepared.plan.autotuned = record
         return prepared
 
 

@@ -38,6 +38,10 @@ class TorchAdapter(Adapter):
             raise TypeError(f"{arg}: its negative bit is set (a lazy view such as z.conj().imag), so its memory "
                             f"holds the negated values; pass {arg}.resolve_neg()")
 
+    def runnable(self, x):
+        from torch._subclasses.fake_tensor import FakeTensor
+        return not isinstance(x, FakeTensor) and not self._torch.compiler.is_compiling()
+
     def device(self, x):
         return x.get_device()
 

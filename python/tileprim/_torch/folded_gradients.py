@@ -20,8 +20,8 @@ __all__ = ["FoldedBackward", "folded_backward"]
 
 # a folded output's sums take 4 bytes an element of the kernel's shared memory, beside its own tiles
 _MOST_ELEMENTS = 8192
-# Off unless TILEPRIM_FOLDED_GRADIENTS=1: the folded kernels gave the unfolded path's bits on an H200
-# (RMSNorm up to 16384 rows of 4096), but their speed is not measured yet (docs/benchmarks.md, session 17)
+# Off unless TILEPRIM_FOLDED_GRADIENTS=1: the folded kernels give the unfolded path's bits, but on an
+# H200 LayerNorm's folded backward is slower (docs/benchmarks.md, session 18)
 ENABLED = os.environ.get("TILEPRIM_FOLDED_GRADIENTS") == "1"
 
 
