@@ -32,8 +32,10 @@ DTYPES = ("float32", "bfloat16")
 # hand table and with the planner's choice), one per (case, scope, staging)
 POINTS = ROOT / "benchmarks" / "results" / "h200-auto-scope-points.json"
 # cross-entropy's forward (for the backward) and backward over 8192 rows of bfloat16 logits, each
-# scope named, the planner's staging (and one run with no scope named)
-CROSS_ENTROPY_POINTS = ROOT / "benchmarks" / "results" / "h200-2026-11-29-s7-cross-entropy-scopes.jsonl"
+# scope named, the planner's staging (and one run with no scope named); session 18 measured the
+# forward at 128256 again, with stagings named too (a point's fastest run counts)
+CROSS_ENTROPY_POINTS = [ROOT / "benchmarks" / "results" / name for name in
+                        ("h200-2026-11-29-s7-cross-entropy-scopes.jsonl", "h200-2026-11-30-s18-cross-entropy-scopes.jsonl")]
 
 
 def layernorm(x, w, b, eps):
@@ -341,9 +343,11 @@ KNOWN_MISSES: dict[str, str] = {
                                  "to cta(256) streamed, 2.0 TB/s: cta(256)'s passes are slow at 4097 either way",
     # cross-entropy's forward: two reductions, one value stored per row (the backward's rows in
     # flight do not apply); the model's error on the points below, unexplained
-    "cross_entropy_for_backward 8192x128256 bfloat16": "cluster(4x256) shared (1.50 TB/s) ranked over cta(256) "
-                                                       "streamed (1.80): 0.83x; the model scores cluster(4x256) "
-                                                       "shared 0.75x and cta(256) streamed 1.35x their measured time",
+    "cross_entropy_for_backward 8192x128256 bfloat16": "cluster(4x256) shared (1.56 TB/s) ranked over cta(512) "
+                                                       "streamed (1.91, session 18) and cta(256) streamed (1.80): "
+                                                       "0.82x; the model counts the exact exp as 16 instructions an "
+                                                       "element (the SASS: 27-30 for a logsumexp), so it sees the "
+                                                       "rows bound by memory, not by issue (autotune finds them)",
     "cross_entropy_for_backward 8192x32000 bfloat16": "cta(512) shared (1.56 TB/s) ranked over cta(256) shared "
                                                       "(1.75): 0.89x; the model scores cta(512) shared 0.67x its "
                                                       "measured time (3 instances per SM; ptxas: 48 registers, 2)",
@@ -391,9 +395,10 @@ def test_model_within_5_percent_of_the_best_measured(case):
 
 def _cross_entropy_points():
     cases = {}
-    for line in CROSS_ENTROPY_POINTS.read_text().splitlines():
-        run = json.loads(line)
-        cases.setdefault(run["case"], []).append(run)
+    for path in CROSS_ENTROPY_POINTS:
+        for line in path.read_text().splitlines():
+            run = json.loads(line)
+            cases.setdefault(run["case"], []).append(run)
     return cases
 
 
