@@ -131,6 +131,16 @@ def _store(key: str, entry: dict) -> None:
         warnings.warn(f"tileprim autotune: the choice is kept in memory only ({e})", RuntimeWarning, stacklevel=3)
 
 
+def _shown(points: list, title: str):
+    """The points, with a progress bar where tqdm is installed and the output is a terminal or a
+    notebook (each candidate compiles a kernel: seconds each on a laptop's CPU)."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return points
+    return tqdm(points, desc=title, unit="candidate", leave=False, disable=None)
+
+
 def gpu_of(device: int) -> str:
     """The GPU and driver a choice is kept for."""
     return f"{_C.cuda.device_info(device)['name']} (driver {_C.cuda.driver_version()})"
@@ -148,7 +158,7 @@ def tuned_spec(spec: tuple, scope_trace: List[dict], tiles: int, gpu: str,
         source = "remembered on disk"
     if entry is None:
         ms = {}
-        for scope, staging in candidates(scope_trace):
+        for scope, staging in _shown(candidates(scope_trace), f"tileprim autotune {spec[0]}"):
             ms[f"{scope} {staging}"] = seconds_of(with_scope(spec, scope, staging)) * 1e3
         best = min(ms, key=ms.get)
         tile = ", ".join(f"{name} {dtype}{tuple(shape)}" for name, dtype, shape, _ in spec[1])
