@@ -197,3 +197,19 @@ def test_a_table_that_is_no_regular_json_object_is_timed_again_without_blocking(
     assert record["source"] == "measured" and len(calls) == 4
     assert json.loads(other.read_text()) == {"k": {"scope": "cta(64)"}}  # a link's target is never written
     assert not list(tmp_path.glob(".autotune.*"))  # no temp file left
+
+
+def test_a_tuned_programs_derived_backward_is_tuned_too():
+    torch = pytest.importorskip("torch")
+    from tileprim._torch import program_op
+
+    def scaled(x, w):
+        return x * w
+
+    tuned = tp.program(scaled, autotune=True)
+    x = torch.randn(6, 40, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(40, dtype=torch.float64, requires_grad=True)
+    tuned(x, w, batch_dims=1).sum().backward()
+    ops = [op for op in program_op._NAMED.values() if op.program is tuned]
+    derived = [d[0] for op in ops for d in op.backwards.values() if d is not None and d[0] is not None]
+    assert derived and all(p._autotune is True for p in derived)

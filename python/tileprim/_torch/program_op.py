@@ -213,8 +213,9 @@ class ProgramOp:
         needs (derive_backward's), or None; the program is None where every gradient is passed on."""
         if needs not in self.backwards:
             derived = derive_backward(self.trace, self.output_ids, needs, self.stopped_results)
-            if derived is not None and derived[0] is not None:  # a program of the forward's kind, scope and storage
-                derived = (type(self.program)(derived[0], self.trace.scope, self.program._storage), *derived[1:])
+            if derived is not None and derived[0] is not None:  # the forward's kind, scope, storage and autotune
+                derived = (type(self.program)(derived[0], self.trace.scope, self.program._storage,
+                                              autotune=self.program._autotune), *derived[1:])
             self.backwards[needs] = derived
         return self.backwards[needs]
 
