@@ -1,6 +1,6 @@
 """Opt-in autotuning of a program's scope on the GPU it runs on (issue 49's extra). Where no scope and
 no staging are named and the call runs on a GPU, the cost model's best few candidates (the plan's
-``scope_trace``) are each run on the call's own arrays and timed, and the fastest is kept: in memory,
+``scope_trace``; ``candidates``) are each run on the call's own arrays and timed, and the fastest is kept: in memory,
 and on disk beside the kernel cache (``autotune.json``), keyed by the program's trace and tile count,
 the GPU's name and the driver, so that the next process plans it without timing. The choice is this
 GPU's, so the CPU backend (which plans the model's choice) gives the same bits only at the scope the
@@ -28,7 +28,7 @@ _MIN_SECONDS = 0.02  # each candidate timed over at least this long (and at leas
 _MIN_RUNS = 3
 _FILE = "autotune.json"
 _MOST_BYTES = 16 << 20
-_REMEMBERED: dict = {}  # key -> {"scope": ..., "staging": ..., "ms": {...}}
+_REMEMBERED: dict = {}  # key -> {"call", "gpu", "scope", "staging", "ms": {candidate: ms}}
 _SPEC_KIND, _SPEC_THREADS, _SPEC_STAGING, _SPEC_CTAS = 4, 5, 7, 12  # in _C.plan_program's arguments
 
 
