@@ -213,3 +213,20 @@ def test_a_tuned_programs_derived_backward_is_tuned_too():
     ops = [op for op in program_op._NAMED.values() if op.program is tuned]
     derived = [d[0] for op in ops for d in op.backwards.values() if d is not None and d[0] is not None]
     assert derived and all(p._autotune is True for p in derived)
+
+
+def test_a_candidate_that_fails_is_left_out_and_all_failing_raises(table):
+    def failing_at(*which):
+        def seconds_of(spec):
+            if (spec[4], spec[5]) in which:
+                raise RuntimeError(f"CUDA_ERROR_INVALID_VALUE launching {spec[4]}({spec[5]})\nmore")
+            return MEASURED[(spec[4], spec[5])] * 1e-3
+        return seconds_of
+
+    spec, record = autotuning.tuned_spec(SPEC, TRACE, 4096, "GPU A (driver 1)", failing_at(("cta", 512)))
+    assert record["scope"] == "warpgroup" and "cta(512) streamed" not in record["ms"]
+    assert record["failed"] == {"cta(512) streamed": "CUDA_ERROR_INVALID_VALUE launching cta(512)"}
+    autotuning.forget()
+    with pytest.raises(RuntimeError, match="launching cta\\(256\\)"):
+        autotuning.tuned_spec(SPEC, TRACE, 4096, "GPU A (driver 1)", failing_at(*[k for k in MEASURED]))
+    assert not table.exists()  # nothing remembered

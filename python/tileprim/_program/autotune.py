@@ -157,13 +157,20 @@ def tuned_spec(spec: tuple, scope_trace: List[dict], tiles: int, gpu: str,
         entry = _load().get(key)
         source = "remembered on disk"
     if entry is None:
-        ms = {}
+        ms, failed = {}, {}
         for scope, staging in _shown(candidates(scope_trace), f"tileprim autotune {spec[0]}"):
-            ms[f"{scope} {staging}"] = seconds_of(with_scope(spec, scope, staging)) * 1e3
+            try:
+                ms[f"{scope} {staging}"] = seconds_of(with_scope(spec, scope, staging)) * 1e3
+            except RuntimeError as e:  # a kernel this GPU will not compile or launch: the others decide
+                failed[f"{scope} {staging}"] = e
+        if not ms:
+            raise next(iter(failed.values()))
         best = min(ms, key=ms.get)
         tile = ", ".join(f"{name} {dtype}{tuple(shape)}" for name, dtype, shape, _ in spec[1])
         call = f"{spec[0]}: {tiles} x {tile}"
         entry = {"call": call, "gpu": gpu, "scope": best.split()[0], "staging": best.split()[1], "ms": ms}
+        if failed:
+            entry["failed"] = {point: str(e).splitlines()[0] for point, e in failed.items()}
         _store(key, entry)
         source = "measured"
     _REMEMBERED[key] = entry

@@ -133,7 +133,8 @@ class ProgramPlan:
         if not self.autotuned:
             return str(self._core)
         a = self.autotuned
-        times = ", ".join(f"{point} {ms:.3f} ms" for point, ms in a["ms"].items())
+        times = ", ".join([f"{point} {ms:.3f} ms" for point, ms in a["ms"].items()] +
+                          [f"{point} failed ({why})" for point, why in a.get("failed", {}).items()])
         return (f"{self._core}\nautotuned on {a['gpu']} ({a['source']}): {a['scope']} {a['staging']} kept, the "
                 f"fastest of the cost model's best candidates ({times})")
 
