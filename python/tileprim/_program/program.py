@@ -54,7 +54,7 @@ def program(fn=None, *, scope: Optional[ExecScope] = None, storage: Optional[str
     errors ``tp.op_table()[op]["fastmath"]`` states. The CPU backend runs the exact functions.
 
     ``autotune=True`` (None: ``TILEPRIM_AUTOTUNE=1``): where neither scope nor staging is named and
-    the call runs on a GPU, the cost model's best few candidates are run on the call's arrays and
+    the call's arrays are a GPU's, the cost model's best few candidates are run on them and
     timed once per call signature, and the fastest kept (remembered on disk beside the kernel cache,
     per GPU and driver); ``ProgramPlan.autotuned`` says what was measured. The choice is the GPU's:
     the CPU backend plans the model's, so its bits equal the GPU's at the scope the plan names.
