@@ -115,13 +115,14 @@ def test_a_damaged_table_is_timed_again_and_written_over(table):
     assert list(json.loads(table.read_text()).values())[0]["scope"] == "cta(512)"
 
 
-def test_the_cpu_backend_ignores_autotune(rng, monkeypatch):
-    monkeypatch.setattr(autotuning, "tuned_spec", lambda *a: pytest.fail("the CPU backend timed candidates"))
+@pytest.mark.parametrize("backend", ["cpu", None])  # None: NumPy arrays run where standalone calls run
+def test_numpy_arrays_are_never_autotuned(rng, monkeypatch, backend):
+    monkeypatch.setattr(autotuning, "tuned_spec", lambda *a: pytest.fail("NumPy arrays timed candidates"))
     x = random_tile(rng, (5, 1000), "float32")
     tuned = tp.program(softmax, autotune=True)
-    plan = tp.plan(tuned, x, batch_dims=1, backend="cpu")
+    plan = tp.plan(tuned, x, batch_dims=1, backend=backend)
     assert plan.autotuned is None and "autotuned" not in str(plan)
-    assert bits_equal(tuned(x, batch_dims=1, backend="cpu"), tp.program(softmax)(x, batch_dims=1, backend="cpu"))
+    assert bits_equal(tuned(x, batch_dims=1, backend=backend), tp.program(softmax)(x, batch_dims=1, backend=backend))
 
 
 def _torch_cuda():

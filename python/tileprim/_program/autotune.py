@@ -1,10 +1,11 @@
-"""Opt-in autotuning of a program's scope on the GPU it runs on (issue 49's extra). Where no scope and
-no staging are named and the call's arrays are a GPU's (a library's device arrays, not NumPy's), the cost model's best few candidates (the plan's
-``scope_trace``; ``candidates``) are each run on the call's own arrays and timed, and the fastest is kept: in memory,
-and on disk beside the kernel cache (``autotune.json``), keyed by the program's trace and tile count,
-the GPU's name and the driver, so that the next process plans it without timing. The choice is this
-GPU's, so the CPU backend (which plans the model's choice) gives the same bits only at the scope the
-plan names. Off unless ``tp.program(autotune=True)`` or ``TILEPRIM_AUTOTUNE=1``."""
+"""Opt-in autotuning of a program's scope on the GPU it runs on (issue 49's extra). Where no scope
+and no staging are named and the call's arrays are a GPU's (a library's device arrays, not NumPy's),
+the cost model's best few candidates (the plan's ``scope_trace``; ``candidates``) are each run on
+the call's own arrays and timed, and the fastest is kept: in memory, and on disk beside the kernel
+cache (``autotune.json``), keyed by the program's trace and tile count, the GPU's name and the
+driver, so that the next process plans it without timing. The choice is this GPU's, so the CPU
+backend (which plans the model's choice) gives the same bits only at the scope the plan names. Off
+unless ``tp.program(autotune=True)`` or ``TILEPRIM_AUTOTUNE=1``."""
 from __future__ import annotations
 
 import hashlib
