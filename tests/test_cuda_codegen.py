@@ -492,3 +492,17 @@ def test_a_chain_rounded_to_16_bits_is_estimated_then_checked(dtype):
         assert "rounded_estimates" not in source
     fast = lower(_gated, x, x, fastmath=True)
     assert "rounded_estimates" not in fast and "FastSilu" in fast
+
+
+@pytest.mark.parametrize("target", ["sm_75", "compute_75"])
+def test_bfloat16_kernels_before_sm80_are_refused_by_name(target):
+    """bfloat16 arithmetic is sm_80's: a bfloat16 kernel for an older target is refused with the rule
+    (it once failed inside NVRTC on the device headers); float16 and float32 kernels still build."""
+    bf16 = np.ones((4, 1000), ml_dtypes.bfloat16)
+    with pytest.raises(ValueError, match=f"dtype: bfloat16 kernels need sm_80 or later.*target {target}"):
+        tp.lower(tp.exp, bf16, batch_dims=1, target=target)
+    with pytest.raises(ValueError, match="bfloat16 kernels need sm_80"):
+        tp.lower(tp.program(lambda x: tp.cast(tp.sum(tp.cast(x, "float32"), axes=-1), x.dtype)), bf16,
+                 batch_dims=1, target=target)
+    assert tp.lower(tp.exp, bf16.astype(np.float16), batch_dims=1, target=target).arch == target
+    assert tp.lower(tp.exp, bf16, batch_dims=1, target="sm_80").arch == "sm_80"

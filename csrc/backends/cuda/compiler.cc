@@ -9,6 +9,7 @@
 #include "backends/cuda/nvrtc.h"
 #include "backends/cuda/sha256.h"
 #include "dispatch/architecture.h"
+#include "errors.h"
 
 namespace tp::cuda {
 
@@ -95,6 +96,15 @@ std::shared_ptr<const CompiledKernel> compile_cached(const std::string& source, 
                                                      const std::vector<std::string>& options,
                                                      const std::string& package_version,
                                                      const std::string& header_digest) {
+  // a kernel of bfloat16 values (its head defines TP_WITH_BF16 for the device headers) needs the
+  // bfloat16 arithmetic of sm_80 on: refused by name before NVRTC fails on the headers
+  if (source.find("#define TP_WITH_BF16") != std::string::npos) {
+    const int sm = sm_version(arch);
+    if (sm != 0 && sm < 80) {
+      throw ValueError("dtype: bfloat16 kernels need sm_80 or later (bfloat16 arithmetic); target " + arch +
+                       " has none (use float16 or float32 on this GPU, or a newer target)");
+    }
+  }
   const Nvrtc& nvrtc = Nvrtc::get();
   const auto [major, minor] = nvrtc.version();
   const CacheKey key{package_version, header_digest, std::to_string(major) + "." + std::to_string(minor),
