@@ -15,8 +15,8 @@ std::string indented(const std::string& text, const std::string& pad) {
   return os.str();
 }
 
-// A folded output's sums: float, double for double tiles (FrameOperand::folded)
-const char* fold_type(const FrameOperand& s) { return s.dtype == DType::float64 ? "double" : "float"; }
+// A folded output's sums' C type (folded_sum_dtype)
+const char* fold_type(const FrameOperand& s) { return dtype_cuda_name(folded_sum_dtype(s)); }
 
 bool stores_every_slot(const FrameOperand& s) {
   return std::find(s.place->store.begin(), s.place->store.end(), -1) == s.place->store.end();

@@ -430,8 +430,10 @@ bool LaunchShape::any(OperandPath path) const {
   return std::any_of(operands.begin(), operands.end(), [&](const OperandLaunch& o) { return o.path == path; });
 }
 
+DType folded_sum_dtype(const FrameOperand& s) { return s.dtype == DType::float64 ? DType::float64 : DType::float32; }
+
 long long folded_sum_bytes(const FrameOperand& s) {
-  return s.folded ? align16(s.elements * (s.dtype == DType::float64 ? 8 : 4)) : 0;
+  return s.folded ? align16(s.elements * dtype_size(folded_sum_dtype(s))) : 0;
 }
 
 LaunchShape launch_shape(const FrameSpec& spec, const std::string& arch) { return Shaper(spec, arch).take(); }

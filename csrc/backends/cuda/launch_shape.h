@@ -151,8 +151,11 @@ struct LaunchShape {
   bool any(OperandPath path) const;
 };
 
-// A folded output's sums in the block's shared memory (FrameOperand::folded): a tile of float (double
-// for double tiles), 16-byte aligned; they follow one another from LaunchShape::folds_at.
+// The dtype a folded output is summed and written in (FrameOperand::folded): float32, float64 for
+// float64 tiles.
+DType folded_sum_dtype(const FrameOperand& s);
+// A folded output's sums in the block's shared memory: a tile of folded_sum_dtype, 16-byte aligned;
+// they follow one another from LaunchShape::folds_at (0 for an output not folded).
 long long folded_sum_bytes(const FrameOperand& s);
 
 // The launch shape for `arch` (its shared-memory limit bounds the instances per block).

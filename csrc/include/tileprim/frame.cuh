@@ -113,13 +113,6 @@ template <int kThreads, int kInstances, int kRounds, int kStages, int kCtas = 1>
   // `valid` from blockIdx again, not from the member `first`: ptxas then allocates as for the
   // expressions written out in the kernel (a warp's rows of 1024: 58 registers, not 64)
   // (a 1-D grid of clusters of kCtas blocks: the rank in the cluster is blockIdx.x % kCtas)
-  // The run of block `block` of a grid whose blocks each take several runs in turn (a folded output's,
-  // one CTA a block: launch_shape.h FrameSpec::folded_tiles).
-  __device__ __forceinline__ BlockRun(long long tiles_, long long block)
-      : tiles(tiles_), instance(threadIdx.x / kThreads), lane(threadIdx.x % kThreads), first(block * kTiles),
-        valid(static_cast<int>(tiles_ - block * kTiles < kTiles ? tiles_ - block * kTiles : kTiles)) {
-    static_assert(kCtas == 1, "a cluster's run is its blocks'");
-  }
   __device__ __forceinline__ explicit BlockRun(long long tiles_)
       : tiles(tiles_), instance(threadIdx.x / kThreads),
         lane(kCtas == 1 ? threadIdx.x % kThreads : blockIdx.x % kCtas * (kThreads / kCtas) + threadIdx.x),
@@ -127,6 +120,13 @@ template <int kThreads, int kInstances, int kRounds, int kStages, int kCtas = 1>
         valid(static_cast<int>(tiles_ - static_cast<long long>(blockIdx.x / kCtas) * kTiles < kTiles
                                    ? tiles_ - static_cast<long long>(blockIdx.x / kCtas) * kTiles
                                    : kTiles)) {}
+  // The run of block `block` of a grid whose blocks each take several runs in turn (a folded output's,
+  // one CTA a block: launch_shape.h FrameSpec::folded_tiles).
+  __device__ __forceinline__ BlockRun(long long tiles_, long long block)
+      : tiles(tiles_), instance(threadIdx.x / kThreads), lane(threadIdx.x % kThreads), first(block * kTiles),
+        valid(static_cast<int>(tiles_ - block * kTiles < kTiles ? tiles_ - block * kTiles : kTiles)) {
+    static_assert(kCtas == 1, "a cluster's run is its blocks'");
+  }
 
   // Starts the run's copies part by part, each part one commit group: copy(from, count) issues
   // tiles [from, from + count) of it.

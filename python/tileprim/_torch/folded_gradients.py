@@ -14,7 +14,7 @@ import os
 from typing import Optional
 
 from .._ops import names as tp
-from .sum_to import folded_run, sums_from_folds, sums_to
+from .sum_to import _wide, folded_run, sums_from_folds, sums_to
 
 __all__ = ["FoldedBackward", "folded_backward"]
 
@@ -99,8 +99,7 @@ def _widening(body, arguments: list):
     """``body`` returning besides the arguments at these positions, widened to the float they are summed in."""
     def widened(*tiles):
         made = body(*tiles)
-        return tuple(made) + tuple(tp.cast(tiles[k], "float64" if tiles[k].dtype == "float64" else "float32")
-                                   for k in arguments)
+        return tuple(made) + tuple(tp.cast(tiles[k], _wide(tiles[k])) for k in arguments)
 
     widened.__name__ = widened.__qualname__ = body.__name__
     widened.__signature__ = inspect.signature(body)
