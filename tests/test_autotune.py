@@ -1,4 +1,4 @@
-"""Opt-in autotuning of a program's scope (tileprim/_program/autotune.py): the cost model's best few
+"""Opt-in autotuning of a program's scope (tileprim/_calls/autotune.py): the cost model's best few
 candidates timed on the GPU, the fastest kept in memory and on disk per GPU and driver. On the CPU:
 the option's checks, the candidates and how their scopes are read, the choice and its memory with a
 stand-in clock, and that the CPU backend ignores it. On a GPU: a tuned call computes the CPU
@@ -10,7 +10,7 @@ import pytest
 
 import tileprim as tp
 from tileprim._calls.scope import ExecScope
-from tileprim._program import autotune as autotuning
+from tileprim._calls import autotune as autotuning
 from conftest import bits_equal, cuda_usable, random_tile
 
 
@@ -30,7 +30,7 @@ def test_candidates_are_the_models_best_accepted_points_and_their_scopes_read_ba
     plan = tp.plan(tp.program(softmax), x, batch_dims=1, target="sm_90a")
     chosen = autotuning.candidates(plan.scope_trace)
     ns = {(v["scope"], v["staging"]): v["ns_per_row"] for v in plan.scope_trace if v["accepted"]}
-    kernel = {p: autotuning._parts(p[0])[1:] + (p[1],) for p in ns}  # a warpgroup is cta(128)'s kernel
+    kernel = {p: autotuning.scope_parts(p[0])[1:] + (p[1],) for p in ns}  # a warpgroup is cta(128)'s kernel
     assert len(chosen) >= 1 and len({kernel[p] for p in chosen}) == len(chosen)
     assert [ns[p] for p in chosen] == sorted(ns[p] for p in chosen)
     best, fourth = ns[chosen[0]], ns[chosen[min(3, len(chosen) - 1)]]
@@ -43,13 +43,13 @@ def test_candidates_are_the_models_best_accepted_points_and_their_scopes_read_ba
             assert kernel[p][:2] in scopes
     for scope, staging in chosen:  # each read back as the scope a call names gives that plan
         named = tp.plan(tp.program(softmax, staging=staging), x, batch_dims=1, target="sm_90a",
-                        scope=ExecScope(*autotuning._parts(scope)))
+                        scope=ExecScope(*autotuning.scope_parts(scope)))
         assert (named.scope, named.staging) == (scope, staging)
 
 
 def test_an_unknown_scope_name_is_refused():
     with pytest.raises(ValueError, match="cannot read the scope"):
-        autotuning._parts("grid(4)")
+        autotuning.scope_parts("grid(4)")
 
 
 TRACE = [{"scope": s, "staging": st, "accepted": ok, "ns_per_row": ns}
@@ -152,7 +152,7 @@ def test_a_tuned_call_gives_the_cpu_bits_at_the_scope_its_plan_names(table, rng,
     assert a["ms"][f"{a['scope']} {a['staging']}"] == min(a["ms"].values())
     assert "autotuned on" in str(plan)
     cpu = tp.program(softmax, staging=a["staging"])(x[:64], batch_dims=1, backend="cpu",
-                                                     scope=ExecScope(*autotuning._parts(a["scope"])))
+                                                     scope=ExecScope(*autotuning.scope_parts(a["scope"])))
     mine = got[:64].cpu()
     mine = mine.view(torch.uint16).numpy().view(x.dtype) if dtype == "bfloat16" else mine.numpy()
     assert bits_equal(mine, cpu)
@@ -231,3 +231,75 @@ def test_a_candidate_that_fails_is_left_out_and_all_failing_raises(table):
     with pytest.raises(RuntimeError, match="launching cta\\(256\\)"):
         autotuning.tuned_spec(SPEC, TRACE, 4096, "GPU A (driver 1)", failing_at(*[k for k in MEASURED]))
     assert not table.exists()  # nothing remembered
+
+
+# ---- batched standalone calls (tileprim/_calls/call.py): tuned under TILEPRIM_AUTOTUNE=1 ----------
+
+def _sum_call(n: int, dtype: str):
+    """tp.sum(x, axes=-1) of rows of n as call.py hands it to the planner (no scope, default storage)."""
+    import tileprim._C as _C
+    return _C.OpCall("sum", [_C.TileRef("src", dtype, [n], "local", None)], _C.TileRef("out", dtype, [], "local", None),
+                     "thread", 1, [-1], False, {}, "", 1)
+
+
+def _cpu_sum_at(x, scope: str, staging: str):
+    """The CPU backend's row sums of x at one point (scope, staging) of the planner's candidates."""
+    import tileprim._C as _C
+    core = _C.prepare_call(_sum_call(x.shape[-1], str(x.dtype)), "sm_90a", "cpu", [], True, False, scope, staging)
+    out = np.empty(x.shape[:-1], x.dtype)
+    core.run_host_one(np.ascontiguousarray(x), out, x.shape[0])
+    return core.plan, out
+
+
+@pytest.mark.parametrize("n,dtype", [(50257, "float32"), (4097, "float32"), (1000, "float64")])
+def test_each_candidate_point_of_a_batched_call_plans_again_as_it_was_scored(rng, n, dtype):
+    x = random_tile(rng, (6, n), dtype, special=False)
+    plan = tp.plan(tp.sum, x, axes=-1, batch_dims=1)
+    points = autotuning.candidates(plan.scope_trace)
+    assert points
+    for scope, staging in points:
+        at, _ = _cpu_sum_at(x, scope, staging)
+        assert (at.scope, at.staging) == (scope, staging)
+    chosen = next(v for v in plan.scope_trace if v.get("chosen"))
+    _, sums = _cpu_sum_at(x, chosen["scope"], chosen["staging"])  # the model's own point: the call's bits
+    assert bits_equal(sums, tp.sum(x, axes=-1, batch_dims=1))
+
+
+def test_batched_calls_on_numpy_arrays_are_never_autotuned(rng, monkeypatch):
+    monkeypatch.setenv("TILEPRIM_AUTOTUNE", "1")
+    monkeypatch.setattr(autotuning, "tuned", lambda *a: pytest.fail("NumPy arrays timed candidates"))
+    x = random_tile(rng, (5, 4097), "float32")
+    plan = tp.plan(tp.max, x, axes=-1, batch_dims=1)
+    assert plan.autotuned is None and "autotuned" not in str(plan)
+
+
+def test_a_point_named_without_a_staging_is_shown_by_its_scope(table):
+    record = autotuning.tuned(("call",), "sum: 8 x src float32(100,)", [("cta(256)", ""), ("warp", "")], 8,
+                              "GPU A (driver 1)", lambda scope, staging: {"cta(256)": 2e-3, "warp": 1e-3}[scope])
+    assert (record["scope"], record["staging"]) == ("warp", "")
+    assert "warp kept" in autotuning.described(record) and "cta(256) 2.000 ms" in autotuning.described(record)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_torch_cuda() is None, reason="no usable CUDA GPU with PyTorch")
+@pytest.mark.parametrize("shape,dtype", [((512, 50257), "float32"), ((2048, 4097), "float32")])
+def test_a_tuned_batched_call_gives_the_cpu_bits_at_the_point_its_plan_names(table, rng, monkeypatch, shape, dtype):
+    from tileprim._calls.prepared import forget
+    torch = _torch_cuda()
+    monkeypatch.setenv("TILEPRIM_AUTOTUNE", "1")
+    forget()  # an untuned call of this signature made earlier in the process is not reused
+    x = random_tile(rng, shape, dtype, special=False)
+    xt = torch.from_numpy(x).cuda()
+    got = tp.sum(xt, axes=-1, batch_dims=1)
+    plan = tp.plan(tp.sum, xt, axes=-1, batch_dims=1)
+    a = plan.autotuned
+    assert a is not None and a["source"] in ("measured", "remembered") and len(a["ms"]) >= 1
+    assert (plan.scope, plan._bound.plan.staging) == (a["scope"], a["staging"])
+    assert a["ms"][f"{a['scope']} {a['staging']}"] == min(a["ms"].values()) and "autotuned on" in str(plan)
+    _, cpu = _cpu_sum_at(x[:64], a["scope"], a["staging"])
+    assert bits_equal(got[:64].cpu().numpy(), cpu)
+    want = x.astype(np.float64).sum(axis=-1)
+    assert np.allclose(got.cpu().numpy(), want, rtol=1e-4, atol=1e-3 * np.abs(x).sum(axis=-1).max())
+    autotuning._REMEMBERED.clear()
+    forget()
+    assert tp.plan(tp.sum, xt, axes=-1, batch_dims=1).autotuned["source"] == "remembered on disk"

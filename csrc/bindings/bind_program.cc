@@ -277,17 +277,20 @@ void bind_program(py::module_& m) {
   m.def(
       "prepare_call",
       [](const OpCall& call, const std::string& target, const std::string& backend, const std::vector<int>& devices,
-         bool auto_scope, bool storage_given) {
+         bool auto_scope, bool storage_given, const std::string& scope_only, const std::string& staging) {
         ProgramSpec spec = call_program(call);
         spec.auto_scope = auto_scope;
+        spec.auto_scope_only = scope_only;
+        spec.staging = staging;
         spec.steps.front().storage_given = storage_given;
         return std::make_shared<BoundProgram>(plan_program(spec, make_context(target, backend, devices)));
       },
       py::arg("call"), py::arg("target"), py::arg("backend"), py::arg("devices") = std::vector<int>{},
-      py::arg("auto_scope") = false, py::arg("storage_given") = true,
+      py::arg("auto_scope") = false, py::arg("storage_given") = true, py::arg("scope_only") = "",
+      py::arg("staging") = "",
       "A standalone call as the program of one step, planned as it is called; its runner binds on the first run. "
       "auto_scope: no scope was named (a batched call): the planner chooses it, and the storage too unless "
-      "storage_given.");
+      "storage_given; scope_only and staging: only that point of its candidates (autotuning's).");
 }
 
 }  // namespace tp

@@ -155,12 +155,21 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
       trace.push_back(v);
     }
   };
-  for (const ExecScope& scope : candidates()) consider(scope);
-  // the rows fit no CTA's shared memory, or (past one chunk of cta(1024)) no CTA's registers with
-  // another instance beside it on the SM (a CTA alone there takes a row at a time): a cluster may
-  // hold them, a share on each SM (so the choice for shorter rows is the CTAs' alone)
-  if (!best || !on_chip(best->staging) || (!in_registers && longest_input(*best) > kClusterRowsFrom)) {
-    for (const ExecScope& scope : cluster_candidates(target_limits(ctx.target))) consider(scope);
+  const std::vector<ExecScope> clusters = cluster_candidates(target_limits(ctx.target));
+  if (!spec.auto_scope_only.empty()) {
+    for (const std::vector<ExecScope>* scopes : {&candidates(), &clusters}) {
+      for (const ExecScope& scope : *scopes) {
+        if (scope.str() == spec.auto_scope_only) consider(scope);
+      }
+    }
+  } else {
+    for (const ExecScope& scope : candidates()) consider(scope);
+    // the rows fit no CTA's shared memory, or (past one chunk of cta(1024)) no CTA's registers with
+    // another instance beside it on the SM (a CTA alone there takes a row at a time): a cluster may
+    // hold them, a share on each SM (so the choice for shorter rows is the CTAs' alone)
+    if (!best || !on_chip(best->staging) || (!in_registers && longest_input(*best) > kClusterRowsFrom)) {
+      for (const ExecScope& scope : clusters) consider(scope);
+    }
   }
   if (!best) {
     std::string reasons;

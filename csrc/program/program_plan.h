@@ -58,6 +58,9 @@ struct ProgramSpec {
   std::string name;
   ExecScope scope;
   bool auto_scope = false;  // the scope is named nowhere: the planner chooses it (auto_scope.h)
+  // with auto_scope, only this one of the planner's candidate scopes (its str(); empty: all): a point
+  // of the scope trace planned again as it was there (autotuning's candidates)
+  std::string auto_scope_only;
   std::string storage;  // the program's default storage for its steps; empty: the planner's choice
   std::string staging;  // how the kernel holds the rows (row_staging.h); empty: the first that accepts
   bool fastmath = false;  // every elementwise step's fastmath= where the step names none (DESIGN §3)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import tileprim._C as _C
 from ._platform.backends import cuda_details
-from ._program import autotune
+from ._calls import autotune
 
 __all__ = ["clear", "directory", "disk_enabled"]
 

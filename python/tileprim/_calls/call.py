@@ -22,6 +22,7 @@ from .._layout.syntax import LayoutExpr
 from .._layout.value import TileLayout, as_layout, spelled_layout
 from .._opspec.table import SPECS
 from .._platform.backends import default_target, resolve_backend
+from . import autotune as autotuning
 from .plan import Plan
 from .prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, forget, remember
 from .scope import ExecScope, thread
@@ -187,23 +188,53 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
     if len(devices) > 1:
         raise ValueError(f"operands: on devices {devices[0]} and {devices[1]}; move them to one device")
     target = default_target(backend, devices[0] if devices else 0) if target is None else target
-    # the program of one step; batched with no scope named, at the planner's choice of scope
-    core = _C.prepare_call(call, target, backend, devices, not named and batch_dims >= 1, storage_given)
-    step = core.plan.step_plans[0]
-
-    out_tile = tuple(step.call.output.shape)
-    all_reduced = reduction and len(step.call.axes) == len(tile_shape) and out_tile == (1,)
-    result_shape = batch_shape + (() if all_reduced else out_tile)
-    if reduction and as_bool(keepdims, "keepdims"):  # NumPy's keepdims: 1 where each reduced axis was
-        kept = set(step.call.axes)
-        result_shape = batch_shape + tuple(1 if i in kept else d for i, d in enumerate(tile_shape))
+    auto = not named and batch_dims >= 1  # batched with no scope named: at the planner's choice of scope
+    keepdims = reduction and as_bool(keepdims, "keepdims")
     tiles = math.prod(batch_shape)
-    plan = Plan(step, result_shape, bound=core, tiles=tiles)
     inputs = [Input(i, o.prepare, full_shape if o.shape != full_shape else None)
               for i, o in enumerate(operands) if o.kind != "scalar"]
     scalar_at = [i for i, o in enumerate(operands) if o.kind == "scalar"]
-    run = (core, plan, len(operands), inputs, scalar_at, [(result_shape, out_dtype)], False, tiles, accum,
-           [o.arg for o in operands])
-    if on_device:
-        return DevicePrepared(*run, adapter=arrays[0].adapter, device=devices[0])
-    return HostPrepared(*run)
+
+    def planned(scope_only="", staging=""):  # the program of one step (at one point of the planner's)
+        return _C.prepare_call(call, target, backend, devices, auto, storage_given, scope_only, staging)
+
+    def made(core):
+        step = core.plan.step_plans[0]
+        out_tile = tuple(step.call.output.shape)
+        all_reduced = reduction and len(step.call.axes) == len(tile_shape) and out_tile == (1,)
+        result_shape = batch_shape + (() if all_reduced else out_tile)
+        if reduction and keepdims:  # NumPy's keepdims: 1 where each reduced axis was
+            kept = set(step.call.axes)
+            result_shape = batch_shape + tuple(1 if i in kept else d for i, d in enumerate(tile_shape))
+        plan = Plan(step, result_shape, bound=core, tiles=tiles)
+        run = (core, plan, len(operands), inputs, scalar_at, [(result_shape, out_dtype)], False, tiles, accum,
+               [o.arg for o in operands])
+        if on_device:
+            return DevicePrepared(*run, adapter=arrays[0].adapter, device=devices[0])
+        return HostPrepared(*run)
+
+    prepared = made(planned())
+    if (auto and on_device and not accum and layout is None and out_layout is None and autotuning.requested(None)
+            and all(o.adapter.runnable(x) for o, x in zip(operands, values) if o.kind == "device")):
+        signature = (op, [(o.arg, o.kind, o.dtype, tuple(o.shape)) for o in operands], axes_list, keepdims,
+                     storage_given and storage, dispatch, extra, sorted(config.items()), target, backend)
+        shown = f"{op}: {tiles} x " + ", ".join(f"{o.arg} {o.dtype}{tuple(tile_shape)}" for o in arrays)
+        prepared = _tuned(made, planned, prepared, values, signature, shown, tiles, arrays[0].adapter, devices[0])
+    return prepared
+
+
+def _tuned(made, planned, prepared, values, signature, shown, tiles, adapter, device):
+    """The call prepared at the point of the planner's candidates measured fastest on this GPU
+    (autotune.py), each timed on the call's own operands."""
+    def synchronize():
+        _C.cuda.synchronize(adapter.stream(device), device)
+
+    def seconds_of(scope, staging):
+        run = made(planned(scope, staging)).run
+        return autotuning.seconds(lambda: run(values, None), synchronize)
+
+    record = autotuning.tuned(signature, shown, autotuning.candidates(prepared.plan.scope_trace), tiles,
+                              autotuning.gpu_of(device), seconds_of)
+    prepared = made(planned(record["scope"], record["staging"]))
+    prepared.plan.autotuned = record
+    return prepared

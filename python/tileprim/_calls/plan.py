@@ -3,7 +3,9 @@ table as text; in Jupyter a headline, the declined variants' reasons, a diagram 
 algorithm and the tables."""
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Optional
+
+from .autotune import described
 
 __all__ = ["Plan"]
 
@@ -27,6 +29,10 @@ class Plan:
     scope_trace : list of dict
         A batched call with no scope named: the planner's candidates, as
         ``ProgramPlan.scope_trace`` (empty where a scope is named).
+    autotuned : dict or None
+        A batched call with no scope named on a GPU's arrays under ``TILEPRIM_AUTOTUNE=1``: the
+        GPU, the scope and staging kept, each candidate's measured ms, and whether they were
+        measured now or remembered (``ProgramPlan.autotuned``).
     trace : list
         Every registered variant of the op: ``.variant``, ``.priority``, ``.status`` (chosen,
         declined, not tried) and ``.reasons`` (every failing predicate's).
@@ -45,6 +51,7 @@ class Plan:
         self.out_shape = out_shape
         self._bound = bound
         self._tiles = tiles
+        self.autotuned: Optional[dict] = None
 
     variant = property(lambda self: self._core.variant, doc="the chosen variant's name")
     priority = property(lambda self: self._core.priority, doc="the chosen variant's priority")
@@ -105,7 +112,8 @@ class Plan:
 
     def __str__(self) -> str:
         program = self._program()
-        return str(self._core) + (program.scope_trace_str() if program is not None else "")
+        return (str(self._core) + (program.scope_trace_str() if program is not None else "") +
+                (f"\n{described(self.autotuned)}" if self.autotuned else ""))
 
     __repr__ = __str__
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
+from .._calls.autotune import described
 from .._calls.plan import Plan
 from .._viz.program_html import program_html
 
@@ -130,13 +131,7 @@ class ProgramPlan:
         return {"rounding": rounding, "order": "steps in program order; copies move values unchanged", "steps": steps}
 
     def __str__(self) -> str:
-        if not self.autotuned:
-            return str(self._core)
-        a = self.autotuned
-        times = ", ".join([f"{point} {ms:.3f} ms" for point, ms in a["ms"].items()] +
-                          [f"{point} failed ({why})" for point, why in a.get("failed", {}).items()])
-        return (f"{self._core}\nautotuned on {a['gpu']} ({a['source']}): {a['scope']} {a['staging']} kept, the "
-                f"fastest of the cost model's best candidates ({times})")
+        return str(self._core) + (f"\n{described(self.autotuned)}" if self.autotuned else "")
 
     __repr__ = __str__
 

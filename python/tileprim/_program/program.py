@@ -20,7 +20,7 @@ from .._calls.prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, 
 from .._calls.scope import STORAGE_SCOPES, ExecScope
 from .._checks import as_int
 from .._platform.backends import device_arch, resolve_backend
-from . import autotune as autotuning
+from .._calls import autotune as autotuning
 from .numbers import number_program
 from .plan import ProgramPlan
 from .tile import Tile

@@ -1,11 +1,12 @@
-"""Opt-in autotuning of a program's scope on the GPU it runs on (issue 49's extra). Where no scope
-and no staging are named and the call's arrays are a GPU's (a library's device arrays, not NumPy's),
-the cost model's best few candidates (the plan's ``scope_trace``; ``candidates``) are each run on
-the call's own arrays and timed, and the fastest is kept: in memory, and on disk beside the kernel
-cache (``autotune.json``), keyed by the program's trace and tile count, the GPU's name and the
-driver, so that the next process plans it without timing. The choice is this GPU's, so the CPU
-backend (which plans the model's choice) gives the same bits only at the scope the plan names. Off
-unless ``tp.program(autotune=True)`` or ``TILEPRIM_AUTOTUNE=1``."""
+"""Opt-in autotuning of the planner's scope on the GPU a call runs on (issue 49's extra), for
+programs and batched standalone calls alike. Where no scope (and no staging) is named and the call's
+arrays are a GPU's (a library's device arrays, not NumPy's), the cost model's best few candidates
+(the plan's ``scope_trace``; ``candidates``) are each run on the call's own arrays and timed, and the
+fastest is kept: in memory, and on disk beside the kernel cache (``autotune.json``), keyed by the
+call (a program's trace, a standalone op's operands and options), its tile count, the GPU's name and
+the driver, so that the next process plans it without timing. The choice is this GPU's, so the CPU
+backend (which plans the model's choice) gives the same bits only at the point the plan names. Off
+unless ``tp.program(autotune=True)`` or ``TILEPRIM_AUTOTUNE=1`` (standalone calls: the variable)."""
 from __future__ import annotations
 
 import hashlib
@@ -21,7 +22,8 @@ from typing import Callable, List, Optional
 import tileprim._C as _C
 from .._version import __version__
 
-__all__ = ["requested", "candidates", "gpu_of", "tuned_spec", "forget", "with_scope", "seconds"]
+__all__ = ["requested", "candidates", "gpu_of", "tuned", "tuned_spec", "described", "forget", "with_scope",
+           "scope_parts", "seconds"]
 
 _CANDIDATES = 4  # the model's best few: its ranking is within a few % of the sweep's on most shapes
 _WITHIN = 2.0  # and the best of each other scope it scores within this factor of its best
@@ -29,7 +31,7 @@ _MIN_SECONDS = 0.02  # each candidate timed over at least this long (and at leas
 _MIN_RUNS = 3
 _FILE = "autotune.json"
 _MOST_BYTES = 16 << 20
-_REMEMBERED: dict = {}  # key -> {"call", "gpu", "scope", "staging", "ms": {candidate: ms}}
+_REMEMBERED: dict = {}  # key -> {"call", "gpu", "scope", "staging", "ms": {point: ms}}
 _SPEC_KIND, _SPEC_THREADS, _SPEC_STAGING, _SPEC_CTAS = 4, 5, 7, 12  # in _C.plan_program's arguments
 
 
@@ -38,7 +40,7 @@ def requested(flag: Optional[bool]) -> bool:
     return flag if flag is not None else os.environ.get("TILEPRIM_AUTOTUNE") == "1"
 
 
-def _parts(scope: str) -> tuple:
+def scope_parts(scope: str) -> tuple:
     """(kind, threads, ctas) of a scope as the plan names it: thread, warp, warpgroup, cta(N), cluster(CxT)."""
     fixed = {"thread": ("thread", 1, 1), "warp": ("warp", 32, 1), "warpgroup": ("warpgroup", 128, 1)}
     if scope in fixed:
@@ -64,7 +66,7 @@ def candidates(scope_trace: List[dict]) -> List[tuple]:
         return []
     out, kernels, scopes = [], set(), set()
     for rank, v in enumerate(scored):
-        _, threads, ctas = _parts(v["scope"])
+        _, threads, ctas = scope_parts(v["scope"])
         near = v["ns_per_row"] <= _WITHIN * scored[0]["ns_per_row"]
         kept = rank < _CANDIDATES or ((threads, ctas) not in scopes and near)
         if kept and (threads, ctas, v["staging"]) not in kernels:
@@ -74,9 +76,8 @@ def candidates(scope_trace: List[dict]) -> List[tuple]:
     return out
 
 
-def _key(spec: tuple, tiles: int, gpu: str) -> str:
-    unscoped = with_scope(spec, "", "")
-    return hashlib.sha256(repr((__version__, gpu, tiles, unscoped)).encode()).hexdigest()
+def _key(call: tuple, tiles: int, gpu: str) -> str:
+    return hashlib.sha256(repr((__version__, gpu, tiles, call)).encode()).hexdigest()
 
 
 def _path() -> Optional[str]:
@@ -147,11 +148,16 @@ def gpu_of(device: int) -> str:
     return f"{_C.cuda.device_info(device)['name']} (driver {_C.cuda.driver_version()})"
 
 
-def tuned_spec(spec: tuple, scope_trace: List[dict], tiles: int, gpu: str,
-               seconds_of: Callable[[tuple], float]) -> tuple:
-    """(spec, record): ``spec`` with the scope and staging measured fastest on ``gpu`` (remembered,
-    else each candidate timed by ``seconds_of(candidate spec)``), and what the plan says of it."""
-    key = _key(spec, tiles, gpu)
+def _point(scope: str, staging: str) -> str:
+    return f"{scope} {staging}" if staging else scope
+
+
+def tuned(call: tuple, shown: str, points: List[tuple], tiles: int, gpu: str,
+          seconds_of: Callable[[str, str], float]) -> dict:
+    """The record of the point (scope, staging) measured fastest on ``gpu`` for ``call`` (plain values
+    that decide the plan, bar the scope; ``shown`` names it in the table): remembered, else each of
+    ``points`` timed by ``seconds_of(scope, staging)`` (staging "": the planner's at that scope)."""
+    key = _key(call, tiles, gpu)
     entry = _REMEMBERED.get(key)
     source = "remembered"
     if entry is None:
@@ -159,24 +165,41 @@ def tuned_spec(spec: tuple, scope_trace: List[dict], tiles: int, gpu: str,
         source = "remembered on disk"
     if entry is None:
         ms, failed = {}, {}
-        for scope, staging in _shown(candidates(scope_trace), f"tileprim autotune {spec[0]}"):
+        for scope, staging in _shown(points, f"tileprim autotune {shown.split(':')[0]}"):
+            point = _point(scope, staging)
             try:
-                ms[f"{scope} {staging}"] = seconds_of(with_scope(spec, scope, staging)) * 1e3
+                ms[point] = seconds_of(scope, staging) * 1e3
             except RuntimeError as e:  # a kernel this GPU will not compile or launch: the others decide
-                failed[f"{scope} {staging}"] = e
+                failed[point] = e
         if not ms:
             raise next(iter(failed.values()))
-        best = min(ms, key=ms.get)
-        tile = ", ".join(f"{name} {dtype}{tuple(shape)}" for name, dtype, shape, _ in spec[1])
-        call = f"{spec[0]}: {tiles} x {tile}"
-        entry = {"call": call, "gpu": gpu, "scope": best.split()[0], "staging": best.split()[1], "ms": ms}
+        scope, _, staging = min(ms, key=ms.get).partition(" ")
+        entry = {"call": shown, "gpu": gpu, "scope": scope, "staging": staging, "ms": ms}
         if failed:
             entry["failed"] = {point: str(e).splitlines()[0] for point, e in failed.items()}
         _store(key, entry)
         source = "measured"
     _REMEMBERED[key] = entry
-    record = {**entry, "gpu": gpu, "source": source}
-    return with_scope(spec, entry["scope"], entry["staging"]), record
+    return {**entry, "gpu": gpu, "source": source}
+
+
+def tuned_spec(spec: tuple, scope_trace: List[dict], tiles: int, gpu: str,
+               seconds_of: Callable[[tuple], float]) -> tuple:
+    """(spec, record): a program's ``spec`` (``_C.plan_program``'s arguments) at the scope and staging
+    measured fastest on ``gpu`` (``tuned``), each candidate timed by ``seconds_of(candidate spec)``."""
+    tile = ", ".join(f"{name} {dtype}{tuple(shape)}" for name, dtype, shape, _ in spec[1])
+    record = tuned(with_scope(spec, "", ""), f"{spec[0]}: {tiles} x {tile}", candidates(scope_trace), tiles, gpu,
+                   lambda scope, staging: seconds_of(with_scope(spec, scope, staging)))
+    return with_scope(spec, record["scope"], record["staging"]), record
+
+
+def described(record: dict) -> str:
+    """The plan's last line for an autotuned call: what was kept, and every candidate's time."""
+    times = ", ".join([f"{point} {ms:.3f} ms" for point, ms in record["ms"].items()] +
+                      [f"{point} failed ({why})" for point, why in record.get("failed", {}).items()])
+    kept = _point(record["scope"], record["staging"])
+    return (f"autotuned on {record['gpu']} ({record['source']}): {kept} kept, the fastest of the cost model's "
+            f"best candidates ({times})")
 
 
 def forget(disk: bool = True) -> None:
@@ -189,7 +212,7 @@ def forget(disk: bool = True) -> None:
 
 def with_scope(spec: tuple, scope: str, staging: str) -> tuple:
     """``spec`` at this scope ("": none named) and staging."""
-    kind, threads, ctas = _parts(scope) if scope else ("", 0, 1)
+    kind, threads, ctas = scope_parts(scope) if scope else ("", 0, 1)
     out = list(spec)
     out[_SPEC_KIND], out[_SPEC_THREADS], out[_SPEC_CTAS], out[_SPEC_STAGING] = kind, threads, ctas, staging
     return tuple(out)
