@@ -78,3 +78,31 @@ def test_an_inline_layout_is_keyed_by_its_value(rng):
     # a float extent equals an int one but is no extent: it reaches the check, cached or not
     with pytest.raises(TypeError, match="layout: extent 32.0 must be an integer"):
         tp.plan(tp.warp.sum, a, axes=-1, layout=S[(32.0, 8):(1 @ laneid, 1)])
+
+
+def test_a_program_constant_of_minus_zero_is_not_the_one_traced_for_zero():
+    @tp.program
+    def scaled(x, s):
+        return x * s
+
+    x = np.array([[1.0, -2.0, 0.0, 3.0]], np.float32)
+    for s in (0.0, -0.0, 0.0, float("nan"), float("nan")):  # equal as keys (0.0 == -0.0): traced apart
+        assert bits_equal(scaled(x, s, batch_dims=1, backend="cpu"), x * np.float32(s)), s
+
+
+@pytest.mark.parametrize("call", [
+    lambda a, v: tp.sum(a, axes=v, backend="cpu"),
+    lambda a, v: tp.sum(a, axes=(0, v), backend="cpu"),
+    lambda a, v: tp.sum(a, axes=-1, batch_dims=v, backend="cpu"),
+    lambda a, v: tp.exp(a, batch_dims=1, backend="cpu", fastmath=v),
+    lambda a, v: tp.program(lambda x: x * 2)(a, batch_dims=v, backend="cpu"),
+])
+@pytest.mark.parametrize("good,bad", [(1, 1.0), (1, True), (True, 1)])
+def test_an_argument_of_the_wrong_type_is_refused_after_the_right_one_ran(call, good, bad):
+    a = np.ones((2, 4), np.float32)
+    try:
+        call(a, good)
+    except TypeError:  # a type this option does not take at all (True where an int is due)
+        return
+    with pytest.raises(TypeError):
+        call(a, bad)

@@ -85,3 +85,14 @@ def test_bad_layout_syntax():
         S[4:1:2]
     with pytest.raises(TypeError, match="swizzle"):
         TileLayout(S[4:1], swizzle="128B")
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: tp.sum(np.ones((4, 64), np.float32), axes=5, batch_dims=1), "axes: axis 5 is out of range"),
+    (lambda: tp.exp(np.ones((3, 0), np.float32), batch_dims=1), "src: tile dims must be at least 1"),
+    (lambda: tp.max(np.ones((4, 64), np.float32), axes=(1, 1), batch_dims=1), "axes"),
+])
+def test_with_no_scope_named_an_arguments_error_is_raised_as_it_is_not_per_scope(call, message):
+    with pytest.raises(ValueError, match=message) as e:
+        call()
+    assert "no scope holds" not in str(e.value) and "cta(64)" not in str(e.value)

@@ -197,3 +197,8 @@ def test_gather_kernels_compile_for_the_gpu(scope, n, target):
     picks = tp.lower(tp.scatter_add_along_axis, x, np.ones((4, 3), np.int64), np.ones((4, 3), np.float32),
                      batch_dims=1, scope=scope, target=target)  # several: gather's, in shared memory
     assert "tp::scatter_add_along_axis" in picks.source and picks.cubin
+
+
+def test_the_op_table_states_takes_nan_rule():
+    assert "outside [-n, n)" in tp.op_table()["take_along_axis"]["nan_rule"]
+    assert "where" in tp.op_table()["where"]["nan_rule"]

@@ -57,3 +57,14 @@ def test_the_plan_prints_the_options_the_call_gave(rng):
     xs = [rng.standard_normal((4, 8)).astype(np.float32) for _ in range(3)]
     plan = tp.plan(tp.comm.treduce, tp.comm.ParallelGroup(xs, root=2), op="min", tile=(2, 4), pingpong=True)
     assert "op='min', pingpong=True, root=2, tile_cols=4, tile_rows=2, valid='dynamic') -> dst=" in str(plan)
+
+
+def test_the_signature_is_designs():
+    import inspect
+    params = inspect.signature(tp.comm.treduce).parameters
+    assert list(params)[:6] == ["group", "dst", "op", "tile", "pingpong", "valid"]
+    assert (params["op"].default, params["tile"].default, params["pingpong"].default, params["valid"].default) == \
+        ("sum", (64, 256), True, "dynamic")
+    g = tp.comm.ParallelGroup([np.full((4, 4), r, np.float32) for r in range(2)], root=0)
+    assert tp.plan(tp.comm.treduce, g).params["buffers"] == "acc/ping/pong"
+    np.testing.assert_array_equal(tp.comm.treduce(g, None, "sum", (2, 2), False, "static"), np.ones((4, 4)))

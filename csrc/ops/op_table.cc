@@ -158,7 +158,7 @@ OpDef gather(const std::string& name, std::vector<std::string> operands, bool su
   d.family = OpFamily::gather;
   d.operands = std::move(operands);
   d.dtypes = kFloats;
-  d.nan_rule = sums ? NanRule::ieee : NanRule::select;
+  d.nan_rule = sums ? NanRule::ieee : NanRule::take;
   if (!sums) d.exactly_rounded = kFloats;
   d.device_fn = fn;
   d.doc = doc;
@@ -326,6 +326,7 @@ const char* nan_rule_text(NanRule r) {
     case NanRule::none: return "none: reads no values";
     case NanRule::compare: return "compare: a NaN compares false (0), but for ne (1)";
     case NanRule::select: return "select: values move unchanged (where counts a NaN cond as nonzero)";
+    case NanRule::take: return "take: values move unchanged; NaN where an index lies outside [-n, n)";
   }
   return "?";
 }

@@ -27,6 +27,7 @@ enum class NanRule {
   none,  // reads no values (zero, fill)
   compare,  // a NaN compares false (eq, lt, le, gt, ge: 0 where either operand is NaN; ne: 1)
   select,   // moves a value unchanged, NaN too; a NaN condition is nonzero (where)
+  take,     // moves x's value unchanged, NaN too; NaN where an index lies outside the row (take_along_axis)
 };
 const char* nan_rule_text(NanRule r);
 

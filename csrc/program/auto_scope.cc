@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <optional>
 #include <sstream>
 
@@ -117,12 +118,14 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
   size_t best_at = 0;
   bool in_registers = false;  // some candidate holds the rows in registers, more than one instance per SM
   bool limit = false;
+  std::exception_ptr first_refusal;  // rethrown where every scope refused alike (an argument's error)
   auto consider = [&](const ExecScope& scope) {
     std::shared_ptr<const ProgramPlan> plan;
     const ProgramSpec at = rescoped(spec, scope);
     try {
       plan = plan_at_scope(at, ctx);
     } catch (const ValueError& e) {  // DispatchError and LimitError too: placed by the planner, or the next
+      const std::exception_ptr refused = std::current_exception();
       const std::optional<ProgramSpec> placed = placed_by_planner(at);
       try {
         if (!placed) throw;
@@ -133,6 +136,7 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
         v.reasons = refusal(e.what());
         limit |= past_limit(e);
         trace.push_back(v);
+        if (!first_refusal) first_refusal = refused;
         return;
       }
     }
@@ -172,6 +176,12 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
     }
   }
   if (!best) {
+    // the same refusal at every scope is no scope's: the call's own error (an axis out of range, a
+    // zero-size tile), raised as it is
+    const bool alike = std::all_of(trace.begin(), trace.end(), [&](const ScopeVerdict& v) {
+      return v.reasons == trace.front().reasons;
+    });
+    if (alike && first_refusal) std::rethrow_exception(first_refusal);
     std::string reasons;
     for (const ScopeVerdict& v : trace) {
       reasons += "\n  " + v.scope + ":";

@@ -88,11 +88,13 @@ class RegElementwise : public Variant {
     // from plans of host arrays); the rounding is the backend's
     const bool fast = call.def->approximated(call.flag("fastmath"), t);
     const bool on_gpu = fast && plan.context.backend == "cuda";
+    const std::string exact = call.def->exact_for(compute)
+                                  ? "exactly rounded (round to nearest even)"
+                                  : "tileprim's own algorithm (op_table()[op]['max_ulp'])";
     plan.note("rounding", on_gpu ? "fastmath: the GPU's approximation (op_table()[op]['fastmath']): the GPU's bits, not "
                                    "the CPU's"
-                          : call.def->exact_for(compute)
-                              ? "exactly rounded (round to nearest even): CPU and GPU agree bit for bit"
-                              : "tileprim's own algorithm (op_table()[op]['max_ulp']): CPU and GPU agree bit for bit");
+                          : fast ? exact + ": the exact bits here; a GPU under fastmath approximates (its bits differ)"
+                                 : exact + ": CPU and GPU agree bit for bit");
     if (fast) {
       plan.note("approximation", "on a GPU: " + call.def->fast_form);
       plan.note("fastmath", on_gpu ? "on: the GPU runs the approximation"

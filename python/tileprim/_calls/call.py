@@ -24,7 +24,7 @@ from .._opspec.table import SPECS
 from .._platform.backends import default_target, resolve_backend
 from . import autotune as autotuning
 from .plan import Plan
-from .prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, forget, remember
+from .prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, forget, remember, typed
 from .scope import ExecScope, thread
 
 __all__ = ["prepared_call", "forget"]
@@ -44,7 +44,8 @@ def prepared_call(op: str, operands: tuple, axes, out, accum, scope, storage, la
     if (layout is None or type(layout) is TileLayout) and (out_layout is None or type(out_layout) is TileLayout):
         try:  # prepared.signature spelled out: this runs on every call, and a call frame costs 0.2 us
             key = (op, scope, axes, accum, keepdims, storage, layout, out_layout, batch_dims, target, backend,
-                   dispatch, extra, *[OPERAND_KEYS[type(x)](x) for x in operands], *config.items())
+                   dispatch, extra, *[OPERAND_KEYS[type(x)](x) for x in operands], *config.items(),
+                   typed(axes, accum, keepdims, batch_dims, *config.values()))
             prepared = MEMO.get(key)
         except (KeyError, TypeError):  # an argument of a type not seen before, or an unhashable one
             key = None
@@ -142,7 +143,7 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
     if not named:
         scope = thread
     if not isinstance(scope, ExecScope):
-        raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup or tp.cta(n), not {scope!r}")
+        raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup, tp.cta(n) or tp.cluster(n), not {scope!r}")
     accum = as_bool(accum, "accum")
     if "axis" in config:
         raise TypeError("unexpected keyword argument 'axis': tileprim reduces over axes=, as in axes=-1 or axes=(0, 1)")

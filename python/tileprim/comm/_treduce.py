@@ -16,8 +16,8 @@ from .processes.call import distributed_plan, distributed_treduce
 __all__ = ["treduce"]
 
 
-def treduce(group: ParallelGroup, dst=None, op: str = "sum", *, tile=(64, 256), pingpong: bool = False,
-            valid: str = "dynamic", accumulate: Optional[str] = None, backend: Optional[str] = None,
+def treduce(group: ParallelGroup, dst=None, op: str = "sum", tile=(64, 256), pingpong: bool = True,
+            valid: str = "dynamic", *, accumulate: Optional[str] = None, backend: Optional[str] = None,
             dispatch: Optional[str] = None, timeout: Optional[float] = None):
     """Reduce every rank's tensor into the root's ``dst``: at each element the root's value,
     then the other ranks ascending, folded in the operand dtype (bitwise reproducible, whatever
@@ -88,8 +88,8 @@ def treduce(group: ParallelGroup, dst=None, op: str = "sum", *, tile=(64, 256), 
     return run_treduce(group.tensors, dst, options)
 
 
-def _plan(group: ParallelGroup, dst=None, op: str = "sum", *, tile=(64, 256), pingpong: bool = False,
-          valid: str = "dynamic", accumulate: Optional[str] = None, backend: Optional[str] = None,
+def _plan(group: ParallelGroup, dst=None, op: str = "sum", tile=(64, 256), pingpong: bool = True,
+          valid: str = "dynamic", *, accumulate: Optional[str] = None, backend: Optional[str] = None,
           dispatch: Optional[str] = None, timeout: Optional[float] = None) -> Plan:
     if isinstance(group, DistributedGroup):
         return distributed_plan(group, dst, op=op, tile=tile, pingpong=pingpong, valid=valid, accumulate=accumulate,
