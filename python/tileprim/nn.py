@@ -170,8 +170,8 @@ class CrossEntropyLoss(torch.nn.Module):
     """``torch.nn.CrossEntropyLoss`` of logits (N, C) against class indices (N,): the rows' losses
     from ``layers.cross_entropy``, then (reduction) their mean over the rows whose target is not
     ``ignore_index``, their sum (both summed by tileprim, so the same bits on the CPU and the GPU), or
-    the rows ('none'), in the logits' dtype as torch's. No class weights or label smoothing. The backward is one program,
-    ``layers.cross_entropy_backward``: (softmax - onehot(target)) * grad over each row from the
+    the rows ('none'), in the logits' dtype as torch's. No class weights or label smoothing. The backward
+    is one program, ``layers.cross_entropy_backward``: (softmax - onehot(target)) * grad over each row from the
     forward's row max and sum, reading the logits once and writing their gradient once."""
 
     def __init__(self, ignore_index: int = -100, reduction: str = "mean", *, scope=None, fastmath: bool = False):

@@ -20,7 +20,8 @@ from .._arrays.adapters import Adapter, Unkeyable, adapter_for, placed_key
 from .._arrays.dtypes import INDEX_DTYPES, check_index_scalar, dtype_name, numpy_dtype
 from .._checks import plain_ndarray, short_repr
 
-__all__ = ["MEMO", "OPERAND_KEYS", "signature", "typed", "remember", "forget", "Input", "HostPrepared", "DevicePrepared"]
+__all__ = ["MEMO", "OPERAND_KEYS", "signature", "typed", "remember", "forget", "Input", "HostPrepared",
+           "DevicePrepared"]
 
 MEMO: Dict[tuple, object] = {}
 _MEMO_LIMIT = 4096
