@@ -170,8 +170,10 @@ class CrossEntropyLoss(torch.nn.Module):
     """``torch.nn.CrossEntropyLoss`` of logits (N, C) against class indices (N,): the rows' losses
     from ``layers.cross_entropy``, then (reduction) their mean over the rows whose target is not
     ``ignore_index``, their sum (both summed by tileprim, so the same bits on the CPU and the GPU), or
-    the rows ('none'), in the logits' dtype as torch's. No class weights or label smoothing. The backward
-    is one program, ``layers.cross_entropy_backward``: (softmax - onehot(target)) * grad over each row from the
+    the rows ('none'): float32 for 16-bit logits (float64 for float64), as Liger's and as Hugging Face's
+    loss, which takes the logits to float32 first (torch's own module returns the logits' dtype, whose
+    bfloat16 would round the mean to 3 digits). No class weights or label smoothing. The backward is one program,
+    ``layers.cross_entropy_backward``: (softmax - onehot(target)) * grad over each row from the
     forward's row max and sum, reading the logits once and writing their gradient once."""
 
     def __init__(self, ignore_index: int = -100, reduction: str = "mean", *, scope=None, fastmath: bool = False):
@@ -206,14 +208,13 @@ class _CrossEntropy(torch.autograd.Function):
                 count = (target != module.ignore_index).sum()
                 rows = rows / count
         ctx.save_for_backward(logits, label, m, s, count)
-        ctx.module, ctx.run, ctx.wide = module, run, rows.dtype
-        return rows.to(logits.dtype)  # torch's loss has the logits' dtype (computed in float32 here)
+        ctx.module, ctx.run = module, run
+        return rows
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         logits, label, m, s, count = ctx.saved_tensors
-        grad = grad.to(ctx.wide)
         if ctx.module.reduction == "none":
             grad = grad.contiguous()[:, None]  # each row's
         else:  # one value every row shares: the sum's, or the mean's divided by the kept rows, as torch's division
