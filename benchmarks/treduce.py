@@ -320,9 +320,7 @@ def distributed_process(rank, path, ngpus, sizes, port, tile, pingpong, verify, 
                 calls = host.get("calls") or 1
                 point["nccl_host_us"] = {k: round(v / calls * 1e6, 1) for k, v in host.items()
                                          if k in ("enqueue", "fold")}
-                point["nccl_host_us"].update(groups_per_call=host.get("groups", 0) / calls,
-                                             blocking=bool(host.get("blocking")))
-                point["nccl_transfers"] = comm.state["transport"].nccl.transfers
+                point["nccl_host_us"].update(groups_per_call=host.get("groups", 0) / calls)
             return point
         guarded(records, path if rank == 0 else None, {"series": series, "gpus": ngpus, "bytes": nbytes}, measure)
     for nbytes in VERIFY_SIZES if verify else []:
@@ -472,9 +470,6 @@ def print_table(points, gpus, sizes, tile, pingpong, processes) -> None:
             p = find(points, s, gpus, nbytes)
             if p and "nccl_host_us" in p:
                 print(f"  {s} {human(nbytes)}: host per call {p['nccl_host_us']}, {p['variant']}; model {p['estimates']}")
-        transfers = {p.get("nccl_transfers") for p in points if p["series"] == s and p["gpus"] == gpus} - {None}
-        for t in sorted(transfers):
-            print(f"  {s}: NCCL transfers on {t}")
 
 
 def check_targets(points, sizes, gpu_counts) -> list:

@@ -88,10 +88,7 @@ void bind_nccl(py::module_& m) {
           "link_fold(offset, length, partial, result) on `stream` and sends the result on.")
       .def("timings", &nccl::Communicator::timings, py::call_guard<py::gil_scoped_release>(),
            "Where this rank's host time went since the last ask: seconds enqueueing NCCL groups and folding, their "
-           "counts, calls, and blocking (1: the transfers run on a blocking communicator).")
-      .def_property_readonly("transfers", &nccl::Communicator::transfers,
-                             "Which NCCL communicator carries the transfers (the blocking split, or the "
-                             "nonblocking one and why).")
+           "counts, and calls.")
       .def("abort", &nccl::Communicator::abort, py::call_guard<py::gil_scoped_release>(),
            "Ends the communicator now, pending operations included (from any thread).")
       .def("aborted", &nccl::Communicator::aborted, py::call_guard<py::gil_scoped_release>(),

@@ -30,12 +30,9 @@ typedef struct {
 } ncclConfig_t;
 #define TP_NCCL_UNDEFINED (-2147483647 - 1)  // NCCL_CONFIG_UNDEF_INT
 typedef ncclResult_t (*PFN_ncclCommInitRankConfig)(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*);
-typedef ncclResult_t (*PFN_ncclCommSplit)(ncclComm_t, int, int, ncclComm_t*, ncclConfig_t*);
 typedef ncclResult_t (*PFN_ncclCommDestroy)(ncclComm_t);
 typedef ncclResult_t (*PFN_ncclCommAbort)(ncclComm_t);
 typedef ncclResult_t (*PFN_ncclCommGetAsyncError)(ncclComm_t, ncclResult_t*);
-typedef ncclResult_t (*PFN_ncclCommCount)(ncclComm_t, int*);
-typedef ncclResult_t (*PFN_ncclCommUserRank)(ncclComm_t, int*);
 typedef ncclResult_t (*PFN_ncclGroupStart)();
 typedef ncclResult_t (*PFN_ncclGroupEnd)();
 typedef ncclResult_t (*PFN_ncclSend)(const void*, size_t, ncclDataType_t, int, ncclComm_t, tp::cuda::CUstream);

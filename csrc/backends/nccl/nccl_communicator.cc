@@ -15,9 +15,11 @@ namespace tp::nccl {
 
 namespace {
 
-ncclConfig_t config(bool blocking, bool split_share) {
-  return ncclConfig_t{sizeof(ncclConfig_t), 0xcafebeefu, 21800u, blocking ? 1 : 0, TP_NCCL_UNDEFINED,
-                      TP_NCCL_UNDEFINED,    TP_NCCL_UNDEFINED, nullptr, split_share ? 1 : 0};
+// Nonblocking (blocking = 0): every NCCL call returns at once and is polled against its call's
+// deadline, so no rank waits past its timeout on a peer that never joined.
+ncclConfig_t nonblocking_config() {
+  return ncclConfig_t{sizeof(ncclConfig_t), 0xcafebeefu, 21800u, 0, TP_NCCL_UNDEFINED,
+                      TP_NCCL_UNDEFINED,    TP_NCCL_UNDEFINED, nullptr, 0};
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -52,107 +54,49 @@ Communicator::Communicator(const std::string& unique_id, int world_size, int ran
   for (CUevent* event : {&start_, &received_[0], &received_[1], &folded_[0], &folded_[1]})
     d.check(d.cuEventCreate(event, cuda::CU_EVENT_DISABLE_TIMING), "cuEventCreate");
   const auto deadline = deadline_after(timeout_s);
-  ncclConfig_t setup = config(false, true);
-  const ncclResult_t started = nccl.ncclCommInitRankConfig(&setup_, world_size, id, rank, &setup);
-  if (!setup_) nccl.check(started, "ncclCommInitRankConfig");
-  comm_ = setup_;
+  ncclConfig_t config = nonblocking_config();
+  const ncclResult_t started = nccl.ncclCommInitRankConfig(&comm_, world_size, id, rank, &config);
+  if (!comm_) nccl.check(started, "ncclCommInitRankConfig");
   try {
-    settle(setup_, started, "ncclCommInitRankConfig", deadline);
-    if (world_size > 1) {
-      ncclComm_t child = nullptr;
-      std::string unusable = split_blocking(deadline, child);
-      const std::string elsewhere = connect_every_pair(deadline, unusable.empty());
-      if (unusable.empty()) unusable = elsewhere;
-      if (unusable.empty()) {
-        comm_ = child;
-        transfers_ = "a blocking communicator split off the nonblocking one (NCCL groups launched by the calling "
-                     "thread)";
-      } else {
-        // A child that failed its checks is left alone: it shares setup_'s resources and abort
-        // flag, so aborting or destroying it could take setup_ with it.
-        transfers_ = "the nonblocking communicator (every NCCL group settles in a thread of NCCL's): " + unusable;
-      }
-    }
+    settle(comm_, started, "ncclCommInitRankConfig", deadline);
+    if (world_size > 1) connect_every_pair(deadline);
   } catch (const std::exception&) {
     abort_locked();
     free_device_objects();
     throw;
   }
-  timings_["blocking"] = comm_ != setup_;
 }
 
-// One NCCL group of a byte from and to every other rank, on setup_: NCCL connects a pair's every
-// channel at its first send and receive, whatever their size, and a communicator split off this
-// one with splitShare reuses those connections. The byte each rank sends says whether its split
-// passed its checks; the transfers take the split only where every rank's did, so all ranks
-// choose alike. Returns "" when they all did, else which did not.
-std::string Communicator::connect_every_pair(std::chrono::steady_clock::time_point deadline, bool split_usable) {
+// One NCCL group of a byte from and to every other rank: NCCL connects a pair's every channel at
+// its first send and receive, whatever their size, so this connects them all within the timeout.
+// (A blocking communicator split off this one to carry the transfers was tried, sessions before
+// 19: NCCL 2.28 refused it -- "Blocking and nonblocking communicators are not allowed in the same
+// group" -- and every call failed.)
+void Communicator::connect_every_pair(std::chrono::steady_clock::time_point deadline) {
   Library& nccl = Library::get();
   cuda::Driver& d = cuda::Driver::get();
   const size_t n = static_cast<size_t>(world_size_);
-  grow_staging(4 * n);  // freed after NCCL is done with it, even on failure
+  grow_staging(2 * n);  // freed after NCCL is done with it, even on failure
   const CUdeviceptr bytes = staging_->pointer();
-  d.check(d.cuMemsetD8Async(bytes, split_usable ? 1 : 0, n, receiving_), "cuMemsetD8Async");
+  d.check(d.cuMemsetD8Async(bytes, 1, n, receiving_), "cuMemsetD8Async");
   nccl.check(nccl.ncclGroupStart(), "ncclGroupStart");
   for (int r = 0; r < world_size_; ++r) {
     if (r == rank_) continue;
-    nccl.check(nccl.ncclSend(reinterpret_cast<const void*>(bytes + r), 1, ncclInt8, r, setup_, receiving_), "ncclSend");
-    nccl.check(nccl.ncclRecv(reinterpret_cast<void*>(bytes + n + r), 1, ncclInt8, r, setup_, receiving_), "ncclRecv");
+    nccl.check(nccl.ncclSend(reinterpret_cast<const void*>(bytes + r), 1, ncclInt8, r, comm_, receiving_), "ncclSend");
+    nccl.check(nccl.ncclRecv(reinterpret_cast<void*>(bytes + n + r), 1, ncclInt8, r, comm_, receiving_), "ncclRecv");
   }
-  settle(setup_, nccl.ncclGroupEnd(), "ncclGroupEnd (connecting every pair of ranks)", deadline);
+  settle(comm_, nccl.ncclGroupEnd(), "ncclGroupEnd (connecting every pair of ranks)", deadline);
   for (;;) {  // the bytes arrived (every peer did the same), or the deadline passed
     const cuda::CUresult state = d.cuStreamQuery(receiving_);
     if (state != cuda::CUDA_ERROR_NOT_READY) {
       d.check(state, "cuStreamQuery");
-      break;
+      return;
     }
     if (std::chrono::steady_clock::now() > deadline)
       throw cuda::CudaError("connecting every pair of ranks: NCCL did not finish within the call's timeout (a peer "
                             "that never joined)");
     std::this_thread::yield();
   }
-  std::vector<unsigned char> heard(n);
-  d.check(d.cuMemcpyDtoHAsync(heard.data(), bytes + n, n, receiving_), "cuMemcpyDtoHAsync");
-  d.check(d.cuStreamSynchronize(receiving_), "cuStreamSynchronize");  // nothing else is queued there now
-  std::string refused;
-  for (int r = 0; r < world_size_; ++r) {
-    if (r != rank_ && heard[static_cast<size_t>(r)] != 1) refused += (refused.empty() ? "" : ", ") + std::to_string(r);
-  }
-  return refused.empty() ? "" : "the split communicator failed its checks on rank(s) " + refused;
-}
-
-// The transfers' communicator: blocking (an NCCL group is launched by the calling thread) and
-// sharing setup_'s connections, in `child`. Returns "" when it passed its checks -- settled, every
-// rank in its place, and a send and receive to itself enqueued and launched -- else why not.
-// (An NCCL that refuses the split refuses it on every rank.)
-std::string Communicator::split_blocking(std::chrono::steady_clock::time_point deadline, ncclComm_t& child) {
-  Library& nccl = Library::get();
-  ncclConfig_t blocking = config(true, true);
-  const ncclResult_t started = nccl.ncclCommSplit(setup_, 0, rank_, &child, &blocking);
-  if (started != ncclSuccess && started != ncclInProgress) return "ncclCommSplit: " + nccl.error_text(started);
-  // a nonblocking parent's split is done once the parent settles; the child may settle later
-  settle(setup_, started, "ncclCommSplit", deadline);
-  if (!child) return "ncclCommSplit gave no communicator";
-  try {
-    settle(child, ncclInProgress, "ncclCommSplit (the new communicator)", deadline);
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  int count = 0, rank = -1;
-  if (nccl.ncclCommCount(child, &count) != ncclSuccess || nccl.ncclCommUserRank(child, &rank) != ncclSuccess ||
-      count != world_size_ || rank != rank_) {
-    return "the split communicator has rank " + std::to_string(rank) + " of " + std::to_string(count) +
-           ", not rank " + std::to_string(rank_) + " of " + std::to_string(world_size_);
-  }
-  grow_staging(4 * static_cast<size_t>(world_size_));
-  const CUdeviceptr probe = staging_->pointer() + 2 * static_cast<size_t>(world_size_);
-  ncclResult_t r = nccl.ncclGroupStart();
-  const ncclResult_t sent = nccl.ncclSend(reinterpret_cast<const void*>(probe), 1, ncclInt8, rank_, child, receiving_);
-  const ncclResult_t received = nccl.ncclRecv(reinterpret_cast<void*>(probe + 1), 1, ncclInt8, rank_, child, receiving_);
-  const ncclResult_t ended = nccl.ncclGroupEnd();
-  for (ncclResult_t step : {sent, received, ended}) r = r != ncclSuccess ? r : step;
-  if (r != ncclSuccess) return "a send and receive to itself on the split communicator: " + nccl.error_text(r);
-  return "";  // what the probe launched completes on receiving_ before connect_every_pair's group does
 }
 
 Communicator::~Communicator() {
@@ -163,8 +107,7 @@ Communicator::~Communicator() {
     return;  // the driver is gone (process exit): nothing left to free
   }
   // each waits for this rank's pending operations on it
-  if (comm_ && comm_ != setup_) Library::get().ncclCommDestroy(comm_);
-  if (setup_) Library::get().ncclCommDestroy(setup_);
+  if (comm_) Library::get().ncclCommDestroy(comm_);
   free_device_objects();
 }
 
@@ -195,12 +138,11 @@ bool Communicator::aborted() {
 }
 
 void Communicator::abort_locked() {
-  if (!setup_) return;
+  if (!comm_) return;
   cuda::DeviceScope scope;
   scope.use(device_);
-  if (comm_ && comm_ != setup_) Library::get().ncclCommAbort(comm_);  // the split shares setup_'s abort flag
-  Library::get().ncclCommAbort(setup_);
-  comm_ = setup_ = nullptr;
+  Library::get().ncclCommAbort(comm_);
+  comm_ = nullptr;
 }
 
 void Communicator::abandon(bool group_open, const std::exception& e) {
@@ -246,22 +188,17 @@ std::optional<std::pair<double, double>> Communicator::oldest_in_flight() {
 std::string Communicator::async_error() {
   Library& nccl = Library::usable();
   std::lock_guard<std::mutex> lock(enqueue_mutex_);
-  for (ncclComm_t comm : {comm_, setup_}) {
-    if (!comm) continue;
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t r = nccl.ncclCommGetAsyncError(comm, &state);
-    if (r != ncclSuccess) state = r;
-    if (state != ncclSuccess && state != ncclInProgress) return nccl.ncclGetErrorString(state);
-  }
-  return "";
+  if (!comm_) return "";
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t r = nccl.ncclCommGetAsyncError(comm_, &state);
+  if (r != ncclSuccess) state = r;
+  return state != ncclSuccess && state != ncclInProgress ? nccl.ncclGetErrorString(state) : "";
 }
 
 std::map<std::string, double> Communicator::timings() {
   std::lock_guard<std::mutex> lock(enqueue_mutex_);
   std::map<std::string, double> out = timings_;
-  const double blocking = timings_["blocking"];
   timings_.clear();
-  timings_["blocking"] = blocking;
   return out;
 }
 

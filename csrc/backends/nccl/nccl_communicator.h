@@ -106,11 +106,8 @@ class Communicator {
 
   // Where this rank's host time went since the last ask (then reset): seconds per phase of the
   // transfers ("enqueue": NCCL calls and their settling, "fold": the caller's folds, "staging":
-  // events and buffers), their counts ("groups", "folds", "calls"), and whether the transfers
-  // run on a blocking communicator ("blocking": 1 or 0).
+  // events and buffers), their counts ("groups", "folds", "calls").
   std::map<std::string, double> timings();
-  // Which communicator carries the transfers, and why (set up once, at construction).
-  const std::string& transfers() const { return transfers_; }
 
  private:
   // The staging, at least `bytes`; an outgrown buffer is freed once the work that used it is
@@ -123,10 +120,8 @@ class Communicator {
   void group(const std::function<void()>& ops, std::chrono::steady_clock::time_point deadline);
   // A fold of the caller's, timed; its error kept in `failure` (the first one) rather than thrown.
   void fold(const std::function<void()>& f, std::exception_ptr& failure);
-  // Setting up: the blocking communicator split off setup_ and checked, then every pair of ranks
-  // connected on setup_, each telling the others whether its split passed (see the .cc).
-  std::string split_blocking(std::chrono::steady_clock::time_point deadline, ncclComm_t& child);
-  std::string connect_every_pair(std::chrono::steady_clock::time_point deadline, bool split_usable);
+  // Setting up: every pair of ranks connected within the timeout (see the .cc).
+  void connect_every_pair(std::chrono::steady_clock::time_point deadline);
   void abort_locked();
   void free_device_objects();  // the streams, events and buffers (NCCL done with them)
   [[noreturn]] void abandon(bool group_open, const std::exception& e);
@@ -142,8 +137,7 @@ class Communicator {
   std::deque<InFlight> watched_;  // oldest first
   std::vector<CUevent> spare_events_;
 
-  ncclComm_t setup_ = nullptr;  // nonblocking: made and connected within the timeout
-  ncclComm_t comm_ = nullptr;   // the transfers': split off setup_ (blocking), or setup_ itself
+  ncclComm_t comm_ = nullptr;  // nonblocking: made, connected and carrying the transfers within each timeout
   int world_size_, rank_, device_;
   CUstream receiving_ = nullptr;  // the root's receives
   CUevent start_ = nullptr;       // the caller's stream reached the call
@@ -157,7 +151,6 @@ class Communicator {
   };
   std::vector<Retired> retired_;
   std::map<std::string, double> timings_;
-  std::string transfers_ = "the nonblocking communicator (one rank: no transfers)";
 };
 
 }  // namespace tp::nccl

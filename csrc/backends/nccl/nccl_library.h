@@ -19,12 +19,9 @@ namespace tp::nccl {
   X(ncclGetVersion)             \
   X(ncclGetUniqueId)            \
   X(ncclCommInitRankConfig)     \
-  X(ncclCommSplit)              \
   X(ncclCommDestroy)            \
   X(ncclCommAbort)              \
   X(ncclCommGetAsyncError)      \
-  X(ncclCommCount)              \
-  X(ncclCommUserRank)           \
   X(ncclGroupStart)             \
   X(ncclGroupEnd)               \
   X(ncclSend)                   \
