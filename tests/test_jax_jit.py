@@ -44,3 +44,20 @@ def test_what_jit_cannot_follow_is_a_clear_error(rng):
         jax.jit(lambda x: tp.plan(tp.exp, x, backend="cpu").variant and x)(x)
     with pytest.raises(ValueError, match="do not support JVP"):  # no derivative: JAX says so, nothing dropped
         jax.grad(lambda x: tp.sum(x, axes=(0, 1), backend="cpu"))(x)
+
+
+def test_jax_cpu_arrays_in_give_jax_arrays_out(rng):
+    x = random_tile(rng, (5, 33), "float32")
+    xj = jnp.asarray(x)
+    for _ in range(2):  # the second call through the memo
+        got = tp.sum(xj, axes=-1, batch_dims=1)
+        assert isinstance(got, jax.Array) and np.array_equal(np.asarray(got), tp.sum(x, axes=-1, batch_dims=1),
+                                                             equal_nan=True)
+    half = tp.exp(xj.astype(jnp.bfloat16), batch_dims=1)
+    assert isinstance(half, jax.Array) and half.dtype == jnp.bfloat16
+    two = tp.program(lambda a: (tp.exp(a), tp.max(a, axes=-1)))(xj, batch_dims=1)
+    assert isinstance(two, tuple) and all(isinstance(t, jax.Array) for t in two)
+    with pytest.raises(TypeError, match="out: JAX arrays are immutable"):
+        tp.sum(xj, axes=-1, batch_dims=1, out=jnp.zeros(5, jnp.float32))
+    out = np.zeros(5, np.float32)
+    assert tp.sum(xj, axes=-1, batch_dims=1, out=out) is out

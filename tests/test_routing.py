@@ -10,6 +10,7 @@ import numpy as np
 
 import tileprim as tp
 from tileprim._arrays import routing
+from conftest import bits_equal, random_tile
 
 PACKAGE = pathlib.Path(tp.__file__).resolve().parent
 CALL_PATH = ["_calls", "_program", "comm"]
@@ -87,3 +88,24 @@ def test_torch_registers_its_entry_when_it_loads_after_tileprim():
         "print(x.grad.tolist(), type(tp.sqrt(torch.ones(2))).__name__)")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[0] == "[-1.0, 1.0, 1.0] Tensor"
+
+
+class _DLPackOnly:
+    """An array known only by the DLPack protocol (DESIGN §2 takes any such array)."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        return self._a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_an_array_known_only_by_dlpack_is_read_on_the_host(rng):
+    x = random_tile(rng, (3, 17), "float32")
+    for _ in range(2):  # the second call through the memo
+        assert bits_equal(tp.sum(_DLPackOnly(x), axes=-1, batch_dims=1), tp.sum(x, axes=-1, batch_dims=1))
+    assert bits_equal(tp.program(lambda a: tp.exp(a))(_DLPackOnly(x), batch_dims=1), tp.exp(x, batch_dims=1))
+    assert bits_equal(tp.add(_DLPackOnly(x), 1.0), tp.add(x, 1.0))

@@ -357,12 +357,14 @@ void validate_call(OpCall& call, const DispatchContext& ctx) {
       throw TypeError("dtype: cast makes float16, bfloat16, float32 or float64, not " +
                       std::string(dtype_name(call.output.dtype)));
     }
+    // the output's layout named, else the operands' (a refusal then names the operand's layout)
+    const char* named = call.output.layout ? "out_layout" : "layout";
     if (!call.output.layout && !broadcast) call.output.layout = first_array->layout;
     if (!call.output.layout) call.output.layout = TileLayout::row_major(call.output.shape);
     for (TileRef& t : call.inputs) {
       if (!t.scalar && !t.layout) t.layout = TileLayout::row_major(t.shape);
     }
-    check_layout(call.output, call.scope, "out_layout", placed, ctx);
+    check_layout(call.output, call.scope, named, placed, ctx);
   }
   if (call.output.layout && call.output.layout->has_thread_axes() && call.output.storage != Storage::local) {
     throw ValueError("out_layout: " + call.output.layout->str() + " uses thread axes, but a " +

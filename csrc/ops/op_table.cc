@@ -322,7 +322,9 @@ const char* family_name(OpFamily f) {
 const char* nan_rule_text(NanRule r) {
   switch (r) {
     case NanRule::ieee: return "ieee: NaN propagates";
-    case NanRule::fmax: return "fmax: a NaN meeting a number yields the number; propagate_nan=True propagates";
+    case NanRule::fmax:
+      return "fmax / fmin: a NaN meeting a number yields the number; the tile ops' propagate_nan=True propagates "
+             "it (treduce has no such option)";
     case NanRule::none: return "none: reads no values";
     case NanRule::compare: return "compare: a NaN compares false (0), but for ne (1)";
     case NanRule::select: return "select: values move unchanged (where counts a NaN cond as nonzero)";

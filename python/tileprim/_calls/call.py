@@ -90,15 +90,22 @@ class _Operand:
 def _host_array(x, arg: str):
     """A NumPy operand (or anything NumPy reads) and how to ready it; TypeError for what tiles
     cannot hold."""
+    # an array known only by DLPack (DESIGN §2) is read on the host as NumPy reads it
+    read = np.from_dlpack if hasattr(x, "__dlpack__") and not hasattr(x, "__array__") else np.asarray
     if isinstance(x, np.ndarray):
         arr = plain_ndarray(x, arg)
         OPERAND_KEYS.setdefault(type(x), OPERAND_KEYS[np.ndarray])  # memory only: keyed as an ndarray
     else:
         try:
-            arr = np.asarray(x)
+            arr = read(x)
         except ValueError as e:  # NumPy's words for a ragged list: "inhomogeneous shape after 1 dimensions"
             raise ValueError(f"{arg}: a nested sequence whose rows differ in length is not an array ({e}); "
                              "every row needs the same length") from None
+        except (BufferError, RuntimeError, TypeError) as e:
+            if read is np.asarray:
+                raise
+            raise TypeError(f"{arg}: a DLPack array NumPy cannot read on the host ({e}); pass a NumPy array or "
+                            "a PyTorch, CuPy or JAX array") from None
     if arr.dtype.kind in "OcbuUSmM" or (arr.dtype.kind == "i" and arr.dtype.itemsize not in (4, 8)):
         raise TypeError(f"{arg}: dtype {arr.dtype} is not supported; tiles hold float16, bfloat16, float32, "
                         f"float64, int32 or int64 (convert with .astype)")
@@ -107,7 +114,7 @@ def _host_array(x, arg: str):
     if isinstance(x, np.ndarray) and arr.dtype.isnative:
         return arr, dtype, None if arr.flags.c_contiguous else np.ascontiguousarray
     # other byte orders are converted, as NumPy's ufuncs do; sequences are read by NumPy
-    return arr, dtype, lambda v: np.ascontiguousarray(np.asarray(v), dtype=native)
+    return arr, dtype, lambda v: np.ascontiguousarray(read(v), dtype=native)
 
 
 def _operands(op: str, names, values, extra_scalar_ok) -> List[_Operand]:

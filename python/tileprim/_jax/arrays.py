@@ -1,14 +1,19 @@
 """JAX arrays: a GPU array is used in place (awaited first: JAX has no streams) and its result
-handed back through DLPack once the kernel is done; a CPU array is read by NumPy; a tracer (inside
+handed back through DLPack once the kernel is done; a CPU array is read by NumPy and its result
+handed back as a JAX array (``host``); a tracer (inside
 ``jax.jit``, ``vmap``...) takes the host callback (``jit``). Registered in the routing table at
 ``import tileprim``; JAX itself loads with the caller's first array."""
 from __future__ import annotations
 
 import sys
 
+import numpy as np
+
 import tileprim._C as _C
 from .._arrays.adapters import Adapter
 from .._arrays.routing import ArrayLibrary, register as register_library
+from .._calls.prepared import OPERAND_KEYS
+from .host import JaxHostCall, is_host_array
 from .jit import JaxCallback
 
 __all__ = ["register"]
@@ -17,8 +22,9 @@ __all__ = ["register"]
 class JaxAdapter(Adapter):
     library = "jax"
 
-    def key(self, x):
-        return (x.dtype, x.shape, self.device(x))
+    def key(self, x):  # the platform too: a CPU array's device 0 is not the GPU's
+        (dev,) = x.devices()
+        return (x.dtype, x.shape, dev.platform, dev.id)
 
     def dense_key(self, x):
         return ("jax", *self.key(x))
@@ -50,6 +56,15 @@ class _Jax(ArrayLibrary):
 
     def device_adapter(self, x):
         return self.adapter if any(d.platform == "gpu" for d in x.devices()) else None
+
+    def is_host_array(self, x):
+        return is_host_array(x)
+
+    def on_host(self, values, prepare):
+        for x in values:  # later calls' arrays keyed as a device array's are (platform included)
+            if is_host_array(x):
+                OPERAND_KEYS[type(x)] = self.adapter.dense_key
+        return JaxHostCall(prepare([np.asarray(x) if is_host_array(x) else x for x in values]))
 
     def route_call(self, values, out, call, prepare):
         tracer = sys.modules["jax"].core.Tracer  # loaded: one of values is its array

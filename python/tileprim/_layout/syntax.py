@@ -155,11 +155,28 @@ class LayoutExpr:
 
     __radd__ = __add__
 
+    # a whole layout (one with a shard) equals, and hashes as, the TileLayout it spells; a part of
+    # one (replicas or offsets alone) is only itself
+    def __eq__(self, other) -> bool:
+        if isinstance(other, LayoutExpr):
+            return self is other if self.shard is None or other.shard is None else _spelled(self) == _spelled(other)
+        if self.shard is not None and hasattr(other, "_core"):  # a TileLayout
+            return _spelled(self) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return object.__hash__(self) if self.shard is None else hash(_spelled(self))
+
     def __repr__(self) -> str:
         if self.shard is None:
             return f"LayoutExpr(replica={self.replica})"
         # printed as the TileLayout it spells prints (the core's text, no swizzle)
         return str(_C.TileLayoutCore(self.shard, self.replica, self.offset, (0, 0, 0)))
+
+
+def _spelled(expr: LayoutExpr):
+    from .value import spelled_layout  # value.py builds on this module
+    return spelled_layout(expr)
 
 
 # S[...] written inline in a call builds the same expression on every call: the expressions are
