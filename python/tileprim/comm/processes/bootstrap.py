@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import List
 
-__all__ = ["Bootstrap", "TorchBootstrap", "MpiBootstrap"]
+__all__ = ["Bootstrap", "TorchBootstrap", "StoreBootstrap", "MpiBootstrap"]
 
 
 class Bootstrap:
@@ -33,6 +33,28 @@ class TorchBootstrap(Bootstrap):
         out: List = [None] * self.world_size
         self.engine.all_gather_object(out, payload)
         return out
+
+
+class StoreBootstrap(Bootstrap):
+    """Through the key-value store torchrun's agent keeps for its workers (the engine: a client of
+    torch.distributed's TCPStore at MASTER_ADDR:MASTER_PORT, as torch's env:// rendezvous reaches it),
+    where the program initialised no process group. Each communicator's exchanges are keyed apart:
+    the n-th init of every rank shares one prefix (each rank counts its own), each exchange a round."""
+
+    name = "torchrun's store"
+
+    def __init__(self, rank: int, world_size: int, store):
+        super().__init__(rank, world_size, store)
+        self._prefix = f"tileprim/{store.add(f'tileprim/inits/{rank}', 1)}/"
+        self._round = 0
+
+    def all_gather(self, payload, timeout):
+        from datetime import timedelta
+        keys = [f"{self._prefix}{self._round}/{r}" for r in range(self.world_size)]
+        self._round += 1
+        self.engine.set(keys[self.rank], payload)
+        self.engine.wait(keys, timedelta(seconds=min(timeout, 1e6)))
+        return [bytes(self.engine.get(k)) for k in keys]
 
 
 class MpiBootstrap(Bootstrap):

@@ -9,7 +9,7 @@ import socket
 import sys
 from typing import Optional, Tuple
 
-from .bootstrap import Bootstrap, MpiBootstrap, TorchBootstrap
+from .bootstrap import Bootstrap, MpiBootstrap, StoreBootstrap, TorchBootstrap
 from .init_file import FileBootstrap
 
 __all__ = ["rank_and_world", "local_rank", "choose_bootstrap", "host_id"]
@@ -47,6 +47,26 @@ def _torch_group():
     if dist is None or not dist.is_available() or not dist.is_initialized():
         return None
     return dist
+
+
+def _torchrun_store(timeout: float):
+    """A client of the store torchrun's agent runs for its workers (TORCHELASTIC_USE_AGENT_STORE),
+    under the prefix of this attempt, as torch's env:// rendezvous reaches it; None elsewhere (where
+    rank 0 would have to host a store on MASTER_PORT, which the program's own process group may
+    want next)."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True" or "MASTER_ADDR" not in os.environ:
+        return None
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return None
+    from datetime import timedelta
+    port = _env_int("MASTER_PORT")
+    if port is None or not dist.is_available():
+        return None
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], port, is_master=False,
+                          timeout=timedelta(seconds=min(timeout, 1e6)))
+    return dist.PrefixStore(f"/worker/attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
 
 
 def _mpi_world():
@@ -93,7 +113,7 @@ def local_rank() -> Optional[int]:
 
 def choose_bootstrap(rank: int, world_size: int, init_file, timeout: float) -> Bootstrap:
     """An explicit init_file, else torch.distributed's initialised group, else mpi4py under an MPI
-    launcher; a world of one needs none."""
+    launcher; a world of one needs none; else torchrun's own store."""
     if init_file is not None:
         return FileBootstrap(rank, world_size, init_file, timeout)
     dist = _torch_group()
@@ -104,8 +124,11 @@ def choose_bootstrap(rank: int, world_size: int, init_file, timeout: float) -> B
         return MpiBootstrap(rank, world_size, world)
     if world_size == 1:
         return Bootstrap(rank, world_size)
-    raise ValueError("init_file: the ranks need a way to meet: initialise torch.distributed, run under mpirun "
-                     "with mpi4py installed, or pass init_file= (a path every rank can see)")
+    store = _torchrun_store(timeout)
+    if store is not None:
+        return StoreBootstrap(rank, world_size, store)
+    raise ValueError("init_file: the ranks need a way to meet: run under torchrun, initialise torch.distributed, "
+                     "run under mpirun with mpi4py installed, or pass init_file= (a path every rank can see)")
 
 
 def host_id() -> str:
