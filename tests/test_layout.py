@@ -309,3 +309,12 @@ def test_layouts_hash_and_compare_by_value():
     d = TileLayout(S[(32, 8):(1 @ laneid, 1)])
     assert c == d and hash(c) == hash(d)
     assert TileLayout(S[(4, 8):(1, 4)]) != a and len({a, TileLayout(S[(4, 8):(1, 4)])}) == 2
+
+
+def test_an_s_expression_equals_and_hashes_as_the_layout_it_spells():
+    s = S[(32, 8):(1 @ laneid, 1)]
+    layout = TileLayout(s)
+    assert layout == s and s == layout and hash(s) == hash(layout) and {layout: 1}.get(s) == 1
+    assert s == S[(32, 8):(1 @ laneid, 1)] and s != S[(32, 8):(8, 1)] and s != 3
+    swizzled = TileLayout(S[8, 32], swizzle=tp.Swizzle.for_bytes(128, "float32"))
+    assert swizzled != S[8, 32] and S[8, 32] != swizzled

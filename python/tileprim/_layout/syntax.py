@@ -159,24 +159,25 @@ class LayoutExpr:
     # one (replicas or offsets alone) is only itself
     def __eq__(self, other) -> bool:
         if isinstance(other, LayoutExpr):
-            return self is other if self.shard is None or other.shard is None else _spelled(self) == _spelled(other)
+            return self is other if self.shard is None or other.shard is None else self._value() == other._value()
         if self.shard is not None and hasattr(other, "_core"):  # a TileLayout
-            return _spelled(self) == other
+            return self._value() == other._core
         return NotImplemented
 
     def __hash__(self) -> int:
-        return object.__hash__(self) if self.shard is None else hash(_spelled(self))
+        return object.__hash__(self) if self.shard is None else hash(self._value())
+
+    def _value(self):
+        """The core of the TileLayout a whole expression spells (no swizzle), made once."""
+        core = self.__dict__.get("_core_value")
+        if core is None:
+            core = self._core_value = _C.TileLayoutCore(self.shard, self.replica, self.offset, (0, 0, 0))
+        return core
 
     def __repr__(self) -> str:
         if self.shard is None:
             return f"LayoutExpr(replica={self.replica})"
-        # printed as the TileLayout it spells prints (the core's text, no swizzle)
-        return str(_C.TileLayoutCore(self.shard, self.replica, self.offset, (0, 0, 0)))
-
-
-def _spelled(expr: LayoutExpr):
-    from .value import spelled_layout  # value.py builds on this module
-    return spelled_layout(expr)
+        return str(self._value())  # printed as the TileLayout it spells prints
 
 
 # S[...] written inline in a call builds the same expression on every call: the expressions are
