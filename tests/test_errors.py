@@ -96,3 +96,12 @@ def test_with_no_scope_named_an_arguments_error_is_raised_as_it_is_not_per_scope
     with pytest.raises(ValueError, match=message) as e:
         call()
     assert "no scope holds" not in str(e.value) and "cta(64)" not in str(e.value)
+
+
+def test_a_scope_method_given_another_scope_is_refused():
+    a = np.ones((4, 8), np.float32)
+    with pytest.raises(TypeError, match="scope: tp.warp's method was called with scope="):
+        tp.warp.sum(a, axes=-1, scope=tp.cta(32))
+    with pytest.raises(TypeError, match="scope: tp.warp's method"):
+        tp.plan(tp.warp.sum, a, axes=-1, scope=tp.cta(32))
+    assert tp.plan(tp.warp.sum, a, axes=-1, scope=tp.warp).scope == "warp"  # the same scope: one call

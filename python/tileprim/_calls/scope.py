@@ -79,13 +79,13 @@ class ExecScope:
 
     def __getattr__(self, name: str):
         if _compiling():  # torch.compile cannot set a partial's attributes (and its graph needs none)
-            return functools.partial(self._op(name), scope=self)
+            return functools.partial(self._op(name), _method_scope=self)
         key = (self.parts, name)
         bound = _BOUND.get(key)
         if bound is None or bound.func is not OPS.get(name):  # made once per scope and op (an op may be
             # registered again): wrapping costs more than a small call's dispatch
             fn = self._op(name)
-            bound = functools.update_wrapper(functools.partial(fn, scope=self), fn)
+            bound = functools.update_wrapper(functools.partial(fn, _method_scope=self), fn)
             bound._tp_op = fn._tp_op
             _BOUND[key] = bound
         return bound

@@ -13,6 +13,10 @@ __all__ = ["op_function"]
 
 _COMMON = ("scope=None, storage=None, layout=None, out_layout=None, batch_dims=0, target=None, backend=None, "
            "dispatch=None, **config")
+# A scope's method (tp.warp.sum) passes its scope under this name: a scope= given beside it that
+# names another is refused, not silently taken (DESIGN §2: the method and scope= are one call)
+_BOUND = ("    if '_method_scope' in config:\n"
+          "        scope = method_scope(config.pop('_method_scope'), scope)\n")
 
 
 def _gather_source(spec: dict, runs: bool) -> str:
@@ -22,7 +26,7 @@ def _gather_source(spec: dict, runs: bool) -> str:
     args = (f"{spec['name']!r}, {pack}, axis, out, False, scope, storage, layout, out_layout, batch_dims, target, "
             f"backend, dispatch, None, config, False")
     record = f"    if TRACING[0] is not None:\n        return record_step({args})\n" if runs else ""
-    return (f"def op({', '.join(spec['operands'])}, axis=-1, *, out=None, {_COMMON}):\n{record}"
+    return (f"def op({', '.join(spec['operands'])}, axis=-1, *, out=None, {_COMMON}):\n{_BOUND}{record}"
             f"    return gather_call({args}, runs={runs})\n")
 
 
@@ -47,8 +51,16 @@ def _source(spec: dict, runs: bool) -> str:
             f"backend, dispatch, {spec['extra_arg'] or 'None'}, config, {'keepdims' if reduction else 'False'}")
     # inside a tile program being traced, a call records a step instead of running
     record = f"    if TRACING[0] is not None:\n        return record_step({args})\n" if runs else ""
-    return (f"def op({signature}, *, {keywords}{fastmath}{_COMMON}):\n{with_fastmath}{record}"
+    return (f"def op({signature}, *, {keywords}{fastmath}{_COMMON}):\n{_BOUND}{with_fastmath}{record}"
             f"    return prepare({args}){tail}\n")
+
+
+def _method_scope(bound, scope):
+    """The scope of a scope's method, where a scope= beside it names none or the same."""
+    if scope is not None and scope != bound:
+        raise TypeError(f"scope: {bound!r}'s method was called with scope={scope!r}; call tp.<op>(..., scope=...) "
+                        "or the method of the scope meant, not both")
+    return bound
 
 
 def op_function(spec: dict, prepare, runs: bool = True):
@@ -57,7 +69,7 @@ def op_function(spec: dict, prepare, runs: bool = True):
     (named nowhere) is ``prepare``'s to resolve: tp.thread for one tile, the planner's choice for a
     batch."""
     namespace = {"prepare": prepare, "TRACING": TRACING, "record_step": record_step,
-                 "gather_call": run_gather}
+                 "gather_call": run_gather, "method_scope": _method_scope}
     exec(compile(_source(spec, runs), f"<tileprim.{spec['name']}>", "exec"), namespace)
     fn = namespace["op"]
     fn.__name__ = fn.__qualname__ = spec["name"]

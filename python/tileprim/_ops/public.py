@@ -66,7 +66,7 @@ def plan(op, /, *args, **kwargs):
         return planner(*args, **kwargs)
     name = op_name(op)
     keywords = getattr(op, "keywords", None)
-    if not isinstance(op, str) and isinstance(keywords, dict):  # a scope method: its scope=
+    if not isinstance(op, str) and isinstance(keywords, dict):  # a scope method: its scope
         kwargs = {**keywords, **kwargs}
     return _PLANNERS[name](*args, **kwargs)
 
