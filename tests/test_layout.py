@@ -318,3 +318,13 @@ def test_an_s_expression_equals_and_hashes_as_the_layout_it_spells():
     assert s == S[(32, 8):(1 @ laneid, 1)] and s != S[(32, 8):(8, 1)] and s != 3
     swizzled = TileLayout(S[8, 32], swizzle=tp.Swizzle.for_bytes(128, "float32"))
     assert swizzled != S[8, 32] and S[8, 32] != swizzled
+
+
+def test_a_layout_round_trips_through_repr_pickle_and_copy():
+    import copy
+    import pickle
+    for layout in (TileLayout(S[(32, 8):(1 @ laneid, 1)] + 2 @ laneid),
+                   TileLayout(S[8, 32], swizzle=tp.Swizzle.for_bytes(128, "float32"))):
+        again = [eval(repr(layout)), pickle.loads(pickle.dumps(layout)), copy.deepcopy(layout)]
+        assert all(x == layout and hash(x) == hash(layout) for x in again), (layout, again)
+    assert pickle.loads(pickle.dumps(tp.Iter(4, 2, "laneid"))) == tp.Iter(4, 2, "laneid")

@@ -44,6 +44,10 @@ void bind_layout(py::module_& m) {
       .def("__hash__", [](const Iter& it) { return py::hash(py::make_tuple(it.extent, it.stride, axis_name(it.axis))); })
       .def("__repr__", [](const Iter& it) {
         return "Iter(" + std::to_string(it.extent) + ", " + std::to_string(it.stride) + ", '" + axis_name(it.axis) + "')";
+      })
+      .def("__reduce__", [](const py::object& self) {  // a value: pickled, copied, sent to workers as its parts
+        const Iter& it = self.cast<const Iter&>();
+        return py::make_tuple(self.get_type(), py::make_tuple(it.extent, it.stride, std::string(axis_name(it.axis))));
       });
 
   py::class_<DimIters>(m, "DimIters")

@@ -364,8 +364,21 @@ class TileLayout:
     def __str__(self) -> str:
         return str(self._core)
 
-    def __repr__(self) -> str:
-        return f"TileLayout({self})"
+    def __repr__(self) -> str:  # code that makes it again, given tp's names (S, R, laneid, tp.Swizzle)
+        core, swizzle = self._core, self.swizzle
+        if swizzle is None:
+            return f"TileLayout({self})"
+        plain = _C.TileLayoutCore(core.shard, core.replica, core.offset, (0, 0, 0))
+        return (f"TileLayout({plain}, swizzle=tp.Swizzle({swizzle.per_element}, {swizzle.swizzle_len}, "
+                f"{swizzle.atom_len}))")
+
+    def __reduce__(self):  # a value: pickled and copied as its core's parts
+        core = self._core
+        return (_from_parts, (list(core.shard), list(core.replica), dict(core.offset), tuple(core.swizzle)))
+
+
+def _from_parts(shard, replica, offset, swizzle) -> TileLayout:
+    return TileLayout._wrap(_C.TileLayoutCore(shard, replica, offset, swizzle))
 
 
 def _swizzle_tuple(s) -> Tuple[int, int, int]:
