@@ -169,3 +169,13 @@ def test_an_op_defined_without_a_backward_refuses_a_gradient(rng):
         doubled(x.requires_grad_(), "")
     with torch.no_grad():
         assert not doubled(x, "").requires_grad
+
+
+def test_torch_operands_refuse_a_numpy_out_as_numpy_operands_refuse_a_tensor_out():
+    a = torch.ones(4, 8)
+    with pytest.raises(TypeError, match="out: expected a torch CPU tensor for torch operands, not ndarray"):
+        tp.sum(a, axes=-1, out=np.zeros(4, np.float32))
+    with pytest.raises(TypeError, match="out: expected a NumPy array for NumPy operands"):
+        tp.sum(a.numpy(), axes=-1, out=torch.zeros(4))
+    out = torch.zeros(4)
+    assert tp.sum(a, axes=-1, out=out) is out and torch.equal(out, torch.full((4,), 8.0))

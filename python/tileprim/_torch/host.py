@@ -76,6 +76,10 @@ class TorchHostCall:
     def run(self, values, out):
         inputs = [v(x) for v, x in zip(self.views, values)]
         if out is not None:
+            import torch
+            for o in out if type(out) is tuple else (out,):
+                if not isinstance(o, torch.Tensor):  # as NumPy operands refuse a tensor out=
+                    raise TypeError(f"out: expected a torch CPU tensor for torch operands, not {type(o).__name__}")
             views = tuple(to_numpy(o, contiguous=False) for o in out) if type(out) is tuple else \
                 to_numpy(out, contiguous=False)
             self.inner.run(inputs, views)
