@@ -16,8 +16,8 @@ import tileprim._C as _C
 from .._arrays.adapters import adapter_for, remember_device_type
 from .._arrays.routing import PROGRAM_ROUTES, UNROUTED, on_host
 from .._calls.call import _host_array
-from .._calls.prepared import (MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, planned, remember, signature,
-                                typed)
+from .._calls.prepared import (MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, planned, remember,
+                               signature, typed)
 from .._calls.scope import STORAGE_SCOPES, ExecScope
 from .._checks import as_int
 from .._platform.backends import device_arch, resolve_backend
@@ -154,7 +154,8 @@ class Program:
                             f"got {len(args)}")
         scope = scope if scope is not None else self._scope  # None: named nowhere yet (a step may name it)
         if scope is not None and not isinstance(scope, ExecScope):
-            raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup, tp.cta(n) or tp.cluster(n), not {scope!r}")
+            raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup, tp.cta(n) or tp.cluster(n), "
+                            f"not {scope!r}")
         batch_dims = as_int(batch_dims, "batch_dims")
         if target is not None and not isinstance(target, str):
             raise TypeError(f"target: expected an architecture string such as 'sm_90a', not {target!r}")

@@ -89,7 +89,8 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
     if as_bool(accum, "accum"):
         raise ValueError(f"{where}: {op}: accum=True folds into out=, which a program's step does not take")
     if scope is not None and not isinstance(scope, ExecScope):
-        raise TypeError(f"{where}: scope: expected tp.thread, tp.warp, tp.warpgroup, tp.cta(n) or tp.cluster(n), not {scope!r}")
+        raise TypeError(f"{where}: scope: expected tp.thread, tp.warp, tp.warpgroup, tp.cta(n) or tp.cluster(n), "
+                        f"not {scope!r}")
     if trace.scope is None:  # the first step to name a scope names the program's
         trace.scope = scope
     elif scope is not None and scope is not trace.scope:
