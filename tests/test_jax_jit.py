@@ -61,3 +61,21 @@ def test_jax_cpu_arrays_in_give_jax_arrays_out(rng):
         tp.sum(xj, axes=-1, batch_dims=1, out=jnp.zeros(5, jnp.float32))
     out = np.zeros(5, np.float32)
     assert tp.sum(xj, axes=-1, batch_dims=1, out=out) is out
+
+
+def test_a_tile_program_under_jit_gives_the_eager_bits(rng):
+    x = random_tile(rng, (6, 40), "float32")
+    label = rng.integers(0, 40, (6, 1)).astype(np.int32)
+    two = tp.program(lambda a: (tp.exp(a - tp.max(a, axes=-1, keepdims=True)), tp.sum(a, axes=-1)))
+    got = jax.jit(lambda a: two(a, batch_dims=1))(jnp.asarray(x))
+    want = two(x, batch_dims=1)
+    assert isinstance(got, tuple) and all(np.array_equal(np.asarray(g), w, equal_nan=True) for g, w in zip(got, want))
+    norm = jax.jit(lambda a, w: tp.layers.rms_norm(a, w, 1e-6, batch_dims=1))(jnp.asarray(x), jnp.ones(40))
+    assert np.array_equal(np.asarray(norm), tp.layers.rms_norm(x, np.ones(40, np.float32), 1e-6, batch_dims=1),
+                          equal_nan=True)
+    taken = jax.jit(lambda a, i: tp.take_along_axis(a, i, batch_dims=1))(jnp.asarray(x), jnp.asarray(label))
+    assert np.array_equal(np.asarray(taken), np.take_along_axis(x, label, axis=-1), equal_nan=True)
+    rows = jax.vmap(lambda a: two(a)[1])(jnp.asarray(x))  # the program of one tile, mapped over rows
+    assert np.array_equal(np.asarray(rows), want[1], equal_nan=True)
+    with pytest.raises(TypeError, match="inside jax.jit JAX arrays are immutable"):
+        jax.jit(lambda a: two(a, batch_dims=1, out=(a, a)))(jnp.asarray(x))

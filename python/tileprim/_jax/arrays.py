@@ -11,10 +11,10 @@ import numpy as np
 
 import tileprim._C as _C
 from .._arrays.adapters import Adapter
-from .._arrays.routing import ArrayLibrary, register as register_library
+from .._arrays.routing import UNROUTED, ArrayLibrary, register as register_library
 from .._calls.prepared import OPERAND_KEYS
 from .host import JaxHostCall, is_host_array
-from .jit import JaxCallback
+from .jit import JaxCallback, traced_program
 
 __all__ = ["register"]
 
@@ -74,6 +74,13 @@ class _Jax(ArrayLibrary):
         if call["keepdims"]:  # the eager call inside the callback takes keepdims as a keyword
             options = {**options, "config": {**options["config"], "keepdims": True}}
         return JaxCallback(call["op"], call["axes"], call["accum"], options), False
+
+    def route_program(self, program, args, out, batch_dims, scope, backend, target, fastmath):
+        jax = sys.modules.get("jax")  # asked on every program call: JAX may never have loaded
+        if jax is None or not any(isinstance(x, jax.core.Tracer) for x in args):
+            return UNROUTED
+        return traced_program(program, args, out, dict(batch_dims=batch_dims, scope=scope, backend=backend,
+                                                       target=target, fastmath=fastmath))
 
     def stop_gradient(self, x):
         return sys.modules["jax"].lax.stop_gradient(x)  # loaded: x is its array

@@ -13,7 +13,7 @@ import numpy as np
 
 from .._opspec.table import OPS
 
-__all__ = ["JaxCallback"]
+__all__ = ["JaxCallback", "traced_program"]
 
 _WORKER = []  # one thread, started from a tracing thread
 
@@ -28,6 +28,36 @@ def _worker() -> ThreadPoolExecutor:
     return _WORKER[0]
 
 
+def staged(what: str, eager, values: tuple):
+    """``eager(*operands)`` (NumPy operands in, a NumPy array or a tuple of them out) as a
+    ``jax.pure_callback`` on the JAX arrays and tracers among ``values`` (the rest, Python scalars,
+    passed as they are), its result shapes from the same call on zeros of the operands'."""
+    import jax
+    arrays = [i for i, x in enumerate(values) if not isinstance(x, (int, float))]
+
+    def call(*xs):
+        operands = list(values)
+        for i, x in zip(arrays, xs):
+            operands[i] = np.asarray(x)
+        result = eager(*operands)
+        return tuple(map(np.asarray, result)) if type(result) is tuple else np.asarray(result)
+    worker = _worker()
+
+    def host(*xs):
+        return worker.submit(call, *xs).result()
+
+    example = call(*(np.zeros(values[i].shape, values[i].dtype) for i in arrays))
+    shapes = (tuple(jax.ShapeDtypeStruct(r.shape, r.dtype) for r in example) if type(example) is tuple
+              else jax.ShapeDtypeStruct(example.shape, example.dtype))
+    return jax.pure_callback(host, shapes, *(values[i] for i in arrays), vmap_method="sequential")
+
+
+def _refuse_out(what: str, out, accum=False) -> None:
+    if out is not None or accum:
+        raise TypeError(f"{what}: out= and accum= write into an array in place; inside jax.jit JAX arrays "
+                        f"are immutable, so use the returned array")
+
+
 class JaxCallback:
     """A traced call: ``run`` stages a host callback that calls the op eagerly on NumPy arrays."""
 
@@ -39,10 +69,7 @@ class JaxCallback:
         raise TypeError(f"{self.op}: tp.plan needs concrete arrays, not JAX tracers; call it outside jax.jit")
 
     def run(self, values, out):
-        import jax
-        if out is not None or self.accum:
-            raise TypeError(f"{self.op}: out= and accum= write into an array in place; inside jax.jit JAX arrays "
-                            f"are immutable, so use the returned array")
+        _refuse_out(self.op, out, self.accum)
         o = self.options
         kw = {k: o[k] for k in ("scope", "storage", "layout", "out_layout", "batch_dims", "target", "dispatch")}
         kw.update(o["config"], backend=o["backend"] or "cpu")
@@ -50,20 +77,12 @@ class JaxCallback:
         if self.axes is not None:
             kw["axes"] = self.axes
         fn = OPS[self.op]
-        arrays = [i for i, x in enumerate(values) if not isinstance(x, (int, float))]
-        scalars = list(values)
+        return staged(self.op, lambda *operands: fn(*operands, *extra, **kw), tuple(values))
 
-        def call(*xs):
-            operands = list(scalars)
-            for i, x in zip(arrays, xs):
-                operands[i] = np.asarray(x)
-            return np.asarray(fn(*operands, *extra, **kw))
-        worker = _worker()
 
-        def host(*xs):
-            return worker.submit(call, *xs).result()
-
-        # the result's shape and dtype: the same call on zeros of the operands' shapes and dtypes
-        example = call(*(np.zeros(values[i].shape, values[i].dtype) for i in arrays))
-        result = jax.ShapeDtypeStruct(example.shape, example.dtype)
-        return jax.pure_callback(host, result, *(values[i] for i in arrays), vmap_method="sequential")
+def traced_program(program, args, out, options: dict):
+    """A tile program called on JAX tracers: its eager call (the CPU backend unless one is named)
+    staged as a host callback, as an op's is."""
+    _refuse_out(program.__name__, out)
+    options = {**options, "backend": options["backend"] or "cpu"}
+    return staged(program.__name__, lambda *operands: program(*operands, **options), tuple(args))
