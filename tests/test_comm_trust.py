@@ -149,3 +149,18 @@ def test_timeouts_beyond_a_year_or_not_finite_are_refused_naming_timeout(timeout
     group = tp.comm.ParallelGroup([np.ones((2, 3), "f4")] * 2, root=0)
     with pytest.raises(ValueError, match="timeout: .* is not a positive number of seconds up to 31536000"):
         tp.comm.treduce(group, timeout=timeout)
+
+
+def test_the_package_unpickles_nothing():
+    """Whatever ranks exchange (init files, the bootstraps, the transports' descriptions of memory) is
+    plain data: no module imports pickle, so nothing a peer or a planted file sends can run code."""
+    import ast
+    import pathlib
+    package = pathlib.Path(tp.__file__).resolve().parent
+    found = []
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [(str(path.relative_to(package)), n) for n in names if n.split(".")[0] in ("pickle", "dill")]
+    assert found == []

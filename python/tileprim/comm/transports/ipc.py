@@ -24,7 +24,6 @@ other rank's flags (pad and chain), so no GPU waits for it."""
 from __future__ import annotations
 
 import functools
-import pickle
 import struct
 from typing import Dict, List
 
@@ -57,12 +56,15 @@ class IpcTransport(Transport):
         self.own_pad = _C.cuda.DeviceBuffer(RANK_BYTES, self.device)
         self.own_pad.zero()
         self.abandoned = _C.cuda.MappedHostBuffer(8, self.device)  # the last call this rank's host gave up on
-        own_pad_handle = pickle.dumps(_C.cuda.ipc_export(self.own_pad.ptr, self.device))
+        handle, offset = _C.cuda.ipc_export(self.own_pad.ptr, self.device)
         self.mapped: Dict[bytes, int] = {}  # a handle -> its allocation's base, mapped here
         self.pads: List[int] = []
-        for r, payload in enumerate(comm._bootstrap.all_gather(own_pad_handle, comm.timeout)):
-            handle, offset = pickle.loads(payload)
-            self.pads.append(self.own_pad.ptr if r == comm.rank else self._map(handle + struct.pack("<Q", offset)))
+        # plain bytes, as every place is described (no pickle: a planted exchange runs no code)
+        for r, place in enumerate(comm._bootstrap.all_gather(handle + struct.pack("<Q", offset), comm.timeout)):
+            if not isinstance(place, bytes) or len(place) != HANDLE_BYTES + 8:
+                raise CommError(f"rank {r}: its signal pad's description is not an IPC handle and an offset "
+                                f"({HANDLE_BYTES + 8} bytes)")
+            self.pads.append(self.own_pad.ptr if r == comm.rank else self._map(place))
         self.watchdog = Watchdog(comm, _why_stuck, functools.partial(_abandon_calls, self.abandoned.ptr), "cuda-ipc")
 
     def describe_source(self, t: RankTensor, x) -> bytes:
