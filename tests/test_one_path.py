@@ -95,3 +95,16 @@ def test_device_arrays_take_the_same_path(rng):
     assert tp.sum(t, axes=-1, batch_dims=1, accum=True, out=out) is out
     want = tp.sum(x, axes=-1, batch_dims=1, accum=True, out=old.copy(), backend="cpu")
     assert bits_equal(out.cpu().numpy(), want)
+
+
+@pytest.mark.parametrize("n", [8, 100, 1024, 4097])
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_a_batched_call_with_no_scope_is_the_program_of_one_step(op, n, rng):
+    """DESIGN §2: auto-scoped alike, its tile placed by the planner (spread over the scope's threads,
+    not the whole row on every lane): the plan and the bits of the traced one-step program."""
+    x = random_tile(rng, (64, n), "float32")
+    fn = getattr(tp, op)
+    one_step = tp.program(lambda t: fn(t, axes=-1))
+    call, program = tp.plan(fn, x, axes=-1, batch_dims=1), tp.plan(one_step, x, batch_dims=1)
+    assert call.scope == program.scope and call.params.get("path") == program.steps[0].params.get("path")
+    assert bits_equal(fn(x, axes=-1, batch_dims=1), one_step(x, batch_dims=1))

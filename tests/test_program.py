@@ -158,13 +158,13 @@ def test_a_new_batch_of_the_same_tiles_plans_nothing_again(monkeypatch, rng):
 
 
 def test_keepdims_broadcast_inside_2d_tiles(backend, rng):
-    @tp.program(scope=tp.thread)  # the standalone sum below runs at thread scope too: same order
+    @tp.program(scope=tp.thread)  # the standalone sum below names thread scope too: same order
     def center(x):
         return x - tp.sum(x, axes=0, keepdims=True) / x.shape[0]
 
     x = random_tile(rng, (3, 7, 5), "float64", special=False)
     got = center(x, batch_dims=1, backend=backend)
-    sums = tp.sum(x, axes=0, keepdims=True, batch_dims=1, backend="cpu")  # tile axis 0
+    sums = tp.sum(x, axes=0, keepdims=True, batch_dims=1, backend="cpu", scope=tp.thread)  # tile axis 0
     assert sums.shape == (3, 1, 5)
     assert bits_equal(got, x - sums / 7.0)
 

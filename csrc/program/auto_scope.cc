@@ -122,21 +122,23 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
   auto consider = [&](const ExecScope& scope) {
     std::shared_ptr<const ProgramPlan> plan;
     const ProgramSpec at = rescoped(spec, scope);
+    // a standalone call naming no storage, layout or accum is a program's step (DESIGN §2): its tiles
+    // placed by the planner (spread over the scope's threads), as the cost model scores them, not the
+    // scope's default view (at warp scope: the whole row on every lane); as called where that refuses
+    const std::optional<ProgramSpec> placed = placed_by_planner(at);
     try {
-      plan = plan_at_scope(at, ctx);
-    } catch (const ValueError& e) {  // DispatchError and LimitError too: placed by the planner, or the next
-      const std::exception_ptr refused = std::current_exception();
-      const std::optional<ProgramSpec> placed = placed_by_planner(at);
+      plan = plan_at_scope(placed ? *placed : at, ctx);
+    } catch (const ValueError&) {  // DispatchError and LimitError too: as called, or the next scope
       try {
         if (!placed) throw;
-        plan = plan_at_scope(*placed, ctx);
-      } catch (const ValueError&) {
+        plan = plan_at_scope(at, ctx);
+      } catch (const ValueError& e) {  // the call as called refused: its reason is the scope's
         ScopeVerdict v;
         v.scope = scope.str();
         v.reasons = refusal(e.what());
         limit |= past_limit(e);
         trace.push_back(v);
-        if (!first_refusal) first_refusal = refused;
+        if (!first_refusal) first_refusal = std::current_exception();
         return;
       }
     }
