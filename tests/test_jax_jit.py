@@ -30,8 +30,8 @@ def test_jit_gives_the_eager_bits(rng):
 
 def test_vmap_maps_the_call_over_the_rows(rng):
     x = random_tile(rng, (7, 9), "float32")
-    sums = jax.vmap(lambda row: tp.sum(row, backend="cpu"))(jnp.asarray(x))
-    np.testing.assert_array_equal(np.asarray(sums), tp.sum(x, batch_dims=1, backend="cpu"))
+    sums = jax.vmap(lambda row: tp.sum(row, backend="cpu"))(jnp.asarray(x))  # a tile each: tp.thread's
+    np.testing.assert_array_equal(np.asarray(sums), tp.sum(x, batch_dims=1, backend="cpu", scope=tp.thread))
     rows = jax.vmap(lambda row: tp.silu(row, backend="cpu"))(jnp.asarray(x))
     np.testing.assert_array_equal(np.asarray(rows), tp.silu(x, backend="cpu"))
 
@@ -48,7 +48,7 @@ def test_what_jit_cannot_follow_is_a_clear_error(rng):
 
 def test_jax_cpu_arrays_in_give_jax_arrays_out(rng):
     x = random_tile(rng, (5, 33), "float32")
-    xj = jnp.asarray(x)
+    xj = jax.device_put(x, jax.devices("cpu")[0])  # on the CPU where JAX also has a GPU
     for _ in range(2):  # the second call through the memo
         got = tp.sum(xj, axes=-1, batch_dims=1)
         assert isinstance(got, jax.Array) and np.array_equal(np.asarray(got), tp.sum(x, axes=-1, batch_dims=1),
@@ -58,7 +58,7 @@ def test_jax_cpu_arrays_in_give_jax_arrays_out(rng):
     two = tp.program(lambda a: (tp.exp(a), tp.max(a, axes=-1)))(xj, batch_dims=1)
     assert isinstance(two, tuple) and all(isinstance(t, jax.Array) for t in two)
     with pytest.raises(TypeError, match="out: JAX arrays are immutable"):
-        tp.sum(xj, axes=-1, batch_dims=1, out=jnp.zeros(5, jnp.float32))
+        tp.sum(xj, axes=-1, batch_dims=1, out=jax.device_put(np.zeros(5, np.float32), jax.devices("cpu")[0]))
     out = np.zeros(5, np.float32)
     assert tp.sum(xj, axes=-1, batch_dims=1, out=out) is out
 
