@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tileprim as tp
-from conftest import cuda_usable
+from conftest import cuda_usable, random_tile
 from tileprim import S, TileLayout, laneid
 
 torch = pytest.importorskip("torch")
@@ -85,3 +85,15 @@ def test_autograd_through_a_compiled_function(rng, device):
     expected = torch.autograd.grad(loss(x, w).sum(), (x, w))
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e, rtol=0, atol=0)
+
+
+def test_a_second_shape_compiles_its_own_graph_with_dynamic_false(rng):
+    """Each op and program signature is specialised on its shapes (docs/interop.md): with
+    dynamic=False a second shape recompiles and runs, the eager bits each time."""
+    program = tp.program(lambda a: tp.exp(a - tp.max(a, axes=-1, keepdims=True)))
+    f = torch.compile(lambda x: (tp.sum(x, axes=-1, batch_dims=1), program(x, batch_dims=1)), fullgraph=True,
+                      dynamic=False)
+    for rows in (6, 3):
+        x = torch.from_numpy(random_tile(rng, (rows, 10), "float32"))
+        got, want = f(x), (tp.sum(x, axes=-1, batch_dims=1), program(x, batch_dims=1))
+        assert all(torch.equal(g.view(torch.int32), w.view(torch.int32)) for g, w in zip(got, want))
