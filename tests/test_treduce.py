@@ -466,3 +466,12 @@ def test_plan_and_variants_take_treduce_by_name(rng):
     assert tp.plan("treduce", group).params == tp.plan(tp.comm.treduce, group).params
     assert tp.variants(tp.comm.treduce) == tp.variants("treduce")
     assert [v[0] for v in tp.variants("treduce")] == ["chain", "scatter_gather", "root_pull"]
+
+
+def test_a_group_is_immutable_ranks_included():
+    g = tp.comm.ParallelGroup([np.ones((2, 3), np.float32)] * 3, root=1)
+    with pytest.raises(AttributeError):
+        g.root = 0
+    with pytest.raises(AttributeError):
+        g.tensors.append(np.ones((2, 3), np.float32))  # no rank is added behind the group's back
+    assert g.size == 3 and isinstance(g.tensors, tuple)

@@ -3,7 +3,7 @@ process per rank, this rank's tensor and the communicator that reaches the other
 from __future__ import annotations
 
 import operator
-from typing import List, Sequence
+from typing import Sequence, Tuple
 
 from ._communicator import Communicator, default_communicator
 
@@ -21,7 +21,8 @@ class ParallelGroup:
     arrays, or device arrays with rank r on its own GPU) and ``root`` the rank that gets the
     result. Rules a collective needs (one shape, dtype and strides for every rank) are checked
     when it runs. A group is immutable: setting ``root`` or ``tensors`` raises AttributeError
-    (make a new group); ``tensors`` is the group's own list, whose arrays every call checks.
+    (make a new group); ``tensors`` is the group's own tuple (no rank can be added or removed),
+    whose arrays every call checks.
 
     Parameters
     ----------
@@ -42,8 +43,8 @@ class ParallelGroup:
             raise TypeError(f"tensors: expected a list of every rank's tensor, not {type(tensors).__name__}")
         if isinstance(root, bool) or not hasattr(root, "__index__"):
             raise TypeError(f"root: expected an int, not {root!r}")
-        _set(self, tensors=list(tensors), root=operator.index(root))
-        self.tensors: List
+        _set(self, tensors=tuple(tensors), root=operator.index(root))
+        self.tensors: Tuple
         if not self.tensors:
             raise ValueError("tensors: a group needs at least one rank's tensor")
         if not 0 <= self.root < len(self.tensors):
