@@ -27,7 +27,11 @@ std::map<Axis, long long> offsets_from(const std::map<std::string, long long>& n
 }  // namespace
 
 void bind_layout(py::module_& m) {
-  py::class_<Iter>(m, "Iter")
+  py::class_<Iter>(m, "Iter",
+                   "One dim of a layout: extent (how many), stride (how far apart) and axis (m for memory, or a "
+                   "thread axis: laneid, warpid, tx, ...), as S[(extent, ...) : (stride @ axis, ...)] writes it.\n\n"
+                   "Examples\n--------\n>>> tp.Iter(32, 1, 'laneid')\nIter(32, 1, 'laneid')\n"
+                   ">>> TileLayout.from_iters([tp.Iter(4, 8), tp.Iter(8, 1)])\nTileLayout(S[(4, 8) : (8, 1)])\n")
       // Python's rule for layout numbers (any __index__ but bool, within int64) converts extent
       // and stride, and the axis is named by str(), so a bad argument raises an error naming it
       // rather than a signature mismatch.

@@ -102,6 +102,23 @@ def lower(op, /, *args, target=None, **kwargs) -> Kernel:
     planned for ``target`` too; a tile program gives its one fused kernel (``source`` holds one
     ``__global__`` function); a collective (tp.comm.treduce) shows the kernel each worker runs.
 
+    Parameters
+    ----------
+    op : op function, scope method, tile program or tp.comm.treduce
+        What to lower, with ``*args`` and ``**kwargs`` as its call takes them (nothing runs).
+    target : str, optional
+        The architecture, such as "sm_90a" or "sm_100a".
+
+    Returns
+    -------
+    Kernel
+        ``.plan`` (its Plan or ProgramPlan), ``.source`` (CUDA C++), ``.ptx``, ``.cubin``.
+
+    Raises
+    ------
+    RuntimeError
+        Where NVRTC cannot be loaded (the reason named).
+
     Examples
     --------
     >>> k = tp.lower(tp.sum, np.ones(37, "f4"), target="sm_100a")

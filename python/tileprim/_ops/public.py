@@ -74,6 +74,20 @@ def plan(op, /, *args, **kwargs):
 def variants(op) -> List[Tuple[str, int, List[str]]]:
     """The registered variants of ``op`` in choice order: (name, priority, predicate names).
 
+    Parameters
+    ----------
+    op : op function, scope method, tp.comm.treduce or str
+        The op, or its name ("sum", "treduce").
+
+    Returns
+    -------
+    list of (str, int, list of str)
+
+    Raises
+    ------
+    ValueError
+        Where ``op`` is not a tileprim op.
+
     Examples
     --------
     >>> [v[0] for v in tp.variants("sum")]
@@ -93,6 +107,11 @@ def op_table() -> Dict[str, dict]:
     where it has none): its functor, ``form`` in words, ``dtypes``, and per dtype the max error
     measured on a GPU (``max_ulp``, ``max_abs``; "not measured" until benchmarks' accuracy.py
     --fastmath has run on one), read from the package's fastmath_errors.json.
+
+    Returns
+    -------
+    dict
+        op name -> its entry (a dict of the fields above); a fresh copy on every call.
 
     Examples
     --------

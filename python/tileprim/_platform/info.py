@@ -11,6 +11,12 @@ def info() -> dict:
     libraries found (NCCL, for treduce across hosts, is loaded here if it was not yet), the
     kernel cache, the ops and their variants.
 
+    Returns
+    -------
+    dict
+        "backends" (cpu, cuda: "available" or why not), the devices, the libraries found, the
+        kernel cache, the ops; ``python -m tileprim info`` prints it for a person.
+
     Examples
     --------
     >>> sorted(tp.info()["backends"])
