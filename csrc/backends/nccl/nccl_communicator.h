@@ -8,11 +8,7 @@
 //
 // No NCCL call waits on a peer past its call's timeout. Setting up is collective and may wait:
 // the communicator is made nonblocking (its calls settle in the background, polled against a
-// deadline), and every pair of ranks is connected once then. The transfers then run on a
-// blocking communicator split off it that shares those connections: an enqueue that needs no
-// peer to connect returns without one, and with no background thread per NCCL group (each cost
-// a thread and a poll, about a hundred microseconds a call). Where NCCL cannot split, the
-// nonblocking communicator carries the transfers too.
+// deadline), and every pair of ranks is connected once then; it carries the transfers too.
 #pragma once
 #include <chrono>
 #include <cstddef>

@@ -23,7 +23,7 @@ import tileprim._C as _C
 from .._version import __version__
 
 __all__ = ["requested", "candidates", "gpu_of", "tuned", "tuned_spec", "described", "forget", "with_scope",
-           "scope_parts", "seconds"]
+           "scope_parts", "run_seconds", "seconds"]
 
 _CANDIDATES = 4  # the model's best few: its ranking is within a few % of the sweep's on most shapes
 _WITHIN = 2.0  # and the best of each other scope it scores within this factor of its best
@@ -216,6 +216,12 @@ def with_scope(spec: tuple, scope: str, staging: str) -> tuple:
     out = list(spec)
     out[_SPEC_KIND], out[_SPEC_THREADS], out[_SPEC_CTAS], out[_SPEC_STAGING] = kind, threads, ctas, staging
     return tuple(out)
+
+
+def run_seconds(prepared, values, adapter, device: int) -> float:
+    """``seconds`` of a prepared call on the call's own ``values``, on the stream of its GPU."""
+    return seconds(lambda: prepared.run(values, None),
+                   lambda: _C.cuda.synchronize(adapter.stream(device), device))
 
 
 def seconds(run: Callable[[], None], synchronize: Callable[[], None]) -> float:

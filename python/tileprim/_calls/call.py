@@ -24,8 +24,8 @@ from .._opspec.table import SPECS
 from .._platform.backends import default_target, resolve_backend
 from . import autotune as autotuning
 from .plan import Plan
-from .prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, forget, remember, typed
-from .scope import ExecScope, thread
+from .prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, forget, remember
+from .scope import ExecScope, not_a_scope, thread
 
 __all__ = ["prepared_call", "forget"]
 
@@ -43,9 +43,12 @@ def prepared_call(op: str, operands: tuple, axes, out, accum, scope, storage, la
         out_layout = spelled_layout(out_layout)
     if (layout is None or type(layout) is TileLayout) and (out_layout is None or type(out_layout) is TileLayout):
         try:  # prepared.signature spelled out: this runs on every call, and a call frame costs 0.2 us
+            # the options' types too: 1, 1.0 and True are equal keys, and the checks that refuse 1.0 or
+            # True where an int or a bool is due run only when a signature is new
             key = (op, scope, axes, accum, keepdims, storage, layout, out_layout, batch_dims, target, backend,
                    dispatch, extra, *[OPERAND_KEYS[type(x)](x) for x in operands], *config.items(),
-                   typed(axes, accum, keepdims, batch_dims, *config.values()))
+                   type(axes), type(accum), type(keepdims), type(batch_dims), *map(type, config.values()),
+                   type(axes) is tuple and tuple(map(type, axes)))
             prepared = MEMO.get(key)
         except (KeyError, TypeError):  # an argument of a type not seen before, or an unhashable one
             key = None
@@ -150,7 +153,7 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
     if not named:
         scope = thread
     if not isinstance(scope, ExecScope):
-        raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup, tp.cta(n) or tp.cluster(n), not {scope!r}")
+        raise not_a_scope(scope)
     accum = as_bool(accum, "accum")
     if "axis" in config:
         raise TypeError("unexpected keyword argument 'axis': tileprim reduces over axes=, as in axes=-1 or axes=(0, 1)")
@@ -234,12 +237,8 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
 def _tuned(made, planned, prepared, values, signature, shown, tiles, adapter, device):
     """The call prepared at the point of the planner's candidates measured fastest on this GPU
     (autotune.py), each timed on the call's own operands."""
-    def synchronize():
-        _C.cuda.synchronize(adapter.stream(device), device)
-
     def seconds_of(scope, staging):
-        run = made(planned(scope, staging)).run
-        return autotuning.seconds(lambda: run(values, None), synchronize)
+        return autotuning.run_seconds(made(planned(scope, staging)), values, adapter, device)
 
     record = autotuning.tuned(signature, shown, autotuning.candidates(prepared.plan.scope_trace), tiles,
                               autotuning.gpu_of(device), seconds_of)

@@ -20,8 +20,7 @@ from .._arrays.adapters import Adapter, Unkeyable, adapter_for, placed_key
 from .._arrays.dtypes import INDEX_DTYPES, check_index_scalar, dtype_name, numpy_dtype
 from .._checks import plain_ndarray, short_repr
 
-__all__ = ["MEMO", "OPERAND_KEYS", "signature", "typed", "remember", "forget", "Input", "HostPrepared",
-           "DevicePrepared"]
+__all__ = ["MEMO", "OPERAND_KEYS", "signature", "remember", "forget", "Input", "HostPrepared", "DevicePrepared"]
 
 MEMO: Dict[tuple, object] = {}
 _MEMO_LIMIT = 4096
@@ -43,13 +42,6 @@ def signature(head: tuple, values, constants: bool = False) -> Optional[tuple]:
         return (*head, *[OPERAND_KEYS[type(x)](x) for x in values])
     except (KeyError, TypeError):  # TypeError: an unhashable argument
         return None
-
-
-def typed(*options) -> tuple:
-    """Options with their types (a tuple's items' too) for a signature: 1, 1.0 and True are equal
-    keys, so a memo keyed by values alone would skip the checks that refuse 1.0 or True where an int
-    or a bool is due, once the right type had been called."""
-    return tuple((type(v), tuple(map(type, v))) if type(v) is tuple else type(v) for v in options)
 
 
 def remember(key: Optional[tuple], prepared) -> None:

@@ -15,7 +15,7 @@ import sys
 import tileprim._C as _C
 from .._opspec.table import OPS
 
-__all__ = ["ExecScope", "thread", "warp", "warpgroup", "wg", "cta", "cluster", "STORAGE_SCOPES"]
+__all__ = ["ExecScope", "thread", "warp", "warpgroup", "wg", "cta", "cluster", "STORAGE_SCOPES", "not_a_scope"]
 
 STORAGE_SCOPES = tuple(_C.storage_names())  # C++'s storages, in its order
 # (fewest, most) threads of each kind, as C++ has them: thread (1, 1), warp (32, 32), ...
@@ -106,6 +106,12 @@ class ExecScope:
 
 
 _BOUND: dict = {}  # ((kind, threads, ctas), op name) -> the op bound to that scope
+
+
+def not_a_scope(scope, where: str = "scope") -> TypeError:
+    """The error for a scope= that is no scope object (every call and program says it alike)."""
+    return TypeError(f"{where}: expected tp.thread, tp.warp, tp.warpgroup, tp.cta(n) or tp.cluster(n), not {scope!r}")
+
 
 def _check_scope(kind, threads, ctas=1) -> None:
     """The rule of each kind (_THREADS): a thread is 1 thread, a warp 32, a warpgroup 128 (4 warps),

@@ -406,5 +406,6 @@ def spelled_layout(expr: LayoutExpr) -> TileLayout:
     layout and hits the call memo."""
     layout = expr.__dict__.get("_tile_layout")
     if layout is None:
-        layout = expr._tile_layout = TileLayout(expr)
+        # the core the expression keeps; TileLayout's own error for a part with no shard S[...]
+        layout = expr._tile_layout = TileLayout._wrap(expr._value()) if expr.shard is not None else TileLayout(expr)
     return layout

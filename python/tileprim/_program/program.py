@@ -16,9 +16,8 @@ import tileprim._C as _C
 from .._arrays.adapters import adapter_for, remember_device_type
 from .._arrays.routing import PROGRAM_ROUTES, UNROUTED, on_host
 from .._calls.call import _host_array
-from .._calls.prepared import (MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, planned, remember,
-                               signature, typed)
-from .._calls.scope import STORAGE_SCOPES, ExecScope
+from .._calls.prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, planned, remember, signature
+from .._calls.scope import STORAGE_SCOPES, ExecScope, not_a_scope
 from .._checks import as_int
 from .._platform.backends import device_arch, resolve_backend
 from .._calls import autotune as autotuning
@@ -71,7 +70,7 @@ def program(fn=None, *, scope: Optional[ExecScope] = None, storage: Optional[str
     array([0.25, 0.25, 0.25, 0.25], dtype=float32)
     """
     if scope is not None and not isinstance(scope, ExecScope):
-        raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup, tp.cta(n) or tp.cluster(n), not {scope!r}")
+        raise not_a_scope(scope)
     if storage is not None and storage not in STORAGE_SCOPES:
         raise ValueError(f"storage: {storage!r} is not one of {', '.join(STORAGE_SCOPES)}")
     if staging is not None and staging not in STAGINGS:
@@ -125,8 +124,9 @@ class Program:
 
     def _prepared(self, args, batch_dims, scope, backend, target, fastmath, folded=None):
         """The call's prepared run, remembered per call signature."""
-        key = signature((self, batch_dims, scope, backend, target, fastmath, folded, typed(batch_dims, fastmath)), args,
-                        constants=True)
+        # batch_dims' and fastmath's types too: a memo hit must not pass what their checks refuse
+        key = signature((self, batch_dims, scope, backend, target, fastmath, folded, type(batch_dims), type(fastmath)),
+                        args, constants=True)
         prepared = MEMO.get(key) if key is not None else None
         if prepared is None:
             prepared = self._prepare(args, batch_dims, scope, backend, target, fastmath, folded)
@@ -154,8 +154,7 @@ class Program:
                             f"got {len(args)}")
         scope = scope if scope is not None else self._scope  # None: named nowhere yet (a step may name it)
         if scope is not None and not isinstance(scope, ExecScope):
-            raise TypeError(f"scope: expected tp.thread, tp.warp, tp.warpgroup, tp.cta(n) or tp.cluster(n), "
-                            f"not {scope!r}")
+            raise not_a_scope(scope)
         batch_dims = as_int(batch_dims, "batch_dims")
         if target is not None and not isinstance(target, str):
             raise TypeError(f"target: expected an architecture string such as 'sm_90a', not {target!r}")
@@ -251,12 +250,8 @@ class Program:
     @staticmethod
     def _tuned(made, spec, prepared, args, tiles, adapter, device):
         """The call prepared at the scope and staging measured fastest on this GPU (autotune.py)."""
-        def synchronize():
-            _C.cuda.synchronize(adapter.stream(device), device)
-
         def seconds_of(candidate):
-            run = made(candidate).run
-            return autotuning.seconds(lambda: run(args, None), synchronize)
+            return autotuning.run_seconds(made(candidate), args, adapter, device)
 
         gpu = autotuning.gpu_of(device)
         tuned, record = autotuning.tuned_spec(spec, prepared.plan.scope_trace, tiles, gpu, seconds_of)

@@ -11,7 +11,7 @@ import numpy as np
 
 import tileprim._C as _C
 from .._arrays.dtypes import INDEX_DTYPES, TILE_DTYPES, check_index_scalar, dtype_name
-from .._calls.scope import ExecScope
+from .._calls.scope import ExecScope, not_a_scope
 from .._checks import as_bool
 from .._layout.value import as_layout
 from .._opspec.table import SPECS
@@ -89,8 +89,7 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
     if as_bool(accum, "accum"):
         raise ValueError(f"{where}: {op}: accum=True folds into out=, which a program's step does not take")
     if scope is not None and not isinstance(scope, ExecScope):
-        raise TypeError(f"{where}: scope: expected tp.thread, tp.warp, tp.warpgroup, tp.cta(n) or tp.cluster(n), "
-                        f"not {scope!r}")
+        raise not_a_scope(scope, f"{where}: scope")
     if trace.scope is None:  # the first step to name a scope names the program's
         trace.scope = scope
     elif scope is not None and scope is not trace.scope:
