@@ -87,13 +87,65 @@ def test_autograd_through_a_compiled_function(rng, device):
         torch.testing.assert_close(g, e, rtol=0, atol=0)
 
 
-def test_a_second_shape_compiles_its_own_graph_with_dynamic_false(rng):
-    """Each op and program signature is specialised on its shapes (docs/interop.md): with
-    dynamic=False a second shape recompiles and runs, the eager bits each time."""
-    program = tp.program(lambda a: tp.exp(a - tp.max(a, axes=-1, keepdims=True)))
-    f = torch.compile(lambda x: (tp.sum(x, axes=-1, batch_dims=1), program(x, batch_dims=1)), fullgraph=True,
-                      dynamic=False)
-    for rows in (6, 3):
-        x = torch.from_numpy(random_tile(rng, (rows, 10), "float32"))
-        got, want = f(x), (tp.sum(x, axes=-1, batch_dims=1), program(x, batch_dims=1))
-        assert all(torch.equal(g.view(torch.int32), w.view(torch.int32)) for g, w in zip(got, want))
+@pytest.mark.parametrize("dynamic", [None, True, False])
+def test_new_batch_sizes_run_with_dynamos_dynamic_shapes(rng, dynamic):
+    """A new batch size runs under fullgraph whatever ``dynamic`` says: with Dynamo's dynamic shapes
+    (automatic after a second shape, or dynamic=True) one graph serves every batch size, the op's and
+    the program's alike; a new tile shape compiles again (the tile dims are specialised). Results and
+    gradients are the eager bits each time (a gradient summed over the batch, w's, is summed in an
+    order made for the batch size: that backward is specialised on it)."""
+    program = tp.program(lambda a, w: tp.exp(a - tp.max(a, axes=-1, keepdims=True)) * w)
+
+    def fn(x, w):
+        return tp.sum(x, axes=-1, batch_dims=1), program(x, w, batch_dims=1)
+    shapes = ((6, 10), (3, 10), (9, 10), (5, 12))
+    torch._dynamo.reset()
+    counters.clear()
+    f = torch.compile(fn, fullgraph=True, dynamic=dynamic, backend="aot_eager")
+    for rows, cols in shapes:
+        x, w = torch.from_numpy(random_tile(rng, (rows, cols), "float64")), torch.from_numpy(rng.uniform(-2, 2, cols))
+        for g, e in zip(f(x, w), fn(x, w)):
+            torch.testing.assert_close(g, e, rtol=0, atol=0, equal_nan=True)
+    assert not counters["graph_break"]
+    # dynamic=False: a graph per shape; dynamic: the first, the dynamic batch, the new tile shape
+    assert counters["stats"]["unique_graphs"] == {False: 4, None: 3, True: 2}[dynamic]
+    for rows, cols in shapes:
+        x = torch.from_numpy(random_tile(rng, (rows, cols), "float64")).requires_grad_()
+        w = torch.from_numpy(rng.uniform(-2, 2, cols)).requires_grad_()
+        got, want = f(x, w), fn(x, w)
+        grads = [torch.autograd.grad(sum(r.sum() for r in results), (x, w)) for results in (got, want)]
+        for g, e in zip((*got, *grads[0]), (*want, *grads[1])):
+            torch.testing.assert_close(g, e, rtol=0, atol=0, equal_nan=True)
+    assert not counters["graph_break"]
+
+
+class _Settings:
+    batch_dims, scope = 1, tp.cta(64)
+
+
+def test_ints_read_off_objects_under_dynamic_true(rng):
+    """dynamic=True traces an int read off an object as a symbol: a scope's threads, batch_dims kept
+    on a settings object, a program's own number are made constants of the graph."""
+    program = tp.program(lambda a: a * tp.sum(a))
+
+    def fn(x):
+        return (tp.sum(x, axes=-1, batch_dims=_Settings.batch_dims, scope=_Settings.scope),
+                program(x, batch_dims=_Settings.batch_dims, scope=_Settings.scope))
+    torch._dynamo.reset()
+    f = torch.compile(fn, fullgraph=True, dynamic=True)
+    for rows in (5, 3):
+        x = torch.from_numpy(random_tile(rng, (rows, 64), "float32"))
+        for g, e in zip(f(x), fn(x)):
+            assert torch.equal(g.view(torch.int32), e.view(torch.int32))
+
+
+def test_mark_dynamic_on_the_batch_dim_keeps_one_graph(rng):
+    program = tp.program(lambda a: a * tp.rsqrt(tp.sum(a * a) / a.shape[-1] + 1e-6))
+    torch._dynamo.reset()
+    counters.clear()
+    f = torch.compile(lambda x: program(x, batch_dims=1), fullgraph=True)
+    for rows in (7, 4, 11):
+        x = torch.from_numpy(random_tile(rng, (rows, 16), "float32"))
+        torch._dynamo.mark_dynamic(x, 0)
+        assert torch.equal(f(x).view(torch.int32), program(x, batch_dims=1).view(torch.int32))
+    assert counters["stats"]["unique_graphs"] == 1

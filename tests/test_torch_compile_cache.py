@@ -109,6 +109,8 @@ def test_a_programs_op_name_is_a_function_of_what_it_computes():
     base = name(rmsnorm)
     assert base.startswith("program_rmsnorm_") and base.replace("_", "").isalnum()
     assert name(again) == base  # the same program made twice: one op
+    assert name(rmsnorm, shape=(7, 40)) == base  # every batch size: one op (a dynamic batch under torch.compile)
+    assert name(rmsnorm, shape=(1, 40)) != base  # but a batch of 1 broadcasts
     assert name(tp.program(programs.rmsnorm, scope=tp.warp)) != base
     others = {name(rmsnorm, shape=(3, 41)), name(rmsnorm, eps=1e-5), name(rmsnorm, scope=tp.cta(64).parts),
               name(rmsnorm, fastmath=True), name(rmsnorm, dtype="float64"), base}

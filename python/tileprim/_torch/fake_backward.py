@@ -1,7 +1,8 @@
 """A custom op's backward traced once on fake tensors, as AOTAutograd traces it, when torch.compile
 meets a call that needs a gradient: the tileprim ops that backward calls (a tile program's derived
 backward, the sums of a broadcast operand's gradient) get registered, and their call options
-interned, in this process.
+interned, in this process. It runs from the op's ``setup_context`` on Dynamo's fake tensors (torch
+runs that in plain Python, where a traced size has a hint), not from the code Dynamo traces.
 
 Why: Inductor's on-disk cache (and AOTAutograd's, both on by default) keeps a compiled backward
 that calls tileprim's custom ops by name, their options by their interned names. A second process
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 from typing import Dict, Set, Tuple
 
-from .after_load import after_load
 
 __all__ = ["add_backward", "describe", "trace_backward"]
 
@@ -26,17 +26,21 @@ def add_backward(name: str, fake, setup_context, backward) -> None:
 
 
 def describe(args) -> tuple:
-    """The op's arguments as constants (what Dynamo can pass to ``trace_backward``): a tensor as
-    its dtype, shape and device, a list as a tuple."""
+    """The op's arguments as constants: a tensor as its dtype, shape and device (a traced size as
+    the size it was traced at), a list as a tuple."""
     import torch
-    return tuple((_TENSOR, str(a.dtype).replace("torch.", ""), tuple(a.shape), str(a.device))
+    return tuple((_TENSOR, str(a.dtype).replace("torch.", ""), tuple(map(_hint, a.shape)), str(a.device))
                  if isinstance(a, torch.Tensor) else tuple(a) if isinstance(a, list) else a for a in args)
+
+
+def _hint(size) -> int:
+    node = getattr(size, "node", None)  # a torch.SymInt: the size it stands for in this trace
+    return int(size if node is None or node.hint is None else node.hint)
 
 
 def trace_backward(name: str, described: tuple, needs: Tuple[bool, ...]) -> bool:
     """Runs op ``name``'s backward once per signature on fake tensors of the described arguments
-    (``needs``: ctx.needs_input_grad). A traced (symbolic) shape is specialised, as the op's is."""
-    described = tuple((d[0], d[1], tuple(map(int, d[2])), d[3]) if _is_tensor(d) else d for d in described)
+    (``needs``: ctx.needs_input_grad)."""
     key = (name, described, needs)
     if key in _TRACED or name not in _BACKWARDS or not any(needs):
         return False
@@ -70,10 +74,3 @@ class _Context:
     def save_for_backward(self, *tensors) -> None:
         self.saved_tensors = tensors
 
-
-def _constant_under_dynamo() -> None:
-    import torch
-    torch._dynamo.assume_constant_result(trace_backward)
-
-
-after_load("torch._dynamo", _constant_under_dynamo)  # Dynamo runs trace_backward, not traces it

@@ -128,8 +128,6 @@ def call(op: str, values, out, axes, accum: bool, name: str, batch_dims=0, keepd
         args = (values[0], name)
     else:
         args = (*tensors, [float(x) for t, x in zip(tensors, values) if t is None], name)
-    if torch.compiler.is_compiling() and torch.is_grad_enabled():
-        trace_backward(op, describe(args), tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args))
     result = fn(*args)
     if spec["family"] == "reduction" and keepdims:
         result = result.reshape(kept_shape(tuple(values[0].shape), axes_list, batch_dims))
@@ -244,8 +242,21 @@ def define(name: str, schema: str, impl, fake, backward=None, setup_context=None
             raise _no_backward(qualname)
     else:
         add_backward(name, fake, setup_context, backward)
+        setup_context = _tracing_the_backward(name, setup_context)
     torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=lib)
     return getattr(torch.ops.tileprim, name).default
+
+
+def _tracing_the_backward(name: str, setup_context):
+    """``setup_context`` that first, under torch.compile (Dynamo's fake tensors, where torch runs it in
+    plain Python), traces the op's backward once per signature (``fake_backward``)."""
+    import torch
+
+    def setup(ctx, inputs, output):
+        if torch.compiler.is_compiling():
+            trace_backward(name, describe(inputs), tuple(ctx.needs_input_grad))
+        setup_context(ctx, inputs, output)
+    return setup
 
 
 def _register_compiled_twins() -> None:

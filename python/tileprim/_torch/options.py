@@ -9,7 +9,7 @@ from typing import Dict
 
 from .._calls.scope import ExecScope
 
-__all__ = ["OPTION_NAMES", "intern_options", "options_name", "options_of"]
+__all__ = ["OPTION_NAMES", "intern_options", "options_name", "options_of", "constant"]
 
 OPTION_NAMES = ("scope", "storage", "layout", "out_layout", "batch_dims", "target", "backend", "dispatch", "extra")
 _OPTIONS_BY_KEY: Dict[tuple, str] = {}
@@ -36,7 +36,24 @@ def intern_options(scope_parts, storage, layout, out_layout, batch_dims, target,
 def options_name(options: dict) -> str:
     """The name of ``options`` (a dict of OPTION_NAMES and config) in the table."""
     scope = options["scope"]
-    return intern_options(scope.parts if scope is not None else None, *(options[k] for k in OPTION_NAMES[1:]), options["config"])
+    return intern_options(*constant((scope.parts if scope is not None else None,
+                                     *(options[k] for k in OPTION_NAMES[1:]), options["config"])))
+
+
+def constant(value):
+    """``value`` with its ints and bools made plain: under torch.compile(dynamic=True) Dynamo traces an
+    int read off an object (a scope's threads, a program's number) as a symbol, which a function it
+    runs rather than traces (``assume_constant_result``) cannot take; ``__index__`` and a branch are
+    what it specialises (``int()`` keeps the symbol)."""
+    if isinstance(value, bool):
+        return True if value else False
+    if isinstance(value, int):
+        return value.__index__()
+    if isinstance(value, tuple):
+        return tuple(constant(v) for v in value)
+    if isinstance(value, dict):
+        return {k: constant(v) for k, v in value.items()}
+    return value
 
 
 def options_of(name: str) -> dict:

@@ -8,16 +8,17 @@ sums (``sum_to``: the same bits on the CPU and the GPU), as the standalone ops' 
 
 Under ``torch.compile`` the call's signature is worked out from the tensors' metadata and the op
 registered by a function Dynamo runs rather than traces (``torch._dynamo.assume_constant_result``);
-the graph holds the custom op. A shape is part of the signature: a traced (symbolic) one is
-specialised.
+the graph holds the custom op. The tile dims are part of the signature (a traced one is
+specialised: a new tile shape compiles again); the batch dims are not, beyond which of them are 1
+(broadcast), so one op serves every batch and a dynamic batch size stays dynamic.
 
 An op's name is a function of what it computes (the program's name, then a digest of its traced
-steps and the call's shapes, dtypes, device and options), never of the order a process met it:
+steps and the call's tile shapes, dtypes, device and options), never of the order a process met it:
 Inductor's on-disk cache keeps compiled code that calls ops by name, and a second process loading
 it must find the same op under the same name. A compiled backward loaded from that cache is not
 traced again, so the backward's ops are registered where the forward's are: when Dynamo meets a
 call whose tensors need a gradient, the backward is traced once on fake tensors as AOTAutograd
-traces it (``fake_backward``)."""
+traces it (``fake_backward``, from the op's ``setup_context``)."""
 from __future__ import annotations
 
 import functools
@@ -32,9 +33,9 @@ from .._calls.scope import ExecScope
 from .._program.backward import derive_backward
 from .._program.numbers import PROGRAMS
 from .after_load import after_load
-from .fake_backward import describe, trace_backward
 from . import folded_gradients
 from .ops import define
+from .options import constant
 from .sum_to import sums_to
 
 __all__ = ["ProgramOp", "call_program_op"]
@@ -55,10 +56,8 @@ def call_program_op(program, args, batch_dims, scope, backend, target, out, fast
         op, one_in_a_tuple = _eager_op(program, args, batch_dims, scope_parts, backend, target, fastmath)
         result = _eager_call()(op, *tensors)
     else:
-        name, one_in_a_tuple = op_name(program._number, _described(args), batch_dims, scope_parts, backend, target,
-                                       fastmath)
-        if torch.compiler.is_compiling() and torch.is_grad_enabled():
-            trace_backward(name, describe(tensors), tuple(x.requires_grad for x in tensors))
+        name, one_in_a_tuple = op_name(*constant((program._number, _described(args, batch_dims), batch_dims,
+                                                  scope_parts, backend, target, fastmath)))
         result = getattr(torch.ops.tileprim, name).default(*tensors)
     if one_in_a_tuple:
         result = (result,)
@@ -70,11 +69,21 @@ def call_program_op(program, args, batch_dims, scope, backend, target, out, fast
     return out
 
 
-def _described(args) -> tuple:
-    """The call's signature as op_name takes it: (dtype, shape, device) per tensor, scalars as they are."""
+def _described(args, batch_dims) -> tuple:
+    """The call's signature as op_name takes it: (dtype, shape, device) per tensor, scalars as they
+    are; a shape's batch dims as None but those of 1 (``_generic``). Under torch.compile a traced tile
+    dim becomes its value (``__index__``, as ``options.constant``)."""
     import torch
-    return tuple((str(x.dtype).replace("torch.", ""), tuple(x.shape), str(x.device))
+    tensors = [x for x in args if isinstance(x, torch.Tensor)]
+    tile_rank = max((x.ndim for x in tensors), default=0) - batch_dims
+    return tuple((str(x.dtype).replace("torch.", ""), _generic(tuple(x.shape), tile_rank), str(x.device))
                  if isinstance(x, torch.Tensor) else x for x in args)
+
+
+def _generic(shape: tuple, tile_rank: int) -> tuple:
+    """``shape`` with its batch dims as None but those of 1: the signature of every batch size."""
+    cut = max(0, len(shape) - tile_rank)
+    return tuple(None if d is None or d != 1 else 1 for d in shape[:cut]) + tuple(d.__index__() for d in shape[cut:])
 
 
 _EAGER: Dict[tuple, tuple] = {}  # an eager call's signature, as torch holds it -> (its op, one result in a tuple)
@@ -88,8 +97,8 @@ def _eager_op(program, args, batch_dims, scope_parts, backend, target, fastmath)
            tuple((x.dtype, x.shape, x.device) if isinstance(x, torch.Tensor) else (type(x), x) for x in args))
     known = _EAGER.get(key)
     if known is None:
-        name, one_in_a_tuple = op_name(program._number, _described(args), batch_dims, scope_parts, backend, target,
-                                       fastmath)
+        name, one_in_a_tuple = op_name(program._number, _described(args, batch_dims), batch_dims, scope_parts,
+                                       backend, target, fastmath)
         known = _EAGER[key] = (_NAMED[name], one_in_a_tuple)
     return known
 
@@ -98,9 +107,10 @@ def op_name(number: int, described: tuple, batch_dims, scope_parts, backend, tar
             fastmath=False) -> Tuple[str, bool]:
     """The custom op's name for this signature (registered the first time), and whether the
     program returns its one result in a tuple (the op returns it bare: a schema's one-element
-    tuple is a Tensor). Shapes as ints: a traced (symbolic) one is specialised, as a program's
-    plan is per shape."""
-    described = tuple((d[0], tuple(map(int, d[1])), d[2]) if type(d) is tuple else d for d in described)
+    tuple is a Tensor). A shape's batch dims are None but those of 1 (any batch size: given, they
+    are made so), its tile dims ints."""
+    tile_rank = max((len(d[1]) for d in described if type(d) is tuple), default=0) - batch_dims
+    described = tuple((d[0], _generic(d[1], tile_rank), d[2]) if type(d) is tuple else d for d in described)
     key = (number, described, batch_dims, scope_parts, backend, target, fastmath)
     op = _OPS.get(key)
     if op is None:
@@ -129,16 +139,18 @@ class ProgramOp:
         self.program, self.options = program, options
         self.is_tensor = [type(d) is tuple for d in described]
         self.scalars = [d for d in described if type(d) is not tuple]
-        # traced on stand-ins of the tensors' shapes and dtypes (fake tensors hold no values) and
-        # planned for the CPU: only the steps and the results' shapes are read here
-        stand_ins = [np.broadcast_to(np.zeros((), numpy_dtype(d[0])), d[1]) if type(d) is tuple else d
-                     for d in described]
-        bound = program._prepare(stand_ins, options["batch_dims"], options["scope"], "cpu", None)
+        # traced on stand-ins of the tensors' shapes and dtypes (fake tensors hold no values; a batch
+        # dim of any size, 2) and planned for the CPU: only the steps and the results' tiles are read here
+        stand_ins = [np.broadcast_to(np.zeros((), numpy_dtype(d[0])), tuple(2 if n is None else n for n in d[1]))
+                     if type(d) is tuple else d for d in described]
+        batch_dims = options["batch_dims"]
+        bound = program._prepare(stand_ins, batch_dims, options["scope"], "cpu", None)
+        self.tile_rank = max(len(d[1]) for d in described if type(d) is tuple) - batch_dims
         self.trace, self.output_ids, self.as_tuple = bound.trace, bound.output_ids, bound.as_tuple
         self.stopped_results = bound.stopped_outputs  # returned through tp.stop_gradient: no gradient back
         # a result tile of shape () is one value per batch entry: its gradient goes in as (..., 1)
         self.scalar_results = [bound.trace.tiles[i].shape == () for i in bound.output_ids]
-        self.results = [(shape, getattr(torch, dtype)) for shape, dtype in bound.results]
+        self.results = [(shape[batch_dims:], getattr(torch, dtype)) for shape, dtype in bound.results]  # tiles
         self.backwards: Dict[Tuple[bool, ...], Optional[tuple]] = {}
         self.folds: Dict[Tuple[bool, ...], object] = {}  # per needs: the FoldedBackward, or None
         self.several = len(self.results) > 1
@@ -162,8 +174,14 @@ class ProgramOp:
         return result[0] if self.as_tuple and not self.several else result
 
     def _fake(self, *tensors):
-        made = tuple(tensors[0].new_empty(shape, dtype=dtype) for shape, dtype in self.results)
+        batch = self._batch(tensors)
+        made = tuple(tensors[0].new_empty(batch + shape, dtype=dtype) for shape, dtype in self.results)
         return made if self.several else made[0]
+
+    def _batch(self, tensors) -> tuple:
+        """The call's batch shape: its tensors' batch dims broadcast (traced sizes stay traced)."""
+        import torch
+        return tuple(torch.broadcast_shapes(*(t.shape[:max(0, t.ndim - self.tile_rank)] for t in tensors)))
 
     def _setup(self, ctx, inputs, output):
         ctx.save_for_backward(*inputs)
@@ -178,7 +196,8 @@ class ProgramOp:
         if derived is None:
             return (None,) * len(inputs)
         program, wanted, sources = derived
-        grads = [torch.zeros(shape, dtype=dtype, device=inputs[0].device) if g is None else g
+        batch = self._batch(inputs)
+        grads = [torch.zeros(batch + shape, dtype=dtype, device=inputs[0].device) if g is None else g
                  for g, (shape, dtype) in zip(grads, self.results)]
         grads = [g.reshape(*g.shape, 1) if scalar else g for g, scalar in zip(grads, self.scalar_results)]
         arguments = [*inputs, *grads]

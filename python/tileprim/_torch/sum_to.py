@@ -166,14 +166,16 @@ def sum_to(g, shape, backend=None, target=None):
 def sums_to(gs: list, shape, backend=None, target=None) -> list:
     """sum_to of each of gs (one shape and dtype, such as a norm's weight and bias gradients), two at
     a time in each kernel."""
-    g, shape = gs[0], tuple(shape)
-    if tuple(g.shape) == shape:
+    # sizes as ints: the order of the sums is a function of them, so a traced (symbolic) size is
+    # specialised (a compiled backward summing over a dynamic batch is made per batch size)
+    g, shape, sizes = gs[0], tuple(map(int, shape)), tuple(map(int, gs[0].shape))
+    if sizes == shape:
         return list(gs)
     if backend is None and g.device.type == "cpu":
         backend = "cpu"
     target_dims = (1,) * (g.dim() - len(shape)) + shape
     groups = []  # runs of [reduced, size] over g's dims, dims of 1 left out
-    for size, want in zip(g.shape, target_dims):
+    for size, want in zip(sizes, target_dims):
         if size == 1:
             continue
         reduced = want == 1
