@@ -73,4 +73,3 @@ class _Context:
 
     def save_for_backward(self, *tensors) -> None:
         self.saved_tensors = tensors
-
