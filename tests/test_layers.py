@@ -308,3 +308,34 @@ def test_modules_pass_fastmath_to_their_programs(monkeypatch):
                                                      "gelu_tanh_mul", "layer_norm", "rms_norm",
                                                      "cross_entropy_for_backward", "cross_entropy_backward"])
         assert all(f is fastmath for _, f in seen), seen
+
+
+def test_a_training_step_of_the_modules_compiles_with_dynamic_shapes(rng):
+    """torch.compile(fullgraph=True) over the modules, Dynamo's dynamic shapes from the second batch
+    on (a sequence length that varies, as in training): no graph break, the loss and the gradients
+    eager's bits."""
+    from torch._dynamo.utils import counters
+    torch.manual_seed(5)
+    hidden, vocab = 48, 100
+    mods = torch.nn.ModuleDict(dict(norm=tpnn.RMSNorm(hidden), ln=tpnn.LayerNorm(hidden),
+                                    gelu=tpnn.GELU(approximate="tanh"), silu_mul=tpnn.SiLUMul(),
+                                    mlp=tpnn.SwiGLUMLP(hidden, 64), geglu=tpnn.GEGLUMLP(hidden, 64),
+                                    head=torch.nn.Linear(hidden, vocab))).double()
+    loss = tpnn.CrossEntropyLoss()
+
+    def step(x, y):
+        h = mods["mlp"](mods["norm"](x)) + mods["ln"](x) + mods["gelu"](x) + mods["silu_mul"](x, x) + mods["geglu"](x)
+        return loss(mods["head"](h).reshape(-1, vocab), y.reshape(-1))
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    for batch, seq in ((2, 8), (2, 12), (3, 5)):
+        x = torch.from_numpy(rng.standard_normal((batch, seq, hidden))).requires_grad_()
+        y = torch.from_numpy(rng.integers(0, vocab, (batch, seq)))
+        y[0, 1] = -100
+        results = []
+        for fn in (compiled, step):
+            value = fn(x, y)
+            results.append((value, *torch.autograd.grad(value, [x, *mods.parameters()])))
+        assert all(torch.equal(a, b) for a, b in zip(*results))
+    assert not counters["graph_break"]

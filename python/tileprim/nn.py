@@ -19,6 +19,7 @@ from typing import Optional
 import torch
 
 from . import layers
+from ._calls.scope import ExecScope
 from ._checks import as_bool
 from ._torch.sum_to import sum_to
 
@@ -187,37 +188,40 @@ class CrossEntropyLoss(torch.nn.Module):
         if input.dim() != 2 or target.shape != input.shape[:1]:
             raise ValueError(f"input, target: expected logits (N, C) and targets (N,), not {tuple(input.shape)} and "
                              f"{tuple(target.shape)}")
-        return _CrossEntropy.apply(input, target, self)
+        scope = None if self.scope is None else self.scope.parts  # constants, as torch.compile takes them
+        return _CrossEntropy.apply(input, target, self.ignore_index, self.reduction, scope, self.fastmath)
 
     def extra_repr(self) -> str:
         return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, fastmath={self.fastmath}"
 
 
 class _CrossEntropy(torch.autograd.Function):
-    """CrossEntropyLoss's forward and its one-program backward (``module``: the loss's options)."""
+    """CrossEntropyLoss's forward and its one-program backward (the loss's options as plain values:
+    scope as its parts)."""
 
     @staticmethod
-    def forward(ctx, logits, target, module):
-        run = dict(batch_dims=1, scope=module.scope, backend=_where(logits), fastmath=module.fastmath)
+    def forward(ctx, logits, target, ignore_index, reduction, scope, fastmath):
+        run = dict(batch_dims=1, scope=None if scope is None else ExecScope(*scope), backend=_where(logits),
+                   fastmath=fastmath)
         label = target[:, None]
-        rows, m, s = layers.cross_entropy_for_backward(logits, label, module.ignore_index, **run)
+        rows, m, s = layers.cross_entropy_for_backward(logits, label, ignore_index, **run)
         rows, count = rows[:, 0], None
-        if module.reduction != "none":
+        if reduction != "none":
             rows = sum_to(rows, ())  # tileprim's sum: the same bits on the CPU and the GPU, as torch's is not
-            if module.reduction == "mean":
-                count = (target != module.ignore_index).sum()
+            if reduction == "mean":
+                count = (target != ignore_index).sum()
                 rows = rows / count
         ctx.save_for_backward(logits, label, m, s, count)
-        ctx.module, ctx.run = module, run
+        ctx.ignore_index, ctx.reduction, ctx.run = ignore_index, reduction, run
         return rows
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         logits, label, m, s, count = ctx.saved_tensors
-        if ctx.module.reduction == "none":
+        if ctx.reduction == "none":
             grad = grad.contiguous()[:, None]  # each row's
         else:  # one value every row shares: the sum's, or the mean's divided by the kept rows, as torch's division
             grad = (grad if count is None else grad / count).reshape(1)
-        dx = layers.cross_entropy_backward(logits, label, ctx.module.ignore_index, m, s, grad, **ctx.run)
-        return dx, None, None
+        dx = layers.cross_entropy_backward(logits, label, ctx.ignore_index, m, s, grad, **ctx.run)
+        return dx, None, None, None, None, None

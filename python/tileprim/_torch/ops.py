@@ -25,6 +25,7 @@ from .after_load import after_load
 from .fake_backward import add_backward, describe, trace_backward
 from .grad import backward_of
 from .options import OPTION_NAMES, intern_options, options_name, options_of
+from . import sum_to
 
 __all__ = ["routing", "Routed", "register", "define", "refuse_autograd", "TORCH_OPS"]
 
@@ -220,6 +221,7 @@ def register() -> None:
     for name in _own_ops():
         spec = SPECS[name]
         TORCH_OPS[name] = define(name, _schema(spec), _direct(spec), _fake(spec), *backward_of(spec))
+    sum_to.define_op(define)
     after_load("torch._dynamo", _register_compiled_twins)  # torch.compile's first use loads it
 
 

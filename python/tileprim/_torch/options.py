@@ -41,14 +41,17 @@ def options_name(options: dict) -> str:
 
 
 def constant(value):
-    """``value`` with its ints and bools made plain: under torch.compile(dynamic=True) Dynamo traces an
-    int read off an object (a scope's threads, a program's number) as a symbol, which a function it
-    runs rather than traces (``assume_constant_result``) cannot take; ``__index__`` and a branch are
-    what it specialises (``int()`` keeps the symbol)."""
+    """``value`` with its ints, floats and bools made plain: under torch.compile(dynamic=True) Dynamo
+    traces a number read off an object (a scope's threads, a program's number, a module's eps) as a
+    symbol, which a function it runs rather than traces (``assume_constant_result``) cannot take;
+    ``__index__``, ``__float__`` and a branch are what it specialises (``int()``/``float()`` keep the
+    symbol)."""
     if isinstance(value, bool):
         return True if value else False
     if isinstance(value, int):
         return value.__index__()
+    if isinstance(value, float):
+        return value.__float__()
     if isinstance(value, tuple):
         return tuple(constant(v) for v in value)
     if isinstance(value, dict):

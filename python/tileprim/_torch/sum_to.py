@@ -27,7 +27,7 @@ from .._calls.scope import cta, thread
 from .._ops import names as tp
 from .._program.program import program
 
-__all__ = ["sum_to", "sums_to", "folded_run", "sums_from_folds"]
+__all__ = ["sum_to", "sums_to", "folded_run", "sums_from_folds", "define_op"]
 
 # chunk sums turned at most this many per column group (then summed along rows); past it their chunks
 # are folded again first. torch copies a transposed array at about 1 TB/s (an H200: LayerNorm's
@@ -140,7 +140,7 @@ def _sum_columns(xs: list, dtype, backend, target, folded: bool = False) -> list
     them (in order) folded so again while more than _TURNED a column group, then summed along B
     as rows. ``folded``: xs are already a first fold's chunk sums."""
     import torch
-    a, b, n = xs[0].shape
+    a, b, n = map(int, xs[0].shape)  # ints, as sums_to's (a traced size specialised)
     while not (folded and b * n <= _TURNED):
         scope, rows = _chunking(b, n)
         chunks = b // rows
@@ -151,7 +151,7 @@ def _sum_columns(xs: list, dtype, backend, target, folded: bool = False) -> list
         sums = _each(_column_sums, _column_sums_of_two, [x.reshape(a, chunks, rows, n) for x in whole],
                      batch_dims=2, scope=scope, backend=backend, target=target)
         xs = sums if covered == b else [torch.cat([s, x[:, covered:].to(s.dtype)], 1) for s, x in zip(sums, xs)]
-        b = xs[0].shape[1]
+        b = int(xs[0].shape[1])
         folded = True
     return _each(_row_sums(dtype), _row_sums_of_two(dtype), [x.transpose(1, 2).contiguous() for x in xs],
                  batch_dims=2, backend=backend, target=target)
@@ -159,8 +159,21 @@ def _sum_columns(xs: list, dtype, backend, target, folded: bool = False) -> list
 
 def sum_to(g, shape, backend=None, target=None):
     """``g.sum_to_size(shape)`` with tileprim's sums, on g's device: the dims ``shape`` lacks or
-    holds as 1 summed over, in the wide dtype, then rounded once to g's dtype."""
+    holds as 1 summed over, in the wide dtype, then rounded once to g's dtype. In code Dynamo traces
+    (a torch.autograd.Function's forward under torch.compile), one custom op, ``tileprim::sum_to``:
+    its calls are planned from the sizes in Python, which Dynamo would have to trace."""
+    import torch
+    if torch.compiler.is_dynamo_compiling():
+        return torch.ops.tileprim.sum_to(g, list(shape), backend, target)
     return sums_to([g], shape, backend, target)[0]
+
+
+def define_op(define) -> None:
+    """Registers ``tileprim::sum_to`` through the custom ops' ``define`` (no backward: it runs where
+    autograd does not look, a Function's forward)."""
+    define("sum_to", "(Tensor g, SymInt[] shape, str? backend, str? target) -> Tensor",
+           lambda g, shape, backend, target: sums_to([g], shape, backend, target)[0],
+           lambda g, shape, backend, target: g.new_empty(shape))
 
 
 def sums_to(gs: list, shape, backend=None, target=None) -> list:
