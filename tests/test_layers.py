@@ -339,3 +339,28 @@ def test_a_training_step_of_the_modules_compiles_with_dynamic_shapes(rng):
             results.append((value, *torch.autograd.grad(value, [x, *mods.parameters()])))
         assert all(torch.equal(a, b) for a, b in zip(*results))
     assert not counters["graph_break"]
+
+
+def test_the_loss_refuses_a_class_below_0_as_torch_does_and_takes_an_empty_batch():
+    """nn.CrossEntropyLoss: a target below 0 that is not ignore_index is outside the row (NaN; torch
+    raises), not take_along_axis's count from the end; an empty batch gives torch's NaN mean, 0 sum."""
+    logits = torch.from_numpy(np.random.default_rng(3).standard_normal((4, 10))).requires_grad_()
+    for ignore_index, target in ((-100, [0, -1, 2, -100]), (-1, [3, -100, 2, -1])):
+        loss = tpnn.CrossEntropyLoss(ignore_index=ignore_index, reduction="none")(logits, torch.tensor(target))
+        bad = [i for i, t in enumerate(target) if t < 0 and t != ignore_index]
+        assert torch.isnan(loss[bad]).all() and not torch.isnan(loss[[i for i in range(4) if i not in bad]]).any()
+    for reduction in ("mean", "sum", "none"):
+        empty = torch.zeros(0, 10, requires_grad=True)
+        got = tpnn.CrossEntropyLoss(reduction=reduction)(empty, torch.zeros(0, dtype=torch.long))
+        want = F.cross_entropy(empty, torch.zeros(0, dtype=torch.long), reduction=reduction)
+        torch.testing.assert_close(got, want, equal_nan=True)
+        got.sum().backward()
+        assert empty.grad.shape == (0, 10)
+
+
+def test_gated_products_broadcast_as_torch_and_refuse_shapes_that_do_not():
+    a = torch.from_numpy(np.random.default_rng(4).standard_normal((4, 8)))
+    b = torch.from_numpy(np.random.default_rng(5).standard_normal((4, 1)))
+    assert torch.equal(tpnn.SiLUMul()(a, b), tpnn.SiLUMul()(a, b.expand(4, 8).contiguous()))
+    with pytest.raises(ValueError, match=r"a, b: shapes \(4, 8\) and \(8, 4\)"):
+        tpnn.GELUMul()(a, a.T)

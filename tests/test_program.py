@@ -94,6 +94,24 @@ def test_every_elementwise_operator_and_scalars(scope, backend, rng):
     assert bits_equal(got, want)  # float64, each step rounded once, as NumPy does
 
 
+def test_comparison_operators_are_the_comparison_steps(backend, rng):
+    """== != < <= > >= on tiles (and a scalar on either side) record tp.eq ... tp.ge, as NumPy's
+    arrays compare; NaN compares unequal, -0 equal to 0."""
+    @tp.program(scope=tp.warp)
+    def compared(a, b):
+        return (tp.where(a == b, a, -1.0), tp.where(a != b, a, -1.0), a * (a < b), tp.where(a <= 0.5, b, a),
+                tp.where(0.5 < a, a, b), tp.where(a >= b, 1.0, 0.0))
+
+    a = random_tile(rng, (5, 33), "float32")
+    b = np.where(rng.random((5, 33)) < 0.4, a, random_tile(rng, (5, 33), "float32"))
+    b[0, :3], a[0, :3] = (-0.0, np.nan, 1.0), (0.0, np.nan, 1.0)
+    with np.errstate(all="ignore"):
+        want = (np.where(a == b, a, -1), np.where(a != b, a, -1), a * (a < b), np.where(a <= 0.5, b, a),
+                np.where(0.5 < a, a, b), np.where(a >= b, 1, 0))
+    for got, expected in zip(compared(a, b, batch_dims=1, backend=backend), want):
+        assert bits_equal(got, expected.astype(np.float32))
+
+
 def test_scalar_arguments_are_constants_of_the_trace(backend, rng):
     @tp.program(scope=tp.warp)
     def scale(x, k):

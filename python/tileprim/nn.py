@@ -78,6 +78,12 @@ class _Product(torch.nn.Module):
         self.scope, self.fastmath = scope, as_bool(fastmath, "fastmath")
 
     def forward(self, a, b):
+        if a.shape != b.shape:  # broadcast as torch's act(a) * b does (the map pairs elements in order)
+            try:
+                shape = torch.broadcast_shapes(a.shape, b.shape)
+            except RuntimeError:
+                raise ValueError(f"a, b: shapes {tuple(a.shape)} and {tuple(b.shape)} do not broadcast") from None
+            a, b = a.expand(shape), b.expand(shape)
         return _elementwise(self.program, self.scope, self.fastmath, a, b)
 
     def extra_repr(self) -> str:
@@ -189,6 +195,9 @@ class CrossEntropyLoss(torch.nn.Module):
             raise ValueError(f"input, target: expected logits (N, C) and targets (N,), not {tuple(input.shape)} and "
                              f"{tuple(target.shape)}")
         scope = None if self.scope is None else self.scope.parts  # constants, as torch.compile takes them
+        # a class below 0, not ignored, is outside the row (NaN), as torch refuses it: not take_along_axis's
+        # count from the row's end
+        target = target.masked_fill((target < 0) & (target != self.ignore_index), input.shape[1])
         return _CrossEntropy.apply(input, target, self.ignore_index, self.reduction, scope, self.fastmath)
 
     def extra_repr(self) -> str:

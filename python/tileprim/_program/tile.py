@@ -1,5 +1,7 @@
 """tp.Tile: a value of a tile program while it is traced. Arithmetic on tiles records the
-elementwise ops (+ - * / and unary minus are tp.add, tp.sub, tp.mul, tp.fdiv, and tp.mul by -1)."""
+elementwise ops (+ - * / and unary minus are tp.add, tp.sub, tp.mul, tp.fdiv, and tp.mul by -1);
+comparisons record tp.eq, tp.ne, tp.lt, tp.le, tp.gt and tp.ge (as NumPy's arrays compare: else
+``x == y`` would compare the Python objects and trace a constant)."""
 from __future__ import annotations
 
 from typing import Optional, Tuple
@@ -60,6 +62,26 @@ class Tile:
 
     def __rtruediv__(self, other):
         return OPS["fdiv"](other, self)
+
+    def __eq__(self, other):
+        return OPS["eq"](self, other)
+
+    def __ne__(self, other):
+        return OPS["ne"](self, other)
+
+    def __lt__(self, other):
+        return OPS["lt"](self, other)
+
+    def __le__(self, other):
+        return OPS["le"](self, other)
+
+    def __gt__(self, other):
+        return OPS["gt"](self, other)
+
+    def __ge__(self, other):
+        return OPS["ge"](self, other)
+
+    __hash__ = object.__hash__  # a tile is one value of the trace: hashed as itself, as before == was a step
 
     def __neg__(self):
         return OPS["mul"](self, -1.0)  # exact: flips the sign bit of every value, zeros and NaNs included

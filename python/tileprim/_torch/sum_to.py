@@ -184,6 +184,8 @@ def sums_to(gs: list, shape, backend=None, target=None) -> list:
     g, shape, sizes = gs[0], tuple(map(int, shape)), tuple(map(int, gs[0].shape))
     if sizes == shape:
         return list(gs)
+    if 0 in sizes:  # nothing to sum: zeros (the sum's identity), as torch's sum_to_size gives
+        return [x.new_zeros(shape) for x in gs]
     if backend is None and g.device.type == "cpu":
         backend = "cpu"
     target_dims = (1,) * (g.dim() - len(shape)) + shape
