@@ -17,6 +17,13 @@ def sentinel(shape, dtype=np.float32):
 BAD_CALLS = [
     ("axes: axis 2 is out of range for a tile of rank 2", ValueError, lambda out: tp.sum(A, axes=2, out=out), (4,)),
     ("axes: axis -1 is repeated", ValueError, lambda out: tp.sum(A, axes=(1, -1), out=out), (4,)),
+    ("axes: axis 2147483648 is out of range", ValueError, lambda out: tp.sum(A, axes=2 ** 31, out=out), (4,)),
+    ("axes: axis -100000000000000000000 is out of range", ValueError,
+     lambda out: tp.max(A, axes=(0, -10 ** 20), out=out), (4,)),
+    ("axis: axis 2147483648 is out of range", ValueError,
+     lambda out: tp.take_along_axis(A, np.zeros((4, 1), np.int64), axis=2 ** 31, out=out), (4, 1)),
+    ("axes: axis 4294967296 is out of range", ValueError,
+     lambda out: tp.program(lambda x: tp.sum(x, axes=2 ** 32))(A, batch_dims=1, out=out), (4,)),
     ("axes: expected an int", TypeError, lambda out: tp.sum(A, axes=1.0, out=out), (4,)),
     ("b: dtype float16 differs from a's float32", TypeError,
      lambda out: tp.add(A, A.astype(np.float16), out=out), (4, 8)),

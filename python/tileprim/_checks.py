@@ -6,7 +6,7 @@ import operator
 
 import numpy as np
 
-__all__ = ["expect", "as_int", "as_bool", "plain_ndarray", "short_repr", "OPTIONAL_STR"]
+__all__ = ["expect", "as_int", "as_axis", "as_bool", "plain_ndarray", "short_repr", "OPTIONAL_STR"]
 
 OPTIONAL_STR = (str, type(None))
 
@@ -22,6 +22,15 @@ def as_int(value, arg: str) -> int:
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError(f"{arg}: expected an int, not {value!r}")
     return operator.index(value)
+
+
+def as_axis(value, arg: str) -> int:
+    """An axis: an int (``as_int``'s rule); one an int32 cannot hold is out of range of every tile
+    (ValueError, as the planner's for an axis past the tile's rank)."""
+    axis = as_int(value, arg)
+    if not -2 ** 31 <= axis < 2 ** 31:
+        raise ValueError(f"{arg}: axis {short_repr(axis)} is out of range")
+    return axis
 
 
 def as_bool(value, arg: str) -> bool:

@@ -17,7 +17,7 @@ import tileprim._C as _C
 from .._arrays.adapters import adapter_for, remember_device_type
 from .._arrays.dtypes import TILE_DTYPES, dtype_name, numpy_dtype
 from .._arrays.routing import on_host, route_call
-from .._checks import OPTIONAL_STR, as_bool, as_int, expect, plain_ndarray
+from .._checks import OPTIONAL_STR, as_axis, as_bool, as_int, expect, plain_ndarray
 from .._layout.syntax import LayoutExpr
 from .._layout.value import TileLayout, as_layout, spelled_layout
 from .._opspec.table import SPECS
@@ -74,7 +74,7 @@ def prepared_call(op: str, operands: tuple, axes, out, accum, scope, storage, la
 def _axes_list(axes) -> List[int]:
     items = axes if isinstance(axes, (tuple, list)) else (axes,)
     try:
-        return [as_int(a, "axes") for a in items]
+        return [as_axis(a, "axes") for a in items]
     except TypeError:
         raise TypeError(f"axes: expected an int or a tuple of ints, not {axes!r}") from None
 

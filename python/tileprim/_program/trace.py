@@ -12,7 +12,7 @@ import numpy as np
 import tileprim._C as _C
 from .._arrays.dtypes import INDEX_DTYPES, TILE_DTYPES, check_index_scalar, dtype_name
 from .._calls.scope import ExecScope, not_a_scope
-from .._checks import as_bool
+from .._checks import as_axis, as_bool
 from .._layout.value import as_layout
 from .._opspec.table import SPECS
 from .tile import Tile
@@ -134,7 +134,7 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
         for name, u in zip(SPECS[op]["operands"], ids):
             if u < 0:
                 raise TypeError(f"{where}: {op}: {name}: {op} takes tiles, not a scalar")
-        shape, axes_list = tiles[1 if op == "take_along_axis" else 0].shape, [int(axes)]
+        shape, axes_list = tiles[1 if op == "take_along_axis" else 0].shape, [as_axis(axes, f"{where}: axis")]
     else:  # the planner's rule (C++'s)
         axes_list = []
         shape = tuple(_C.broadcast_shapes([list(t.shape) for t in tiles], where, op))
@@ -163,6 +163,6 @@ def _reduced(shape: tuple, axes, keepdims: bool, where: str):
     for a in items:
         if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
             raise TypeError(f"{where}: axes: expected an int or a tuple of ints, not {axes!r}")
-        out.append(int(a))
+        out.append(as_axis(a, f"{where}: axes"))
     reduced, _ = _C.reduced_shape(list(shape), out, keepdims, where)
     return reduced, out
