@@ -98,6 +98,8 @@ def test_bad_layout_syntax():
     (lambda: tp.sum(np.ones((4, 64), np.float32), axes=5, batch_dims=1), "axes: axis 5 is out of range"),
     (lambda: tp.exp(np.ones((3, 0), np.float32), batch_dims=1), "src: tile dims must be at least 1"),
     (lambda: tp.max(np.ones((4, 64), np.float32), axes=(1, 1), batch_dims=1), "axes"),
+    # rows some scopes refuse as too long: the others' refusal is the call's
+    (lambda: tp.sum(np.ones((2, 262144), np.float32), axes=1, batch_dims=1), "axes: axis 1 is out of range"),
 ])
 def test_with_no_scope_named_an_arguments_error_is_raised_as_it_is_not_per_scope(call, message):
     with pytest.raises(ValueError, match=message) as e:
@@ -112,3 +114,14 @@ def test_a_scope_method_given_another_scope_is_refused():
     with pytest.raises(TypeError, match="scope: tp.warp's method"):
         tp.plan(tp.warp.sum, a, axes=-1, scope=tp.cta(32))
     assert tp.plan(tp.warp.sum, a, axes=-1, scope=tp.warp).scope == "warp"  # the same scope: one call
+
+
+def test_a_row_no_scope_holds_gives_each_scopes_limit():
+    """Past every scope, each candidate's reason is the planner's own placement's: the register
+    slots it needed against the limit, at the clusters too (not a variants table's header)."""
+    with pytest.raises(tp.DispatchError, match="no scope holds its tiles") as e:
+        tp.sum(np.ones((1, 10 ** 7), np.float32), batch_dims=1)
+    lines = str(e.value).splitlines()[1:]
+    assert lines and all("register slots per thread; the limit is 1024" in line for line in lines)
+    assert any(line.startswith("  cluster(16x512): ") for line in lines)
+    assert not any("variant       priority" in line or "no placement is accepted" in line for line in lines)

@@ -112,6 +112,27 @@ def test_comparison_operators_are_the_comparison_steps(backend, rng):
         assert bits_equal(got, expected.astype(np.float32))
 
 
+def test_arguments_by_keyword_defaults_and_keyword_only_parameters(backend, rng):
+    @tp.program(scope=tp.warp)
+    def norm(x, w, eps=1e-6, *, scale=1.0):
+        return x * tp.rsqrt(tp.sum(x * x, axes=-1, keepdims=True) / x.shape[-1] + eps) * w * scale
+
+    x, w = random_tile(rng, (3, 40), "float64", special=False), random_tile(rng, (40,), "float64", special=False)
+    base = norm(x, w, 1e-6, scale=1.0, batch_dims=1, backend=backend)
+    assert bits_equal(norm(x, w, batch_dims=1, backend=backend), base)
+    assert bits_equal(norm(w=w, x=x, batch_dims=1, backend=backend), base)
+    assert bits_equal(norm(x, w, eps=1e-3, scale=2.0, batch_dims=1, backend=backend),
+                      norm(x, w, 1e-3, batch_dims=1, backend=backend) * 2.0)
+    assert tp.plan(norm, x, w, scale=3.0, batch_dims=1).scope == "warp"
+    with pytest.raises(TypeError, match=r"norm\(\): too many positional arguments \(the program's parameters: "
+                                        r"\(x, w, eps=1e-06, \*, scale=1.0\)\)"):
+        norm(x, w, 1e-6, 2.0, batch_dims=1, backend=backend)
+    with pytest.raises(TypeError, match=r"norm\(\): got an unexpected keyword argument 'epsilon'"):
+        norm(x, w, epsilon=1.0, batch_dims=1, backend=backend)
+    with pytest.raises(TypeError, match=r"a program's arguments are named, .*no \*args or \*\*kwargs"):
+        tp.program(lambda *xs: xs[0])
+
+
 def test_scalar_arguments_are_constants_of_the_trace(backend, rng):
     @tp.program(scope=tp.warp)
     def scale(x, k):

@@ -179,3 +179,38 @@ def test_torch_operands_refuse_a_numpy_out_as_numpy_operands_refuse_a_tensor_out
         tp.sum(a.numpy(), axes=-1, out=torch.zeros(4))
     out = torch.zeros(4)
     assert tp.sum(a, axes=-1, out=out) is out and torch.equal(out, torch.full((4,), 8.0))
+
+
+def test_an_out_torch_would_not_write_is_refused_and_left_alone(device):
+    """out= that requires grad with no input that does (autograd would not see the write), and an
+    inference tensor outside inference mode: refused as torch refuses them, out untouched."""
+    x = torch.ones(4, 8, device=device)
+    program = tp.program(lambda a: a * 2)
+    leaf = torch.full((4, 8), 7.0, device=device, requires_grad=True)
+    for call in (lambda: tp.exp(x, out=leaf), lambda: program(x, batch_dims=1, out=leaf)):
+        with pytest.raises(ValueError, match=r"out: requires grad, and no input does"):
+            call()
+    with torch.inference_mode():
+        frozen = torch.full((4, 8), 7.0, device=device)
+    with pytest.raises(ValueError, match=r"out: an inference tensor is written in place only inside"):
+        tp.exp(x, out=frozen)
+    assert (leaf == 7).all() and (frozen == 7).all()
+    with torch.no_grad():
+        tp.exp(x, out=leaf)
+    with torch.inference_mode():
+        tp.exp(x, out=frozen)
+    assert torch.equal(leaf.detach(), frozen)
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_tensors_whose_memory_is_not_their_dense_values_are_refused_by_name():
+    dense = torch.randn(4, 8)
+    cases = [(dense.to_sparse(), r"torch.sparse_coo tensors are not supported"),
+             (torch.nested.nested_tensor([torch.randn(3), torch.randn(4)]), r"nested tensors are not supported"),
+             (torch.randn(4, dtype=torch.complex64).conj(), r"dtype complex64 is not supported"),
+             (torch.empty(4, 8, device="meta"), r"src: a Tensor NumPy cannot read as an array")]
+    for x, message in cases:
+        for _ in range(2):  # the second call meets the first one's memo
+            tp.exp(dense)
+            with pytest.raises(TypeError, match=message):
+                tp.exp(x)

@@ -95,7 +95,11 @@ long long longest_input(const ProgramPlan& plan) {
 std::vector<std::string> refusal(const std::string& what) {
   std::vector<std::string> lines;
   std::istringstream in(what);
-  for (std::string line; std::getline(in, line) && lines.size() < 3;) lines.push_back(line);
+  for (std::string line; std::getline(in, line) && lines.size() < 3;) {
+    // the scope is the verdict's, the fix is for a named scope: the reasons alone
+    if (line.find("no placement is accepted at scope") != std::string::npos || line.rfind("Fix:", 0) == 0) continue;
+    lines.push_back(line.rfind(": ", 0) == 0 ? line.substr(2) : line);
+  }
   return lines;
 }
 
@@ -119,6 +123,8 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
   bool in_registers = false;  // some candidate holds the rows in registers, more than one instance per SM
   bool limit = false;
   std::exception_ptr first_refusal;  // rethrown where every scope refused alike (an argument's error)
+  std::exception_ptr first_plain;    // the first refusal not past a limit, and where those refusals are
+  std::vector<size_t> plain_at;
   auto consider = [&](const ExecScope& scope) {
     std::shared_ptr<const ProgramPlan> plan;
     const ProgramSpec at = rescoped(spec, scope);
@@ -128,17 +134,24 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
     const std::optional<ProgramSpec> placed = placed_by_planner(at);
     try {
       plan = plan_at_scope(placed ? *placed : at, ctx);
-    } catch (const ValueError&) {  // DispatchError and LimitError too: as called, or the next scope
+    } catch (const ValueError& refused) {  // DispatchError and LimitError too: as called, or the next scope
+      // where both refuse, the planner's own placement says why (the registers it needed), not the
+      // call as called (its table of variants, each refusing the scope's default view)
+      const std::string why = refused.what();
       try {
         if (!placed) throw;
         plan = plan_at_scope(at, ctx);
-      } catch (const ValueError& e) {  // the call as called refused: its reason is the scope's
+      } catch (const ValueError& e) {
         ScopeVerdict v;
         v.scope = scope.str();
-        v.reasons = refusal(e.what());
+        v.reasons = refusal(placed ? why : e.what());
         limit |= past_limit(e);
         trace.push_back(v);
         if (!first_refusal) first_refusal = std::current_exception();
+        if (!past_limit(e) && !past_limit(refused)) {
+          if (!first_plain) first_plain = std::current_exception();
+          plain_at.push_back(trace.size() - 1);
+        }
         return;
       }
     }
@@ -184,6 +197,12 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
       return v.reasons == trace.front().reasons;
     });
     if (alike && first_refusal) std::rethrow_exception(first_refusal);
+    // nor is one every scope the tiles fit refused alike: the call's error where the others were past a limit
+    if (first_plain && std::all_of(plain_at.begin(), plain_at.end(), [&](size_t k) {
+          return trace[k].reasons == trace[plain_at.front()].reasons;
+        })) {
+      std::rethrow_exception(first_plain);
+    }
     std::string reasons;
     for (const ScopeVerdict& v : trace) {
       reasons += "\n  " + v.scope + ":";

@@ -50,3 +50,12 @@ __all__ = [
     "program", "Program", "Tile", "ProgramPlan", "stop_gradient",
     "plan", "lower", "variants", "op_table", "info", "cache", "comm", "layers", "Plan", "Kernel", "DispatchError",
 ]
+
+
+def __getattr__(name):
+    """``tp.nn``, the torch modules, imported at its first use (it imports torch, which
+    ``import tileprim`` does not)."""
+    if name == "nn":
+        import importlib
+        return importlib.import_module(".nn", __name__)
+    raise AttributeError(f"module 'tileprim' has no attribute {name!r}")

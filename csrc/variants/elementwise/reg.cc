@@ -102,7 +102,9 @@ class RegElementwise : public Variant {
     } else if (call.flag("fastmath")) {
       plan.note("fastmath", "nothing to approximate: " + call.op() + " of " + dtype_name(t) + " runs exactly");
     }
-    plan.note("ftz", on_gpu ? "the approximation's (see approximation)" : "no: subnormals kept");
+    plan.note("ftz", on_gpu ? "the approximation's (see approximation)"
+                     : fast ? "no here: subnormals kept (a GPU under fastmath: the approximation's)"
+                            : "no: subnormals kept");
     if (call.numerator_part_of_divisor) {
       plan.note("divisor", "the numerator's own sum (exp >= 0): no numerator exceeds it, so a GPU's quotient by its "
                            "reciprocal checks only for a numerator too small");

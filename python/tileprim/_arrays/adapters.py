@@ -50,6 +50,9 @@ class Adapter:
     def check_stored(self, x, arg: str) -> None:
         """Raises TypeError where `x` is a lazy view: its memory does not hold its values."""
 
+    def check_written(self, x, arg: str) -> None:
+        """Raises where the library refuses an in-place write of `x` (an out= array) now."""
+
     def runnable(self, x) -> bool:
         """Whether a kernel may run on `x` now, outside a call's own route (autotuning times a few):
         false for a library's stand-ins such as torch's fake tensors under torch.compile."""

@@ -50,8 +50,8 @@ def prepared_call(op: str, operands: tuple, axes, out, accum, scope, storage, la
                    type(axes), type(accum), type(keepdims), type(batch_dims), *map(type, config.values()),
                    type(axes) is tuple and tuple(map(type, axes)))
             prepared = MEMO.get(key)
-        except (KeyError, TypeError):  # an argument of a type not seen before, or an unhashable one
-            key = None
+        except (KeyError, TypeError, RuntimeError):  # a type not seen before, an unhashable argument, one with
+            key = None                                  # no shape (a nested tensor: the slow path names it)
     if prepared is None:
         args = (op, operands, axes, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
                 dispatch, extra, config, keepdims)
@@ -105,8 +105,8 @@ def _host_array(x, arg: str):
             raise ValueError(f"{arg}: a nested sequence whose rows differ in length is not an array ({e}); "
                              "every row needs the same length") from None
         except (BufferError, RuntimeError, TypeError) as e:
-            if read is np.asarray:
-                raise
+            if read is np.asarray:  # an object NumPy cannot read (a torch tensor on the meta device)
+                raise TypeError(f"{arg}: a {type(x).__name__} NumPy cannot read as an array ({e})") from None
             raise TypeError(f"{arg}: a DLPack array NumPy cannot read on the host ({e}); pass a NumPy array or "
                             "a PyTorch, CuPy or JAX array") from None
     if arr.dtype.kind in "OcbuUSmM" or (arr.dtype.kind == "i" and arr.dtype.itemsize not in (4, 8)):

@@ -40,7 +40,7 @@ def signature(head: tuple, values, constants: bool = False) -> Optional[tuple]:
             return (*head, *[(type(x), repr(x)) if isinstance(x, _CONSTANTS) else OPERAND_KEYS[type(x)](x)
                              for x in values])
         return (*head, *[OPERAND_KEYS[type(x)](x) for x in values])
-    except (KeyError, TypeError):  # TypeError: an unhashable argument
+    except (KeyError, TypeError, RuntimeError):  # an unhashable argument; one with no shape (a nested tensor)
         return None
 
 
@@ -258,6 +258,7 @@ class DevicePrepared(_Prepared):
         if adapter_for(out) is not a:
             raise TypeError(f"out: expected a {a.library} device array like the operands, not {type(out).__name__}")
         a.check_stored(out, "out")
+        a.check_written(out, "out")
         if a.contiguous(out) is not out:
             raise ValueError("out: must be C-contiguous; the kernel writes into it")
         if a.dtype(out, "out") != dtype:

@@ -25,6 +25,13 @@ _MOST_CTA = _THREADS["cta"][1]
 _CLUSTER_CTAS = (2, 4, 8, 16)  # 8 is the portable most; 16 where the target allows it
 
 
+class _ScopeMethod(functools.partial):
+    """An op at a scope (``tp.warp.sum``): the op with the scope given, shown as what it is."""
+
+    def __repr__(self) -> str:
+        return f"<tp op {self.func.__name__} at {self.keywords['_method_scope']!r}>"
+
+
 class ExecScope:
     """A thread, a warp (32 lanes), a warpgroup (128 threads), a CTA of 1..1024 threads, or a
     cluster of 2..16 CTAs acting as one instance (``threads`` is then all its lanes, ``ctas`` its
@@ -85,7 +92,7 @@ class ExecScope:
         if bound is None or bound.func is not OPS.get(name):  # made once per scope and op (an op may be
             # registered again): wrapping costs more than a small call's dispatch
             fn = self._op(name)
-            bound = functools.update_wrapper(functools.partial(fn, _method_scope=self), fn)
+            bound = functools.update_wrapper(_ScopeMethod(fn, _method_scope=self), fn)
             bound._tp_op = fn._tp_op
             _BOUND[key] = bound
         return bound

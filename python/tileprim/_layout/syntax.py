@@ -198,6 +198,17 @@ def _syntax_key(key) -> Optional[tuple]:
 
 
 class _ShardSyntax:
+    """``S[shape : stride]``: a layout's shard, the part of a tile each thread holds, as CuTe writes
+    it: ``S[(32, 8): (1 @ laneid, 1)]`` puts row r on lane r and its 8 elements in 8 registers.
+    Strides name thread axes with ``@`` (laneid, warpid, tx, ...) or stay in memory/registers (m).
+    Combine with ``R[...]`` (replicas) by ``+``; pass it as ``layout=`` or to ``tp.TileLayout``.
+
+    Examples
+    --------
+    >>> tp.TileLayout(tp.S[(32, 8): (1 @ tp.laneid, 1)]).shape
+    (32, 8)
+    """
+
     def __getitem__(self, key) -> LayoutExpr:
         cache_key = _syntax_key(key)
         expr = _SHARD_CACHE.get(cache_key) if cache_key is not None else None
@@ -214,6 +225,15 @@ class _ShardSyntax:
 
 
 class _ReplicaSyntax:
+    """``R[extent : thread axis]``: a layout's replicas, threads holding the same elements:
+    ``S[8:1] + R[32 : 1 @ laneid]`` gives every lane of a warp all 8 elements.
+
+    Examples
+    --------
+    >>> tp.TileLayout(tp.S[8:1] + tp.R[32: 1 @ tp.laneid]).shape
+    (8,)
+    """
+
     def __getitem__(self, key) -> LayoutExpr:
         return LayoutExpr(replica=_iters(key, "R"))
 

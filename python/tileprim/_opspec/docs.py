@@ -92,7 +92,12 @@ _EXAMPLES = {
 def op_docstring(spec: dict) -> str:
     name, family = spec["name"], spec["family"]
     operands = spec["operands"]
-    lines = [f"{spec['doc'][0].upper()}{spec['doc'][1:]}, per tile, by the variants of dispatch.", ""]
+    doc = spec["doc"]
+    # "the sum over axes" reads as a sentence; "a + b" or "src rounded to dtype" begins with a name,
+    # which a capital would change
+    first = doc.split(" ", 1)[0]
+    opening = doc[0].upper() + doc[1:] if first in ("a", "the", "every") and first not in operands else f"Returns {doc}"
+    lines = [f"{opening}, per tile, by the variants of dispatch.", ""]
     lines.append(f"Numerics: NaN rule {spec['nan_rule']}; correctly rounded (one rounding) for "
                  f"{', '.join(spec['exactly_rounded']) or 'no dtype'}; the same bits on the CPU and every "
                  f"GPU for {', '.join(spec['same_bits']) or 'no dtype'}"

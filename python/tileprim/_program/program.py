@@ -92,9 +92,9 @@ def _fastmath(value) -> bool:
 
 class Program:
     """A traced tile program; call it like a tileprim op:
-    ``prog(*args, batch_dims=0, scope=None, backend=None, target=None, out=None, fastmath=None)``
+    ``prog(*args, batch_dims=0, scope=None, backend=None, target=None, out=None, fastmath=None, **kwargs)``
     (``scope=None`` and ``fastmath=None``: the decorator's; a scope named nowhere is the planner's
-    choice)."""
+    choice; the function's arguments by position or keyword, its defaults where not given)."""
 
     def __init__(self, fn, scope: Optional[ExecScope], storage: Optional[str], staging: Optional[str] = None,
                  fastmath: bool = False, autotune: Optional[bool] = None):
@@ -103,10 +103,31 @@ class Program:
         functools.update_wrapper(self, fn)
         self._fn, self._scope, self._storage, self._staging = fn, scope, storage, staging
         self._fastmath, self._autotune = fastmath, autotune
-        self._params = list(inspect.signature(fn).parameters)
+        self._signature = inspect.signature(fn)
+        variadic = [p for p in self._signature.parameters.values() if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if variadic:
+            raise TypeError(f"tp.program: {fn.__name__}({variadic[0]}): a program's arguments are named, one tile or "
+                            f"scalar each (no *args or **kwargs)")
+        self._params = list(self._signature.parameters)
+        # the parameters the traced call passes by keyword (keyword-only: after every positional one)
+        self._keyword_only = sum(p.kind == p.KEYWORD_ONLY for p in self._signature.parameters.values())
         self._number = number_program(self)  # its name in a compiled graph's custom op
 
-    def __call__(self, *args, batch_dims=0, scope=None, backend=None, target=None, out=None, fastmath=None):
+    def _bound(self, args: tuple, kwargs: dict) -> tuple:
+        """The call's arguments in the function's parameter order: by position or keyword, its
+        defaults where not given (the call's options, batch_dims ... fastmath, are not among them)."""
+        if not kwargs and not self._keyword_only and len(args) == len(self._params):
+            return args
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{self.__name__}(): {e} (the program's parameters: {self._signature})") from None
+        bound.apply_defaults()
+        return tuple(bound.arguments[name] for name in self._params)
+
+    def __call__(self, *args, batch_dims=0, scope=None, backend=None, target=None, out=None, fastmath=None,
+                 **kwargs):
+        args = self._bound(args, kwargs)
         fastmath = self._fastmath if fastmath is None else _fastmath(fastmath)
         for route in PROGRAM_ROUTES:  # a library's own machinery may take it: torch.compile, autograd
             routed = route(self, args, out, batch_dims, scope, backend, target, fastmath)
@@ -133,10 +154,12 @@ class Program:
             remember(key, prepared)
         return prepared
 
-    def _tp_planner(self, *args, batch_dims=0, scope=None, backend=None, target=None, fastmath=None) -> ProgramPlan:
+    def _tp_planner(self, *args, batch_dims=0, scope=None, backend=None, target=None, fastmath=None,
+                    **kwargs) -> ProgramPlan:
         """tp.plan(program, ...): the ProgramPlan of this call; nothing runs. The call's prepared
         signature is remembered, so that a plan and a call of it plan once (an auto-scoped plan
         of a long row takes seconds)."""
+        args = self._bound(args, kwargs)
         fastmath = self._fastmath if fastmath is None else _fastmath(fastmath)
         return self._prepared(args, batch_dims, scope, backend, target, fastmath).plan
 
@@ -205,7 +228,8 @@ class Program:
             inputs.append(Input(position, convert, None if per_tile else batch_shape + tuple(tile_shape),
                                 tuple(tile_shape), shared))
             traced_args.append(trace.input(name, dtype, tile_shape, shared))
-        result, names, line = _trace_call(self._fn, trace, traced_args)
+        result, names, line = _trace_call(self._fn, trace, traced_args, self._params[len(self._params) -
+                                                                                  self._keyword_only:])
         outputs = result if isinstance(result, tuple) else (result,)
         for t in outputs:
             if type(t) is not Tile or t._trace is not trace:
@@ -301,9 +325,10 @@ class _DeviceArray:
         return iter((self, self.dtype_name, None))
 
 
-def _trace_call(fn, trace: Trace, args):
-    """Runs fn on tiles with TRACING set; returns its result, its locals at return (to name the
-    tiles) and the file:line it returned from."""
+def _trace_call(fn, trace: Trace, args, keywords=()):
+    """Runs fn on tiles with TRACING set (the last of args by the names ``keywords``: its
+    keyword-only parameters); returns its result, its locals at return (to name the tiles) and
+    the file:line it returned from."""
     if TRACING[0] is not None:
         raise RuntimeError(f"{user_location()}: a tile program cannot be called while another is traced; "
                            f"call its function directly to inline it")
@@ -319,7 +344,8 @@ def _trace_call(fn, trace: Trace, args):
     TRACING[0] = trace
     sys.setprofile(watch)
     try:
-        result = fn(*args)
+        positional = len(args) - len(keywords)
+        result = fn(*args[:positional], **dict(zip(keywords, args[positional:])))
     finally:
         sys.setprofile(previous)
         TRACING[0] = None

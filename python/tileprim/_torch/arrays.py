@@ -6,7 +6,7 @@ import functools
 
 from .._arrays.adapters import Adapter
 
-__all__ = ["TorchAdapter", "torch_adapter"]
+__all__ = ["TorchAdapter", "torch_adapter", "refuse_unusual", "refuse_unwritable"]
 
 
 class TorchAdapter(Adapter):
@@ -24,8 +24,9 @@ class TorchAdapter(Adapter):
     # every key holds the negative bit: a repeated call must not take a lazy view for the array it
     # replaced (check_stored refuses it where the call is checked)
     def dense_key(self, x):  # a torch.dtype first: no other library's key starts with one
-        # requires_grad: such a tensor's calls take the custom op under grad mode (``ops``)
-        return (x.dtype, x.shape, x.device, x.is_neg(), x.requires_grad)
+        # requires_grad: such a tensor's calls take the custom op under grad mode (``ops``); layout: a
+        # sparse tensor of a dense one's shape is refused, never run as it
+        return (x.dtype, x.shape, x.device, x.is_neg(), x.requires_grad, x.layout)
 
     def key(self, x):
         return (x.dtype, x.shape, x.stride(), x.get_device(), x.is_neg())
@@ -34,9 +35,13 @@ class TorchAdapter(Adapter):
         return (type(x), x.dtype, x.shape, x.stride(), x.get_device(), x.is_neg())
 
     def check_stored(self, x, arg):
+        refuse_unusual(x, arg)
         if x.is_neg():
             raise TypeError(f"{arg}: its negative bit is set (a lazy view such as z.conj().imag), so its memory "
                             f"holds the negated values; pass {arg}.resolve_neg()")
+
+    def check_written(self, x, arg):
+        refuse_unwritable(x, arg)
 
     def runnable(self, x):
         from torch._subclasses.fake_tensor import FakeTensor
@@ -79,6 +84,33 @@ class TorchAdapter(Adapter):
 
     def broadcast(self, x, shape):
         return x.broadcast_to(tuple(shape)).contiguous()
+
+
+def refuse_unusual(x, arg: str) -> None:
+    """TypeError naming ``arg`` for a tensor whose memory is not its values laid out densely: sparse
+    and other layouts, nested tensors, a set conjugate bit (complex: no tile holds it)."""
+    import torch
+    if x.is_nested:
+        raise TypeError(f"{arg}: nested tensors are not supported (a tile is dense); pass one tensor per row, "
+                        f"or .to_padded_tensor(value) of it")
+    if x.layout is not torch.strided:
+        raise TypeError(f"{arg}: {x.layout} tensors are not supported (a tile is dense); pass .to_dense() of it")
+    if x.is_conj():
+        raise TypeError(f"{arg}: dtype {str(x.dtype).replace('torch.', '')} is not supported; tiles hold float16, "
+                        f"bfloat16, float32, float64, int32 or int64")
+
+
+def refuse_unwritable(x, arg: str) -> None:
+    """ValueError naming ``arg`` where torch refuses an in-place write of ``x``: one that requires
+    grad under grad mode (a call reaches here with no input that does: with one, its custom op
+    writes ``x`` where autograd records it), an inference tensor outside torch.inference_mode()."""
+    import torch
+    if x.requires_grad and torch.is_grad_enabled():
+        raise ValueError(f"{arg}: requires grad, and no input does: autograd would not see the write (torch "
+                         f"refuses such an out=); pass {arg}.detach() or call under torch.no_grad()")
+    if x.is_inference() and not torch.is_inference_mode_enabled():
+        raise ValueError(f"{arg}: an inference tensor is written in place only inside torch.inference_mode(), "
+                         f"as torch refuses it outside")
 
 
 _ADAPTER = []  # the one TorchAdapter, made at the first tensor (it reads torch)

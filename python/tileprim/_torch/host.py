@@ -10,7 +10,7 @@ import numpy as np
 
 from .._arrays.adapters import PLACED_KEYS
 from .._calls.prepared import OPERAND_KEYS
-from .arrays import torch_adapter
+from .arrays import refuse_unusual, refuse_unwritable, torch_adapter
 
 __all__ = ["is_host_tensor", "to_numpy", "to_torch", "TorchHostCall", "on_host_tensors"]
 
@@ -25,6 +25,7 @@ def to_numpy(x, contiguous: bool = True):
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(x, torch.Tensor):
         return x
+    refuse_unusual(x, "operands")
     if x.is_neg():
         raise TypeError("operands: a torch tensor's negative bit is set (a lazy view such as z.conj().imag); "
                         "pass x.resolve_neg()")
@@ -80,6 +81,7 @@ class TorchHostCall:
             for o in out if type(out) is tuple else (out,):
                 if not isinstance(o, torch.Tensor):  # as NumPy operands refuse a tensor out=
                     raise TypeError(f"out: expected a torch CPU tensor for torch operands, not {type(o).__name__}")
+                refuse_unwritable(o, "out")
             views = tuple(to_numpy(o, contiguous=False) for o in out) if type(out) is tuple else \
                 to_numpy(out, contiguous=False)
             self.inner.run(inputs, views)
