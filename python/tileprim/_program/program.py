@@ -228,8 +228,8 @@ class Program:
             inputs.append(Input(position, convert, None if per_tile else batch_shape + tuple(tile_shape),
                                 tuple(tile_shape), shared))
             traced_args.append(trace.input(name, dtype, tile_shape, shared))
-        result, names, line = _trace_call(self._fn, trace, traced_args, self._params[len(self._params) -
-                                                                                  self._keyword_only:])
+        keywords = self._params[len(self._params) - self._keyword_only:]
+        result, names, line = _trace_call(self._fn, trace, traced_args, keywords)
         outputs = result if isinstance(result, tuple) else (result,)
         for t in outputs:
             if type(t) is not Tile or t._trace is not trace:
