@@ -342,7 +342,7 @@ def test_opcheck_passes_on_a_programs_custom_op():
     add_rmsnorm = tp.program(programs.add_rmsnorm, scope=tp.warp)
     x, r, w = leaf((3, 40), seed=20), leaf((3, 40), seed=21), leaf((40,), 0.5, 1.5, seed=22)
     described = tuple(("float64", tuple(t.shape), "cpu") for t in (x, r, w)) + (1e-6,)
-    name, _ = op_name(add_rmsnorm._number, described, 1, None, "cpu", None)
+    name, _ = op_name(add_rmsnorm._key, described, 1, None, "cpu", None)
     assert name.startswith("program_add_rmsnorm_")
     torch.library.opcheck(getattr(torch.ops.tileprim, name).default, (x, r, w))
 

@@ -104,7 +104,7 @@ def test_a_second_process_loads_the_compiled_forward_and_backward_from_the_cache
 def test_a_programs_op_name_is_a_function_of_what_it_computes():
     def name(prog, shape=(3, 40), eps=1e-6, scope=None, fastmath=False, dtype="float32"):
         described = ((dtype, shape, "cpu"), (dtype, shape[-1:], "cpu"), eps)
-        return op_name(prog._number, described, 1, scope, "cpu", None, fastmath)[0]
+        return op_name(prog._key, described, 1, scope, "cpu", None, fastmath)[0]
     rmsnorm, again = tp.program(programs.rmsnorm), tp.program(programs.rmsnorm)
     base = name(rmsnorm)
     assert base.startswith("program_rmsnorm_") and base.replace("_", "").isalnum()
@@ -112,7 +112,7 @@ def test_a_programs_op_name_is_a_function_of_what_it_computes():
     assert name(rmsnorm, shape=(7, 40)) == base  # every batch size: one op (a dynamic batch under torch.compile)
     assert name(rmsnorm, shape=(1, 40)) != base  # but a batch of 1 broadcasts
     assert name(tp.program(programs.rmsnorm, scope=tp.warp)) != base
-    others = {name(rmsnorm, shape=(3, 41)), name(rmsnorm, eps=1e-5), name(rmsnorm, scope=tp.cta(64).parts),
+    others = {name(rmsnorm, shape=(3, 41)), name(rmsnorm, eps=1e-5), name(rmsnorm, scope=tp.cta(64).key),
               name(rmsnorm, fastmath=True), name(rmsnorm, dtype="float64"), base}
     assert len(others) == 6
 

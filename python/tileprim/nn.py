@@ -19,7 +19,7 @@ from typing import Optional
 import torch
 
 from . import layers
-from ._calls.scope import ExecScope
+from ._calls.scope import scope_of_key
 from ._checks import as_bool
 from ._torch.sum_to import sum_to
 
@@ -194,7 +194,7 @@ class CrossEntropyLoss(torch.nn.Module):
         if input.dim() != 2 or target.shape != input.shape[:1]:
             raise ValueError(f"input, target: expected logits (N, C) and targets (N,), not {tuple(input.shape)} and "
                              f"{tuple(target.shape)}")
-        scope = None if self.scope is None else self.scope.parts  # constants, as torch.compile takes them
+        scope = None if self.scope is None else self.scope.key  # a constant, as torch.compile takes it
         # a class below 0, not ignored, is outside the row (NaN), as torch refuses it: not take_along_axis's
         # count from the row's end
         target = target.masked_fill((target < 0) & (target != self.ignore_index), input.shape[1])
@@ -206,11 +206,11 @@ class CrossEntropyLoss(torch.nn.Module):
 
 class _CrossEntropy(torch.autograd.Function):
     """CrossEntropyLoss's forward and its one-program backward (the loss's options as plain values:
-    scope as its parts)."""
+    scope as its key)."""
 
     @staticmethod
     def forward(ctx, logits, target, ignore_index, reduction, scope, fastmath):
-        run = dict(batch_dims=1, scope=None if scope is None else ExecScope(*scope), backend=_where(logits),
+        run = dict(batch_dims=1, scope=None if scope is None else scope_of_key(scope), backend=_where(logits),
                    fastmath=fastmath)
         label = target[:, None]
         rows, m, s = layers.cross_entropy_for_backward(logits, label, ignore_index, **run)

@@ -62,7 +62,10 @@ class ExecScope:
             _check_scope(kind, threads, ctas)
             scope = super().__new__(cls)
             scope.kind, scope.threads, scope.ctas = kind, threads, ctas
-            cls._made[(kind, threads, ctas)] = scope
+            # its repr kept as a string: what torch's custom ops take (torch.compile may trace an int
+            # read off an object as a symbol, a string it keeps as it is); scope_of_key's inverse
+            scope.key = repr(scope)
+            cls._made[(kind, threads, ctas)] = cls._made[scope.key] = scope
         return scope
 
     def __reduce__(self):
@@ -110,6 +113,11 @@ class ExecScope:
         if self.kind == "cluster":
             return f"tp.cluster({self.ctas}, threads={self.cta_threads})"
         return f"tp.cta(threads={self.threads})" if self.kind == "cta" else f"tp.{self.kind}"
+
+
+def scope_of_key(key: str) -> "ExecScope":
+    """The scope whose ``key`` this is (made in this process)."""
+    return ExecScope._made[key]
 
 
 _BOUND: dict = {}  # ((kind, threads, ctas), op name) -> the op bound to that scope

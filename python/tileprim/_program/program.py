@@ -21,7 +21,7 @@ from .._calls.scope import STORAGE_SCOPES, ExecScope, not_a_scope
 from .._checks import as_int
 from .._platform.backends import device_arch, resolve_backend
 from .._calls import autotune as autotuning
-from .numbers import number_program
+from .keys import key_program
 from .plan import ProgramPlan
 from .tile import Tile
 from .trace import TRACING, Trace, user_location
@@ -111,7 +111,7 @@ class Program:
         self._params = list(self._signature.parameters)
         # the parameters the traced call passes by keyword (keyword-only: after every positional one)
         self._keyword_only = sum(p.kind == p.KEYWORD_ONLY for p in self._signature.parameters.values())
-        self._number = number_program(self)  # its name in a compiled graph's custom op
+        self._key = key_program(self)  # its name in a compiled graph's custom op
 
     def _bound(self, args: tuple, kwargs: dict) -> tuple:
         """The call's arguments in the function's parameter order: by position or keyword, its

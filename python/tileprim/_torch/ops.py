@@ -250,12 +250,14 @@ def define(name: str, schema: str, impl, fake, backward=None, setup_context=None
 
 
 def _tracing_the_backward(name: str, setup_context):
-    """``setup_context`` that first, under torch.compile (Dynamo's fake tensors, where torch runs it in
-    plain Python), traces the op's backward once per signature (``fake_backward``)."""
+    """``setup_context`` that first, on Dynamo's fake tensors (torch.compile runs it in plain Python
+    there, where torch 2.11's is_compiling() is still False), traces the op's backward once per
+    signature (``fake_backward``)."""
     import torch
+    from torch._subclasses.fake_tensor import FakeTensor
 
     def setup(ctx, inputs, output):
-        if torch.compiler.is_compiling():
+        if torch.compiler.is_compiling() or any(isinstance(x, FakeTensor) for x in inputs):
             trace_backward(name, describe(inputs), tuple(ctx.needs_input_grad))
         setup_context(ctx, inputs, output)
     return setup

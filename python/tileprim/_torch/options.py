@@ -5,9 +5,10 @@ distinct set of options: the same options give the same string, so a compiled gr
 constant and never recompiles per call."""
 from __future__ import annotations
 
+import sys
 from typing import Dict
 
-from .._calls.scope import ExecScope
+from .._calls.scope import scope_of_key
 
 __all__ = ["OPTION_NAMES", "intern_options", "options_name", "options_of", "constant"]
 
@@ -16,12 +17,12 @@ _OPTIONS_BY_KEY: Dict[tuple, str] = {}
 _OPTIONS: Dict[str, dict] = {}
 
 
-def intern_options(scope_parts, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
+def intern_options(scope_key, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
                    config) -> str:
     """The options' name in the table: readable, and the same for the same options. The scope comes
-    as its parts, (kind, threads, ctas) (constants to torch.compile, where the scope object may be
-    one it made); None: named nowhere, the planner's choice for a batched call."""
-    key = (ExecScope(*scope_parts) if scope_parts else None, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
+    as its key (a constant to torch.compile, where the scope object may be one it made); None:
+    named nowhere, the planner's choice for a batched call."""
+    key = (scope_of_key(scope_key) if scope_key else None, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
            tuple(sorted(config.items())))
     name = _OPTIONS_BY_KEY.get(key)
     if name is None:
@@ -36,20 +37,22 @@ def intern_options(scope_parts, storage, layout, out_layout, batch_dims, target,
 def options_name(options: dict) -> str:
     """The name of ``options`` (a dict of OPTION_NAMES and config) in the table."""
     scope = options["scope"]
-    return intern_options(*constant((scope.parts if scope is not None else None,
+    return intern_options(*constant((scope.key if scope is not None else None,
                                      *(options[k] for k in OPTION_NAMES[1:]), options["config"])))
 
 
 def constant(value):
-    """``value`` with its ints, floats and bools made plain: under torch.compile(dynamic=True) Dynamo
-    traces a number read off an object (a scope's threads, a program's number, a module's eps) as a
-    symbol, which a function it runs rather than traces (``assume_constant_result``) cannot take;
-    ``__index__``, ``__float__`` and a branch are what it specialises (``int()``/``float()`` keep the
-    symbol)."""
+    """``value`` with its ints, floats and bools made plain: under torch.compile Dynamo traces a
+    traced size, or with dynamic=True a number read off an object (a scope's threads, a program's
+    number, a module's eps), as a symbol, which a function it runs rather than traces
+    (``assume_constant_result``) cannot take. What its releases specialise (torch 2.11 to 2.15):
+    an int formatted, ``__float__``, a branch; ``int()``/``float()`` keep the symbol, and 2.11
+    refuses ``__index__``."""
+    torch = sys.modules["torch"]
     if isinstance(value, bool):
         return True if value else False
-    if isinstance(value, int):
-        return value.__index__()
+    if isinstance(value, (int, torch.SymInt)):  # outside Dynamo (AOT autograd's trace) int() specialises it
+        return int(f"{value}") if torch.compiler.is_dynamo_compiling() else int(value)
     if isinstance(value, float):
         return value.__float__()
     if isinstance(value, tuple):

@@ -29,9 +29,9 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from .._arrays.dtypes import numpy_dtype
-from .._calls.scope import ExecScope
+from .._calls.scope import scope_of_key
 from .._program.backward import derive_backward
-from .._program.numbers import PROGRAMS
+from .._program.keys import PROGRAMS
 from .after_load import after_load
 from . import folded_gradients
 from .ops import define
@@ -51,13 +51,13 @@ def call_program_op(program, args, batch_dims, scope, backend, target, out, fast
     0.1 ms a call (a norm's forward + backward on an H200 is 0.2 ms of kernels)."""
     import torch
     tensors = [x for x in args if isinstance(x, torch.Tensor)]
-    scope_parts = None if scope is None else scope.parts
+    scope_key = None if scope is None else scope.key
     if eager:
-        op, one_in_a_tuple = _eager_op(program, args, batch_dims, scope_parts, backend, target, fastmath)
+        op, one_in_a_tuple = _eager_op(program, args, batch_dims, scope_key, backend, target, fastmath)
         result = _eager_call()(op, *tensors)
     else:
-        name, one_in_a_tuple = op_name(*constant((program._number, _described(args, batch_dims), batch_dims,
-                                                  scope_parts, backend, target, fastmath)))
+        name, one_in_a_tuple = op_name(*constant((program._key, _described(args, batch_dims), batch_dims,
+                                                  scope_key, backend, target, fastmath)))
         result = getattr(torch.ops.tileprim, name).default(*tensors)
     if one_in_a_tuple:
         result = (result,)
@@ -72,10 +72,10 @@ def call_program_op(program, args, batch_dims, scope, backend, target, out, fast
 def _described(args, batch_dims) -> tuple:
     """The call's signature as op_name takes it: (dtype, shape, device) per tensor, scalars as they
     are; a shape's batch dims as None but those of 1 (``_generic``). Under torch.compile a traced tile
-    dim becomes its value (``__index__``, as ``options.constant``)."""
+    dim becomes its value (``options.constant``)."""
     import torch
     tensors = [x for x in args if isinstance(x, torch.Tensor)]
-    tile_rank = max((x.ndim for x in tensors), default=0) - batch_dims
+    tile_rank = max([x.ndim for x in tensors]) - batch_dims  # a list: older Dynamo takes no generator here
     return tuple((str(x.dtype).replace("torch.", ""), _generic(tuple(x.shape), tile_rank), str(x.device))
                  if isinstance(x, torch.Tensor) else x for x in args)
 
@@ -83,27 +83,27 @@ def _described(args, batch_dims) -> tuple:
 def _generic(shape: tuple, tile_rank: int) -> tuple:
     """``shape`` with its batch dims as None but those of 1: the signature of every batch size."""
     cut = max(0, len(shape) - tile_rank)
-    return tuple(None if d is None or d != 1 else 1 for d in shape[:cut]) + tuple(d.__index__() for d in shape[cut:])
+    return tuple(None if d is None or d != 1 else 1 for d in shape[:cut]) + tuple(constant(d) for d in shape[cut:])
 
 
 _EAGER: Dict[tuple, tuple] = {}  # an eager call's signature, as torch holds it -> (its op, one result in a tuple)
 
 
-def _eager_op(program, args, batch_dims, scope_parts, backend, target, fastmath):
+def _eager_op(program, args, batch_dims, scope_key, backend, target, fastmath):
     """The op of a call on plain tensors (op_name's), keyed on the tensors' own dtype, size and device
     objects: a repeated call builds none of the signature's strings."""
     import torch
-    key = (program._number, batch_dims, scope_parts, backend, target, fastmath,
+    key = (program._key, batch_dims, scope_key, backend, target, fastmath,
            tuple((x.dtype, x.shape, x.device) if isinstance(x, torch.Tensor) else (type(x), x) for x in args))
     known = _EAGER.get(key)
     if known is None:
-        name, one_in_a_tuple = op_name(program._number, _described(args, batch_dims), batch_dims, scope_parts,
+        name, one_in_a_tuple = op_name(program._key, _described(args, batch_dims), batch_dims, scope_key,
                                        backend, target, fastmath)
         known = _EAGER[key] = (_NAMED[name], one_in_a_tuple)
     return known
 
 
-def op_name(number: int, described: tuple, batch_dims, scope_parts, backend, target,
+def op_name(program_key: str, described: tuple, batch_dims, scope_key, backend, target,
             fastmath=False) -> Tuple[str, bool]:
     """The custom op's name for this signature (registered the first time), and whether the
     program returns its one result in a tuple (the op returns it bare: a schema's one-element
@@ -111,11 +111,11 @@ def op_name(number: int, described: tuple, batch_dims, scope_parts, backend, tar
     are made so), its tile dims ints."""
     tile_rank = max((len(d[1]) for d in described if type(d) is tuple), default=0) - batch_dims
     described = tuple((d[0], _generic(d[1], tile_rank), d[2]) if type(d) is tuple else d for d in described)
-    key = (number, described, batch_dims, scope_parts, backend, target, fastmath)
+    key = (program_key, described, batch_dims, scope_key, backend, target, fastmath)
     op = _OPS.get(key)
     if op is None:
-        scope = None if scope_parts is None else ExecScope(*scope_parts)
-        made = ProgramOp(PROGRAMS[number], described, dict(batch_dims=batch_dims, scope=scope, backend=backend,
+        scope = None if scope_key is None else scope_of_key(scope_key)
+        made = ProgramOp(PROGRAMS[program_key], described, dict(batch_dims=batch_dims, scope=scope, backend=backend,
                                                            target=target, fastmath=fastmath))
         op = _OPS[key] = _NAMED.setdefault(made.name, made)
         if op is made:
