@@ -22,8 +22,8 @@ def intern_options(scope_key, storage, layout, out_layout, batch_dims, target, b
     """The options' name in the table: readable, and the same for the same options. The scope comes
     as its key (a constant to torch.compile, where the scope object may be one it made); None:
     named nowhere, the planner's choice for a batched call."""
-    key = (scope_of_key(scope_key) if scope_key else None, storage, layout, out_layout, batch_dims, target, backend, dispatch, extra,
-           tuple(sorted(config.items())))
+    key = (scope_of_key(scope_key) if scope_key else None, storage, layout, out_layout, batch_dims, target, backend,
+           dispatch, extra, tuple(sorted(config.items())))
     name = _OPTIONS_BY_KEY.get(key)
     if name is None:
         values = dict(zip(OPTION_NAMES, key[:-1]), config=dict(key[-1]))

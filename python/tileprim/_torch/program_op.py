@@ -115,8 +115,8 @@ def op_name(program_key: str, described: tuple, batch_dims, scope_key, backend, 
     op = _OPS.get(key)
     if op is None:
         scope = None if scope_key is None else scope_of_key(scope_key)
-        made = ProgramOp(PROGRAMS[program_key], described, dict(batch_dims=batch_dims, scope=scope, backend=backend,
-                                                           target=target, fastmath=fastmath))
+        options = dict(batch_dims=batch_dims, scope=scope, backend=backend, target=target, fastmath=fastmath)
+        made = ProgramOp(PROGRAMS[program_key], described, options)
         op = _OPS[key] = _NAMED.setdefault(made.name, made)
         if op is made:
             op.define()
