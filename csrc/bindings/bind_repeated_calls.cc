@@ -37,14 +37,14 @@ class RepeatedCollective {
   // Remembers a call the checking path accepted: every rank's array and dst as they are read
   // here, and the bound plan that ran them.
   void remember(std::shared_ptr<BoundPlan> bound, const py::handle& ranks_list, const py::handle& dst) {
-    if (!PyList_CheckExact(ranks_list.ptr())) return;
-    const auto tensors = py::reinterpret_borrow<py::list>(ranks_list);
-    if (tensors.size() > kMaxRanks) return;  // run() reads no more
+    size_t ranks = 0;
+    PyObject* const* tensors = rank_items(ranks_list.ptr(), ranks);
+    if (!tensors || ranks > kMaxRanks) return;  // run() reads no more
     Signature s;
     s.bound = std::move(bound);
-    s.ranks.resize(tensors.size());
-    for (size_t r = 0; r < tensors.size(); ++r) {
-      if (!reader_.read(PyList_GET_ITEM(tensors.ptr(), r), s.ranks[r])) return;
+    s.ranks.resize(ranks);
+    for (size_t r = 0; r < ranks; ++r) {
+      if (!reader_.read(tensors[r], s.ranks[r])) return;
     }
     if (!reader_.read(dst.ptr(), s.dst) || s.dst.device.device_type != dlpack::kDLCUDA) return;
     for (const ArrayView& v : s.ranks) {
@@ -61,13 +61,12 @@ class RepeatedCollective {
   // dst once the call has been launched on every rank's current stream; None when the arrays
   // match no remembered signature or dst may overlap a source (the checking path then decides).
   py::object run(const py::handle& ranks_list, const py::handle& dst) const {
-    if (!PyList_CheckExact(ranks_list.ptr())) return py::none();
-    const auto tensors = py::reinterpret_borrow<py::list>(ranks_list);
-    const size_t ranks = tensors.size();
-    if (ranks == 0 || ranks > kMaxRanks) return py::none();
+    size_t ranks = 0;
+    PyObject* const* tensors = rank_items(ranks_list.ptr(), ranks);
+    if (!tensors || ranks == 0 || ranks > kMaxRanks) return py::none();
     ArrayView views[kMaxRanks], out;
     for (size_t r = 0; r < ranks; ++r) {
-      PyObject* x = PyList_GET_ITEM(tensors.ptr(), r);
+      PyObject* x = tensors[r];
       if (!reader_.read(x, views[r]) || declined(x)) return py::none();
     }
     if (!reader_.read(dst.ptr(), out) || declined(dst.ptr())) return py::none();
@@ -96,6 +95,13 @@ class RepeatedCollective {
   size_t size() const { return signatures_.size(); }
 
  private:
+  // The ranks' arrays of a list or a tuple (ParallelGroup.tensors), else null.
+  static PyObject* const* rank_items(PyObject* ranks, size_t& n) {
+    if (!PyList_CheckExact(ranks) && !PyTuple_CheckExact(ranks)) return nullptr;
+    n = static_cast<size_t>(PySequence_Fast_GET_SIZE(ranks));
+    return PySequence_Fast_ITEMS(ranks);
+  }
+
   static constexpr size_t kMaxSignatures = 16;
   static constexpr size_t kMaxRanks = 32;
 
