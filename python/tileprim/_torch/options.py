@@ -43,11 +43,12 @@ def options_name(options: dict) -> str:
 
 def constant(value):
     """``value`` with its ints, floats and bools made plain: under torch.compile Dynamo traces a
-    traced size, or with dynamic=True a number read off an object (a scope's threads, a program's
-    number, a module's eps), as a symbol, which a function it runs rather than traces
+    tile's size, or with dynamic=True a number read off an object (a module's eps, batch_dims kept
+    on a settings object), as a symbol, which a function it runs rather than traces
     (``assume_constant_result``) cannot take. What its releases specialise (torch 2.11 to 2.15):
     an int formatted, ``__float__``, a branch; ``int()``/``float()`` keep the symbol, and 2.11
-    refuses ``__index__``."""
+    refuses ``__index__``. (Scopes and programs travel as string keys: 2.11 specialises none of
+    these for an int read off some objects.)"""
     torch = sys.modules["torch"]
     if isinstance(value, bool):
         return True if value else False
