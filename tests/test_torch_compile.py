@@ -149,3 +149,23 @@ def test_mark_dynamic_on_the_batch_dim_keeps_one_graph(rng):
         torch._dynamo.mark_dynamic(x, 0)
         assert torch.equal(f(x).view(torch.int32), program(x, batch_dims=1).view(torch.int32))
     assert counters["stats"]["unique_graphs"] == 1
+
+
+def test_gradients_keep_one_graph_for_every_batch_size(rng):
+    """dynamic=True with gradients: a map, a program and a gated product with no operand broadcast
+    over the batch compile once for every batch size (only a gradient summed over the batch, a
+    norm's weight, is made per size), the eager gradients' bits each time."""
+    import tileprim.nn as tpnn
+    program = tp.program(lambda a: tp.exp(a - tp.max(a, axes=-1, keepdims=True)))
+    product = tpnn.SiLUMul()
+    cases = {"map": lambda x: tp.exp(x), "program": lambda x: program(x, batch_dims=1),
+             "module": lambda x: product(x, x)}
+    for name, fn in cases.items():
+        torch._dynamo.reset()
+        counters.clear()
+        compiled = torch.compile(fn, fullgraph=True, dynamic=True, backend="aot_eager")
+        for rows in (3, 5, 6, 9, 10):
+            x = torch.from_numpy(rng.uniform(-3, 3, (rows, 16))).requires_grad_()
+            got, want = (torch.autograd.grad(f(x).sum(), x)[0] for f in (compiled, fn))
+            assert torch.equal(got, want), name
+        assert counters["stats"]["unique_graphs"] == 1, name

@@ -34,8 +34,10 @@ def _where(x) -> Optional[str]:
 
 def _elementwise(program, scope, fastmath, *tensors):
     """A map over tensors of one shape, as a batch of tiles of 8 elements per thread of ``scope``
-    (where those divide the tensor; else tiles of 8, or 1, at thread scope)."""
-    shape, n = tensors[0].shape, tensors[0].numel()
+    (where those divide its rows; else tiles of 8, or 1, at thread scope). By the last dim, not the
+    count of elements: under torch.compile a traced batch size stays symbolic."""
+    shape = tensors[0].shape
+    n = shape[-1] if len(shape) else 1
     per_tile = 8 * (scope.threads if scope is not None else 1)
     if n % per_tile:
         scope, per_tile = None, 8 if n % 8 == 0 else 1

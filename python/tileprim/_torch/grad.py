@@ -51,7 +51,8 @@ class _Ops:
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         shape = torch.broadcast_shapes(*(t.shape for t in tensors))
         if all(t.shape == shape for t in tensors):  # tiles of 8 (or 1) elements, whatever the shape
-            per_thread = 8 if shape.numel() % 8 == 0 else 1
+            # by the last dim (the row), not the count: a traced batch size stays symbolic
+            per_thread = 8 if len(shape) and shape[-1] % 8 == 0 else 1
             flat = [a.reshape(-1, per_thread) if isinstance(a, torch.Tensor) else a for a in args]
             return fn(*flat, batch_dims=1, **self._map, **more).reshape(shape)
         return fn(*args, batch_dims=len(shape) - 1, **self._map, **more)  # a row per thread

@@ -179,11 +179,12 @@ def define_op(define) -> None:
 def sums_to(gs: list, shape, backend=None, target=None) -> list:
     """sum_to of each of gs (one shape and dtype, such as a norm's weight and bias gradients), two at
     a time in each kernel."""
-    # sizes as ints: the order of the sums is a function of them, so a traced (symbolic) size is
-    # specialised (a compiled backward summing over a dynamic batch is made per batch size)
-    g, shape, sizes = gs[0], tuple(map(int, shape)), tuple(map(int, gs[0].shape))
-    if sizes == shape:
+    g = gs[0]
+    if tuple(g.shape) == tuple(shape):  # nothing to sum: a traced (symbolic) size stays so
         return list(gs)
+    # sizes as ints: the order of the sums is a function of them, so a traced size is specialised
+    # (a compiled backward summing over a dynamic batch is made per batch size)
+    shape, sizes = tuple(map(int, shape)), tuple(map(int, g.shape))
     if 0 in sizes:  # nothing to sum: zeros (the sum's identity), as torch's sum_to_size gives
         return [x.new_zeros(shape) for x in gs]
     if backend is None and g.device.type == "cpu":
