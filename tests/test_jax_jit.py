@@ -79,3 +79,17 @@ def test_a_tile_program_under_jit_gives_the_eager_bits(rng):
     assert np.array_equal(np.asarray(rows), want[1], equal_nan=True)
     with pytest.raises(TypeError, match="inside jax.jit JAX arrays are immutable"):
         jax.jit(lambda a: two(a, batch_dims=1, out=(a, a)))(jnp.asarray(x))
+
+
+def test_a_program_with_defaults_and_keyword_only_parameters_under_jit_and_vmap():
+    @tp.program
+    def norm(x, w, eps=1e-6, *, scale=1.0):
+        return x * tp.rsqrt(tp.sum(x * x, axes=-1, keepdims=True) / x.shape[-1] + eps) * w * scale
+
+    rng = np.random.default_rng(7)
+    x = jnp.asarray(rng.standard_normal((4, 16)).astype(np.float32))
+    w = jnp.asarray(rng.uniform(0.5, 1.5, 16).astype(np.float32))
+    eager = np.asarray(norm(x, w, scale=2.0, batch_dims=1))
+    assert np.array_equal(np.asarray(jax.jit(lambda x, w: norm(x, w, scale=2.0, batch_dims=1))(x, w)), eager)
+    rows = jax.vmap(lambda r: norm(r, w, scale=2.0))(x)
+    assert np.array_equal(np.asarray(rows), eager)

@@ -377,3 +377,29 @@ def test_torch_compile_fullgraph_holds_the_programs_custom_op_and_its_backward(c
         targets = [str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
         assert [t.rsplit("_", 1)[0] for t in targets if t.startswith("tileprim.")] == [
             "tileprim.program_softmax", "tileprim.program_rmsnorm"], targets
+
+
+def test_a_scalars_sign_and_type_are_part_of_the_custom_ops_signature():
+    """-0.0 is not 0.0 and True not 1 (equal as keys): each its own op, the sign of zero as torch's."""
+    program = tp.program(lambda x, s: x * s)
+    x = leaf((2, 8), seed=40)
+    for s in (0.0, -0.0, 0.0):
+        torch.testing.assert_close(torch.signbit(program(x, s, batch_dims=1)), torch.signbit(x.detach() * s))
+    torch.testing.assert_close(program(x, True, batch_dims=1), program(x, 1, batch_dims=1))
+
+
+def test_out_under_autograd_is_checked_before_any_is_written():
+    pair = tp.program(lambda x: (x * 2, x + 1))
+    x = leaf((3, 8), seed=41)
+    first = torch.zeros(3, 8, dtype=x.dtype)
+    bad = [(dict(out=(first, torch.zeros(2, 8, dtype=x.dtype))), ValueError, r"out\[1\]: shape \(2, 8\) differs"),
+           (dict(out=(first, torch.zeros(3, 8, dtype=torch.float32))), TypeError, r"out\[1\]: expected a torch tensor"),
+           (dict(out=(first,)), TypeError, r"out: expected a tuple of 2 torch tensors, one per result, not a "
+                                           r"tuple of 1")]
+    for kwargs, error, message in bad:
+        with pytest.raises(error, match=message):
+            pair(x, batch_dims=1, **kwargs)
+        assert not first.any()
+    single = tp.program(lambda x: x * 2)
+    with pytest.raises(ValueError, match=r"out: shape \(3, 4, 8\) differs from the result's \(3, 8\)"):
+        single(x, batch_dims=1, out=torch.zeros(3, 4, 8, dtype=x.dtype))

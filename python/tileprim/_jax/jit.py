@@ -85,4 +85,5 @@ def traced_program(program, args, out, options: dict):
     staged as a host callback, as an op's is."""
     _refuse_out(program.__name__, out)
     options = {**options, "backend": options["backend"] or "cpu"}
-    return staged(program.__name__, lambda *operands: program(*operands, **options), tuple(args))
+    # the arguments come bound in the function's order (keyword-only ones too): run as they are
+    return staged(program.__name__, lambda *operands: program._run(operands, **options), tuple(args))

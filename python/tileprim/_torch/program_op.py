@@ -63,7 +63,18 @@ def call_program_op(program, args, batch_dims, scope, backend, target, out, fast
         result = (result,)
     if out is None:
         return result
-    outs, results = (out, result) if isinstance(result, (tuple, list)) else ((out,), (result,))
+    several = isinstance(result, (tuple, list))
+    outs, results = (out, result) if several else ((out,), (result,))
+    if several != isinstance(out, tuple) or len(outs) != len(results):
+        given = f"a tuple of {len(out)}" if isinstance(out, tuple) else type(out).__name__
+        raise TypeError(f"out: expected {'a tuple of ' if several else ''}{len(results)} torch tensor"
+                        f"{'s' if len(results) > 1 else ''}, one per result, not {given}")
+    for k, (o, r) in enumerate(zip(outs, results)):  # all checked before any is written
+        where = f"out[{k}]" if several else "out"
+        if not isinstance(o, torch.Tensor) or o.dtype != r.dtype or o.device != r.device:
+            raise TypeError(f"{where}: expected a torch tensor of dtype {r.dtype} on {r.device}")
+        if o.shape != r.shape:
+            raise ValueError(f"{where}: shape {tuple(o.shape)} differs from the result's {tuple(r.shape)}")
     for o, r in zip(outs, results):
         o.copy_(r)  # the graph records the copy: autograd sees out=
     return out
@@ -94,7 +105,7 @@ def _eager_op(program, args, batch_dims, scope_key, backend, target, fastmath):
     objects: a repeated call builds none of the signature's strings."""
     import torch
     key = (program._key, batch_dims, scope_key, backend, target, fastmath,
-           tuple((x.dtype, x.shape, x.device) if isinstance(x, torch.Tensor) else (type(x), x) for x in args))
+           tuple((x.dtype, x.shape, x.device) if isinstance(x, torch.Tensor) else (type(x), repr(x)) for x in args))
     known = _EAGER.get(key)
     if known is None:
         name, one_in_a_tuple = op_name(program._key, _described(args, batch_dims), batch_dims, scope_key,
@@ -111,7 +122,9 @@ def op_name(program_key: str, described: tuple, batch_dims, scope_key, backend, 
     are made so), its tile dims ints."""
     tile_rank = max((len(d[1]) for d in described if type(d) is tuple), default=0) - batch_dims
     described = tuple((d[0], _generic(d[1], tile_rank), d[2]) if type(d) is tuple else d for d in described)
-    key = (program_key, described, batch_dims, scope_key, backend, target, fastmath)
+    # scalars by type and repr: -0.0 is not 0.0, True not 1 (equal as keys), every NaN one constant
+    key = (program_key, tuple(d if type(d) is tuple else (type(d), repr(d)) for d in described), batch_dims,
+           scope_key, backend, target, fastmath)
     op = _OPS.get(key)
     if op is None:
         scope = None if scope_key is None else scope_of_key(scope_key)
