@@ -112,6 +112,20 @@ def test_comparison_operators_are_the_comparison_steps(backend, rng):
         assert bits_equal(got, expected.astype(np.float32))
 
 
+def test_a_scalar_before_a_reduced_tile_with_no_scope_named(backend, rng):
+    """1.0 / tp.sum(...), 1.0 - tp.max(...): a map whose first operand is a scalar, after a
+    reduction, planned with no scope (the kernel's passes read a map's first operand as a tile:
+    an IndexError before)."""
+    @tp.program
+    def normalised(x):
+        return x * (1.0 / tp.sum(x, axes=-1, keepdims=True)), 1.0 - tp.max(x, axes=-1)
+
+    x = random_tile(rng, (5, 300), "float64", special=False, low=0.5, high=2.0)
+    scaled, below = normalised(x, batch_dims=1, backend=backend)
+    np.testing.assert_allclose(scaled, x / x.sum(-1, keepdims=True), rtol=1e-13)  # the sum's order is the tree's
+    assert bits_equal(below, 1.0 - x.max(-1))
+
+
 def test_arguments_by_keyword_defaults_and_keyword_only_parameters(backend, rng):
     @tp.program(scope=tp.warp)
     def norm(x, w, eps=1e-6, *, scale=1.0):

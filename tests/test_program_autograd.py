@@ -403,3 +403,11 @@ def test_out_under_autograd_is_checked_before_any_is_written():
     single = tp.program(lambda x: x * 2)
     with pytest.raises(ValueError, match=r"out: shape \(3, 4, 8\) differs from the result's \(3, 8\)"):
         single(x, batch_dims=1, out=torch.zeros(3, 4, 8, dtype=x.dtype))
+
+
+def test_second_derivatives_of_a_keepdims_max():
+    """The backward of a keepdims max's backward holds maximum(count, 1.0) and eq(1.0, ...): a map
+    whose first operand is a scalar after a reduction (it failed to plan with no scope named)."""
+    x = leaf((3, 5), seed=42)
+    program = tp.program(lambda t: tp.max(t, axes=-1, keepdims=True) * t)
+    assert torch.autograd.gradgradcheck(lambda t: program(t, batch_dims=1), (x,))

@@ -524,8 +524,9 @@ class ProgramBody {
     for (size_t k = 0; k < plan_.steps.size(); ++k) {
       const ProgramStep& s = plan_.steps[k];
       if (chunked_row(plan_, value(s.result))) continue;  // computed in the passes that need it
-      const bool folds_row = s.op != "copy" && chunked_row(plan_, value(s.operands.front())) &&
-                             s.bound->plan().call.def->family == OpFamily::reduction;
+      // (a reduction's operand is a tile; a map's first may be a scalar, id -1)
+      const bool folds_row = s.op != "copy" && s.bound->plan().call.def->family == OpFamily::reduction &&
+                             chunked_row(plan_, value(s.operands.front()));
       if (folds_row) {
         pass(os, decls, {s.operands.front()}, &s, k);
       } else {
