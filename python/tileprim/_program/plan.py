@@ -38,6 +38,11 @@ class StepPlan(Plan):
     __repr__ = __str__
 
 
+def _of_core(name: str, doc: str) -> property:
+    """A ProgramPlan attribute read from the C++ plan."""
+    return property(lambda self: getattr(self._core, name), doc=doc)
+
+
 class ProgramPlan:
     """The plan of one tile program call signature; nothing has run.
 
@@ -105,24 +110,17 @@ class ProgramPlan:
                                       for c, info in zip(core.step_plans, core.steps)]
 
     variants = property(lambda self: [s.variant for s in self.steps], doc="the steps' variants, in order")
-    shared_bytes = property(lambda self: self._core.shared_bytes,
-                            doc="shared memory an instance's kernel block takes, bytes (static + dynamic)")
-    registers = property(lambda self: self._core.peak_registers,
-                         doc="the planner's count of register slots a thread holds at the program's peak")
-    register_budget = property(lambda self: self._core.register_budget,
-                               doc="register slots a thread may hold at this scope before the rows are staged "
-                                   "elsewhere")
-    staging = property(lambda self: self._core.staging,
-                       doc="how the kernel holds the rows: 'registers', 'shared', 'streamed' or 'spilled'")
-    staging_trace = property(lambda self: self._core.staging_trace,
-                             doc="each staging tried, in priority order, with its verdict and reasons")
-    scope_trace = property(lambda self: self._core.scope_trace,
-                           doc="with no scope named: each candidate scope and staging, its score (ns a row) and "
-                               "reasons, the chosen one marked; empty where a scope was named")
-    rows = property(lambda self: self._core.rows,
-                    doc="the tiles held as rows in passes over memory (streamed or spilled stagings), else None")
-    scope = property(lambda self: self._core.scope, doc="the scope each instance runs at, as its name")
-    backend = property(lambda self: self._core.backend, doc="the backend planned for: 'cpu' or 'cuda'")
+    shared_bytes = _of_core("shared_bytes", "shared memory an instance's kernel block takes, bytes (static + dynamic)")
+    registers = _of_core("peak_registers", "the planner's count of register slots a thread holds at the program's peak")
+    register_budget = _of_core("register_budget",
+                               "register slots a thread may hold at this scope before the rows are staged elsewhere")
+    staging = _of_core("staging", "how the kernel holds the rows: 'registers', 'shared', 'streamed' or 'spilled'")
+    staging_trace = _of_core("staging_trace", "each staging tried, in priority order, with its verdict and reasons")
+    scope_trace = _of_core("scope_trace", "with no scope named: each candidate scope and staging, its score (ns a "
+                                          "row) and reasons, the chosen one marked; empty where a scope was named")
+    rows = _of_core("rows", "the tiles held as rows in passes over memory (streamed or spilled stagings), else None")
+    scope = _of_core("scope", "the scope each instance runs at, as its name")
+    backend = _of_core("backend", "the backend planned for: 'cpu' or 'cuda'")
 
     @property
     def numerics(self) -> Dict[str, object]:
