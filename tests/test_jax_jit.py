@@ -93,3 +93,13 @@ def test_a_program_with_defaults_and_keyword_only_parameters_under_jit_and_vmap(
     assert np.array_equal(np.asarray(jax.jit(lambda x, w: norm(x, w, scale=2.0, batch_dims=1))(x, w)), eager)
     rows = jax.vmap(lambda r: norm(r, w, scale=2.0))(x)
     assert np.array_equal(np.asarray(rows), eager)
+
+
+def test_planning_a_program_on_tracers_is_a_clear_error():
+    program = tp.program(lambda a: tp.exp(a))
+
+    def planned(x):
+        tp.plan(program, x, batch_dims=1)
+        return x
+    with pytest.raises(TypeError, match=r"<lambda>: tp.plan needs concrete arrays, not JAX tracers"):
+        jax.jit(planned)(jnp.ones((2, 8), jnp.float32))

@@ -7,13 +7,14 @@ The call path asks, where a call signature is first prepared: ``device_adapter``
 place on a GPU), ``on_host`` (host arrays read through NumPy views), ``route_call`` (a call taken by
 the library's own machinery: torch's custom op under autograd, JAX's host callback inside
 ``jit``); on every call of a tile program: ``route_program`` (torch.compile and autograd);
-before a collective: ``refuse_gradient``; and ``stop_gradient`` for tp.stop_gradient on an array."""
+before a collective: ``refuse_gradient``; before tp.plan of a tile program: ``refuse_plan``; and
+``stop_gradient`` for tp.stop_gradient on an array."""
 from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional
 
 __all__ = ["ArrayLibrary", "UNROUTED", "PROGRAM_ROUTES", "register", "library_of", "route_call", "on_host",
-           "refuse_gradients"]
+           "refuse_gradients", "refuse_plans"]
 
 UNROUTED = object()  # route_program's answer where the library leaves the call to tileprim
 
@@ -48,6 +49,9 @@ class ArrayLibrary:
 
     def refuse_gradient(self, what: str, values) -> None:
         """TypeError where one of ``values`` needs a gradient that ``what`` has none for."""
+
+    def refuse_plan(self, what: str, values) -> None:
+        """TypeError where ``values`` cannot be planned on (stand-ins with no concrete data)."""
 
     def stop_gradient(self, x):
         """x, through which the library's autograd passes no gradient (tp.stop_gradient)."""
@@ -110,3 +114,8 @@ def on_host(values, prepare: Callable):
 def refuse_gradients(what: str, values) -> None:
     for library in _libraries(values):
         library.refuse_gradient(what, values)
+
+
+def refuse_plans(what: str, values) -> None:
+    for library in _libraries(values):
+        library.refuse_plan(what, values)

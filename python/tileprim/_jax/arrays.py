@@ -82,6 +82,11 @@ class _Jax(ArrayLibrary):
         return traced_program(program, args, out, dict(batch_dims=batch_dims, scope=scope, backend=backend,
                                                        target=target, fastmath=fastmath))
 
+    def refuse_plan(self, what, values):
+        jax = sys.modules["jax"]  # loaded: one of values is its array
+        if any(isinstance(x, jax.core.Tracer) for x in values):
+            raise TypeError(f"{what}: tp.plan needs concrete arrays, not JAX tracers; call it outside jax.jit")
+
     def stop_gradient(self, x):
         return sys.modules["jax"].lax.stop_gradient(x)  # loaded: x is its array
 

@@ -14,7 +14,7 @@ import numpy as np
 
 import tileprim._C as _C
 from .._arrays.adapters import adapter_for, remember_device_type
-from .._arrays.routing import PROGRAM_ROUTES, UNROUTED, on_host
+from .._arrays.routing import PROGRAM_ROUTES, UNROUTED, on_host, refuse_plans
 from .._calls.call import _host_array
 from .._calls.prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, planned, remember, signature
 from .._calls.scope import STORAGE_SCOPES, ExecScope, not_a_scope
@@ -160,6 +160,7 @@ class Program:
         signature is remembered, so that a plan and a call of it plan once (an auto-scoped plan
         of a long row takes seconds)."""
         args = self._bound(args, kwargs)
+        refuse_plans(self.__name__, args)
         fastmath = self._fastmath if fastmath is None else _fastmath(fastmath)
         return self._prepared(args, batch_dims, scope, backend, target, fastmath).plan
 
