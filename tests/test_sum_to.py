@@ -12,7 +12,7 @@ from conftest import NP, bits_equal
 
 torch = pytest.importorskip("torch")
 import tileprim._torch.sum_to as sum_to_module  # noqa: E402
-from tileprim._torch.sum_to import _chunking, _row_sums, sum_to  # noqa: E402
+from tileprim._torch.sum_to import _chunking, _row_sums, _row_sums_of_two, sum_to  # noqa: E402
 
 
 def fold_chunk(rows: np.ndarray) -> np.ndarray:
@@ -23,11 +23,13 @@ def fold_chunk(rows: np.ndarray) -> np.ndarray:
     return acc
 
 
-def folded(rows: np.ndarray) -> np.ndarray:
+def folded(rows: np.ndarray, dtype: str, of_two: bool = False) -> np.ndarray:
     """The fold sum_to runs down (B, N) rows, emulated in float32 (float64 for float64): each whole
     chunk's rows added in order from -0 (where there are two chunks or more), then the chunks' sums
     and the rows past the last whole chunk, in order, folded so again while there are more than
-    sum_to's _TURNED elements, then summed per column by tp.sum as rows."""
+    sum_to's _TURNED elements, then summed per column as rows by the program sum_to runs, rounding
+    to ``dtype`` (its scope, the planner's, may differ with the dtype written and with a second
+    gradient summed beside it, ``of_two``: so may its order)."""
     wide = np.float64 if rows.dtype == np.float64 else np.float32
     x = rows.astype(wide)
     while True:
@@ -39,7 +41,10 @@ def folded(rows: np.ndarray) -> np.ndarray:
         x = np.concatenate([np.stack(sums), x[chunks * per_chunk:]])
         if x.size <= sum_to_module._TURNED:
             break
-    return _row_sums()(np.ascontiguousarray(x.T)[None], batch_dims=2, backend="cpu")[0]
+    turned = np.ascontiguousarray(x.T)[None]
+    if of_two:
+        return _row_sums_of_two(dtype)(turned, turned, batch_dims=2, backend="cpu")[0][0]
+    return _row_sums(dtype)(turned, batch_dims=2, backend="cpu")[0]
 
 
 def as_numpy(t):
@@ -71,7 +76,7 @@ def test_sum_to_is_tileprims_fold_of_the_rows(rows, n, dtype, turned, rng, monke
     got = sum_to(g, (n,))
     assert got.dtype == g.dtype and got.shape == (n,)
     if _chunking(rows, n)[0] is not None:  # else the planner's scope, in its own order
-        want = folded(as_numpy(g)).astype(as_numpy(g).dtype)
+        want = folded(as_numpy(g), dtype)
         assert bits_equal(as_numpy(got), want)
     assert torch.isnan(got[[1, 3]]).all() and got[2] == float("inf") and got[5] == 0  # NaN; +inf; +inf - inf
     exact, scale = g[:, 6:].double().sum(0), g[:, 6:].double().abs().sum(0)
@@ -111,8 +116,7 @@ def test_a_norms_weight_and_bias_gradients_are_the_fold_of_the_rows_contribution
     gw, gb = grads(w, b)
     per_row_w, per_row_b = grads(w.expand(600, 512), b.expand(600, 512))
     for got, rows in ((gw, per_row_w), (gb, per_row_b)):
-        want = folded(as_numpy(rows)).astype(as_numpy(rows).dtype)
-        assert bits_equal(as_numpy(got), want)
+        assert bits_equal(as_numpy(got), folded(as_numpy(rows), dtype, of_two=True))
 
 
 def test_gradients_of_broadcast_operands_against_float64():
@@ -134,7 +138,7 @@ def test_a_standalone_ops_broadcast_operand_gets_the_fold_of_the_rows(rng):
     r = random_rows(rng, (64,), "float32").requires_grad_()
     up = random_rows(rng, (300, 64), "float32")
     _, gr = torch.autograd.grad(tp.add(x, r, batch_dims=1, backend="cpu"), (x, r), up)
-    assert bits_equal(as_numpy(gr), folded(as_numpy(up)))
+    assert bits_equal(as_numpy(gr), folded(as_numpy(up), "float32"))
 
 
 def test_the_benchmark_runs_and_checks_on_the_cpu(capsys):
