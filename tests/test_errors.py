@@ -100,11 +100,26 @@ def test_bad_layout_syntax():
     (lambda: tp.max(np.ones((4, 64), np.float32), axes=(1, 1), batch_dims=1), "axes"),
     # rows some scopes refuse as too long: the others' refusal is the call's
     (lambda: tp.sum(np.ones((2, 262144), np.float32), axes=1, batch_dims=1), "axes: axis 1 is out of range"),
+    # refused alike at every CTA, a cluster adding reasons of its own beside the call's
+    (lambda: tp.sum(np.ones((4, 64), np.float32), dispatch="nope", batch_dims=1), "dispatch: no variant named 'nope'"),
+    (lambda: tp.sum(np.ones((4, 64), np.float32), axes=(), batch_dims=1), "axes: reduce at least one axis"),
+    (lambda: tp.max(np.ones((4, 0), np.float32), axes=-1, batch_dims=1), "src: tile dims must be at least 1"),
 ])
 def test_with_no_scope_named_an_arguments_error_is_raised_as_it_is_not_per_scope(call, message):
     with pytest.raises(ValueError, match=message) as e:
         call()
     assert "no scope holds" not in str(e.value) and "cta(64)" not in str(e.value)
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: tp.add(np.ones((4, 37), np.float32), np.ones((4, 37)), batch_dims=1), "b: dtype float64 differs"),
+    (lambda: tp.exp(np.ones((4, 37), np.int32), batch_dims=1), "src: dtype int32"),
+])
+def test_a_batched_call_with_no_scope_words_its_errors_as_a_call_at_a_scope(call, message):
+    """No program line or step before the argument's name (the one-step program has none)."""
+    with pytest.raises(TypeError) as e:
+        call()
+    assert str(e.value).startswith(message)
 
 
 def test_a_scope_method_given_another_scope_is_refused():

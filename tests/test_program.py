@@ -126,6 +126,27 @@ def test_a_scalar_before_a_reduced_tile_with_no_scope_named(backend, rng):
     assert bits_equal(below, 1.0 - x.max(-1))
 
 
+def test_a_program_called_in_a_programs_body_is_inlined(backend, rng):
+    """Its steps join the caller's (one kernel, at the caller's scope): the same bits as the caller
+    written out, the inner program's keyword arguments and defaults bound as a call binds them."""
+    @tp.program(scope=tp.warp)  # the inner decorator's scope is the caller's to choose
+    def centred(x, *, by_max=True):
+        return x - (tp.max(x, axes=-1, keepdims=True) if by_max else tp.min(x, axes=-1, keepdims=True))
+
+    @tp.program
+    def nested(x):
+        return tp.exp(centred(x)) + centred(x, by_max=False)
+
+    @tp.program
+    def written_out(x):
+        return tp.exp(x - tp.max(x, axes=-1, keepdims=True)) + (x - tp.min(x, axes=-1, keepdims=True))
+
+    x = random_tile(rng, (6, 333), "float32")
+    plan = tp.plan(nested, x, batch_dims=1, backend=backend)
+    assert plan.variants == tp.plan(written_out, x, batch_dims=1, backend=backend).variants
+    assert bits_equal(nested(x, batch_dims=1, backend=backend), written_out(x, batch_dims=1, backend=backend))
+
+
 def test_arguments_by_keyword_defaults_and_keyword_only_parameters(backend, rng):
     @tp.program(scope=tp.warp)
     def norm(x, w, eps=1e-6, *, scale=1.0):

@@ -155,3 +155,16 @@ def test_lower_gives_one_kernel_per_program():
         k = tp.lower(prog, X, batch_dims=1, target=target)
         assert k.source.count("__global__") == 1 and k.arch == target
         assert ".entry tp_kernel" in k.ptx
+
+
+@pytest.mark.parametrize("keyword, value", [("batch_dims", 1), ("scope", tp.warp), ("backend", "cpu"), ("target", "sm_90a"),
+                                            ("out", np.zeros(64, np.float32)), ("fastmath", True)])
+def test_a_program_called_in_a_programs_body_takes_no_call_options(keyword, value):
+    inner = tp.program(lambda x: tp.exp(x))
+
+    def body(x):
+        return inner(x, **{keyword: value})
+
+    with pytest.raises(ValueError, match=f"{line_of(body, 'inner(')}: <lambda>: {keyword}= belongs to the outer "
+                                         "program's call"):
+        tp.program(body)(X, batch_dims=1)

@@ -191,11 +191,13 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
     }
   }
   if (!best) {
-    // the same refusal at every scope is no scope's: the call's own error (an axis out of range, a
-    // zero-size tile), raised as it is
-    const bool alike = std::all_of(trace.begin(), trace.end(), [&](const ScopeVerdict& v) {
-      return v.reasons == trace.front().reasons;
-    });
+    // a refusal every scope gives is no scope's: the call's own error (an axis out of range, a
+    // zero-size tile), raised as it is (a cluster may add its own reasons beside it)
+    const bool alike = !trace.front().reasons.empty() &&
+                       std::all_of(trace.begin(), trace.end(), [&](const ScopeVerdict& v) {
+                         return std::find(v.reasons.begin(), v.reasons.end(), trace.front().reasons.front()) !=
+                                v.reasons.end();
+                       });
     if (alike && first_refusal) std::rethrow_exception(first_refusal);
     // nor is one every scope the tiles fit refused alike: the call's error where the others were past a limit
     if (first_plain && std::all_of(plain_at.begin(), plain_at.end(), [&](size_t k) {

@@ -1,6 +1,7 @@
 #include "program/program_plan.h"
 
 #include <algorithm>
+#include <exception>
 #include <numeric>
 
 #include "dispatch/validate.h"
@@ -10,7 +11,6 @@
 namespace tp {
 
 namespace {
-
 
 long long product(const std::vector<long long>& shape) {
   long long n = 1;
@@ -25,6 +25,10 @@ TileLayout layout_of(const std::optional<TileLayout>& layout, const std::vector<
 std::string placement_of(Storage storage, const TileLayout& layout) {
   return std::string(storage_name(storage)) + " " + layout.str();
 }
+
+// An error's prefix naming the step by the user's line and op; none for a standalone call's step
+// (no line), whose errors read as the call's own
+std::string at_step(const StepSpec& s) { return s.where.empty() ? "" : s.where + ": " + s.op + ": "; }
 
 // One way to place a step: its storage, its operands' layout and its result's layout.
 struct Placement {
@@ -62,7 +66,7 @@ class ProgramPlanner {
       StepSpec planned = s;  // operands as plan value ids: inserted copies shift the traced ids
       for (int& id : planned.operands) {
         if (id >= static_cast<int>(ids_.size())) {
-          throw ValueError(s.where + ": " + s.op + ": an operand is not yet made");
+          throw ValueError(at_step(s) + "an operand is not yet made");
         }
         if (id >= 0) id = ids_[id];
       }
@@ -109,7 +113,7 @@ class ProgramPlanner {
     for (int id : s.operands) {
       if (id >= 0) shapes.push_back(value(id).shape);
     }
-    if (shapes.empty()) throw ValueError(s.where + ": " + s.op + ": at least one operand must be a tile");
+    if (shapes.empty()) throw ValueError(at_step(s) + "at least one operand must be a tile");
     const bool reduction = def.family == OpFamily::reduction;
     // a gather's operands keep their own shapes (copy's too: it broadcasts its source itself)
     const bool own_shapes = s.op == "copy" || def.family == OpFamily::gather;
@@ -123,7 +127,7 @@ class ProgramPlanner {
       try {
         out_shape = gather_result_shape(def, shapes, axes);
       } catch (const ValueError& e) {
-        throw ValueError(s.where + ": " + s.op + ": " + e.what());
+        throw ValueError(at_step(s) + e.what());
       }
     }
     std::vector<long long> core_out = out_shape;  // the standalone call's: the dims not reduced
@@ -146,7 +150,8 @@ class ProgramPlanner {
     result.dtype = s.dtype.empty() ? first.dtype : dtype_from_name(s.dtype, "dtype");
     result.shape = out_shape;
 
-    std::string errors;
+    std::vector<std::string> errors;  // each placement's refusal, once
+    std::exception_ptr first_error;
     bool limit = false;  // a placement was refused for a tile past a limit
     for (const Placement& p : placements(s, def, in_shape, out_shape)) {
       OpCall call;
@@ -199,16 +204,22 @@ class ProgramPlanner {
       try {
         bound = PlanCache::instance().get(call, plan_->context);
       } catch (const ValueError& e) {  // DispatchError and LimitError too
-        errors += std::string(errors.empty() ? "" : "\n") + e.what();
+        if (std::find(errors.begin(), errors.end(), e.what()) == errors.end()) errors.push_back(e.what());
+        if (!first_error) first_error = std::current_exception();
         limit |= past_limit(e);
         continue;
       } catch (const TypeError& e) {  // an option or dtype the op does not take: no placement helps
-        throw TypeError(s.where + ": " + s.op + ": " + e.what());
+        throw TypeError(at_step(s) + e.what());
       }
       return add_step(s, bound, result, p.why);
     }
-    throw DispatchError(s.where + ": " + s.op + " of " + first.name + " " + shape_str(in_shape) +
-                        ": no placement is accepted at scope " + scope.str() + ":\n" + errors +
+    // a standalone call's step (no source line) that every placement refused alike: the call's own
+    // error (an axis, a variant's name), as the call at a named scope raises it
+    if (s.where.empty() && errors.size() == 1 && !limit) std::rethrow_exception(first_error);
+    std::string listed;
+    for (const std::string& e : errors) listed += (listed.empty() ? "" : "\n") + e;
+    throw DispatchError((s.where.empty() ? "" : s.where + ": ") + s.op + " of " + first.name + " " +
+                        shape_str(in_shape) + ": no placement is accepted at scope " + scope.str() + ":\n" + listed +
                         (limit ? "\nFix: a scope with more threads (each thread of tp.cta(n) holds 1/n of a tile), a "
                                  "smaller tile (more batch_dims), or storage='shared' for the steps that take it"
                                : ""),

@@ -128,12 +128,26 @@ class Program:
     def __call__(self, *args, batch_dims=0, scope=None, backend=None, target=None, out=None, fastmath=None,
                  **kwargs):
         args = self._bound(args, kwargs)
+        if TRACING[0] is not None:  # called in another program's body: its steps join that program's
+            return self._inlined(args, batch_dims, scope, backend, target, out, fastmath)
         fastmath = self._fastmath if fastmath is None else _fastmath(fastmath)
         for route in PROGRAM_ROUTES:  # a library's own machinery may take it: torch.compile, autograd
             routed = route(self, args, out, batch_dims, scope, backend, target, fastmath)
             if routed is not UNROUTED:
                 return routed
         return self._run(args, batch_dims, scope, backend, target, fastmath, out)
+
+    def _inlined(self, args, batch_dims, scope, backend, target, out, fastmath):
+        """The function's steps recorded into the program being traced, at its scope and with its
+        options (a call's options belong to the outer program's call)."""
+        given = {"batch_dims": batch_dims != 0, "scope": scope is not None, "backend": backend is not None,
+                 "target": target is not None, "out": out is not None, "fastmath": fastmath is not None}
+        for name, is_given in given.items():
+            if is_given:
+                raise ValueError(f"{user_location(2)}: {self.__name__}: {name}= belongs to the outer program's call, "
+                                 f"not to a program called inside its body (its steps join the outer program's)")
+        positional = len(self._params) - self._keyword_only
+        return self._fn(*args[:positional], **dict(zip(self._params[positional:], args[positional:])))
 
     def _run(self, args, batch_dims, scope, backend, target, fastmath, out=None, folded=None):
         """The call past the routes: a library's own op runs its body so (its tensors already plain).
