@@ -32,6 +32,14 @@ constexpr int kSms = 132;
 // twice the threads, 3.07, both two CTAs per SM. Shares of runs of 4 (up to 64 slots at 256 threads
 // per CTA, 16 copies) are not held back.
 constexpr int kCopiesInFlight = 16;
+// A CTA's shared staging of a row of whole 16-byte vectors fills it a vector a copy (the frame's
+// block tiles: cp.async, or tp::copy_to_shared's batches of 8): the bytes a thread keeps in flight
+// over its instance's time, fitted on the H200 points (h200-auto-scope-points.json and the
+// cross-entropy scopes): 48-64 keep every measured shape and rank cross-entropy's forward at 32000
+// bfloat16 as measured (cta(256) shared 1.75 TB/s, cta(512) 1.55, cta(128) 1.47), where a chunk's
+// slots (24 bytes a thread) ranked cta(512) first; 80 and more rank small CTAs too high (RMSNorm
+// bfloat16 at 16384: cta(128) shared, 3.78 TB/s, over cta(512) shared, 4.06)
+constexpr double kFillBytesInFlight = 64;
 // a reduction across warps: a barrier and a partial per warp through shared memory, during which
 // the instance has no loads in flight (the sweep: rows of 16384 bfloat16, two reductions, lose 20 %
 // from 256 to 512 threads with the same bytes in flight)
@@ -240,7 +248,11 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
   const bool whole_share = ctas > 1 && plan.staging == "shared" && (run_bytes == 4 || run_bytes == 8 || run_bytes == 16) &&
                            t.row * t.in_size % run_bytes == 0;
   const long long inflight_slots = whole_share ? std::min<long long>(plan.rows->slots, kCopiesInFlight * plan.rows->vec) : slots;
-  const double inflight = static_cast<double>(resident * cta_threads * inflight_slots * t.in_size);
+  // a CTA's shared staging: its fill's bytes in flight, not a chunk's (kFillBytesInFlight)
+  const bool vector_fill = ctas == 1 && plan.staging == "shared" && t.row * t.in_size % 16 == 0;
+  const double thread_inflight = vector_fill ? std::min(kFillBytesInFlight, static_cast<double>(t.row * t.in_size) / cta_threads)
+                                             : static_cast<double>(inflight_slots * t.in_size);
+  const double inflight = static_cast<double>(resident * cta_threads) * thread_inflight;
   // 16-byte runs copy past L1 (cp.async.cg); shorter ones through it (cp.async.ca), more slowly:
   // the copy of the row inputs, not the stores. The H200 points of bfloat16 RMSNorm and add+RMSNorm
   // (runs of 8 bytes) on clusters at three or more CTAs per SM took 1.09-1.25x this model's time
@@ -280,7 +292,8 @@ ScopeCost estimate_cost(const ProgramPlan& plan) {
                        (l2_bytes > 0 ? " and " + fixed(l2_bytes) + " re-read from L2" : "") + ", " +
                        std::to_string(resident) + (ctas > 1 ? " CTAs" : " instances") + " per SM keep " + fixed(busy * 100) +
                        " % of its share busy (" + std::to_string(registers) + " registers per thread, " +
-                       std::to_string(inflight_slots) + " slots in flight)" +
+                       (vector_fill ? "its fill " + fixed(thread_inflight) + " B a thread in flight)"
+                                    : std::to_string(inflight_slots) + " slots in flight)") +
                        (copy_rate < 1 ? ", the share's reads copied through L1 at " + fixed(copy_rate * 100) + " %" : "") +
                        (interleave_rate < 1 ? ", " + fixed(rows_in_flight) + " rows in flight on the chip: the pass that stores them reads and writes DRAM at " +
                                                   fixed(interleave_rate * 100) + " %"
