@@ -210,8 +210,16 @@ std::shared_ptr<const ProgramPlan> plan_auto_scope(const ProgramSpec& spec, cons
       reasons += "\n  " + v.scope + ":";
       for (const std::string& r : v.reasons) reasons += " " + r;
     }
+    // a tile of several dims is padded flat over the threads, which its reductions group into dims only
+    // where the padding is whole dim-0 slices: rows of it reduced along the last axis are a batch of rows
+    const bool several_dims = std::any_of(spec.inputs.begin(), spec.inputs.end(),
+                                          [](const ProgramInput& in) { return in.shape.size() > 1; });
     throw DispatchError(spec.name + ": no scope holds its tiles (the scope is named nowhere, so every candidate was "
-                        "planned):" + reasons,
+                        "planned):" + reasons +
+                            (several_dims && limit
+                                 ? "\nFix: where its reductions run along the last axis, pass a tile's leading dims as "
+                                   "batch dims (batch_dims=k+1): rows of any length plan at some scope"
+                                 : ""),
                         limit);
   }
   trace[best_at].chosen = true;
