@@ -169,14 +169,25 @@ def test_arguments_by_keyword_defaults_and_keyword_only_parameters(backend, rng)
 
 
 def test_scalar_arguments_are_constants_of_the_trace(backend, rng):
+    """An int is a constant of the trace (a new value traces anew); so is a float the body reads in
+    Python. A float the body only hands to ops is a run-time scalar: one plan and kernel for every
+    value, the same bits as the constant."""
     @tp.program(scope=tp.warp)
     def scale(x, k):
         return x * k
 
+    @tp.program(scope=tp.warp)
+    def scale_read(x, k):
+        return x * (k + 0.0)  # k read by Python: a constant
+
     x = random_tile(rng, (3, 40), "float32")
-    for k in (2.0, -0.5, 3):
-        assert bits_equal(scale(x, k, batch_dims=1, backend=backend), (x * np.float32(k)).astype(np.float32))
-    assert len(signatures(scale)) == 3
+    for k in (2.0, -0.5, np.float64(0.1), 3, 5):
+        want = (x * np.float32(k)).astype(np.float32)
+        assert bits_equal(scale(x, k, batch_dims=1, backend=backend), want)
+        assert bits_equal(scale_read(x, k, batch_dims=1, backend=backend), want)
+    assert len(signatures(scale)) == 4  # every Python float, every NumPy float64, then 3 and 5
+    assert len(signatures(scale_read)) == 5
+    assert tp.plan(scale, x, -0.5, batch_dims=1).steps[0].scalars == [None, -0.5]  # the call's value shown
 
 
 def signatures(program):

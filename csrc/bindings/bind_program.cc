@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+
 #include "bindings/bindings.h"
 #include "errors.h"
 #include "program/bound_program.h"
@@ -28,6 +30,7 @@ StepSpec step_of(const py::dict& d) {
   s.op = d["op"].cast<std::string>();
   s.operands = d["operands"].cast<std::vector<int>>();
   s.scalars = d["scalars"].cast<std::vector<double>>();
+  if (d.contains("scalar_args")) s.scalar_args = d["scalar_args"].cast<std::vector<int>>();
   s.axes = d["axes"].cast<std::vector<int>>();
   s.keepdims = d["keepdims"].cast<bool>();
   s.dtype = d["dtype"].cast<std::string>();
@@ -65,6 +68,7 @@ py::dict step_dict(const ProgramStep& s) {
   d["op"] = s.op;
   d["operands"] = s.operands;
   d["scalars"] = s.scalars;
+  d["scalar_args"] = s.scalar_args;
   d["result"] = s.result;
   d["where"] = s.where;
   d["inserted"] = s.inserted;
@@ -263,7 +267,10 @@ void bind_program(py::module_& m) {
           in.batch_broadcast = t[3].cast<bool>();
           spec.inputs.push_back(in);
         }
-        for (const py::handle& h : steps) spec.steps.push_back(step_of(py::reinterpret_borrow<py::dict>(h)));
+        for (const py::handle& h : steps) {
+          spec.steps.push_back(step_of(py::reinterpret_borrow<py::dict>(h)));
+          for (int k : spec.steps.back().scalar_args) spec.scalar_args = std::max(spec.scalar_args, k + 1);
+        }
         spec.outputs = outputs;
         std::shared_ptr<const ProgramPlan> plan = plan_program(spec, make_context(target, backend, devices));
         if (!folded.empty()) plan = with_folded_outputs(*plan, folded_tiles, folded);

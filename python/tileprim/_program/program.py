@@ -16,7 +16,8 @@ import tileprim._C as _C
 from .._arrays.adapters import adapter_for, remember_device_type
 from .._arrays.routing import PROGRAM_ROUTES, UNROUTED, on_host, refuse_plans
 from .._calls.call import _host_array
-from .._calls.prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, planned, remember, signature
+from .._calls.prepared import (MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, is_float, planned, remember,
+                               signature)
 from .._calls.scope import STORAGE_SCOPES, ExecScope, not_a_scope
 from .._checks import as_int
 from .._platform.backends import device_arch, resolve_backend
@@ -24,6 +25,7 @@ from .._calls import autotune as autotuning
 from .keys import key_program
 from .plan import ProgramPlan
 from .tile import Tile
+from .scalar_argument import ScalarArgument
 from .trace import TRACING, Trace, user_location
 
 __all__ = ["Program", "program"]
@@ -160,12 +162,17 @@ class Program:
     def _prepared(self, args, batch_dims, scope, backend, target, fastmath, folded=None):
         """The call's prepared run, remembered per call signature."""
         # batch_dims' and fastmath's types too: a memo hit must not pass what their checks refuse
-        key = signature((self, batch_dims, scope, backend, target, fastmath, folded, type(batch_dims), type(fastmath)),
-                        args, constants=True)
+        head = (self, batch_dims, scope, backend, target, fastmath, folded, type(batch_dims), type(fastmath))
+        # first as every value of its float arguments (a trace that never read them), then by value
+        every_value = signature(head, args, constants=True, floats=False)
+        prepared = MEMO.get(every_value) if every_value is not None else None
+        if prepared is not None:
+            return prepared
+        key = signature(head, args, constants=True)
         prepared = MEMO.get(key) if key is not None else None
         if prepared is None:
             prepared = self._prepare(args, batch_dims, scope, backend, target, fastmath, folded)
-            remember(key, prepared)
+            remember(every_value if prepared.run_time_scalars else key, prepared)
         return prepared
 
     def _tp_planner(self, *args, batch_dims=0, scope=None, backend=None, target=None, fastmath=None,
@@ -176,7 +183,10 @@ class Program:
         args = self._bound(args, kwargs)
         refuse_plans(self.__name__, args)
         fastmath = self._fastmath if fastmath is None else _fastmath(fastmath)
-        return self._prepared(args, batch_dims, scope, backend, target, fastmath).plan
+        prepared = self._prepared(args, batch_dims, scope, backend, target, fastmath)
+        if prepared.run_time_scalars:  # one plan for every value: shown with this call's
+            return prepared.plan.with_scalars([float(x) for x in args if is_float(x)])
+        return prepared.plan
 
     def __repr__(self) -> str:
         return f"<tp.program {self.__name__}>"
@@ -230,10 +240,14 @@ class Program:
         if len(batch_shape) < batch_dims:
             batch_shape = (1,) * (batch_dims - len(batch_shape)) + batch_shape
         trace = Trace(self.__name__, scope)
-        traced_args, inputs = [], []
+        traced_args, inputs, floats = [], [], []
         for position, (name, x) in enumerate(zip(self._params, args)):
             if name not in arrays:
-                traced_args.append(x.item() if isinstance(x, np.generic) else x)
+                value = x.item() if isinstance(x, np.generic) else x
+                if type(value) is float:  # read at run time, unless the body reads it (scalar_argument.py)
+                    floats.append((position, ScalarArgument(value, len(floats))))
+                    value = floats[-1][1]
+                traced_args.append(value)
                 continue
             arr, dtype, convert = arrays[name]
             b, tile_shape = splits[name]
@@ -252,14 +266,18 @@ class Program:
                 raise ValueError(f"{line}: {self.__name__} returns {got}; a program returns a tile of its own or a "
                                  f"tuple of them")
         trace.name_results(names)
+        # the float arguments the body never read: the plan's run-time scalars, the same plan and kernel
+        # for every value (else each a constant of this trace)
+        run_time = bool(floats) and not any(a.read for _, a in floats)
+        steps = [_with_scalars(step, run_time) for step in trace.steps]
         if backend == "cuda" and not target:
             target = device_arch(device)
         kind, threads, ctas = trace.scope.parts if trace.scope else ("", 0, 1)  # "": the planner's
-        spec = (self.__name__, trace.inputs, trace.steps, [t._id for t in outputs], kind, threads,
+        spec = (self.__name__, trace.inputs, steps, [t._id for t in outputs], kind, threads,
                 self._storage or "", self._staging or "", target or "", backend, [device] if backend == "cuda" else [],
                 fastmath, ctas, *(folded or (0, ())))
         # the spec as its repr: plain values, but for a layout a step names (whose repr need not be whole)
-        named_layouts = any(s["layout"] is not None or s["out_layout"] is not None for s in trace.steps)
+        named_layouts = any(s["layout"] is not None or s["out_layout"] is not None for s in steps)
         tiles = math.prod(batch_shape)
         as_tuple = isinstance(result, tuple)
 
@@ -270,11 +288,14 @@ class Program:
                 wide = "float64" if outputs[j].dtype == "float64" else "float32"
                 results[j] = ((-(-tiles // folded[0]),) + outputs[j].shape, wide)
             plan = ProgramPlan(core.plan, [shape for shape, _ in results])
+            scalar_at = [position for position, _ in floats] if run_time else []
             if adapter is None:
-                prepared = HostPrepared(core, plan, len(args), inputs, [], results, as_tuple, tiles)
+                prepared = HostPrepared(core, plan, len(args), inputs, scalar_at, results, as_tuple, tiles)
             else:
-                prepared = DevicePrepared(core, plan, len(args), inputs, [], results, as_tuple, tiles,
+                prepared = DevicePrepared(core, plan, len(args), inputs, scalar_at, results, as_tuple, tiles,
                                           adapter=adapter, device=device)
+            prepared.index_dtype = None  # a program's index scalars are checked as its body is traced
+            prepared.run_time_scalars = run_time
             prepared.trace, prepared.output_ids = trace, [t._id for t in outputs]  # what a derived backward reads
             prepared.stopped_outputs = [t.stopped for t in outputs]  # results returned through tp.stop_gradient
             return prepared
@@ -297,6 +318,16 @@ class Program:
         prepared = made(tuned)
         prepared.plan.autotuned = record
         return prepared
+
+
+def _with_scalars(step: dict, run_time: bool) -> dict:
+    """A traced step as the planner takes it: the call's float arguments among its operands as run-time
+    scalars (their values left out, so that the plan is every value's), or as constants."""
+    if "scalar_args" not in step:
+        return step
+    if not run_time:
+        return {k: v for k, v in step.items() if k != "scalar_args"}
+    return dict(step, scalars=[0.0 if k >= 0 else v for k, v in zip(step["scalar_args"], step["scalars"])])
 
 
 def _program_backend(backend, arrays):

@@ -15,6 +15,7 @@ from .._calls.scope import ExecScope, not_a_scope
 from .._checks import as_axis, as_bool
 from .._layout.value import as_layout
 from .._opspec.table import SPECS
+from .scalar_argument import ScalarArgument
 from .tile import Tile
 
 __all__ = ["TRACING", "Trace", "record_step", "user_location"]
@@ -97,9 +98,13 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
                          f"one scope (give it to the decorator or the call)")
     if "axis" in config:
         raise TypeError(f"{where}: unexpected keyword argument 'axis': tileprim reduces over axes=")
-    ids, scalars, tiles, stopped = [], [], [], []
+    ids, scalars, tiles, stopped, run_time = [], [], [], [], []
     for x in operands:
-        if type(x) is Tile:
+        run_time.append(x.index if type(x) is ScalarArgument else -1)
+        if type(x) is ScalarArgument:  # a float argument of the call: its value kept, not read
+            ids.append(-1)
+            scalars.append(x.value)
+        elif type(x) is Tile:
             if x.stopped:
                 stopped.append(len(ids))
             if x._trace is not trace:
@@ -121,8 +126,10 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
     family = SPECS[op]["family"]
     dtype = tiles[0].dtype
     if dtype in INDEX_DTYPES:
-        for name, u, value in zip(SPECS[op]["operands"], ids, scalars):
+        for name, x, u, value in zip(SPECS[op]["operands"], operands, ids, scalars):
             if u < 0:
+                if type(x) is ScalarArgument:  # the check reads it: a constant of this trace
+                    x.read = True
                 check_index_scalar(value, dtype, f"{where}: {op}: {name}")
     if op == "cast":
         dtype = dtype_name(extra, "dtype", TILE_DTYPES)
@@ -146,6 +153,8 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
             "layout": core_layout._core if core_layout is not None else None,
             "out_layout": core_out_layout._core if core_out_layout is not None else None,
             "dispatch": dispatch or "", "config": dict(config), "where": where}
+    if any(k >= 0 for k in run_time):  # the call's float arguments among its operands (only where there are)
+        step["scalar_args"] = run_time
     if stopped:  # operands read through tp.stop_gradient (the key only where there are: other programs' digests stay)
         step["stopped"] = stopped
     if storage is not None and not isinstance(storage, str):
