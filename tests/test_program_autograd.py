@@ -411,3 +411,36 @@ def test_second_derivatives_of_a_keepdims_max():
     x = leaf((3, 5), seed=42)
     program = tp.program(lambda t: tp.max(t, axes=-1, keepdims=True) * t)
     assert torch.autograd.gradgradcheck(lambda t: program(t, batch_dims=1), (x,))
+
+
+def test_a_new_float_argument_plans_nothing_again_and_gives_the_constants_gradients(monkeypatch):
+    """A float the body only hands to ops is a run-time scalar of the forward and of its derived
+    backward: a new value plans neither again (nor registers a torch op), and the results and
+    gradients are the bits of the same program with the floats read as constants; gradcheck holds."""
+    import tileprim._program.program as program_module
+    from tileprim._torch import program_op
+    made = []
+    plan_program = program_module._C.plan_program
+    monkeypatch.setattr(program_module._C, "plan_program", lambda *a: made.append(a[0]) or plan_program(*a))
+
+    def body(x, t, u):
+        y = x * t - u
+        e = tp.exp(y - tp.max(y, axes=-1, keepdims=True))
+        return e / tp.sum(e, axes=-1, keepdims=True) * u
+
+    run_time = tp.program(body)
+    constants = tp.program(lambda x, t, u: body(x, t + 0.0, u + 0.0))  # read by Python: constants
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(5, 37, generator=g, requires_grad=True)
+    up = torch.randn(5, 37, generator=g)
+    for k, (t, u) in enumerate([(0.5, 2.0), (-1.5, 0.25), (3.0, -1.0)]):
+        planned = len(made)
+        y = run_time(x, t, u, batch_dims=1)
+        (gx,) = torch.autograd.grad(y, x, up)
+        if k:  # the forward and the backward planned on the first values only
+            assert len(made) == planned
+        want = constants(x, t, u, batch_dims=1)
+        assert torch.equal(y, want) and torch.equal(gx, torch.autograd.grad(want, x, up)[0])
+        x64 = x.detach().double().requires_grad_()
+        assert torch.autograd.gradcheck(lambda x: run_time(x, t, u, batch_dims=1), (x64,))
+    assert not any(op.defined for op in program_op._NAMED.values() if op.program is run_time)

@@ -17,17 +17,21 @@ from typing import Dict, List, Sequence
 from .._arrays.dtypes import TILE_DTYPES, dtype_name
 from .._opspec.derivatives import GATHER, NARY, UNARY, VALUELESS
 from .._opspec.table import OPS
+from .scalar_argument import ScalarArgument
 from .tile import Tile
 from .trace import TRACING, Trace
 
 __all__ = ["derive_backward"]
 
 
-def derive_backward(forward, output_ids: Sequence[int], needs_grad: Sequence[bool], stopped: Sequence[bool] = ()):
+def derive_backward(forward, output_ids: Sequence[int], needs_grad: Sequence[bool], stopped: Sequence[bool] = (),
+                    floats: Sequence[float] = ()):
     """(function, wanted, sources): the function of the tile program computing the gradients of
     the forward arguments flagged in ``needs_grad`` (one flag per array argument, in order;
     ``wanted`` lists those that get one), or None when none does. ``forward`` is the forward's
-    Trace. Its arguments: the forward's arrays, then one gradient per result. ``sources`` says
+    Trace. Its arguments: the forward's arrays, then one gradient per result, then the forward's
+    float arguments (``floats``, their values in this call), which it hands to its ops as the forward
+    did (run-time scalars where the forward's were: one backward plan for every value). ``sources`` says
     where each wanted gradient is: ``("argument", k)``, the function's argument k unchanged (a
     result's gradient passed on, through casts that widen exactly and back), or ``("result", j)``,
     the function's result j. The function returns each gradient it computes once (an add's two
@@ -43,11 +47,11 @@ def derive_backward(forward, output_ids: Sequence[int], needs_grad: Sequence[boo
         return None
 
     def gradients(*tiles):
-        derivation = _Derivation(forward, tiles[:len(names)], wanted)
+        derivation = _Derivation(forward, tiles[:len(names)], wanted, tiles[len(names) + len(output_ids):])
         derivation.seed([i for i, _ in passed], [tiles[len(names) + k] for _, k in passed])
         return tuple(derivation.gradient_of_input(i, f"grad_{names[i]}") for i in wanted)
 
-    sources, computed = _sources(forward, output_ids, gradients)
+    sources, computed = _sources(forward, output_ids, gradients, floats)
     if not computed:
         return None, wanted, sources
 
@@ -56,12 +60,13 @@ def derive_backward(forward, output_ids: Sequence[int], needs_grad: Sequence[boo
         return tuple(made[k] for k in computed)
 
     body.__name__ = body.__qualname__ = f"{forward.name}_backward"
+    scalar_names = [f"scalar{k}" for k in range(len(floats))]
     body.__signature__ = inspect.Signature(
-        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names + grad_names])
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names + grad_names + scalar_names])
     return body, wanted, sources
 
 
-def _sources(forward, output_ids, gradients):
+def _sources(forward, output_ids, gradients, floats):
     """(sources, computed): ``gradients`` traced once on tiles of the forward's shapes; for each
     tile it returns, ("argument", k) where it is argument k, else ("result", j) where it is the
     j-th distinct tile computed; ``computed`` the positions of those distinct tiles."""
@@ -72,7 +77,7 @@ def _sources(forward, output_ids, gradients):
               for k, i in enumerate(output_ids)]
     outer, TRACING[0] = TRACING[0], trace
     try:
-        results = gradients(*tiles)
+        results = gradients(*tiles, *(ScalarArgument(v, k) for k, v in enumerate(floats)))
     finally:
         TRACING[0] = outer
     sources, computed, first = [], [], {}
@@ -143,7 +148,8 @@ class _Ops:
                 narrower = self._widened.get(args[0]._id)
                 if narrower is not None and narrower.dtype == to:
                     return narrower
-            key = (name, *((a._id,) if type(a) is Tile else a for a in args), *sorted(kwargs.items()))
+            key = (name, *((a._id,) if type(a) is Tile else ("scalar", a.index) if type(a) is ScalarArgument else a
+                           for a in args), *sorted(kwargs.items()))
             made = self._made.get(key)
             if made is None:
                 made = self._made[key] = fn(*args, **kwargs)
@@ -156,8 +162,9 @@ class _Ops:
 class _Derivation:
     """One tracing of a backward program: forward values recomputed on demand, gradients summed."""
 
-    def __init__(self, forward, inputs, wanted):
+    def __init__(self, forward, inputs, wanted, scalars=()):
         self.forward, self.trace = forward, TRACING[0]
+        self.scalars = list(scalars)  # the backward's float arguments: the forward's, by the forward's index
         # the values a gradient is worth sending to: those that depend on a wanted argument
         self.relevant = {v for v, args in enumerate(_arguments_of(forward)) if args.intersection(wanted)}
         self.n_inputs = len(forward.inputs)
@@ -235,7 +242,12 @@ class _Derivation:
             x = operands[0]
             self.accumulate(x, UNARY[op](tp, g, _Lazy(x), _Lazy(vid), self.forward.tiles[x].dtype))
             return
-        values = [_Lazy(u) if u >= 0 else s for u, s in zip(operands, step["scalars"])]
+        # the forward's run-time scalars: the backward's float arguments (given none, their values as constants)
+        taken = step.get("scalar_args", ()) if self.scalars else ()
+        values = []
+        for i, (u, s) in enumerate(zip(operands, step["scalars"])):
+            k = taken[i] if taken else -1
+            values.append(_Lazy(u) if u >= 0 else self.scalars[k] if k >= 0 else s)
         if op in GATHER:
             for k, (u, rule) in enumerate(zip(operands, GATHER[op])):
                 if rule is not None and u in self.relevant and k not in stopped:

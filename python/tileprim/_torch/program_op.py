@@ -29,6 +29,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from .._arrays.dtypes import numpy_dtype
+from .._calls.prepared import is_float
 from .._calls.scope import scope_of_key
 from .._program.backward import derive_backward
 from .._program.keys import PROGRAMS
@@ -98,6 +99,7 @@ def _generic(shape: tuple, tile_rank: int) -> tuple:
 
 
 _EAGER: Dict[tuple, tuple] = {}  # an eager call's signature, as torch holds it -> (its op, one result in a tuple)
+_EAGER_LIMIT = 4096
 
 
 def _eager_op(program, args, batch_dims, scope_key, backend, target, fastmath):
@@ -108,18 +110,36 @@ def _eager_op(program, args, batch_dims, scope_key, backend, target, fastmath):
            tuple((x.dtype, x.shape, x.device) if isinstance(x, torch.Tensor) else (type(x), repr(x)) for x in args))
     known = _EAGER.get(key)
     if known is None:
-        name, one_in_a_tuple = op_name(program._key, _described(args, batch_dims), batch_dims, scope_key,
-                                       backend, target, fastmath)
-        known = _EAGER[key] = (_NAMED[name], one_in_a_tuple)
+        if len(_EAGER) >= _EAGER_LIMIT:  # a new scalar value each call: forget the ops torch never registered
+            _forget_unregistered()
+        op = _program_op(program._key, _described(args, batch_dims), batch_dims, scope_key, backend, target,
+                         fastmath)
+        known = _EAGER[key] = (op, op.as_tuple and len(op.results) == 1)
     return known
+
+
+def _forget_unregistered() -> None:
+    _EAGER.clear()
+    for table in (_OPS, _NAMED):
+        for key in [k for k, op in table.items() if not op.defined]:
+            del table[key]
 
 
 def op_name(program_key: str, described: tuple, batch_dims, scope_key, backend, target,
             fastmath=False) -> Tuple[str, bool]:
-    """The custom op's name for this signature (registered the first time), and whether the
-    program returns its one result in a tuple (the op returns it bare: a schema's one-element
-    tuple is a Tensor). A shape's batch dims are None but those of 1 (any batch size: given, they
-    are made so), its tile dims ints."""
+    """The custom op's name for this signature (registered with torch the first time), and whether
+    the program returns its one result in a tuple (the op returns it bare: a schema's one-element
+    tuple is a Tensor)."""
+    op = _program_op(program_key, described, batch_dims, scope_key, backend, target, fastmath)
+    op.define()
+    return op.name, op.as_tuple and len(op.results) == 1
+
+
+def _program_op(program_key: str, described: tuple, batch_dims, scope_key, backend, target,
+                fastmath=False) -> "ProgramOp":
+    """The signature's ProgramOp, made the first time (not registered with torch: an eager call runs
+    its forward and backward itself). A shape's batch dims are None but those of 1 (any batch size:
+    given, they are made so), its tile dims ints."""
     tile_rank = max((len(d[1]) for d in described if type(d) is tuple), default=0) - batch_dims
     described = tuple((d[0], _generic(d[1], tile_rank), d[2]) if type(d) is tuple else d for d in described)
     # scalars by type and repr: -0.0 is not 0.0, True not 1 (equal as keys), every NaN one constant
@@ -131,9 +151,7 @@ def op_name(program_key: str, described: tuple, batch_dims, scope_key, backend, 
         options = dict(batch_dims=batch_dims, scope=scope, backend=backend, target=target, fastmath=fastmath)
         made = ProgramOp(PROGRAMS[program_key], described, options)
         op = _OPS[key] = _NAMED.setdefault(made.name, made)
-        if op is made:
-            op.define()
-    return op.name, op.as_tuple and len(op.results) == 1
+    return op
 
 
 def _constant_under_dynamo() -> None:
@@ -152,6 +170,7 @@ class ProgramOp:
         self.program, self.options = program, options
         self.is_tensor = [type(d) is tuple for d in described]
         self.scalars = [d for d in described if type(d) is not tuple]
+        self.floats = [float(d) for d in self.scalars if is_float(d)]  # the program's run-time scalars, in order
         # traced on stand-ins of the tensors' shapes and dtypes (fake tensors hold no values; a batch
         # dim of any size, 2) and planned for the CPU: only the steps and the results' tiles are read here
         stand_ins = [np.broadcast_to(np.zeros((), numpy_dtype(d[0])), tuple(2 if n is None else n for n in d[1]))
@@ -168,9 +187,13 @@ class ProgramOp:
         self.folds: Dict[Tuple[bool, ...], object] = {}  # per needs: the FoldedBackward, or None
         self.several = len(self.results) > 1
         self.name = _name(program, bound.trace, described, options)
+        self.defined = False
 
     def define(self) -> None:
-        """Registers the op with torch (once per name)."""
+        """Registers the op with torch (once)."""
+        if self.defined:
+            return
+        self.defined = True
         params = [name for name, t in zip(self.program._params, self.is_tensor) if t]
         schema = "(" + ", ".join(f"Tensor {_identifier(n)}" for n in params) + ") -> " + (
             "(" + ", ".join("Tensor" for _ in self.results) + ")" if self.several else "Tensor")
@@ -214,15 +237,16 @@ class ProgramOp:
                  for g, (shape, dtype) in zip(grads, self.results)]
         grads = [g.reshape(*g.shape, 1) if scalar else g for g, scalar in zip(grads, self.scalar_results)]
         arguments = [*inputs, *grads]
+        called = [*arguments, *self.floats]  # the backward program's arguments: the forward's floats last
         # the opt-in fold (off: nothing more on this path), on plain tensors outside grad mode (a backward
         # of the backward, fake tensors under torch.compile: the rows)
         if folded_gradients.ENABLED and not torch.is_grad_enabled() and all(type(a) is torch.Tensor for a in arguments):
             if needs not in self.folds:
-                self.folds[needs] = folded_gradients.folded_backward(program, wanted, sources, inputs, arguments,
+                self.folds[needs] = folded_gradients.folded_backward(program, wanted, sources, inputs, called,
                                                                      self.options)
             if self.folds[needs] is not None:
-                return self.folds[needs].gradients(wanted, inputs, arguments, self.options)
-        made = list(program(*arguments, **self.options)) if program is not None else []
+                return self.folds[needs].gradients(wanted, inputs, called, self.options)
+        made = list(program(*called, **self.options)) if program is not None else []
         # a gradient passed on is the argument itself, one shared by two inputs one result: no copy
         computed = [arguments[k] if kind == "argument" else made[k] for kind, k in sources]
         out = [None] * len(inputs)
@@ -244,7 +268,7 @@ class ProgramOp:
         """(the backward program, the arguments it gives gradients, where each gradient is) for these
         needs (derive_backward's), or None; the program is None where every gradient is passed on."""
         if needs not in self.backwards:
-            derived = derive_backward(self.trace, self.output_ids, needs, self.stopped_results)
+            derived = derive_backward(self.trace, self.output_ids, needs, self.stopped_results, self.floats)
             if derived is not None and derived[0] is not None:  # the forward's kind, scope, storage and autotune
                 derived = (type(self.program)(derived[0], self.trace.scope, self.program._storage,
                                               autotune=self.program._autotune), *derived[1:])
