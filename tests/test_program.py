@@ -188,6 +188,13 @@ def test_scalar_arguments_are_constants_of_the_trace(backend, rng):
     assert len(signatures(scale)) == 4  # every Python float, every NumPy float64, then 3 and 5
     assert len(signatures(scale_read)) == 5
     assert tp.plan(scale, x, -0.5, batch_dims=1).steps[0].scalars == [None, -0.5]  # the call's value shown
+    # floats no op reads beside one that is (the kernel takes those up to the last read)
+    for body, want in ((lambda x, t, u: x * t, lambda t, u: x * np.float32(t)),
+                       (lambda x, t, u: x * u, lambda t, u: x * np.float32(u)),
+                       (lambda x, t, u: x + 1.0, lambda t, u: x + np.float32(1.0))):
+        unused = tp.program(body)
+        for t, u in ((2.0, 3.0), (-5.0, 0.25)):
+            assert bits_equal(unused(x, t, u, batch_dims=1, backend=backend), want(t, u))
 
 
 def signatures(program):

@@ -68,6 +68,10 @@ void HostProgramRunner::run(const ProgramArgs& args) const {
     throw ValueError(plan_->name + ": folded outputs are the CUDA kernel's; on the CPU the rows a call returns are summed "
                      "after (tileprim._torch.sum_to, the same order)");
   }
+  if (args.scalars.size() != static_cast<size_t>(plan_->scalar_args)) {  // as the CUDA kernel checks
+    throw ValueError(plan_->name + ": expected " + std::to_string(plan_->scalar_args) + " run-time scalars, got " +
+                     std::to_string(args.scalars.size()));
+  }
   const long long tiles = args.tiles;
   if (tiles <= 0) return;
   const ProgramPlan& plan = *plan_;

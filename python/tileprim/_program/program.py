@@ -24,8 +24,8 @@ from .._platform.backends import device_arch, resolve_backend
 from .._calls import autotune as autotuning
 from .keys import key_program
 from .plan import ProgramPlan
-from .tile import Tile
 from .scalar_argument import ScalarArgument
+from .tile import Tile
 from .trace import TRACING, Trace, user_location
 
 __all__ = ["Program", "program"]
@@ -270,6 +270,8 @@ class Program:
         # for every value (else each a constant of this trace)
         run_time = bool(floats) and not any(a.read for _, a in floats)
         steps = [_with_scalars(step, run_time) for step in trace.steps]
+        # the run-time scalars the plan takes (C++ counts them from the steps): those up to the last an op reads
+        taken = 1 + max((k for step in steps for k in step.get("scalar_args", ())), default=-1)
         if backend == "cuda" and not target:
             target = device_arch(device)
         kind, threads, ctas = trace.scope.parts if trace.scope else ("", 0, 1)  # "": the planner's
@@ -288,7 +290,7 @@ class Program:
                 wide = "float64" if outputs[j].dtype == "float64" else "float32"
                 results[j] = ((-(-tiles // folded[0]),) + outputs[j].shape, wide)
             plan = ProgramPlan(core.plan, [shape for shape, _ in results])
-            scalar_at = [position for position, _ in floats] if run_time else []
+            scalar_at = [position for position, a in floats if a.index < taken] if run_time else []
             if adapter is None:
                 prepared = HostPrepared(core, plan, len(args), inputs, scalar_at, results, as_tuple, tiles)
             else:
