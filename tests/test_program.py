@@ -168,25 +168,30 @@ def test_arguments_by_keyword_defaults_and_keyword_only_parameters(backend, rng)
         tp.program(lambda *xs: xs[0])
 
 
-def test_scalar_arguments_are_constants_of_the_trace(backend, rng):
-    """An int is a constant of the trace (a new value traces anew); so is a float the body reads in
-    Python. A float the body only hands to ops is a run-time scalar: one plan and kernel for every
-    value, the same bits as the constant."""
+def test_scalar_arguments_are_constants_of_the_trace(backend, rng, monkeypatch):
+    """Every scalar value traces anew; an int is a constant of its trace, as is a float the body
+    makes something of in Python. A float handed straight to an op is a run-time scalar: the traces
+    of such values share one plan (and kernel), with the bits of the constant."""
+    import tileprim._program.program as program_module
+    made = []
+    plan_program = program_module._C.plan_program
+    monkeypatch.setattr(program_module._C, "plan_program", lambda *a: made.append(a[0]) or plan_program(*a))
+
     @tp.program(scope=tp.warp)
     def scale(x, k):
         return x * k
 
     @tp.program(scope=tp.warp)
-    def scale_read(x, k):
-        return x * (k + 0.0)  # k read by Python: a constant
+    def scale_made(x, k):
+        return x * (k + 0.0)  # a float made from k: a constant
 
     x = random_tile(rng, (3, 40), "float32")
-    for k in (2.0, -0.5, np.float64(0.1), 3, 5):
+    for k in (2.0, -0.5, np.float64(0.1), np.float32(7.5), 3, 5):
         want = (x * np.float32(k)).astype(np.float32)
         assert bits_equal(scale(x, k, batch_dims=1, backend=backend), want)
-        assert bits_equal(scale_read(x, k, batch_dims=1, backend=backend), want)
-    assert len(signatures(scale)) == 4  # every Python float, every NumPy float64, then 3 and 5
-    assert len(signatures(scale_read)) == 5
+        assert bits_equal(scale_made(x, k, batch_dims=1, backend=backend), want)
+    assert len(signatures(scale)) == len(signatures(scale_made)) == 6  # every value traced
+    assert made.count("scale") == 3 and made.count("scale_made") == 6  # the floats' one plan, then 3 and 5
     assert tp.plan(scale, x, -0.5, batch_dims=1).steps[0].scalars == [None, -0.5]  # the call's value shown
     # floats no op reads beside one that is (the kernel takes those up to the last read)
     for body, want in ((lambda x, t, u: x * t, lambda t, u: x * np.float32(t)),

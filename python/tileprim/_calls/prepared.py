@@ -20,8 +20,7 @@ from .._arrays.adapters import Adapter, Unkeyable, adapter_for, placed_key
 from .._arrays.dtypes import INDEX_DTYPES, check_index_scalar, dtype_name, numpy_dtype
 from .._checks import plain_ndarray, short_repr
 
-__all__ = ["MEMO", "OPERAND_KEYS", "signature", "is_float", "remember", "forget", "Input", "HostPrepared",
-           "DevicePrepared"]
+__all__ = ["MEMO", "OPERAND_KEYS", "signature", "remember", "forget", "Input", "HostPrepared", "DevicePrepared"]
 
 MEMO: Dict[tuple, object] = {}
 _MEMO_LIMIT = 4096
@@ -33,22 +32,16 @@ OPERAND_KEYS: Dict[type, Callable] = {np.ndarray: operator.attrgetter("dtype", "
                                       int: type, float: type, bool: type}
 
 
-def signature(head: tuple, values, constants: bool = False, floats: bool = True) -> Optional[tuple]:
-    """``head`` and every argument's key; with ``constants``, Python scalars by value (floats too,
-    unless ``floats`` is False: a program's run-time float arguments, by type). None where an
-    argument has no key (a type not seen before, an unhashable one): the caller prepares anew."""
+def signature(head: tuple, values, constants: bool = False) -> Optional[tuple]:
+    """``head`` and every argument's key; with ``constants``, Python scalars by value. None where
+    an argument has no key (a type not seen before, an unhashable one): the caller prepares anew."""
     try:
         if constants:  # by repr: -0.0 is not 0.0 (equal as keys), every NaN the same constant
-            return (*head, *[(type(x), None if not floats and is_float(x) else repr(x)) if isinstance(x, _CONSTANTS)
-                             else OPERAND_KEYS[type(x)](x) for x in values])
+            return (*head, *[(type(x), repr(x)) if isinstance(x, _CONSTANTS) else OPERAND_KEYS[type(x)](x)
+                             for x in values])
         return (*head, *[OPERAND_KEYS[type(x)](x) for x in values])
     except (KeyError, TypeError, RuntimeError):  # an unhashable argument; one with no shape (a nested tensor)
         return None
-
-
-def is_float(x) -> bool:
-    """A float as a program traces it (a NumPy float is one, as its item())."""
-    return type(x) is float or isinstance(x, np.floating)
 
 
 def remember(key: Optional[tuple], prepared) -> None:
@@ -117,8 +110,6 @@ class Input:
 class _Prepared:
     """What a run needs: the bound program (``core``), the plan users see, the inputs and run-time
     scalars among the call's values, and the results (shape and dtype name each)."""
-
-    run_time_scalars = False  # a program's float arguments taken at run time: its run serves every value
 
     def __init__(self, core, plan, arity: int, inputs: List[Input], scalar_at: List[int], results: list,
                  as_tuple: bool, tiles: int, accum: bool = False, names: Optional[list] = None):

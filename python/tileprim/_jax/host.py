@@ -22,7 +22,7 @@ class JaxHostCall:
     of them for a program returning several)."""
 
     def __init__(self, inner):
-        self.inner, self.plan, self.run_time_scalars = inner, inner.plan, inner.run_time_scalars
+        self.inner, self.plan = inner, inner.plan
 
     def run(self, values, out):
         jax = sys.modules["jax"]

@@ -77,7 +77,7 @@ def _sources(forward, output_ids, gradients, floats):
               for k, i in enumerate(output_ids)]
     outer, TRACING[0] = TRACING[0], trace
     try:
-        results = gradients(*tiles, *(ScalarArgument(v, k) for k, v in enumerate(floats)))
+        results = gradients(*tiles, *(ScalarArgument(v, k, trace) for k, v in enumerate(floats)))
     finally:
         TRACING[0] = outer
     sources, computed, first = [], [], {}
@@ -148,8 +148,8 @@ class _Ops:
                 narrower = self._widened.get(args[0]._id)
                 if narrower is not None and narrower.dtype == to:
                     return narrower
-            key = (name, *((a._id,) if type(a) is Tile else ("scalar", a.index) if type(a) is ScalarArgument else a
-                           for a in args), *sorted(kwargs.items()))
+            key = (name, *((a._id,) if type(a) is Tile else ("scalar", a._tp_index) if type(a) is ScalarArgument
+                           else a for a in args), *sorted(kwargs.items()))
             made = self._made.get(key)
             if made is None:
                 made = self._made[key] = fn(*args, **kwargs)

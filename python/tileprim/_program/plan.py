@@ -25,9 +25,9 @@ class StepPlan(Plan):
         self.reasons: List[str] = list(info["reasons"])
         self.sync_before: str = info["sync_before"]
         self.operands = [None if i < 0 else values[i]["name"] for i in info["operands"]]
-        # a run-time scalar (the call's float argument): the call's value where the plan was made for one
+        # a run-time scalar (the call's float argument, left out of the plan): the call's value
         taken = list(info["scalar_args"]) or [-1] * len(info["operands"])
-        self.scalars = [None if i >= 0 else v if k < 0 else run_time[k] if run_time else None
+        self.scalars = [None if i >= 0 else v if k < 0 else run_time[k]
                         for i, v, k in zip(info["operands"], info["scalars"], taken)]
         self.result = values[info["result"]]["name"]
         self.operand_ids, self.result_id = list(info["operands"]), info["result"]
@@ -111,13 +111,6 @@ class ProgramPlan:
         self.tiles: List[dict] = list(core.values)
         self.steps: List[StepPlan] = [StepPlan(c, info, self.tiles, run_time)
                                       for c, info in zip(core.step_plans, core.steps)]
-
-    def with_scalars(self, run_time: list) -> "ProgramPlan":
-        """This plan as made for a call whose run-time scalars (its float arguments) are ``run_time``:
-        its steps' ``scalars`` show them."""
-        plan = ProgramPlan(self._core, self.out_shapes, run_time)
-        plan.autotuned = self.autotuned
-        return plan
 
     variants = property(lambda self: [s.variant for s in self.steps], doc="the steps' variants, in order")
     shared_bytes = _of_core("shared_bytes", "shared memory an instance's kernel block takes, bytes (static + dynamic)")

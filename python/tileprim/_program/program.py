@@ -16,15 +16,14 @@ import tileprim._C as _C
 from .._arrays.adapters import adapter_for, remember_device_type
 from .._arrays.routing import PROGRAM_ROUTES, UNROUTED, on_host, refuse_plans
 from .._calls.call import _host_array
-from .._calls.prepared import (MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, is_float, planned, remember,
-                               signature)
+from .._calls.prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, planned, remember, signature
 from .._calls.scope import STORAGE_SCOPES, ExecScope, not_a_scope
 from .._checks import as_int
 from .._platform.backends import device_arch, resolve_backend
 from .._calls import autotune as autotuning
 from .keys import key_program
 from .plan import ProgramPlan
-from .scalar_argument import ScalarArgument
+from .scalar_argument import ScalarArgument, is_run_time_float
 from .tile import Tile
 from .trace import TRACING, Trace, user_location
 
@@ -162,17 +161,12 @@ class Program:
     def _prepared(self, args, batch_dims, scope, backend, target, fastmath, folded=None):
         """The call's prepared run, remembered per call signature."""
         # batch_dims' and fastmath's types too: a memo hit must not pass what their checks refuse
-        head = (self, batch_dims, scope, backend, target, fastmath, folded, type(batch_dims), type(fastmath))
-        # first as every value of its float arguments (a trace that never read them), then by value
-        every_value = signature(head, args, constants=True, floats=False)
-        prepared = MEMO.get(every_value) if every_value is not None else None
-        if prepared is not None:
-            return prepared
-        key = signature(head, args, constants=True)
+        key = signature((self, batch_dims, scope, backend, target, fastmath, folded, type(batch_dims), type(fastmath)),
+                        args, constants=True)
         prepared = MEMO.get(key) if key is not None else None
         if prepared is None:
             prepared = self._prepare(args, batch_dims, scope, backend, target, fastmath, folded)
-            remember(every_value if prepared.run_time_scalars else key, prepared)
+            remember(key, prepared)
         return prepared
 
     def _tp_planner(self, *args, batch_dims=0, scope=None, backend=None, target=None, fastmath=None,
@@ -183,10 +177,7 @@ class Program:
         args = self._bound(args, kwargs)
         refuse_plans(self.__name__, args)
         fastmath = self._fastmath if fastmath is None else _fastmath(fastmath)
-        prepared = self._prepared(args, batch_dims, scope, backend, target, fastmath)
-        if prepared.run_time_scalars:  # one plan for every value: shown with this call's
-            return prepared.plan.with_scalars([float(x) for x in args if is_float(x)])
-        return prepared.plan
+        return self._prepared(args, batch_dims, scope, backend, target, fastmath).plan
 
     def __repr__(self) -> str:
         return f"<tp.program {self.__name__}>"
@@ -243,11 +234,11 @@ class Program:
         traced_args, inputs, floats = [], [], []
         for position, (name, x) in enumerate(zip(self._params, args)):
             if name not in arrays:
-                value = x.item() if isinstance(x, np.generic) else x
-                if type(value) is float:  # read at run time, unless the body reads it (scalar_argument.py)
-                    floats.append((position, ScalarArgument(value, len(floats))))
-                    value = floats[-1][1]
-                traced_args.append(value)
+                if is_run_time_float(x):  # a run-time scalar where an op takes it as it is (scalar_argument.py)
+                    floats.append((position, ScalarArgument(float(x), len(floats), trace)))
+                    traced_args.append(floats[-1][1])
+                else:
+                    traced_args.append(x.item() if isinstance(x, np.generic) else x)
                 continue
             arr, dtype, convert = arrays[name]
             b, tile_shape = splits[name]
@@ -266,12 +257,12 @@ class Program:
                 raise ValueError(f"{line}: {self.__name__} returns {got}; a program returns a tile of its own or a "
                                  f"tuple of them")
         trace.name_results(names)
-        # the float arguments the body never read: the plan's run-time scalars, the same plan and kernel
-        # for every value (else each a constant of this trace)
-        run_time = bool(floats) and not any(a.read for _, a in floats)
-        steps = [_with_scalars(step, run_time) for step in trace.steps]
+        # the float arguments ops took as they are: the plan's run-time scalars, their values left out of the
+        # spec, so that the traces of values that differ only there share one plan and kernel
+        steps = [_with_scalars(step, bool(floats)) for step in trace.steps]
         # the run-time scalars the plan takes (C++ counts them from the steps): those up to the last an op reads
         taken = 1 + max((k for step in steps for k in step.get("scalar_args", ())), default=-1)
+        scalar_at = [position for position, a in floats if a._tp_index < taken]
         if backend == "cuda" and not target:
             target = device_arch(device)
         kind, threads, ctas = trace.scope.parts if trace.scope else ("", 0, 1)  # "": the planner's
@@ -289,15 +280,13 @@ class Program:
             for j in folded[1] if folded else ():  # a run's sum a tile, in the wide float (checked by the plan)
                 wide = "float64" if outputs[j].dtype == "float64" else "float32"
                 results[j] = ((-(-tiles // folded[0]),) + outputs[j].shape, wide)
-            plan = ProgramPlan(core.plan, [shape for shape, _ in results])
-            scalar_at = [position for position, a in floats if a.index < taken] if run_time else []
+            plan = ProgramPlan(core.plan, [shape for shape, _ in results], [float(args[p]) for p in scalar_at])
             if adapter is None:
                 prepared = HostPrepared(core, plan, len(args), inputs, scalar_at, results, as_tuple, tiles)
             else:
                 prepared = DevicePrepared(core, plan, len(args), inputs, scalar_at, results, as_tuple, tiles,
                                           adapter=adapter, device=device)
             prepared.index_dtype = None  # a program's index scalars are checked as its body is traced
-            prepared.run_time_scalars = run_time
             prepared.trace, prepared.output_ids = trace, [t._id for t in outputs]  # what a derived backward reads
             prepared.stopped_outputs = [t.stopped for t in outputs]  # results returned through tp.stop_gradient
             return prepared
@@ -324,7 +313,8 @@ class Program:
 
 def _with_scalars(step: dict, run_time: bool) -> dict:
     """A traced step as the planner takes it: the call's float arguments among its operands as run-time
-    scalars (their values left out, so that the plan is every value's), or as constants."""
+    scalars (their values left out, so that the plan is every value's), or, where the program takes no
+    floats at run time (a derived backward given none), as constants."""
     if "scalar_args" not in step:
         return step
     if not run_time:

@@ -100,11 +100,9 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
         raise TypeError(f"{where}: unexpected keyword argument 'axis': tileprim reduces over axes=")
     ids, scalars, tiles, stopped, run_time = [], [], [], [], []
     for x in operands:
-        run_time.append(x.index if type(x) is ScalarArgument else -1)
-        if type(x) is ScalarArgument:  # a float argument of the call: its value kept, not read
-            ids.append(-1)
-            scalars.append(x.value)
-        elif type(x) is Tile:
+        # a float argument of this call handed straight to the op: a run-time scalar (its value kept)
+        run_time.append(x._tp_index if type(x) is ScalarArgument and x._tp_trace is trace else -1)
+        if type(x) is Tile:
             if x.stopped:
                 stopped.append(len(ids))
             if x._trace is not trace:
@@ -126,10 +124,8 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
     family = SPECS[op]["family"]
     dtype = tiles[0].dtype
     if dtype in INDEX_DTYPES:
-        for name, x, u, value in zip(SPECS[op]["operands"], operands, ids, scalars):
+        for name, u, value in zip(SPECS[op]["operands"], ids, scalars):
             if u < 0:
-                if type(x) is ScalarArgument:  # the check reads it: a constant of this trace
-                    x.read = True
                 check_index_scalar(value, dtype, f"{where}: {op}: {name}")
     if op == "cast":
         dtype = dtype_name(extra, "dtype", TILE_DTYPES)

@@ -66,7 +66,7 @@ class TorchHostCall:
 
     def __init__(self, inner, values):
         import torch
-        self.inner, self.plan, self.run_time_scalars = inner, inner.plan, inner.run_time_scalars
+        self.inner, self.plan = inner, inner.plan
         bf16 = torch.bfloat16
 
         def view(x):

@@ -29,10 +29,10 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from .._arrays.dtypes import numpy_dtype
-from .._calls.prepared import is_float
 from .._calls.scope import scope_of_key
 from .._program.backward import derive_backward
 from .._program.keys import PROGRAMS
+from .._program.scalar_argument import is_run_time_float
 from .after_load import after_load
 from . import folded_gradients
 from .ops import define
@@ -170,7 +170,7 @@ class ProgramOp:
         self.program, self.options = program, options
         self.is_tensor = [type(d) is tuple for d in described]
         self.scalars = [d for d in described if type(d) is not tuple]
-        self.floats = [float(d) for d in self.scalars if is_float(d)]  # the program's run-time scalars, in order
+        self.floats = [float(d) for d in self.scalars if is_run_time_float(d)]  # its run-time scalars, in order
         # traced on stand-ins of the tensors' shapes and dtypes (fake tensors hold no values; a batch
         # dim of any size, 2) and planned for the CPU: only the steps and the results' tiles are read here
         stand_ins = [np.broadcast_to(np.zeros((), numpy_dtype(d[0])), tuple(2 if n is None else n for n in d[1]))
