@@ -81,6 +81,16 @@ def test_a_tile_program_under_jit_gives_the_eager_bits(rng):
         jax.jit(lambda a: two(a, batch_dims=1, out=(a, a)))(jnp.asarray(x))
 
 
+def test_numpy_scalars_under_jit_are_scalars(rng):
+    """np.float32 and np.int32 arguments pass as scalars, as Python's do (np.float32 was taken for a
+    0-d array and refused)."""
+    x = random_tile(rng, (3, 20), "float32")
+    scale = tp.program(lambda a, t: a * t)
+    for t in (np.float32(0.5), np.float64(-2.0), np.int32(3), 1.5):
+        got = jax.jit(lambda a: scale(a, t, batch_dims=1))(jnp.asarray(x))
+        assert np.array_equal(np.asarray(got), scale(x, t, batch_dims=1), equal_nan=True)
+
+
 def test_a_program_with_defaults_and_keyword_only_parameters_under_jit_and_vmap():
     @tp.program
     def norm(x, w, eps=1e-6, *, scale=1.0):

@@ -33,7 +33,7 @@ def staged(what: str, eager, values: tuple):
     ``jax.pure_callback`` on the JAX arrays and tracers among ``values`` (the rest, Python scalars,
     passed as they are), its result shapes from the same call on zeros of the operands'."""
     import jax
-    arrays = [i for i, x in enumerate(values) if not isinstance(x, (int, float))]
+    arrays = [i for i, x in enumerate(values) if not isinstance(x, (int, float, np.integer, np.floating))]
 
     def call(*xs):
         operands = list(values)

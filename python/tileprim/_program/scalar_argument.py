@@ -31,3 +31,8 @@ class ScalarArgument(float):
 
     def __reduce__(self):  # copied or pickled: the plain value
         return float, (float(self),)
+
+
+# Python's messages name the argument's type as the user passed it ("'float' object cannot be
+# interpreted as an integer", "returns float")
+ScalarArgument.__name__ = ScalarArgument.__qualname__ = "float"
