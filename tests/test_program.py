@@ -202,6 +202,41 @@ def test_scalar_arguments_are_constants_of_the_trace(backend, rng, monkeypatch):
             assert bits_equal(unused(x, t, u, batch_dims=1, backend=backend), want(t, u))
 
 
+def test_a_float_argument_read_any_way_gives_each_calls_value(backend, rng):
+    """Every value traces anew: however the body reads a float argument (an attribute lookup that
+    falls back to it, a NumPy long double beside it, a value kept from an earlier trace, a library
+    that wants a real float), each call computes with its own values."""
+    import decimal
+    import json
+    kept = []
+
+    @tp.program
+    def unwrapped(x, t):
+        return x * getattr(t, "value", t)
+
+    @tp.program
+    def beside(x, a, b):
+        return x * a + b
+
+    @tp.program
+    def remembered(x, a, b):
+        if not kept:
+            kept.append(b)  # the first call's b, as Python keeps it
+        return x * a + kept[0]
+
+    @tp.program
+    def through_libraries(x, t):
+        return x * float(decimal.Decimal(t)) + json.loads(json.dumps(t))
+
+    x = random_tile(rng, (2, 30), "float32")
+    for a, b in ((0.5, 2.0), (3.0, 5.0), (-7.0, 0.25)):
+        f32 = np.float32
+        assert bits_equal(unwrapped(x, a, batch_dims=1, backend=backend), x * f32(a))
+        assert bits_equal(beside(x, np.longdouble(a), b, batch_dims=1, backend=backend), x * f32(a) + f32(b))
+        assert bits_equal(remembered(x, a, b, batch_dims=1, backend=backend), x * f32(a) + f32(2.0))
+        assert bits_equal(through_libraries(x, a, batch_dims=1, backend=backend), x * f32(a) + f32(a))
+
+
 def signatures(program):
     """The program's call signatures in the one memo of prepared calls (standalone calls' too)."""
     return [prepared for key, prepared in _prepared.MEMO.items() if key[0] is program]
