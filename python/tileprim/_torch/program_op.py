@@ -114,7 +114,7 @@ def _eager_op(program, args, batch_dims, scope_key, backend, target, fastmath):
             _forget_unregistered()
         op = _program_op(program._key, _described(args, batch_dims), batch_dims, scope_key, backend, target,
                          fastmath)
-        known = _EAGER[key] = (op, op.as_tuple and len(op.results) == 1)
+        known = _EAGER[key] = (op, op.one_in_a_tuple)
     return known
 
 
@@ -132,7 +132,7 @@ def op_name(program_key: str, described: tuple, batch_dims, scope_key, backend, 
     tuple is a Tensor)."""
     op = _program_op(program_key, described, batch_dims, scope_key, backend, target, fastmath)
     op.define()
-    return op.name, op.as_tuple and len(op.results) == 1
+    return op.name, op.one_in_a_tuple
 
 
 def _program_op(program_key: str, described: tuple, batch_dims, scope_key, backend, target,
@@ -186,6 +186,9 @@ class ProgramOp:
         self.backwards: Dict[Tuple[bool, ...], Optional[tuple]] = {}
         self.folds: Dict[Tuple[bool, ...], object] = {}  # per needs: the FoldedBackward, or None
         self.several = len(self.results) > 1
+        # the program returns its one result in a tuple (the op returns it bare: a schema's one-element
+        # tuple is a Tensor)
+        self.one_in_a_tuple = self.as_tuple and not self.several
         self.name = _name(program, bound.trace, described, options)
         self.defined = False
 
@@ -207,7 +210,7 @@ class ProgramOp:
         o = self.options  # grad mode is off in here and the tensors are plain: no route takes the call
         result = self.program._run(self._arguments(tensors), o["batch_dims"], o["scope"], o["backend"], o["target"],
                                    o["fastmath"])
-        return result[0] if self.as_tuple and not self.several else result
+        return result[0] if self.one_in_a_tuple else result
 
     def _fake(self, *tensors):
         batch = self._batch(tensors)
