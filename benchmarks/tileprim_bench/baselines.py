@@ -17,10 +17,12 @@ from tileprim._arrays.dtypes import numpy_dtype
 _ARRAY_REDUCTIONS = {"sum": lambda x: x.sum(-1), "max": lambda x: x.max(-1), "min": lambda x: x.min(-1)}
 _ARRAY_MAPS = {"sqrt": lambda xp, a: xp.sqrt(a), "exp": lambda xp, a: xp.exp(a),
                "log2": lambda xp, a: xp.log2(a), "silu": lambda xp, a: a / (1 + xp.exp(-a)),
-               "add": lambda xp, a, b: a + b, "fma": lambda xp, a, b, c: a * b + c}
+               "sigmoid": lambda xp, a: 1 / (1 + xp.exp(-a)), "add": lambda xp, a, b: a + b,
+               "fma": lambda xp, a, b, c: a * b + c}
 _TORCH_REDUCTIONS = {"sum": lambda x: x.sum(-1), "max": lambda x: x.amax(-1), "min": lambda x: x.amin(-1)}
 _TORCH_MAPS = {"sqrt": lambda a: a.sqrt(), "exp": lambda a: a.exp(), "log2": lambda a: a.log2(),
-               "silu": lambda a: _torch_functional().silu(a), "add": lambda a, b: a + b,
+               "silu": lambda a: _torch_functional().silu(a), "sigmoid": lambda a: a.sigmoid(),
+               "add": lambda a, b: a + b,
                "fma": lambda a, b, c: c.addcmul(a, b)}
 
 

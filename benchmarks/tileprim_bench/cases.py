@@ -11,12 +11,13 @@ import tileprim as tp
 from tileprim._arrays.dtypes import numpy_dtype
 
 REDUCTIONS = ("sum", "max", "min")
-MAPS = {"sqrt": 1, "exp": 1, "log2": 1, "silu": 1, "add": 2, "fma": 3}  # op -> number of array operands
+MAPS = {"sqrt": 1, "exp": 1, "log2": 1, "silu": 1, "sigmoid": 1, "add": 2, "fma": 3}  # op -> number of array operands
 # the maps with an approximation: measured exact and with fastmath=True (the "... fastmath" cases)
 FASTMATH_MAPS = tuple(op for op in MAPS if tp.op_table()[op]["fastmath"] is not None)
 # maps whose exact path's speed depends on the values: timed again on standard normal inputs (an
-# activation's), where more of the 16-bit silu's results lie near a rounding midpoint than in [0.5, 1.5)
-NORMAL_MAPS = ("silu",)
+# activation's), where more of the 16-bit silu's and sigmoid's results lie near a rounding midpoint than
+# in [0.5, 1.5)
+NORMAL_MAPS = ("silu", "sigmoid")
 MAP_TILE = 8                                       # elements per thread's tile in the map cases
 GPU_KS = (4, 8, 32, 128, 1024, 8192)
 CPU_KS = (4, 8, 32, 128, 1024)

@@ -237,9 +237,7 @@ template <class F> TP_HD float sigmoid(float x) {
     const float f = widen(x);                                                                           \
     return convert_to<H>::from(ieee_math16::rounded_for<Format16>(f, ieee_math::erf_value(f)));         \
   }                                                                                                     \
-  TP_HD H sigmoid(H x) { return convert_to<H>::from(ieee_math16::sigmoid<Format16>(widen(x))); }        \
-  TP_HD float sigmoid_estimate(H x) { return ieee_math16::sigmoid_estimate<Format16>(widen(x)); }        \
-  TP_HD float sigmoid_exact(H x) { return ieee_math16::sigmoid_exact<Format16>(widen(x)); }
+  TP_HD H sigmoid(H x) { return convert_to<H>::from(ieee_math16::sigmoid<Format16>(widen(x))); }
 
 #if TP_ON_DEVICE && defined(TP_WITH_FP16)
 TP_SIXTEEN_BIT_ACTIVATIONS(__half, ieee_math16::Half)

@@ -373,9 +373,6 @@ TP_WIDE_NORMAL_FORMS(double)
   TP_HD H log2(H x) { return convert_to<H>::from(ieee_math16::log2<Format16>(widen(x))); }      \
   TP_HD H rsqrt(H x) { return convert_to<H>::from(ieee_math16::rsqrt<Format16>(widen(x))); }    \
   TP_HD H silu(H x) { return convert_to<H>::from(ieee_math16::silu<Format16>(widen(x))); }      \
-  TP_HD float silu_estimate(H x) { return ieee_math16::silu_estimate<Format16>(widen(x)); }      \
-  TP_HD float silu_exact(H x) { return ieee_math16::silu_exact<Format16>(widen(x)); }            \
-  TP_HD bool estimate_rounds_as_exact(H, float y) { return ieee_math16::rounds_as_exact<Format16>(y); } \
   TP_HD bool exp_fits_normal(H x) { return magnitude(widen(x)) <= Format16::kExpNormal; }        \
   TP_HD H exp_normal(H x) { return convert_to<H>::from(ieee_math16::exp_normal<Format16>(widen(x))); } \
   TP_HD bool exp2_fits_normal(H x) { return magnitude(widen(x)) <= Format16::kExp2Normal; }      \

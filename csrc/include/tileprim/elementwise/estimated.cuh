@@ -42,9 +42,11 @@ template <> struct Estimated<map_op::Exp2> {  // ex2 8 + exact 1.3 (x is ex2's a
 };
 // ex2 8 (weighted by e/(1 + e) <= 1) + argument + 1 + e rounded 1 + rcp 4 + exact 1.3: 14.3
 template <> struct Estimated<map_op::Sigmoid> {
+  static TP_HD float fast(float x) { return fast_math::sigmoid(x); }
   static TP_HD float bound(float x, float bound) { return with_argument(x, bound, 15.0f); }
 };
 template <> struct Estimated<map_op::Silu> {  // sigmoid's + the product 1: 15.3
+  static TP_HD float fast(float x) { return fast_math::silu(x); }
   static TP_HD float bound(float x, float bound) {
     const float b = with_argument(x, bound, 16.0f);
     return magnitude(x) >= 0x1p-60f ? b : 1.0f;
@@ -119,6 +121,24 @@ template <class Place, class T> __device__ T input_at(const T* tile, int lane, u
 // A chain's register arrays' slot `bit`, and a value put there (maps.cuh's)
 template <class T, int N> TP_HD T slot_at(const T (&x)[N], unsigned bit) { return slot_at<N>(x, N, bit); }
 template <class T, int N> TP_HD void set_slot(T (&x)[N], unsigned bit, T v) { set_slot<N>(x, N, bit, v); }
+
+// silu or sigmoid of a bundle of 16-bit registers (maps.cuh's has_estimate): the chain of that one op
+// rounded to 16 bits, as a program's (bound: a chain of no products' roundings, 3 u, then the op's), its
+// missed slots the exact op, out of line. Slots past `slots` (a tile of fewer than kEstimateGroup)
+// hold 1 with no bound: never missed, never written.
+template <class Op, int kUnroll, class T> TP_HD void estimated_registers(T* dst, int slots, const RegOperand<T>& x) {
+  float y[kEstimateGroup];
+  TP_UNROLL_BY(kEstimateGroup)
+  for (int f = 0; f < kEstimateGroup; ++f) y[f] = f < slots ? Estimated<Op>::fast(widen(x[f])) : 1.0f;
+  const auto bound = [&](int f) { return f < slots ? Estimated<Op>::bound(widen(x[f]), 3.0f * kEstimateU) : 0.0f; };
+  alignas(4) T rounded[kEstimateGroup];
+  for (unsigned missed = rounded_estimates(rounded, y, bound, NoneInside{}); missed != 0; missed &= missed - 1) {
+    const unsigned bit = missed & (0u - missed);
+    set_slot(rounded, bit, apply_out_of_line<Op>(slot_at<kUnroll>(x, slots, bit)));
+  }
+  TP_UNROLL_BY(kUnroll)
+  for (int f = 0; f < slots; ++f) dst[f] = rounded[f];
+}
 #endif
 
 }  // namespace tp

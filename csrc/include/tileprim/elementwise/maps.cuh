@@ -55,14 +55,10 @@ struct Rsqrt {
 struct Reciprocal {
   template <class T> static TP_HD T apply(T x) { return reciprocal(x); }
 };
-// silu and sigmoid of 16-bit x also as a float estimate, which rounds as apply does wherever
-// estimate_rounds_as_exact says so (the logistic fast path, transcendental16.cuh), and as the
-// exact form's float, which rounds to apply's bits everywhere (out of line); the maps check a
-// bundle of estimates at once (estimated_registers, below)
+// silu and sigmoid of 16-bit registers: on the GPU estimated by their fast forms and checked
+// (estimated_registers, estimated.cuh)
 struct Silu {  // x * sigmoid(x), numeric.cuh's own
   template <class T> static TP_HD T apply(T x) { return silu(x); }
-  template <class T> static TP_HD float estimate(T x) { return silu_estimate(x); }
-  template <class T> static TP_HD float exact(T x) { return silu_exact(x); }
 };
 struct Tanh {  // activation.cuh's own, as the next two
   template <class T> static TP_HD T apply(T x) { return tanh(x); }
@@ -72,8 +68,6 @@ struct Erf {
 };
 struct Sigmoid {
   template <class T> static TP_HD T apply(T x) { return sigmoid(x); }
-  template <class T> static TP_HD float estimate(T x) { return sigmoid_estimate(x); }
-  template <class T> static TP_HD float exact(T x) { return sigmoid_exact(x); }
 };
 struct Add {
   template <class T> static TP_HD T apply(T a, T b) { return add(a, b); }
@@ -300,10 +294,9 @@ template <class Op, int kUnroll, class T> TP_HD void normal_registers(T* dst, in
       [](T v) { return !Op::fits_normal(v); });
 }
 
-// silu and sigmoid of float16 or bfloat16 registers on the GPU: every slot's float estimate, the
-// bundle checked once (one branch a bundle, not one a slot); where an estimate does not round as
-// the exact result (under 0.5 % of inputs), the exact form's float instead, out of line; then
-// every slot rounded to 16 bits, two to an instruction.
+// silu and sigmoid of float16 or bfloat16 registers on the GPU: the chain of one op rounded to
+// 16 bits, estimated by the op's fast form and its rounding checked (estimated.cuh, where
+// estimated_registers is defined); the exact bits everywhere.
 template <class Op, class TD, class... Operands> constexpr bool has_estimate = false;
 #if TP_ON_DEVICE
 template <class T> constexpr bool has_estimate<map_op::Silu, T, RegOperand<T>> = !is_wide<T>;
@@ -327,33 +320,7 @@ template <int kUnroll, class T> TP_HD void set_slot(T* y, int slots, unsigned bi
   for (int f = 0; f < slots; ++f) y[f] = (bit >> f) & 1u ? v : y[f];
 }
 
-// y[f] = the exact form's float at each slot f whose estimate y[f] does not round as the exact
-// result: a lane's such slots in turn, each turn one call for every lane of the warp with a slot
-// left, so that a warp makes as many calls as its lanes miss at most (mostly one), not one per
-// slot that any lane misses
-template <class Op, int kUnroll, class T> TP_HD void exact_where_missed(float* y, int slots, const RegOperand<T>& x) {
-  unsigned missed = 0;  // bit f: slot f missed
-  TP_UNROLL_BY(kUnroll)
-  for (int f = 0; f < slots; ++f) missed |= estimate_rounds_as_exact(x[f], y[f]) ? 0u : 1u << f;
-  while (missed != 0) {
-    const unsigned next = missed & (0u - missed);  // the lowest slot left, as its bit
-    set_slot<kUnroll>(y, slots, next, Op::exact(slot_at<kUnroll>(x, slots, next)));
-    missed ^= next;
-  }
-}
-
-template <class Op, int kUnroll, class T> TP_HD void estimated_registers(T* dst, int slots, const RegOperand<T>& x) {
-  float y[kEstimateGroup];
-  bool rounded = true;
-  TP_UNROLL_BY(kUnroll)
-  for (int f = 0; f < slots; ++f) {
-    y[f] = Op::estimate(x[f]);
-    rounded &= estimate_rounds_as_exact(x[f], y[f]);
-  }
-  if (!rounded) exact_where_missed<Op, kUnroll>(y, slots, x);
-  TP_UNROLL_BY(kUnroll)
-  for (int f = 0; f < slots; ++f) dst[f] = convert_to<T>::from(y[f]);  // rounded last: in pairs
-}
+template <class Op, int kUnroll, class T> TP_HD void estimated_registers(T* dst, int slots, const RegOperand<T>& x);
 
 // dst[f] = Op(operands[f]...) for every register slot f of one bundle; two slots per
 // instruction where the op pairs (16-bit maps run at twice the rate).
