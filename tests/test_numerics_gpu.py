@@ -170,3 +170,18 @@ def test_exp_within_the_normal_range_gives_the_cpu_bits(op, dtype, tile, rng):
     cpu_mixed, gpu_mixed = both(fn, x, batch_dims=1)
     assert bits_equal(cpu_mixed, gpu_mixed)
     assert bits_equal(gpu_mixed[1::2], gpu[1::2]) and bits_equal(gpu_mixed[::2, :-1], gpu[::2, :-1])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("op", ["silu", "sigmoid"])
+@pytest.mark.parametrize("scope,n", [(tp.warp, 32 * 20), (tp.cta(128), 128 * 32), (tp.thread, 13)], ids=str)
+def test_16_bit_logistics_in_a_programs_long_tile_give_the_cpu_bits(op, dtype, scope, n):
+    """silu and sigmoid of a program's 16-bit tile of more than 8 slots a thread (20, 32, 13: groups of
+    8 and a shorter last) estimated and checked a group at a time: every 16-bit input, the CPU's bits."""
+    fn = getattr(tp, op)
+    prog = tp.program(lambda x: fn(x), scope=scope)
+    every = np.arange(1 << 16, dtype=np.uint16).view(NP[dtype])
+    rows = -(-every.size // n)
+    x = np.resize(every, rows * n).reshape(rows, n)
+    cpu, gpu = both(prog, x, batch_dims=1)
+    assert bits_equal(cpu, gpu), int(np.sum(cpu.view(np.uint16) != gpu.view(np.uint16)))

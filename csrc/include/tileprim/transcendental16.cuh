@@ -299,8 +299,8 @@ template <class F> TP_HD bool rounds_as_exact(float y) {
 }
 
 // silu's estimate: n = x, or m e^m for x < 0 (m = x but where the result rounds to 0); it rounds
-// as silu does where rounds_as_exact<F> says so (the host's path, and a GPU program's tile of more
-// than a bundle; the GPU's maps estimate with the fast forms instead: elementwise/estimated.cuh)
+// as silu does where rounds_as_exact<F> says so (the host's path; the GPU's
+// maps estimate with the fast forms instead: elementwise/estimated.cuh)
 template <class F> TP_HD float silu_estimate(float x) {
   const Logistic l = logistic<F>(max_num(-magnitude(x), F::kSiluZero));  // NaN: n = x keeps it
   return logistic_quotient<F>(x, l.m, x, l);

@@ -124,8 +124,8 @@ template <class T, int N> TP_HD void set_slot(T (&x)[N], unsigned bit, T v) { se
 
 // silu or sigmoid of a bundle of 16-bit registers (maps.cuh's has_estimate): the chain of that one op
 // rounded to 16 bits, as a program's (bound: a chain of no products' roundings, 3 u, then the op's), its
-// missed slots the exact op, out of line. Slots past `slots` (a tile of fewer than kEstimateGroup)
-// hold 1 with no bound: never missed, never written.
+// missed slots the exact op, out of line. Slots past `slots` (a last group of fewer than
+// kEstimateGroup) hold 1 with no bound: never missed, never written.
 template <class Op, int kUnroll, class T> TP_HD void estimated_registers(T* dst, int slots, const RegOperand<T>& x) {
   float y[kEstimateGroup];
   TP_UNROLL_BY(kEstimateGroup)

@@ -303,8 +303,8 @@ template <class T> constexpr bool has_estimate<map_op::Silu, T, RegOperand<T>> =
 template <class T> constexpr bool has_estimate<map_op::Sigmoid, T, RegOperand<T>> = !is_wide<T>;
 #endif
 
-// at most this many slots (a standalone map's bundle): a program's tile of more keeps apply, whose
-// x need not stay live past each slot (more registers would take blocks off the SM)
+// slots estimated and checked at once: a program's tile of more takes them this many at a time, so
+// that what a group's check reads dies with it (more live registers would take blocks off the SM)
 constexpr int kEstimateGroup = 8;
 
 // x's slot `bit` (one bit set) of `slots`, and a value put into y there, by selects: a run-time
@@ -327,7 +327,13 @@ template <class Op, int kUnroll, class T> TP_HD void estimated_registers(T* dst,
 template <class Op, int kUnroll, class TD, class... Operands>
 TP_HD void map_registers(TD* dst, int slots, const Operands&... operands) {
   if constexpr (has_estimate<Op, TD, Operands...>) {
-    if (slots <= kEstimateGroup) return estimated_registers<Op, kUnroll>(dst, slots, operands...);
+    const auto& x = (operands, ...);
+    TP_UNROLL_BY(kUnroll)
+    for (int g = 0; g < slots; g += kEstimateGroup) {
+      estimated_registers<Op, kUnroll>(dst + g, slots - g < kEstimateGroup ? slots - g : kEstimateGroup,
+                                       RegOperand<TD>{x.regs + g});
+    }
+    return;
   }
   if constexpr (divides_by_one_float<Op, TD, Operands...>) {
     divide_registers<kUnroll, numerator_may_exceed<Op>>(dst, slots, operands...);
