@@ -4,6 +4,7 @@ lives; the shared memory the program needs (by live range) and the barriers betw
 ``str()`` is a table; in Jupyter a diagram of the steps."""
 from __future__ import annotations
 
+import functools
 from typing import Dict, List, Optional
 
 from .._calls.autotune import described
@@ -105,12 +106,19 @@ class ProgramPlan:
     """
 
     def __init__(self, core, out_shapes, run_time: Optional[list] = None):
-        self._core = core
+        self._core, self._run_time = core, run_time
         self.out_shapes = out_shapes
         self.autotuned: Optional[dict] = None
-        self.tiles: List[dict] = list(core.values)
-        self.steps: List[StepPlan] = [StepPlan(c, info, self.tiles, run_time)
-                                      for c, info in zip(core.step_plans, core.steps)]
+
+    # made from the C++ plan when first read: a call keeps its plan, and the calls of a program with a
+    # new float each (one C++ plan) would each hold a copy of every step's reasons
+    @functools.cached_property
+    def tiles(self) -> List[dict]:
+        return list(self._core.values)
+
+    @functools.cached_property
+    def steps(self) -> List[StepPlan]:
+        return [StepPlan(c, info, self.tiles, self._run_time) for c, info in zip(self._core.step_plans, self._core.steps)]
 
     variants = property(lambda self: [s.variant for s in self.steps], doc="the steps' variants, in order")
     shared_bytes = _of_core("shared_bytes", "shared memory an instance's kernel block takes, bytes (static + dynamic)")
