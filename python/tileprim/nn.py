@@ -200,7 +200,7 @@ class CrossEntropyLoss(torch.nn.Module):
         # a class below 0, not ignored, is outside the row (NaN), as torch refuses it: not take_along_axis's
         # count from the row's end
         target = target.masked_fill((target < 0) & (target != self.ignore_index), input.shape[1])
-        return _CrossEntropy.apply(input, target, self.ignore_index, self.reduction, scope, self.fastmath)
+        return _CrossEntropy.apply(input, target, self.ignore_index, self.reduction, scope, self.fastmath)[0]
 
     def extra_repr(self) -> str:
         return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}, fastmath={self.fastmath}"
@@ -208,31 +208,41 @@ class CrossEntropyLoss(torch.nn.Module):
 
 class _CrossEntropy(torch.autograd.Function):
     """CrossEntropyLoss's forward and its one-program backward (the loss's options as plain values:
-    scope as its key)."""
+    scope as its key). The setup_context style, which torch.func's transforms take (grad, vjp,
+    jacrev): the rows' max and sum of exponentials and the count of kept rows, which the backward
+    reads, are outputs too."""
 
     @staticmethod
-    def forward(ctx, logits, target, ignore_index, reduction, scope, fastmath):
-        run = dict(batch_dims=1, scope=None if scope is None else scope_of_key(scope), backend=_where(logits),
-                   fastmath=fastmath)
-        label = target[:, None]
-        rows, m, s = layers.cross_entropy_for_backward(logits, label, ignore_index, **run)
-        rows, count = rows[:, 0], None
+    def forward(logits, target, ignore_index, reduction, scope, fastmath):
+        rows, m, s = layers.cross_entropy_for_backward(logits, target[:, None], ignore_index,
+                                                       **_run(logits, scope, fastmath))
+        rows, count = rows[:, 0], (target != ignore_index).sum()
         if reduction != "none":
             rows = sum_to(rows, ())  # tileprim's sum: the same bits on the CPU and the GPU, as torch's is not
             if reduction == "mean":
-                count = (target != ignore_index).sum()
                 rows = rows / count
-        ctx.save_for_backward(logits, label, m, s, count)
-        ctx.ignore_index, ctx.reduction, ctx.run = ignore_index, reduction, run
-        return rows
+        return rows, m, s, count
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        logits, target, ctx.ignore_index, ctx.reduction, scope, fastmath = inputs
+        _, m, s, count = output
+        ctx.mark_non_differentiable(m, s, count)
+        ctx.save_for_backward(logits, target, m, s, count)
+        ctx.run = _run(logits, scope, fastmath)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        logits, label, m, s, count = ctx.saved_tensors
+    def backward(ctx, grad, *unused):
+        logits, target, m, s, count = ctx.saved_tensors
         if ctx.reduction == "none":
             grad = grad.contiguous()[:, None]  # each row's
         else:  # one value every row shares: the sum's, or the mean's divided by the kept rows, as torch's division
-            grad = (grad if count is None else grad / count).reshape(1)
-        dx = layers.cross_entropy_backward(logits, label, ctx.ignore_index, m, s, grad, **ctx.run)
+            grad = (grad / count if ctx.reduction == "mean" else grad).reshape(1)
+        dx = layers.cross_entropy_backward(logits, target[:, None], ctx.ignore_index, m, s, grad, **ctx.run)
         return dx, None, None, None, None, None
+
+
+def _run(logits, scope, fastmath) -> dict:
+    return dict(batch_dims=1, scope=None if scope is None else scope_of_key(scope), backend=_where(logits),
+                fastmath=fastmath)

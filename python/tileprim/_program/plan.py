@@ -118,7 +118,8 @@ class ProgramPlan:
 
     @functools.cached_property
     def steps(self) -> List[StepPlan]:
-        return [StepPlan(c, info, self.tiles, self._run_time) for c, info in zip(self._core.step_plans, self._core.steps)]
+        core = self._core
+        return [StepPlan(c, info, self.tiles, self._run_time) for c, info in zip(core.step_plans, core.steps)]
 
     variants = property(lambda self: [s.variant for s in self.steps], doc="the steps' variants, in order")
     shared_bytes = _of_core("shared_bytes", "shared memory an instance's kernel block takes, bytes (static + dynamic)")

@@ -21,12 +21,14 @@ class TorchAdapter(Adapter):
         # the per-call steps as PyTorch's own C functions: no Python frame of ours on a repeated call
         self.contiguous = torch.Tensor.contiguous
         self.pointer = self.result_pointer = torch.Tensor.data_ptr
+        self._wrapped = torch._C._functorch.is_functorch_wrapped_tensor
     # every key holds the negative bit: a repeated call must not take a lazy view for the array it
     # replaced (check_stored refuses it where the call is checked)
     def dense_key(self, x):  # a torch.dtype first: no other library's key starts with one
         # requires_grad: such a tensor's calls take the custom op under grad mode (``ops``); layout: a
-        # sparse tensor of a dense one's shape is refused, never run as it
-        return (x.dtype, x.shape, x.device, x.is_neg(), x.requires_grad, x.layout)
+        # sparse tensor of a dense one's shape is refused, never run as it; wrapped: a torch.func
+        # transform's tensor (one sample's shape, no storage) takes the op's Function (``func``)
+        return (x.dtype, x.shape, x.device, x.is_neg(), x.requires_grad, x.layout, self._wrapped(x))
 
     def key(self, x):
         return (x.dtype, x.shape, x.stride(), x.get_device(), x.is_neg())

@@ -10,6 +10,7 @@ import sys
 from .._arrays.routing import UNROUTED, ArrayLibrary, register as register_library
 from .after_load import after_load
 from .arrays import torch_adapter
+from .func import transforms_active
 from .host import is_host_tensor, on_host_tensors
 from .ops import Routed, refuse_autograd, register as register_ops, routing
 from .program_op import call_program_op
@@ -40,6 +41,8 @@ class _Torch(ArrayLibrary):
         if torch.compiler.is_compiling():
             return call_program_op(program, args, batch_dims, scope, backend, target, out, fastmath)
         always = routing(args, out)  # tensors that need a gradient, or fake/functional ones
+        if always is not None and transforms_active():  # under torch.func: the op's setup_context-style Function
+            return call_program_op(program, args, batch_dims, scope, backend, target, out, fastmath, eager=True)
         if always:
             return call_program_op(program, args, batch_dims, scope, backend, target, out, fastmath)
         if always is False and torch.is_grad_enabled():  # plain tensors under autograd

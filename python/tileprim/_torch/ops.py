@@ -23,6 +23,7 @@ from .._ops.functions import op_function
 from .._opspec.table import OPS, SPECS
 from .after_load import after_load
 from .fake_backward import add_backward, describe, trace_backward
+from .func import to_the_front, transformable, transforms_active
 from .grad import backward_of
 from .options import OPTION_NAMES, intern_options, options_name, options_of
 from . import sum_to
@@ -30,12 +31,14 @@ from . import sum_to
 __all__ = ["routing", "Routed", "register", "define", "refuse_autograd", "TORCH_OPS"]
 
 TORCH_OPS: Dict[str, object] = {}  # op name -> torch.ops.tileprim.<op>.default, once registered
+FUNC_CALLS: Dict[str, object] = {}  # op name -> its call under a torch.func transform (func.py)
 _LIBRARY = []  # the torch.library.Library that owns the registrations (kept alive)
 
 
 def routing(values, out) -> Optional[bool]:
     """None when no torch tensor needs the custom op; True when one always does (a subclass: fake or
-    functional tensors); False when it does under grad mode (an input that requires grad)."""
+    functional tensors; a tensor a torch.func transform wraps); False when it does under grad mode
+    (an input that requires grad)."""
     torch = sys.modules.get("torch")
     if torch is None:
         return None
@@ -52,7 +55,14 @@ def routing(values, out) -> Optional[bool]:
     if not found:
         return None
     register()
-    return False if grad else None
+    if grad:
+        return False
+    return True if transforms_active() and any(map(_wrapped, values)) else None
+
+
+def _wrapped(x) -> bool:
+    torch = sys.modules["torch"]
+    return isinstance(x, torch.Tensor) and torch._C._functorch.is_functorch_wrapped_tensor(x)
 
 
 def refuse_autograd(what: str, values) -> None:
@@ -109,7 +119,8 @@ def call(op: str, values, out, axes, accum: bool, name: str, batch_dims=0, keepd
     schema, fake and backward stay one."""
     import torch
     spec = SPECS[op]
-    fn = TORCH_OPS[op]
+    # a torch.func transform takes the op's call as a Function of its own (func.py), torch.compile the op
+    fn = FUNC_CALLS[op] if transforms_active() and not torch.compiler.is_compiling() else TORCH_OPS[op]
     tensors = [x if isinstance(x, torch.Tensor) else None for x in values]
     if any(t is None and not isinstance(x, (int, float)) for t, x in zip(tensors, values)):
         raise TypeError(f"{op}: under autograd or torch.compile, operands are torch tensors or Python scalars "
@@ -192,6 +203,24 @@ def _fake(spec: dict):
     return fake
 
 
+def _batched(spec: dict):
+    """vmap's rule for the op (func.py): the vmapped dims to the front, one more batch dim; a reduction's
+    src and acc both per sample (one that is not vmapped, expanded)."""
+    reduction = spec["family"] == "reduction"
+
+    def batched(args, in_dims):
+        if reduction:
+            size = next(a.shape[d] for a, d in zip(args[:2], in_dims[:2]) if isinstance(d, int))
+            moved = [None if a is None else a.movedim(d, 0) if isinstance(d, int) else a.expand(size, *a.shape)
+                     for a, d in zip(args[:2], in_dims[:2])] + list(args[2:])
+        else:
+            moved = to_the_front(args, in_dims)
+        o = options_of(args[-1])
+        moved[-1] = options_name(dict(o, batch_dims=o["batch_dims"] + 1))
+        return moved
+    return batched
+
+
 def kept_shape(shape: tuple, axes, batch_dims: int) -> tuple:
     """A keepdims reduction's result shape: each reduced tile dim kept as 1."""
     tile = shape[batch_dims:]
@@ -221,6 +250,7 @@ def register() -> None:
     for name in _own_ops():
         spec = SPECS[name]
         TORCH_OPS[name] = define(name, _schema(spec), _direct(spec), _fake(spec), *backward_of(spec))
+        FUNC_CALLS[name] = transformable(name, _direct(spec), *backward_of(spec), _batched(spec))
     sum_to.define_op(define)
     after_load("torch._dynamo", _register_compiled_twins)  # torch.compile's first use loads it
 

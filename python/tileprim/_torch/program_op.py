@@ -35,6 +35,7 @@ from .._program.keys import PROGRAMS
 from .._program.scalar_argument import is_run_time_float
 from .after_load import after_load
 from . import folded_gradients
+from .func import to_the_front, transforms_active
 from .ops import define
 from .options import constant
 from .sum_to import sums_to
@@ -285,7 +286,7 @@ def _eager_call():
     torch is loaded). Two of them: torch.func's transforms take only a Function whose forward leaves
     the context to ``setup_context``, and torch's apply binds that style's arguments through
     ``inspect.signature`` at every call (about 90 us on this CPU, half a norm's kernel time on an
-    H200); so that style only where a transform is active."""
+    H200); so that style only where a transform is active, with vmap's rule (func.py's)."""
     import torch
 
     class _ProgramCall(torch.autograd.Function):
@@ -310,11 +311,18 @@ def _eager_call():
             ctx.op = inputs[0]
             ctx.save_for_backward(*inputs[1:])
 
-    transforms_active = getattr(torch._C, "_are_functorch_transforms_active", None)  # private: absent, assume so
+        @staticmethod
+        def vmap(info, in_dims, op, *tensors):  # the vmapped dims to the front, one more batch dim
+            moved = to_the_front(tensors, in_dims[1:])
+            o = op.options
+            batched, _ = _eager_op(op.program, op._arguments(moved), o["batch_dims"] + 1,
+                                   None if o["scope"] is None else o["scope"].key, o["backend"], o["target"],
+                                   o["fastmath"])
+            result = call(batched, *moved)
+            return result, (0,) * len(result) if isinstance(result, tuple) else 0
 
     def call(op, *tensors):
-        plain = transforms_active is not None and not transforms_active()
-        return (EagerProgramCall if plain else TransformableProgramCall).apply(op, *tensors)
+        return (TransformableProgramCall if transforms_active() else EagerProgramCall).apply(op, *tensors)
 
     return call
 

@@ -1,0 +1,126 @@
+"""torch.func's transforms over tileprim: grad, vjp and jacrev through the ops' own backward (the
+custom op's autograd, which torch.func refuses, replaced by a setup_context-style Function), vmap
+as one more batch dim, per-sample gradients (vmap of grad), for standalone ops, tile programs and
+tp.nn.CrossEntropyLoss. Each result against the plain call's bits or torch's float64 math."""
+from __future__ import annotations
+
+import pytest
+
+import tileprim as tp
+from conftest import cuda_usable
+
+torch = pytest.importorskip("torch")
+func = torch.func
+
+DEVICES = [
+    pytest.param("cpu", id="cpu"),
+    pytest.param("cuda", id="cuda", marks=[pytest.mark.gpu,
+                                           pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA GPU")]),
+]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request) -> str:
+    return request.param
+
+
+def values(shape, device, dtype=torch.float64, seed=None):
+    """Fresh normal values with negatives, a NaN-free random draw (seeded per test)."""
+    g = torch.Generator().manual_seed(seed if seed is not None else torch.seed())
+    return torch.randn(shape, generator=g, dtype=dtype).to(device)
+
+
+@pytest.mark.parametrize("op", ["exp", "silu", "sigmoid", "tanh", "sqrt"])
+def test_grad_of_a_map_is_its_backward(op, device):
+    x = values((5, 7), device).abs() + 0.25 if op == "sqrt" else values((5, 7), device)
+    fn = getattr(tp, op)
+    got = func.grad(lambda t: fn(t, batch_dims=1).sum())(x)
+    leaf = x.clone().requires_grad_()
+    fn(leaf, batch_dims=1).sum().backward()
+    assert torch.equal(got, leaf.grad)  # the same backward program, the same bits
+    want = func.grad(lambda t: getattr(torch, op)(t).sum() if op != "silu" else torch.nn.functional.silu(t).sum())(x)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-14)
+
+
+def test_vjp_and_jacrev_of_ops(device):
+    x = values((6,), device)
+    jac = func.jacrev(lambda t: tp.silu(t))(x)
+    s = torch.sigmoid(x)
+    torch.testing.assert_close(torch.diagonal(jac), s * (1 + x * (1 - s)), rtol=1e-12, atol=1e-14)
+    assert torch.count_nonzero(jac - torch.diag(torch.diagonal(jac))) == 0
+    y, pull = func.vjp(lambda t: tp.max(t, axes=-1), values((3, 6), device))
+    (g,) = pull(torch.ones_like(y))
+    assert torch.equal(g.sum(-1), torch.ones(3, dtype=g.dtype, device=device))  # one arg max a row
+
+
+@pytest.mark.parametrize("in_dim", [0, 1])
+def test_vmap_of_ops_is_one_more_batch_dim(in_dim, device):
+    x = values((4, 3, 9), device)
+    w = values((9,), device)
+    moved = x.movedim(0, in_dim).contiguous()
+    assert torch.equal(func.vmap(lambda r: tp.sum(r, axes=-1, batch_dims=1), in_dims=in_dim)(moved),
+                       tp.sum(x, axes=-1, batch_dims=2))
+    assert torch.equal(func.vmap(lambda r: tp.max(r, axes=(0, 1)), in_dims=in_dim)(moved),
+                       tp.max(x, axes=(0, 1), batch_dims=1))  # each sample's whole tile
+    assert torch.equal(func.vmap(lambda r: tp.exp(r), in_dims=in_dim)(moved), tp.exp(x))
+    assert torch.equal(func.vmap(lambda r: tp.mul(r, w), in_dims=in_dim)(moved), tp.mul(x, w))  # w not vmapped
+    assert torch.equal(func.vmap(lambda r: tp.add(w, r))(x), tp.add(w, x))  # the vmapped operand second
+    assert torch.equal(func.vmap(lambda v: tp.mul(x[0], v))(w[:, None]), x[0] * w[:, None, None])
+
+
+def test_vmap_of_a_reduction_into_an_accumulator(device):
+    x = values((4, 3, 9), device)
+    accs = values((4, 3), device)
+    got = func.vmap(lambda r, a: tp.sum(r, axes=-1, batch_dims=1, out=a.clone(), accum=True))(x, accs)
+    want = torch.stack([tp.sum(r, axes=-1, batch_dims=1, out=a.clone(), accum=True) for r, a in zip(x, accs)])
+    assert torch.equal(got, want)
+    with pytest.raises(RuntimeError, match="inplace"):  # one out= for every sample: vmap's own refusal
+        func.vmap(lambda r: tp.sum(r, axes=-1, batch_dims=1, out=accs[0].clone(), accum=True))(x)
+
+
+@tp.program
+def scaled_softmax(x, w, t):
+    z = x * w * t
+    e = tp.exp(z - tp.max(z, axes=-1, keepdims=True))
+    return e / tp.sum(e, axes=-1, keepdims=True)
+
+
+@tp.program
+def two_results(x):
+    return tp.sum(x, axes=-1, keepdims=True), x * x
+
+
+def test_vmap_of_a_program_and_per_sample_gradients(device):
+    x = values((5, 4, 16), device)
+    w = values((16,), device)
+    got = func.vmap(lambda r: scaled_softmax(r, w, 0.7, batch_dims=1))(x)
+    assert torch.equal(got, scaled_softmax(x, w, 0.7, batch_dims=2))
+    s, sq = func.vmap(lambda r: two_results(r, batch_dims=1), in_dims=1)(x.movedim(0, 1).contiguous())
+    s2, sq2 = two_results(x, batch_dims=2)
+    assert torch.equal(s, s2) and torch.equal(sq, sq2)
+
+    def loss(r):
+        return tp.sum(scaled_softmax(r, w, 0.7, batch_dims=1) ** 2, axes=(0, 1))
+
+    per_sample = func.vmap(func.grad(loss))(x)
+    for k in range(x.shape[0]):
+        leaf = x[k].clone().requires_grad_()
+        loss(leaf).backward()
+        assert torch.equal(per_sample[k], leaf.grad)
+    xs = x.clone().requires_grad_()  # against torch's own math, float64
+    want = torch.softmax(xs * w * 0.7, -1)
+    (want ** 2).sum().backward()
+    torch.testing.assert_close(per_sample, xs.grad, rtol=1e-10, atol=1e-13)
+
+
+def test_grad_of_the_cross_entropy_loss(device):
+    logits = values((6, 11), device)
+    target = torch.tensor([3, -100, 0, 10, 5, 5], device=device)
+    for reduction in ("mean", "sum"):
+        loss = tp.nn.CrossEntropyLoss(reduction=reduction)
+        got = func.grad(lambda t: loss(t, target))(logits)
+        want = func.grad(lambda t: torch.nn.functional.cross_entropy(t, target, reduction=reduction))(logits)
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-14)
+        leaf = logits.clone().requires_grad_()
+        loss(leaf, target).backward()
+        assert torch.equal(got, leaf.grad)
