@@ -2,6 +2,8 @@
 program, one kernel), checked by torch.autograd.gradcheck in float64 on the CPU backend, against
 float64 NumPy gradients for float32 programs, ties of max split as torch.amax splits them, and (on
 a GPU) the same bits on the CPU and the GPU."""
+import math
+
 import numpy as np
 import pytest
 
@@ -386,6 +388,10 @@ def test_a_scalars_sign_and_type_are_part_of_the_custom_ops_signature():
     for s in (0.0, -0.0, 0.0):
         torch.testing.assert_close(torch.signbit(program(x, s, batch_dims=1)), torch.signbit(x.detach() * s))
     torch.testing.assert_close(program(x, True, batch_dims=1), program(x, 1, batch_dims=1))
+    for s in (math.nan, -math.nan, math.nan):  # a NaN's sign too, as the plain call's (the CPU keeps it)
+        plain = program(x.detach(), s, batch_dims=1)
+        assert torch.equal(torch.signbit(program(x, s, batch_dims=1)), torch.signbit(plain))
+        assert torch.signbit(program(x, s, batch_dims=1)).all() == (math.copysign(1.0, s) < 0)
 
 
 def test_out_under_autograd_is_checked_before_any_is_written():

@@ -108,7 +108,7 @@ def _eager_op(program, args, batch_dims, scope_key, backend, target, fastmath):
     objects: a repeated call builds none of the signature's strings."""
     import torch
     key = (program._key, batch_dims, scope_key, backend, target, fastmath,
-           tuple((x.dtype, x.shape, x.device) if isinstance(x, torch.Tensor) else (type(x), repr(x)) for x in args))
+           tuple((x.dtype, x.shape, x.device) if isinstance(x, torch.Tensor) else _scalar_key(x) for x in args))
     known = _EAGER.get(key)
     if known is None:
         if len(_EAGER) >= _EAGER_LIMIT:  # a new scalar value each call: forget the ops torch never registered
@@ -143,8 +143,7 @@ def _program_op(program_key: str, described: tuple, batch_dims, scope_key, backe
     given, they are made so), its tile dims ints."""
     tile_rank = max((len(d[1]) for d in described if type(d) is tuple), default=0) - batch_dims
     described = tuple((d[0], _generic(d[1], tile_rank), d[2]) if type(d) is tuple else d for d in described)
-    # scalars by type and repr: -0.0 is not 0.0, True not 1 (equal as keys), every NaN one constant
-    key = (program_key, tuple(d if type(d) is tuple else (type(d), repr(d)) for d in described), batch_dims,
+    key = (program_key, tuple(d if type(d) is tuple else _scalar_key(d) for d in described), batch_dims,
            scope_key, backend, target, fastmath)
     op = _OPS.get(key)
     if op is None:
@@ -153,6 +152,12 @@ def _program_op(program_key: str, described: tuple, batch_dims, scope_key, backe
         made = ProgramOp(PROGRAMS[program_key], described, options)
         op = _OPS[key] = _NAMED.setdefault(made.name, made)
     return op
+
+
+def _scalar_key(x) -> tuple:
+    """A scalar argument as a key: by type and repr (-0.0 is not 0.0, True not 1, equal as keys), a NaN
+    by its bits (its sign reaches the results: x * t of a -NaN t is -NaN on the CPU)."""
+    return (type(x), repr(x)) if x == x else (type(x), np.asarray(x).tobytes().hex())
 
 
 def _constant_under_dynamo() -> None:
@@ -336,6 +341,7 @@ def _name(program, trace, described: tuple, options: dict) -> str:
     shapes, dtypes, device, scalars and options, the program's storage and staging), the same in
     every process; a step's source line (for messages only) left out."""
     steps = [{k: v for k, v in step.items() if k != "where"} for step in trace.steps]
+    described = tuple(d if type(d) is tuple or d == d else _scalar_key(d) for d in described)  # a NaN's sign
     computed = (trace.inputs, steps, repr(trace.scope), described, sorted(options.items(), key=lambda kv: kv[0]),
                 program._storage, program._staging)
     digest = hashlib.sha256(repr(computed).encode()).hexdigest()[:16]
