@@ -124,3 +124,71 @@ def test_grad_of_the_cross_entropy_loss(device):
         leaf = logits.clone().requires_grad_()
         loss(leaf, target).backward()
         assert torch.equal(got, leaf.grad)
+
+
+def test_calls_under_no_grad_and_a_vmapped_out_alone(device):
+    """A transform's tensor takes the op's Function with grad mode off too (a row max under no_grad
+    inside grad; a Parameter beside a vmapped tensor), and where out= alone is vmapped."""
+    x = values((3, 9), device)
+
+    def f(t):
+        with torch.no_grad():
+            m = tp.max(t, axes=-1, keepdims=True)
+        return tp.sum(tp.exp(tp.sub(t, m)), axes=(0, 1))
+
+    leaf = x.clone().requires_grad_()
+    f(leaf).backward()
+    assert torch.equal(func.grad(f)(x), leaf.grad)
+    w = torch.nn.Parameter(values((9,), device))
+    with torch.no_grad():
+        assert torch.equal(func.vmap(lambda r: tp.mul(r, w))(x), tp.mul(x, w.detach()))
+    out = torch.full((4, 9), float("nan"), dtype=x.dtype, device=device)
+    func.vmap(lambda o: tp.exp(x[0], out=o))(out)
+    assert torch.equal(out, tp.exp(x[0]).expand(4, 9))
+    got = func.vmap(lambda a: tp.sum(x, axes=-1, out=a.clone(), accum=True))(values((2, 3), device, seed=7))
+    want = torch.stack([tp.sum(x, axes=-1, out=a.clone(), accum=True) for a in values((2, 3), device, seed=7)])
+    assert torch.equal(got, want)
+
+
+def test_vmap_over_zero_dim_samples_says_so(device):
+    with pytest.raises(ValueError, match=r"exp: under vmap each sample is 0-d \(one value\), not a tile"):
+        func.vmap(tp.exp)(values((5,), device))
+
+
+@tp.program
+def with_a_lower_rank_tile(x, w):  # x a (4, 9) tile, w a (9,) one
+    return x * tp.sum(w, axes=0), w * 2.0
+
+
+def test_vmap_of_a_program_over_a_tile_of_lower_rank(device):
+    """A vmapped argument whose sample has fewer dims than the program's tile is a tile of its own
+    rank, which one more batch dim would not keep: sample by sample, each the plain call's bits."""
+    x, ws = values((4, 9), device), values((3, 9), device)
+    got = func.vmap(lambda w: with_a_lower_rank_tile(x, w))(ws)
+    want = [torch.stack(r) for r in zip(*(with_a_lower_rank_tile(x, w) for w in ws))]
+    assert all(torch.equal(g, w) for g, w in zip(got, want)) and got[1].shape == (3, 9)
+    xs = values((3, 4, 9), device)
+    got = func.vmap(with_a_lower_rank_tile)(xs, ws)
+    want = [torch.stack(r) for r in zip(*(with_a_lower_rank_tile(a, w) for a, w in zip(xs, ws)))]
+    assert all(torch.equal(g, w) for g, w in zip(got, want))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_second_derivatives_of_the_cross_entropy_loss(reduction, device):
+    """Its backward differentiated in turn (torch.func, create_graph): the rows' max and sum made
+    again from the logits, so the Hessian is torch's."""
+    logits = values((4, 5), device)
+    target = torch.tensor([3, -100, 0, 4], device=device)
+    loss = tp.nn.CrossEntropyLoss(reduction=reduction)
+
+    def ours(t):
+        return loss(t, target).sum()
+
+    def theirs(t):
+        return torch.nn.functional.cross_entropy(t, target, reduction=reduction).sum()
+
+    torch.testing.assert_close(func.jacrev(func.jacrev(ours))(logits), func.jacrev(func.jacrev(theirs))(logits),
+                               rtol=1e-10, atol=1e-13)
+    torch.testing.assert_close(func.grad(lambda t: (func.grad(ours)(t) ** 2).sum())(logits),
+                               func.grad(lambda t: (func.grad(theirs)(t) ** 2).sum())(logits), rtol=1e-10, atol=1e-13)
+    assert torch.autograd.gradgradcheck(ours, (logits.clone().requires_grad_(),))

@@ -21,6 +21,7 @@ import torch
 from . import layers
 from ._calls.scope import scope_of_key
 from ._checks import as_bool
+from ._torch.func import transforms_active
 from ._torch.sum_to import sum_to
 
 __all__ = ["GELU", "SiLUMul", "GELUMul", "SwiGLUMLP", "GEGLUMLP", "LayerNorm", "RMSNorm", "CrossEntropyLoss"]
@@ -210,7 +211,7 @@ class _CrossEntropy(torch.autograd.Function):
     """CrossEntropyLoss's forward and its one-program backward (the loss's options as plain values:
     scope as its key). The setup_context style, which torch.func's transforms take (grad, vjp,
     jacrev): the rows' max and sum of exponentials and the count of kept rows, which the backward
-    reads, are outputs too."""
+    reads, are outputs too. The backward is differentiable in turn."""
 
     @staticmethod
     def forward(logits, target, ignore_index, reduction, scope, fastmath):
@@ -232,9 +233,11 @@ class _CrossEntropy(torch.autograd.Function):
         ctx.run = _run(logits, scope, fastmath)
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad, *unused):
         logits, target, m, s, count = ctx.saved_tensors
+        if torch.is_grad_enabled() or transforms_active():  # this backward differentiated in turn (create_graph,
+            # torch.func): each row's max and sum made again from the logits, so that theirs reach the logits
+            _, m, s = layers.cross_entropy_for_backward(logits, target[:, None], ctx.ignore_index, **ctx.run)
         if ctx.reduction == "none":
             grad = grad.contiguous()[:, None]  # each row's
         else:  # one value every row shares: the sum's, or the mean's divided by the kept rows, as torch's division

@@ -55,9 +55,10 @@ def routing(values, out) -> Optional[bool]:
     if not found:
         return None
     register()
-    if grad:
-        return False
-    return True if transforms_active() and any(map(_wrapped, values)) else None
+    outs = out if isinstance(out, tuple) else (out,)
+    if transforms_active() and (any(map(_wrapped, values)) or any(map(_wrapped, outs))):
+        return True  # under torch.func, grad mode on or off, out= alone wrapped too
+    return False if grad else None
 
 
 def _wrapped(x) -> bool:
@@ -206,9 +207,13 @@ def _fake(spec: dict):
 def _batched(spec: dict):
     """vmap's rule for the op (func.py): the vmapped dims to the front, one more batch dim; a reduction's
     src and acc both per sample (one that is not vmapped, expanded)."""
+    import torch
     reduction = spec["family"] == "reduction"
 
     def batched(args, in_dims):
+        if all(a.dim() - isinstance(d, int) == 0 for a, d in zip(args, in_dims) if isinstance(a, torch.Tensor)):
+            raise ValueError(f"{spec['name']}: under vmap each sample is 0-d (one value), not a tile; vmap over "
+                             f"a dim of tensors of at least 2 dims, or call tp.{spec['name']} on the whole tensor")
         if reduction:
             size = next(a.shape[d] for a, d in zip(args[:2], in_dims[:2]) if isinstance(d, int))
             moved = [None if a is None else a.movedim(d, 0) if isinstance(d, int) else a.expand(size, *a.shape)

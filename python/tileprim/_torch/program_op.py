@@ -318,7 +318,16 @@ def _eager_call():
 
         @staticmethod
         def vmap(info, in_dims, op, *tensors):  # the vmapped dims to the front, one more batch dim
-            moved = to_the_front(tensors, in_dims[1:])
+            dims = in_dims[1:]
+            if any(isinstance(d, int) and t.dim() - 1 < op.tile_rank for t, d in zip(tensors, dims)):
+                # a sample of fewer dims than the tile is a tile of its own rank, which no batch dim
+                # keeps (the program cuts each argument's last tile-rank dims): sample by sample
+                each = [call(op, *(t.select(d, i) if isinstance(d, int) else t for t, d in zip(tensors, dims)))
+                        for i in range(info.batch_size)]
+                if isinstance(each[0], tuple):
+                    return tuple(torch.stack(r) for r in zip(*each)), (0,) * len(each[0])
+                return torch.stack(each), 0
+            moved = to_the_front(tensors, dims)
             o = op.options
             batched, _ = _eager_op(op.program, op._arguments(moved), o["batch_dims"] + 1,
                                    None if o["scope"] is None else o["scope"].key, o["backend"], o["target"],
