@@ -192,3 +192,23 @@ def test_second_derivatives_of_the_cross_entropy_loss(reduction, device):
     torch.testing.assert_close(func.grad(lambda t: (func.grad(ours)(t) ** 2).sum())(logits),
                                func.grad(lambda t: (func.grad(theirs)(t) ** 2).sum())(logits), rtol=1e-10, atol=1e-13)
     assert torch.autograd.gradgradcheck(ours, (logits.clone().requires_grad_(),))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_vmap_of_the_cross_entropy_loss_and_per_sample_gradients(reduction, device):
+    """Each sample's rows as rows of one call, then each sample's reduction: the per-sample loop's
+    bits, and through vmap of grad its gradients (an ignored row included)."""
+    logits = values((6, 3, 7), device)
+    target = torch.randint(0, 7, (6, 3), generator=torch.Generator().manual_seed(3)).to(device)
+    target[1, 2] = -100
+    loss = tp.nn.CrossEntropyLoss(reduction=reduction)
+    got = func.vmap(loss)(logits, target)
+    assert torch.equal(got, torch.stack([loss(x, y) for x, y in zip(logits, target)]))
+    if reduction != "none":
+        per_sample = func.vmap(func.grad(loss))(logits, target)
+        for x, y, g in zip(logits, target, per_sample):
+            leaf = x.clone().requires_grad_()
+            loss(leaf, y).backward()
+            assert torch.equal(g, leaf.grad)
+            torch.testing.assert_close(g, func.grad(lambda t: torch.nn.functional.cross_entropy(
+                t, y, reduction=reduction))(x), rtol=1e-12, atol=1e-14)

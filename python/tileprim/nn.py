@@ -233,6 +233,23 @@ class _CrossEntropy(torch.autograd.Function):
         ctx.run = _run(logits, scope, fastmath)
 
     @staticmethod
+    def vmap(info, in_dims, logits, target, ignore_index, reduction, scope, fastmath):
+        """Each sample's rows as rows of one call (its rows' losses), then each sample's reduction
+        (per-sample losses and, through vmap of grad, per-sample gradients)."""
+        v = info.batch_size
+        logits, target = (x.movedim(d, 0) if d is not None else x.expand(v, *x.shape)
+                          for x, d in zip((logits, target), in_dims[:2]))
+        n, c = logits.shape[1:]
+        rows, m, s, _ = _CrossEntropy.apply(logits.reshape(v * n, c), target.reshape(v * n), ignore_index, "none",
+                                            scope, fastmath)
+        rows, count = rows.reshape(v, n), (target != ignore_index).sum(-1)
+        if reduction != "none":
+            rows = sum_to(rows, (v, 1)).reshape(v)
+            if reduction == "mean":
+                rows = rows / count
+        return (rows, m.reshape(v, n, 1), s.reshape(v, n, 1), count), (0, 0, 0, 0)
+
+    @staticmethod
     def backward(ctx, grad, *unused):
         logits, target, m, s, count = ctx.saved_tensors
         if torch.is_grad_enabled() or transforms_active():  # this backward differentiated in turn (create_graph,
