@@ -212,3 +212,32 @@ def test_vmap_of_the_cross_entropy_loss_and_per_sample_gradients(reduction, devi
             assert torch.equal(g, leaf.grad)
             torch.testing.assert_close(g, func.grad(lambda t: torch.nn.functional.cross_entropy(
                 t, y, reduction=reduction))(x), rtol=1e-12, atol=1e-14)
+
+
+def test_forward_mode_over_ops_is_the_transposed_backward(device):
+    """jvp / jacfwd of a standalone op: each backward rule applied to a tangent, max's ties averaged
+    (the even split transposed): jacfwd equals jacrev; hessian equals jacrev of jacrev."""
+    x = values((3, 5), device)
+    x[1, 0] = x[1, 3] = x[1].max() + 1.0  # a tie for a row's max
+    w = values((5,), device)
+    acc = values((3,), device)
+    cases = [lambda t: tp.silu(t), lambda t: tp.mul(t, w), lambda t: tp.add(w, t), lambda t: tp.fma(t, t, w),
+             lambda t: tp.sum(t, axes=-1, batch_dims=1), lambda t: tp.max(t, axes=-1, batch_dims=1),
+             lambda t: tp.min(t, axes=(0, 1)), lambda t: tp.where(tp.gt(t, 0.0), t, tp.exp(t)),
+             lambda t: tp.max(t, axes=-1, batch_dims=1, out=acc.clone(), accum=True)]
+    for f in cases:
+        torch.testing.assert_close(func.jacfwd(f)(x), func.jacrev(f)(x), rtol=1e-12, atol=1e-14)
+    _, tangent = func.jvp(lambda t: tp.max(t, axes=-1, batch_dims=1), (x,), (torch.ones_like(x),))
+    assert torch.equal(tangent, torch.ones(3, dtype=x.dtype, device=device))
+
+    def energy(t):
+        return tp.sum(tp.mul(tp.exp(t), t), axes=(0, 1))
+
+    torch.testing.assert_close(func.hessian(energy)(x), func.jacrev(func.jacrev(energy))(x), rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(func.hessian(energy)(x), func.hessian(lambda t: (torch.exp(t) * t).sum())(x),
+                               rtol=1e-12, atol=1e-13)
+
+
+def test_forward_mode_over_a_program_says_it_is_not_supported(device):
+    with pytest.raises(NotImplementedError, match="jvp"):
+        func.jacfwd(lambda t: scaled_softmax(t, t[0], 0.5, batch_dims=1))(values((2, 4), device))

@@ -1,9 +1,10 @@
-"""torch.func's transforms over tileprim's ops: ``grad``, ``vjp``, ``jacrev`` and ``vmap``. A custom op's
-autograd (``torch.library.register_autograd``) is an autograd.Function that torch.func refuses (its
-forward takes the context); where a transform is active, an op's call runs instead through a
-Function of the ``setup_context`` style with the op's own forward and backward, and with a vmap
-rule: each vmapped operand's dim moved to the front, the op called with one more batch dim
-(an op's batch_dims are each sample's). A tile program does the same (``program_op``)."""
+"""torch.func's transforms over tileprim's ops: ``grad``, ``vjp``, ``jacrev``, ``vmap``, and forward
+mode (``jvp``, ``jacfwd``, ``hessian``). A custom op's autograd (``torch.library.register_autograd``)
+is an autograd.Function that torch.func refuses (its forward takes the context); where a transform
+is active, an op's call runs instead through a Function of the ``setup_context`` style with the
+op's own forward, backward and Jacobian-vector product, and with a vmap rule: each vmapped
+operand's dim moved to the front, the op called with one more batch dim (an op's batch_dims are
+each sample's). A tile program does the same but for forward mode (``program_op``)."""
 from __future__ import annotations
 
 import sys
@@ -40,10 +41,11 @@ def to_the_front(args, in_dims) -> list:
     return moved
 
 
-def transformable(name: str, impl: Callable, backward: Callable, setup: Callable, batched: Callable) -> Callable:
+def transformable(name: str, impl: Callable, backward: Callable, setup: Callable, jvp: Callable,
+                  batched: Callable) -> Callable:
     """op ``name``'s call as torch.func takes it (made once an op): ``impl`` its forward, ``backward`` and
-    ``setup`` as ``register_autograd`` takes them, ``batched(args, in_dims)`` the arguments of the
-    call over a vmapped batch (its result's vmapped dim the first)."""
+    ``setup`` as ``register_autograd`` takes them, ``jvp`` forward mode's product, ``batched(args,
+    in_dims)`` the arguments of the call over a vmapped batch (its result's vmapped dim the first)."""
     call = _FUNCTIONS.get(name)
     if call is None:
         torch = sys.modules["torch"]
@@ -60,6 +62,10 @@ def transformable(name: str, impl: Callable, backward: Callable, setup: Callable
             @staticmethod
             def backward(ctx, *grads):
                 return backward(ctx, *grads)
+
+            @staticmethod
+            def jvp(ctx, *tangents):
+                return jvp(ctx, *tangents)
 
             @staticmethod
             def vmap(info, in_dims, *args):

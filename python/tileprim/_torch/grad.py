@@ -65,12 +65,28 @@ def _dtype_name(dtype) -> str:
 # ---- registration --------------------------------------------------------------------------------
 def backward_of(spec: dict):
     """(backward, setup_context) of an op, as torch.library.register_autograd takes them."""
+    return _rules(spec)[:2]
+
+
+def tangent_of(spec: dict):
+    """The op's Jacobian-vector product, ``jvp(ctx, *tangents)`` of torch.func's forward mode, from the
+    context ``backward_of``'s setup_context fills: each rule of the backward applied to a tangent
+    (the maps are elementwise: their vector-Jacobian and Jacobian-vector products are one rule)."""
+    return _rules(spec)[2]
+
+
+def _rules(spec: dict):
     name = spec["name"]
     if spec["family"] == "reduction":
         return _reduction(name)
     if len(spec["operands"]) > 1 and name != "fill":
         return _nary(name, len(spec["operands"]))
     return _unary(name)
+
+
+def _save(ctx, *tensors) -> None:
+    ctx.save_for_backward(*tensors)
+    ctx.save_for_forward(*tensors)  # jvp reads the same
 
 
 def _unary(name):
@@ -81,20 +97,24 @@ def _unary(name):
 
     def setup(ctx, inputs, output):
         ctx.options = inputs[-1]
-        ctx.save_for_backward(inputs[0], output)
+        _save(ctx, inputs[0], output)
 
     def backward(ctx, g):
         x, y = ctx.saved_tensors
         grad = derivative(_Ops(ctx.options), g, x, y) if ctx.needs_input_grad[0] else None
         return (grad,) + (None,) * (2 if name == "fill" else 1)
-    return backward, setup
+
+    def jvp(ctx, t, *unused):
+        x, y = ctx.saved_tensors
+        return derivative(_Ops(ctx.options), t, x, y)
+    return backward, setup, jvp
 
 
 def _nary(name, arity):
     def setup(ctx, inputs, output):
         ctx.options, ctx.scalars = inputs[-1], list(inputs[arity])
         ctx.is_tensor = [t is not None for t in inputs[:arity]]
-        ctx.save_for_backward(*(t for t in inputs[:arity] if t is not None), output)
+        _save(ctx, *(t for t in inputs[:arity] if t is not None), output)
 
     def backward(ctx, g):
         saved = iter(ctx.saved_tensors[:-1])
@@ -108,14 +128,29 @@ def _nary(name, arity):
                 grad = tp.zero(g) if rule is None else rule(tp, g, values, y)
                 out[k] = sum_to(grad, v.shape, tp.options["backend"], tp.options["target"])
         return (*out, None, None)
-    return backward, setup
+
+    def jvp(ctx, *tangents):
+        saved = iter(ctx.saved_tensors[:-1])
+        scalars = iter(ctx.scalars)
+        values = [next(saved) if t else next(scalars) for t in ctx.is_tensor]
+        tp, y = _Ops(ctx.options), ctx.saved_tensors[-1]
+        rules = () if name in VALUELESS else NARY[name]
+        terms = [rule(tp, t, values, y) for rule, t in zip(rules, tangents[:arity])
+                 if rule is not None and t is not None]
+        if not terms:
+            return tp.zero(y)
+        total = terms[0]
+        for term in terms[1:]:
+            total = tp.add(total, term)
+        return total.expand(y.shape)  # a broadcast operand's tangent alone has its own shape
+    return backward, setup, jvp
 
 
 def _reduction(name):
     def setup(ctx, inputs, output):
         src, acc, axes, options = inputs
         ctx.axes, ctx.options, ctx.has_acc = list(axes), options, acc is not None
-        ctx.save_for_backward(src, output, *(() if acc is None else (acc,)))
+        _save(ctx, src, output, *(() if acc is None else (acc,)))
 
     def backward(ctx, g):
         src, result = ctx.saved_tensors[:2]
@@ -140,4 +175,25 @@ def _reduction(name):
             g_src = tp.mul(mask, share)
             g_acc = None if acc is None else tp.mul(acc_mask, share).reshape(acc.shape)
         return g_src if ctx.needs_input_grad[0] else None, g_acc, None, None
-    return backward, setup
+
+    def jvp(ctx, t_src, t_acc, *unused):
+        src, result = ctx.saved_tensors[:2]
+        acc = ctx.saved_tensors[2] if ctx.has_acc else None
+        tp, axes = _Ops(ctx.options), tuple(ctx.axes)
+        t_src = tp.zero(src) if t_src is None else t_src
+        t_acc = None if acc is None else tp.zero(acc) if t_acc is None else t_acc
+        if name == "sum":
+            total = tp.sum(t_src, axes=axes)
+            return total if acc is None else tp.add(total, t_acc.reshape(total.shape))
+        # the tangents of the elements equal to the result, averaged (the backward's even split, transposed)
+        batch_dims = tp.options["batch_dims"]
+        reduced = {a % (src.dim() - batch_dims) + batch_dims for a in axes}
+        kept = [1 if i in reduced else d for i, d in enumerate(src.shape)]
+        mask = tp.eq(src, result.reshape(kept))
+        count, total = tp.sum(mask, axes=axes), tp.sum(tp.mul(mask, t_src), axes=axes)
+        if acc is not None:
+            acc_mask = tp.eq(acc, result.reshape(acc.shape))
+            count, total = tp.add(count, acc_mask.reshape(count.shape)), tp.add(total, tp.mul(acc_mask, t_acc).reshape(
+                total.shape))
+        return tp.fdiv(total, tp.maximum(count, 1.0))
+    return backward, setup, jvp

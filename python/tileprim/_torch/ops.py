@@ -24,7 +24,7 @@ from .._opspec.table import OPS, SPECS
 from .after_load import after_load
 from .fake_backward import add_backward, describe, trace_backward
 from .func import to_the_front, transformable, transforms_active
-from .grad import backward_of
+from .grad import backward_of, tangent_of
 from .options import OPTION_NAMES, intern_options, options_name, options_of
 from . import sum_to
 
@@ -255,7 +255,7 @@ def register() -> None:
     for name in _own_ops():
         spec = SPECS[name]
         TORCH_OPS[name] = define(name, _schema(spec), _direct(spec), _fake(spec), *backward_of(spec))
-        FUNC_CALLS[name] = transformable(name, _direct(spec), *backward_of(spec), _batched(spec))
+        FUNC_CALLS[name] = transformable(name, _direct(spec), *backward_of(spec), tangent_of(spec), _batched(spec))
     sum_to.define_op(define)
     after_load("torch._dynamo", _register_compiled_twins)  # torch.compile's first use loads it
 
