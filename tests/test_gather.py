@@ -161,6 +161,9 @@ def test_errors_name_the_operand_and_the_rule():
         tp.take_along_axis(x, np.ones((3, 1), np.int64))
     with pytest.raises(ValueError, match=r"axis: axis 2 is out of range for a tile of rank 2"):
         tp.take_along_axis(x, np.ones((4, 1), np.int64), 2)
+    for axis in (None, "a", 1.0, True):  # checked as an axis, not taken for an array argument
+        with pytest.raises(TypeError, match=rf"^axis: expected an int, not {axis!r}$"):
+            tp.take_along_axis(x, np.ones((4, 1), np.int64), axis=axis)
     with pytest.raises(ValueError, match=r"src: shape \(4, 2\) differs from idx's \(4, 1\)"):
         tp.scatter_add_along_axis(x, np.ones((4, 1), np.int64), np.ones((4, 2), np.float32))
     with pytest.raises(TypeError, match=r"src: dtype float64 differs from x's float32"):

@@ -110,6 +110,20 @@ def test_a_scalar_beside_index_tiles_is_one_of_their_integers(dtype):
         half(x)
 
 
+def test_an_int_scalar_past_float64s_integers_is_refused_before_it_rounds():
+    """2**53 + 1 would become 2**53 as a float64 (and compare equal to the wrong label): refused, as an
+    int, before it is converted; 2**53 itself is one."""
+    labels = np.array([2 ** 53 + 1, 2 ** 53], np.int64)
+    for call in (lambda: tp.eq(labels, 2 ** 53 + 1), lambda: tp.eq(labels, np.int64(2 ** 53 + 1)),
+                 lambda: tp.where(np.ones(1, np.int64), 2 ** 53 + 1, np.zeros(1, np.int64)),
+                 lambda: tp.program(lambda t: t == 2 ** 53 + 1)(labels.reshape(2, 1), batch_dims=1)):
+        with pytest.raises(ValueError, match=r"the scalar 9007199254740993 beside int64 tiles must be an integer"):
+            call()
+    assert tp.eq(labels, 2 ** 53).tolist() == [0, 1]  # the labels' own 2**53 + 1 is not converted
+    with pytest.raises(ValueError, match=r"mul: the scalar 1000.* \(401 characters\) is beyond float64's range"):
+        tp.program(lambda t, y: t * y)(np.ones((2, 3), np.float32), 10 ** 400)
+
+
 @pytest.mark.parametrize("dtype", INDEX)
 def test_programs_take_labels_broadcast_per_row(dtype, backend, rng):
     @tp.program

@@ -40,12 +40,18 @@ def dtype_name(dtype, arg: str, allowed=VALUE_DTYPES) -> str:
     return name
 
 
-def check_index_scalar(value: float, dtype: str, arg: str) -> None:
-    """ValueError naming ``arg`` unless ``value``, a scalar beside ``dtype`` (int32/int64) tiles, is
-    an integer the dtype holds and a float64 carries exactly (scalars travel as float64; one is
+def check_index_scalar(value, dtype: str, arg: str) -> None:
+    """ValueError naming ``arg`` unless ``value``, a scalar beside ``dtype`` (int32/int64) tiles as the
+    caller passed it (an int checked before any float rounds it: 2**53 + 1 would become 2**53), is an
+    integer the dtype holds and a float64 carries exactly (scalars travel as float64; one is
     converted to the dtype, where 0.5 would silently become 0)."""
     info = np.iinfo(_NUMPY[dtype])
     low, high = max(int(info.min), -(1 << 53)), min(int(info.max), 1 << 53)
-    if not (np.isfinite(value) and value == int(value) and low <= value <= high):
-        raise ValueError(f"{arg}: the scalar {value!r} beside {dtype} tiles must be an integer from {low} to {high} "
+    if isinstance(value, (int, np.integer)):
+        whole = low <= int(value) <= high
+    else:
+        whole = bool(np.isfinite(value)) and float(value) == int(value) and low <= float(value) <= high
+    if not whole:
+        shown = int(value) if isinstance(value, np.integer) else value
+        raise ValueError(f"{arg}: the scalar {shown!r} beside {dtype} tiles must be an integer from {low} to {high} "
                          f"(scalars travel as float64)")

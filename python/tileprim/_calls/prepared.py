@@ -131,7 +131,7 @@ class _Prepared:
                 raise ValueError(f"{self.names[i]}: the scalar {short_repr(values[i])} is beyond float64's range "
                                  "(about 1.8e308)") from None
             if self.index_dtype is not None:
-                check_index_scalar(s[-1], self.index_dtype, self.names[i])
+                check_index_scalar(values[i], self.index_dtype, self.names[i])
         return s
 
     def folded_into(self, out):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Dict
 
+from .._checks import as_axis
 from .._opspec.table import OPS, SPECS
 from .program import Program
 
@@ -18,6 +19,7 @@ _PROGRAMS: Dict[tuple, Program] = {}
 def run_gather(op, operands, axis, out, accum, scope, storage, layout, out_layout, batch_dims, target, backend,
                dispatch, extra, config, keepdims, runs=True):
     """Runs the op's program on ``operands`` (``runs=False``: its ProgramPlan, nothing run)."""
+    axis = as_axis(axis, "axis")  # checked here: as a program argument it would be taken for an array
     program = _program(op, storage, layout, out_layout, dispatch, tuple(sorted(config.items())))
     if not runs:
         return program._tp_planner(*operands, axis, batch_dims=batch_dims, scope=scope, backend=backend, target=target)

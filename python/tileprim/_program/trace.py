@@ -12,7 +12,7 @@ import numpy as np
 import tileprim._C as _C
 from .._arrays.dtypes import INDEX_DTYPES, TILE_DTYPES, check_index_scalar, dtype_name
 from .._calls.scope import ExecScope, not_a_scope
-from .._checks import as_axis, as_bool
+from .._checks import as_axis, as_bool, short_repr
 from .._layout.value import as_layout
 from .._opspec.table import SPECS
 from .scalar_argument import ScalarArgument
@@ -98,7 +98,7 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
                          f"one scope (give it to the decorator or the call)")
     if "axis" in config:
         raise TypeError(f"{where}: unexpected keyword argument 'axis': tileprim reduces over axes=")
-    ids, scalars, tiles, stopped, run_time = [], [], [], [], []
+    ids, scalars, tiles, stopped, run_time, given = [], [], [], [], [], []  # given: each scalar as passed
     for x in operands:
         # a float argument of this call handed straight to the op: a run-time scalar (its value kept)
         run_time.append(x._tp_index if type(x) is ScalarArgument and x._tp_trace is trace else -1)
@@ -113,7 +113,12 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
             tiles.append(x)
         elif isinstance(x, _SCALARS) and not isinstance(x, np.bool_):
             ids.append(-1)
-            scalars.append(float(x))
+            try:
+                scalars.append(float(x))
+            except OverflowError:  # an int past float64's range, e.g. 10**400
+                raise ValueError(f"{where}: {op}: the scalar {short_repr(x)} is beyond float64's range (about 1.8e308)"
+                                 ) from None
+            given.append(x)
         else:
             raise TypeError(f"{where}: {op}: an operand is a {type(x).__name__}, not a tile of this program; inside "
                             f"a program, ops take its tiles and Python scalars (pass arrays as program arguments)")
@@ -124,9 +129,10 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
     family = SPECS[op]["family"]
     dtype = tiles[0].dtype
     if dtype in INDEX_DTYPES:
-        for name, u, value in zip(SPECS[op]["operands"], ids, scalars):
+        scalar = iter(given)
+        for name, u in zip(SPECS[op]["operands"], ids):
             if u < 0:
-                check_index_scalar(value, dtype, f"{where}: {op}: {name}")
+                check_index_scalar(next(scalar), dtype, f"{where}: {op}: {name}")
     if op == "cast":
         dtype = dtype_name(extra, "dtype", TILE_DTYPES)
     if family == "reduction":
