@@ -7,19 +7,13 @@ from __future__ import annotations
 import pytest
 
 import tileprim as tp
-from conftest import cuda_usable
+from conftest import BACKENDS
 
 torch = pytest.importorskip("torch")
 func = torch.func
 
-DEVICES = [
-    pytest.param("cpu", id="cpu"),
-    pytest.param("cuda", id="cuda", marks=[pytest.mark.gpu,
-                                           pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA GPU")]),
-]
 
-
-@pytest.fixture(params=DEVICES)
+@pytest.fixture(params=BACKENDS)  # a backend's name is its torch device's
 def device(request) -> str:
     return request.param
 
