@@ -223,6 +223,8 @@ def test_forward_mode_over_ops_is_the_transposed_backward(device):
         torch.testing.assert_close(func.jacfwd(f)(x), func.jacrev(f)(x), rtol=1e-12, atol=1e-14)
     _, tangent = func.jvp(lambda t: tp.max(t, axes=-1, batch_dims=1), (x,), (torch.ones_like(x),))
     assert torch.equal(tangent, torch.ones(3, dtype=x.dtype, device=device))
+    y, tangent = func.jvp(lambda t: tp.cast(t, "float32"), (x,), (x,))
+    assert tangent.dtype == y.dtype == torch.float32 and torch.equal(tangent, y)
 
     def energy(t):
         return tp.sum(tp.mul(tp.exp(t), t), axes=(0, 1))

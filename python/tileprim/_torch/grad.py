@@ -106,6 +106,8 @@ def _unary(name):
 
     def jvp(ctx, t, *unused):
         x, y = ctx.saved_tensors
+        if name == "cast":  # the tangent takes the result's dtype (the backward's takes the operand's)
+            return _Ops(ctx.options).cast(t, _dtype_name(y.dtype))
         return derivative(_Ops(ctx.options), t, x, y)
     return backward, setup, jvp
 
