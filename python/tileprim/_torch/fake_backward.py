@@ -73,3 +73,6 @@ class _Context:
 
     def save_for_backward(self, *tensors) -> None:
         self.saved_tensors = tensors
+
+    def save_for_forward(self, *tensors) -> None:  # forward mode's (grad.py saves for both): no backward reads it
+        pass
