@@ -14,6 +14,7 @@ from .._opspec.derivatives import NARY, UNARY, VALUELESS
 from .._calls.scope import thread
 from .._opspec.table import OPS
 from .options import options_of
+from .reduced import kept_shape
 from .sum_to import sum_to
 
 __all__ = ["backward_of"]
@@ -157,11 +158,8 @@ def _reduction(name):
     def backward(ctx, g):
         src, result = ctx.saved_tensors[:2]
         tp = _Ops(ctx.options)
-        batch_dims = tp.options["batch_dims"]
         # the reduced dims kept as 1 (tiles of the same rank): these broadcast over src
-        tile_rank = src.dim() - batch_dims
-        reduced = {a % tile_rank + batch_dims for a in ctx.axes}
-        kept = [1 if i in reduced else d for i, d in enumerate(src.shape)]
+        kept = kept_shape(tuple(src.shape), ctx.axes, tp.options["batch_dims"])
         g = g.reshape(kept)
         acc = ctx.saved_tensors[2] if ctx.has_acc else None
         if name == "sum":
@@ -188,14 +186,11 @@ def _reduction(name):
             total = tp.sum(t_src, axes=axes)
             return total if acc is None else tp.add(total, t_acc.reshape(total.shape))
         # the tangents of the elements equal to the result, averaged (the backward's even split, transposed)
-        batch_dims = tp.options["batch_dims"]
-        reduced = {a % (src.dim() - batch_dims) + batch_dims for a in axes}
-        kept = [1 if i in reduced else d for i, d in enumerate(src.shape)]
-        mask = tp.eq(src, result.reshape(kept))
+        mask = tp.eq(src, result.reshape(kept_shape(tuple(src.shape), axes, tp.options["batch_dims"])))
         count, total = tp.sum(mask, axes=axes), tp.sum(tp.mul(mask, t_src), axes=axes)
         if acc is not None:
             acc_mask = tp.eq(acc, result.reshape(acc.shape))
-            count, total = tp.add(count, acc_mask.reshape(count.shape)), tp.add(total, tp.mul(acc_mask, t_acc).reshape(
-                total.shape))
+            count = tp.add(count, acc_mask.reshape(count.shape))
+            total = tp.add(total, tp.mul(acc_mask, t_acc).reshape(total.shape))
         return tp.fdiv(total, tp.maximum(count, 1.0))
     return backward, setup, jvp

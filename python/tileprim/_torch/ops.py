@@ -26,6 +26,7 @@ from .fake_backward import add_backward, describe, trace_backward
 from .func import to_the_front, transformable, transforms_active
 from .grad import backward_of, tangent_of
 from .options import OPTION_NAMES, intern_options, options_name, options_of
+from .reduced import kept_shape, reduced_shape
 from . import sum_to
 
 __all__ = ["routing", "Routed", "register", "define", "refuse_autograd", "TORCH_OPS"]
@@ -224,20 +225,6 @@ def _batched(spec: dict):
         moved[-1] = options_name(dict(o, batch_dims=o["batch_dims"] + 1))
         return moved
     return batched
-
-
-def kept_shape(shape: tuple, axes, batch_dims: int) -> tuple:
-    """A keepdims reduction's result shape: each reduced tile dim kept as 1."""
-    tile = shape[batch_dims:]
-    reduced = {a % len(tile) for a in axes}
-    return shape[:batch_dims] + tuple(1 if i in reduced else d for i, d in enumerate(tile))
-
-
-def reduced_shape(shape: tuple, axes, batch_dims: int) -> tuple:
-    """A reduction's result shape: the batch, then the tile dims not reduced (none when all are)."""
-    tile = shape[batch_dims:]
-    reduced = {a % len(tile) for a in axes}
-    return shape[:batch_dims] + tuple(d for i, d in enumerate(tile) if i not in reduced)
 
 
 def _own_ops():
