@@ -74,6 +74,47 @@ def test_where_on_index_tiles(dtype, backend, rng):
     assert np.array_equal(tp.where(cond, a, -100, batch_dims=1, backend=backend), np.where(cond != 0, a, -100))
 
 
+@pytest.mark.parametrize("cond_dtype", INDEX + ("float32", "bool"))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_where_takes_a_cond_of_another_dtype_as_cond_not_equal_to_zero(cond_dtype, dtype, backend, rng):
+    """DESIGN §2: a where cond != 0. A label mask (int), a float32 test beside bfloat16 values or a
+    NumPy bool mask picks as its != 0 does: a float32 subnormal, -0 and NaN conds included (a cast
+    straight to float16 would flush the subnormal to 0)."""
+    n = 37 * 8
+    if cond_dtype == "bool":
+        cond = rng.random(n) < 0.5
+    elif cond_dtype == "float32":
+        cond = rng.choice(np.array([0.0, -0.0, 1e-45, np.nan, -3.5, 1e30], np.float32), n)
+    else:
+        cond = rng.choice(np.array([0, -100, 3, 1 << 30], cond_dtype), n)
+    cond = cond.reshape(-1, 8)
+    a = rng.standard_normal(cond.shape).astype(NP[dtype])
+    b = rng.standard_normal(cond.shape).astype(NP[dtype])
+    want = np.where(cond != 0, a, b)
+    got = tp.where(cond, a, b, batch_dims=1, backend=backend)
+    assert got.dtype == a.dtype and bits_equal(got, want)
+    assert bits_equal(tp.where(cond, a, -2.0, batch_dims=1, backend=backend), np.where(cond != 0, a, np.asarray(-2, NP[dtype])))
+
+    @tp.program
+    def masked_row_sum(mask, x):
+        return tp.sum(tp.where(mask, x, 0.0), axes=-1)
+
+    if cond_dtype != "bool":  # a program's inputs are tiles: a NumPy bool mask is the standalone call's
+        want = np.where(cond != 0, a.astype(np.float64), 0).sum(axis=-1)
+        got = masked_row_sum(cond, a, batch_dims=1, backend=backend).astype(np.float64)
+        assert np.allclose(got, want, rtol=0, atol=8 * 8 * float(finfo(dtype).eps))
+
+
+def test_a_label_mask_beside_float_values_under_torch_autograd():
+    torch = pytest.importorskip("torch")
+    labels = torch.tensor([[3, -100, 2, 0], [-100, 1, 1, -100]], dtype=torch.int64)
+    x = torch.randn(2, 4, dtype=torch.float32, requires_grad=True)
+    y = tp.where(tp.ne(labels, -100, batch_dims=1), x, 0.0, batch_dims=1)
+    y.sum().backward()
+    keep = labels != -100
+    assert torch.equal(y, torch.where(keep, x, 0.0)) and torch.equal(x.grad, keep.float())
+
+
 @pytest.mark.parametrize("dtype", INDEX)
 def test_every_other_op_refuses_an_index_tile_naming_the_argument(dtype):
     x = np.arange(8, dtype=dtype)

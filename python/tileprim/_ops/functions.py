@@ -8,6 +8,7 @@ from __future__ import annotations
 from .._opspec.docs import op_docstring
 from .._program.gather_call import run_gather
 from .._program.trace import TRACING, record_step
+from .where_condition import where_condition
 
 __all__ = ["op_function"]
 
@@ -51,7 +52,9 @@ def _source(spec: dict, runs: bool) -> str:
             f"backend, dispatch, {spec['extra_arg'] or 'None'}, config, {'keepdims' if reduction else 'False'}")
     # inside a tile program being traced, a call records a step instead of running
     record = f"    if TRACING[0] is not None:\n        return record_step({args})\n" if runs else ""
-    return (f"def op({signature}, *, {keywords}{fastmath}{_COMMON}):\n{_BOUND}{with_fastmath}{record}"
+    condition = ("    cond = where_condition(cond, a, b, scope=scope, batch_dims=batch_dims, target=target, "
+                 "backend=backend)\n" if spec["name"] == "where" and runs else "")
+    return (f"def op({signature}, *, {keywords}{fastmath}{_COMMON}):\n{_BOUND}{with_fastmath}{condition}{record}"
             f"    return prepare({args}){tail}\n")
 
 
@@ -69,7 +72,7 @@ def op_function(spec: dict, prepare, runs: bool = True):
     (named nowhere) is ``prepare``'s to resolve: tp.thread for one tile, the planner's choice for a
     batch."""
     namespace = {"prepare": prepare, "TRACING": TRACING, "record_step": record_step,
-                 "gather_call": run_gather, "method_scope": _method_scope}
+                 "gather_call": run_gather, "method_scope": _method_scope, "where_condition": where_condition}
     exec(compile(_source(spec, runs), f"<tileprim.{spec['name']}>", "exec"), namespace)
     fn = namespace["op"]
     fn.__name__ = fn.__qualname__ = spec["name"]

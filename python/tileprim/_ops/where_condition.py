@@ -1,0 +1,35 @@
+"""tp.where's condition in its values' dtype (DESIGN §2: ``a where cond != 0, else b``): a cond of
+another dtype (an int32 label mask beside float32 values, a float32 test beside bfloat16 ones)
+becomes ``cast(ne(cond, 0), dtype)``, 1 or 0, before the one-dtype where runs. A NaN cond is
+nonzero, so it takes ``a`` either way. A NumPy bool mask (``x > 0``) becomes 1 or 0 in that dtype."""
+from __future__ import annotations
+
+import numpy as np
+
+from .._arrays.dtypes import VALUE_DTYPES, numpy_dtype
+from .._opspec.table import OPS
+
+__all__ = ["where_condition"]
+
+
+def _dtype(x):
+    """A tile's or an array's dtype name; None for a Python scalar or an unknown dtype (the call's
+    own check then names it)."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is None or isinstance(x, (int, float, bool)):
+        return None
+    name = str(dtype).replace("torch.", "")  # NumPy's, ml_dtypes', JAX's and torch's dtypes print so
+    return name if name in VALUE_DTYPES else None
+
+
+def where_condition(cond, a, b, **common):
+    """``cond`` as the where of ``a`` and ``b`` takes it: unchanged where its dtype is theirs (or
+    either is unknown), else ``cond != 0`` cast to theirs, run (or recorded in a trace) with the
+    call's scope, batch, target and backend."""
+    values = [d for d in (_dtype(a), _dtype(b)) if d is not None]
+    if values and isinstance(cond, np.ndarray) and cond.dtype == np.bool_:
+        return cond.astype(numpy_dtype(values[0]))
+    mine = _dtype(cond)
+    if not values or mine is None or mine == values[0]:
+        return cond
+    return OPS["cast"](OPS["ne"](cond, 0, **common), values[0], **common)
