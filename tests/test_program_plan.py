@@ -315,3 +315,21 @@ def test_max_of_a_widened_16_bit_tile_reduces_the_16_bit_tile(dtype, op, rng):
     plan = tp.plan(extreme, x, False, batch_dims=1)
     assert [s.op for s in plan.steps][:2] == [op, "cast"], str(plan)
     assert f"= {op}(x) -> local; {dtype}(1,)" in str(plan), str(plan)  # the 16-bit tile, reduced
+
+
+def test_a_storage_no_tile_is_staged_into_is_refused_by_programs_and_steps():
+    """A program's storage= is checked when it is made: 'global' (where arrays lie: no tile is staged
+    into it; it was accepted and ignored) and unknown names are refused; '' names nothing, refused by
+    a call and a step alike (a step took it for none)."""
+    x = np.ones((4, 8), np.float32)
+    for storage in ("global", "smem", ""):
+        with pytest.raises(ValueError, match=r"^storage: '\w*' (is not one of 'local', 'shared', 'shared.dyn' "
+                                             r"\(a program's tiles|names no storage)"):
+            tp.program(storage=storage)
+    rule = r"storage: '' names no storage; use 'local'"
+    with pytest.raises(ValueError, match="^" + rule):
+        tp.sum(x, axes=-1, batch_dims=1, storage="")
+    with pytest.raises(ValueError, match=rule):
+        tp.program(lambda t: tp.sum(t, axes=-1, storage=""))(x, batch_dims=1)
+    with pytest.raises(tp.DispatchError, match="no variant accepts"):  # a call's or step's 'global': dispatch's table
+        tp.program(lambda t: tp.sum(t, axes=-1, storage="global"))(x, batch_dims=1)

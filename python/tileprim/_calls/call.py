@@ -25,7 +25,7 @@ from .._platform.backends import default_target, resolve_backend
 from . import autotune as autotuning
 from .plan import Plan
 from .prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, forget, remember
-from .scope import ExecScope, not_a_scope, thread
+from .scope import ExecScope, check_storage, not_a_scope, thread
 
 __all__ = ["prepared_call", "forget"]
 
@@ -178,9 +178,9 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
     layout = as_layout(layout, "layout")
     out_layout = as_layout(out_layout, "out_layout")
     storage_given = storage is not None
+    check_storage(storage)
     if storage is None:
         storage = "local" if layout is not None and layout.thread_axes else scope.default_storage
-    expect(storage, str, "storage", "one of 'local', 'shared', 'shared.dyn'")
     expect(dispatch, OPTIONAL_STR, "dispatch", "a variant name")
     expect(target, OPTIONAL_STR, "target", "an architecture string such as 'sm_90a'")
     in_dtype = arrays[0].dtype if arrays else "float32"  # no array: validate.cc refuses the call

@@ -15,9 +15,12 @@ import sys
 import tileprim._C as _C
 from .._opspec.table import OPS
 
-__all__ = ["ExecScope", "thread", "warp", "warpgroup", "wg", "cta", "cluster", "STORAGE_SCOPES", "not_a_scope"]
+__all__ = ["ExecScope", "thread", "warp", "warpgroup", "wg", "cta", "cluster", "STORAGE_SCOPES", "not_a_scope",
+           "check_storage", "TILE_STORAGES"]
 
 STORAGE_SCOPES = tuple(_C.storage_names())  # C++'s storages, in its order
+# where a tile op stages its tiles ('global', the last, is where the caller's arrays lie)
+TILE_STORAGES = STORAGE_SCOPES[:-1]
 # (fewest, most) threads of each kind, as C++ has them: thread (1, 1), warp (32, 32), ...
 _THREADS = _C.scope_threads()
 _KINDS = tuple(_THREADS)
@@ -126,6 +129,19 @@ _BOUND: dict = {}  # ((kind, threads, ctas), op name) -> the op bound to that sc
 def not_a_scope(scope, where: str = "scope") -> TypeError:
     """The error for a scope= that is no scope object (every call and program says it alike)."""
     return TypeError(f"{where}: expected tp.thread, tp.warp, tp.warpgroup, tp.cta(n) or tp.cluster(n), not {scope!r}")
+
+
+def check_storage(storage, where: str = "storage") -> None:
+    """A storage= a call or a step names: None (the planner's) or a name. '' is refused here (a step
+    took it for none); C++ refuses unknown names, suggesting the one meant ('smem' -> 'shared'), and
+    its dispatch refuses 'global' (where arrays lie) with every variant's reason."""
+    if storage is None:
+        return
+    if not isinstance(storage, str):
+        raise TypeError(f"{where}: expected one of {', '.join(map(repr, TILE_STORAGES))}, not {storage!r}")
+    if not storage:
+        raise ValueError(f"{where}: '' names no storage; use 'local' (registers), 'shared' or 'shared.dyn' "
+                         "(shared memory), or None for the planner's")
 
 
 def _check_scope(kind, threads, ctas=1) -> None:

@@ -17,7 +17,7 @@ from .._arrays.adapters import adapter_for, remember_device_type
 from .._arrays.routing import PROGRAM_ROUTES, UNROUTED, on_host, refuse_plans
 from .._calls.call import _host_array
 from .._calls.prepared import MEMO, OPERAND_KEYS, DevicePrepared, HostPrepared, Input, planned, remember, signature
-from .._calls.scope import STORAGE_SCOPES, ExecScope, not_a_scope
+from .._calls.scope import TILE_STORAGES, ExecScope, check_storage, not_a_scope
 from .._checks import as_int
 from .._platform.backends import device_arch, resolve_backend
 from .._calls import autotune as autotuning
@@ -72,8 +72,10 @@ def program(fn=None, *, scope: Optional[ExecScope] = None, storage: Optional[str
     """
     if scope is not None and not isinstance(scope, ExecScope):
         raise not_a_scope(scope)
-    if storage is not None and storage not in STORAGE_SCOPES:
-        raise ValueError(f"storage: {storage!r} is not one of {', '.join(STORAGE_SCOPES)}")
+    check_storage(storage)
+    if storage is not None and storage not in TILE_STORAGES:  # said when the program is made, not called
+        raise ValueError(f"storage: {storage!r} is not one of {', '.join(map(repr, TILE_STORAGES))} (a program's "
+                         "tiles are staged into registers or shared memory)")
     if staging is not None and staging not in STAGINGS:
         raise ValueError(f"staging: {staging!r} is not one of {', '.join(STAGINGS)}")
     fastmath = _fastmath(fastmath)

@@ -11,7 +11,7 @@ import numpy as np
 
 import tileprim._C as _C
 from .._arrays.dtypes import INDEX_DTYPES, TILE_DTYPES, check_index_scalar, dtype_name
-from .._calls.scope import ExecScope, not_a_scope
+from .._calls.scope import ExecScope, check_storage, not_a_scope
 from .._checks import as_axis, as_bool, short_repr
 from .._layout.value import as_layout
 from .._opspec.table import SPECS
@@ -159,8 +159,7 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
         step["scalar_args"] = run_time
     if stopped:  # operands read through tp.stop_gradient (the key only where there are: other programs' digests stay)
         step["stopped"] = stopped
-    if storage is not None and not isinstance(storage, str):
-        raise TypeError(f"{where}: storage: expected one of 'local', 'shared', 'shared.dyn', not {storage!r}")
+    check_storage(storage, f"{where}: storage")
     if dispatch is not None and not isinstance(dispatch, str):
         raise TypeError(f"{where}: dispatch: expected a variant name, not {dispatch!r}")
     shown_layout = core_out_layout if op != "copy" else core_layout
