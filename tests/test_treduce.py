@@ -475,3 +475,24 @@ def test_a_group_is_immutable_ranks_included():
     with pytest.raises(AttributeError):
         g.tensors.append(np.ones((2, 3), np.float32))  # no rank is added behind the group's back
     assert g.size == 3 and isinstance(g.tensors, tuple)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32"])
+def test_torch_cpu_tensors_meet_in_host_memory_as_numpy_arrays_do(dtype, rng):
+    """DESIGN §2: operands are any arrays with __dlpack__; torch's CPU tensors reduce as their NumPy
+    views do (bits, strides), into a new tensor or in place into a given one, and a tensor that
+    needs a gradient is refused (treduce has no backward)."""
+    torch = pytest.importorskip("torch")
+    from tileprim._torch.host import to_numpy, to_torch
+    xs = random_sources(rng, 3, (6, 40), dtype)
+    want = treduce_reference(xs, root=2, op="sum")
+    tensors = [to_torch(x)[:, ::2] for x in xs]  # strided views, as in test_strided_sources_and_dst
+    got = treduce(tensors, root=2)
+    assert isinstance(got, torch.Tensor) and bits_equal(to_numpy(got), want[:, ::2])
+    dst = to_torch(poisoned((6, 20), dtype))
+    assert treduce(tensors, root=1, dst=dst) is dst
+    assert bits_equal(to_numpy(dst), treduce_reference(xs, root=1, op="sum")[:, ::2])
+    assert tp.plan(tp.comm.treduce, tp.comm.ParallelGroup(tensors, root=0), tile=TILE).variant
+    if dtype == "float32":
+        with pytest.raises(TypeError, match="treduce: has no backward"):
+            treduce([t.clone().requires_grad_() for t in tensors], root=0)

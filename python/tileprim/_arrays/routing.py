@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional
 
 __all__ = ["ArrayLibrary", "UNROUTED", "PROGRAM_ROUTES", "register", "library_of", "route_call", "on_host",
-           "refuse_gradients", "refuse_plans"]
+           "host_views", "refuse_gradients", "refuse_plans"]
 
 UNROUTED = object()  # route_program's answer where the library leaves the call to tileprim
 
@@ -33,6 +33,15 @@ class ArrayLibrary:
     def on_host(self, values, prepare: Callable):
         """The call on ``values``, some of them this library's host arrays, prepared by
         ``prepare(views)`` on NumPy views of them and returning the library's arrays."""
+        raise NotImplementedError
+
+    def host_views(self, values) -> list:
+        """NumPy views of this library's host arrays among ``values`` (their memory: a result
+        written into one lands in it), the other values as they are."""
+        raise NotImplementedError
+
+    def from_host_view(self, result):
+        """A NumPy result made on the views, as this library's host array sharing its memory."""
         raise NotImplementedError
 
     def route_call(self, values, out, call: dict, prepare: Callable):
@@ -108,6 +117,15 @@ def on_host(values, prepare: Callable):
     for library in _libraries(values):
         if any(map(library.is_host_array, values)):
             return library.on_host(values, prepare)
+    return None
+
+
+def host_views(values):
+    """(views, library) where a value is a library's host array (``ArrayLibrary.host_views``),
+    else None: a call that takes NumPy arrays only (treduce) runs on the views."""
+    for library in _libraries(values):
+        if any(map(library.is_host_array, values)):
+            return library.host_views(values), library
     return None
 
 

@@ -11,7 +11,7 @@ from .._arrays.routing import UNROUTED, ArrayLibrary, register as register_libra
 from .after_load import after_load
 from .arrays import torch_adapter
 from .func import transforms_active
-from .host import is_host_tensor, on_host_tensors
+from .host import is_host_tensor, on_host_tensors, to_numpy, to_torch
 from .ops import Routed, refuse_autograd, register as register_ops, routing
 from .program_op import call_program_op
 
@@ -27,6 +27,12 @@ class _Torch(ArrayLibrary):
 
     def on_host(self, values, prepare):
         return on_host_tensors(values, prepare)
+
+    def host_views(self, values):
+        return [to_numpy(x, contiguous=False) for x in values]  # strides kept: the call reads them
+
+    def from_host_view(self, result):
+        return to_torch(result)
 
     def route_call(self, values, out, call, prepare):
         always = routing(values, out)  # tensors that need autograd, or fake/functional ones

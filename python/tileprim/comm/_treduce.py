@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .._arrays.routing import refuse_gradients
+from .._arrays.routing import host_views, refuse_gradients
 from .._calls.plan import Plan
 from ._group import DistributedGroup, ParallelGroup
 from ._options import treduce_options
@@ -42,7 +42,8 @@ def treduce(group: ParallelGroup, dst=None, op: str = "sum", tile=(64, 256), pin
     accumulate : {None, 'float32'}
         Fold float16 / bfloat16 in float32, rounding once at the end.
     backend : {'cpu', 'cuda'}, optional
-        Default: cpu for NumPy tensors, cuda for device arrays.
+        Default: cpu for NumPy arrays and torch CPU tensors (read through NumPy views of their
+        memory; the result a torch tensor), cuda for device arrays.
     dispatch : {'root_pull', 'scatter_gather', 'chain'}, optional
         Force an algorithm (default: the one the cost model expects fastest; ``tp.plan`` shows
         every algorithm's estimate and why the others were not taken).
@@ -85,7 +86,14 @@ def treduce(group: ParallelGroup, dst=None, op: str = "sum", tile=(64, 256), pin
         call_timeout(timeout, None)
     _check_group(group)
     options = treduce_options(op, group.root, tile, pingpong, valid, accumulate, backend, dispatch)
-    return run_treduce(group.tensors, dst, options)
+    viewed = host_views([*group.tensors, dst])
+    if viewed is None:
+        return run_treduce(group.tensors, dst, options)
+    # host tensors (torch's CPU tensors): the ranks meet in host memory, as NumPy arrays do
+    refuse_gradients("treduce", [*group.tensors, dst])
+    (*tensors, dst_view), library = viewed
+    out = run_treduce(tensors, dst_view, options)
+    return dst if dst is not None else library.from_host_view(out)
 
 
 def _plan(group: ParallelGroup, dst=None, op: str = "sum", tile=(64, 256), pingpong: bool = True,
@@ -96,7 +104,9 @@ def _plan(group: ParallelGroup, dst=None, op: str = "sum", tile=(64, 256), pingp
                                 dispatch=dispatch)
     _check_group(group)
     options = treduce_options(op, group.root, tile, pingpong, valid, accumulate, backend, dispatch)
-    return bound_treduce(group.tensors, dst, options).plan
+    viewed = host_views([*group.tensors, dst])
+    tensors, dst = (group.tensors, dst) if viewed is None else (viewed[0][:-1], viewed[0][-1])
+    return bound_treduce(tensors, dst, options).plan
 
 
 def _check_group(group) -> None:
