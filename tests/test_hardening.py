@@ -286,3 +286,12 @@ def test_a_layout_of_another_shape_and_the_same_size_is_grouped_into_the_tiles_d
     assert bits_equal(tp.cta(32).max(A, axes=0, layout=S[(8, 4):(1, 8)]), tp.cta(32).max(A, axes=0))
     with pytest.raises(ValueError, match=r"layout: .* cannot be split into the dims of \(4, 6\)"):
         tp.sum(np.ones((4, 6), np.float32), layout=S[(6, 4):(4, 1)])
+
+
+def test_an_operand_of_more_dims_than_numpy_broadcasts_is_refused_naming_it():
+    """NumPy broadcasts at most 32 dims; past them its RuntimeError named no argument."""
+    x = np.ones((1,) * 33 + (4,), np.float32)
+    with pytest.raises(ValueError, match=r"^src: 34 dims; an operand has at most 32"):
+        tp.exp(x, batch_dims=33)
+    with pytest.raises(ValueError, match=r"^x: 34 dims; an argument has at most 32"):
+        tp.program(lambda x: tp.exp(x))(x, batch_dims=33)

@@ -209,6 +209,36 @@ def test_modules_replace_torchs_and_llamas(rng):
         tpnn.GELU("fast")
 
 
+def test_modules_take_torchs_arguments_in_torchs_order_and_refuse_what_they_do_not_do():
+    """A drop-in takes torch's signature: CrossEntropyLoss(weight, size_average, ignore_index, reduce,
+    reduction, label_smoothing), refusing class weights, the deprecated pair and smoothing by name
+    (not taking a weight tensor for ignore_index); torch's narrow targets (uint8) are class indices;
+    LayerNorm keeps elementwise_affine; a 0-d input is refused naming it."""
+    torch_names = list(inspect.signature(torch.nn.CrossEntropyLoss).parameters)
+    assert list(inspect.signature(tpnn.CrossEntropyLoss).parameters)[:len(torch_names)] == torch_names
+    assert tpnn.CrossEntropyLoss(None, None, 3, None, "sum").ignore_index == 3
+    for kwargs, rule in [(dict(weight=torch.ones(10)), "weight: class weights are not supported"),
+                         (dict(size_average=True), "size_average, reduce: torch's deprecated pair"),
+                         (dict(reduce=False), "size_average, reduce: torch's deprecated pair"),
+                         (dict(label_smoothing=0.1), "label_smoothing: 0.1; label smoothing is not supported")]:
+        with pytest.raises(ValueError, match="^" + rule):
+            tpnn.CrossEntropyLoss(**kwargs)
+    with pytest.raises(ValueError, match="^weight: class weights"):
+        tpnn.CrossEntropyLoss(torch.ones(10))
+    for bad in (-100.5, "a", True):
+        with pytest.raises(TypeError, match="^ignore_index: expected an int class index"):
+            tpnn.CrossEntropyLoss(ignore_index=bad)
+    logits, target = torch.randn(6, 11), torch.tensor([0, 3, 10, 7, 7, 1])
+    want = F.cross_entropy(logits, target)
+    torch.testing.assert_close(tpnn.CrossEntropyLoss()(logits, target.to(torch.uint8)), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match="^input: expected float logits, not torch.int64"):
+        tpnn.CrossEntropyLoss()(torch.arange(66).reshape(6, 11), target)
+    assert tpnn.LayerNorm(8).elementwise_affine and not tpnn.LayerNorm(8, elementwise_affine=False).elementwise_affine
+    assert "elementwise_affine=True" in repr(tpnn.LayerNorm(8))
+    with pytest.raises(ValueError, match="^input: a 0-d tensor has no last dim"):
+        tpnn.LayerNorm(1)(torch.tensor(1.0))
+
+
 def test_a_16_bit_layer_gives_the_bits_of_its_steps_one_by_one(rng):
     """A program's steps round as their standalone ops: GELU (tanh) of bfloat16 is the chain of calls."""
     x = (rng.standard_normal((32, 8)) * 3).astype(NP["bfloat16"])

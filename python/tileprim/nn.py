@@ -49,6 +49,8 @@ def _elementwise(program, scope, fastmath, *tensors):
 def _rows(program, scope, fastmath, x, *args):
     """A program over the last dim, every other dim a batch of rows (rows as they are: no view, so
     no view's node for autograd to run backward)."""
+    if x.dim() == 0:
+        raise ValueError("input: a 0-d tensor has no last dim to normalize")
     rows = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
     y = program(rows, *args, batch_dims=1, scope=scope, backend=_where(x), fastmath=fastmath)
     return y if rows is x else y.reshape(x.shape)
@@ -145,7 +147,7 @@ class LayerNorm(torch.nn.Module):
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         if len(shape) != 1:
             raise ValueError(f"normalized_shape: {shape} normalizes {len(shape)} dims; this takes the last one")
-        self.normalized_shape, self.eps, self.scope = shape, eps, scope
+        self.normalized_shape, self.eps, self.elementwise_affine, self.scope = shape, eps, elementwise_affine, scope
         self.fastmath = as_bool(fastmath, "fastmath")
         made = dict(device=device, dtype=dtype)
         self.weight = torch.nn.Parameter(torch.ones(shape, **made)) if elementwise_affine else None
@@ -157,7 +159,8 @@ class LayerNorm(torch.nn.Module):
         return _rows(layers.layer_norm, self.scope, self.fastmath, x, w, b, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.normalized_shape}, eps={self.eps}, fastmath={self.fastmath}"
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+                f"fastmath={self.fastmath}")
 
 
 class RMSNorm(torch.nn.Module):
@@ -186,8 +189,17 @@ class CrossEntropyLoss(torch.nn.Module):
     ``layers.cross_entropy_backward``: (softmax - onehot(target)) * grad over each row from the
     forward's row max and sum, reading the logits once and writing their gradient once."""
 
-    def __init__(self, ignore_index: int = -100, reduction: str = "mean", *, scope=None, fastmath: bool = False):
-        super().__init__()
+    def __init__(self, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
+                 reduction: str = "mean", label_smoothing: float = 0.0, *, scope=None, fastmath: bool = False):
+        super().__init__()  # torch's arguments in torch's order; what this loss does not do is refused
+        if weight is not None:
+            raise ValueError("weight: class weights are not supported (pass None)")
+        if size_average is not None or reduce is not None:
+            raise ValueError("size_average, reduce: torch's deprecated pair is not supported; pass reduction=")
+        if label_smoothing != 0.0:
+            raise ValueError(f"label_smoothing: {label_smoothing!r}; label smoothing is not supported (pass 0.0)")
+        if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
+            raise TypeError(f"ignore_index: expected an int class index, not {ignore_index!r}")
         if reduction not in ("mean", "sum", "none"):
             raise ValueError(f"reduction: {reduction!r} is not 'mean', 'sum' or 'none'")
         self.ignore_index, self.reduction, self.scope = ignore_index, reduction, scope
@@ -197,6 +209,10 @@ class CrossEntropyLoss(torch.nn.Module):
         if input.dim() != 2 or target.shape != input.shape[:1]:
             raise ValueError(f"input, target: expected logits (N, C) and targets (N,), not {tuple(input.shape)} and "
                              f"{tuple(target.shape)}")
+        if not input.is_floating_point():
+            raise TypeError(f"input: expected float logits, not {input.dtype}")
+        if target.dtype in (torch.uint8, torch.int8, torch.int16):  # torch's narrow class indices
+            target = target.to(torch.int32)
         scope = None if self.scope is None else self.scope.key  # a constant, as torch.compile takes it
         # a class below 0, not ignored, is outside the row (NaN), as torch refuses it: not take_along_axis's
         # count from the row's end

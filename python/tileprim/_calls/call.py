@@ -164,6 +164,9 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
     arrays = [o for o in operands if o.kind != "scalar"]  # none, or a 0-d tile: validate.cc says so
     if len({o.kind for o in arrays}) > 1:
         raise TypeError(f"{op}: operands mix NumPy and device arrays; move them to one place first")
+    for o in arrays:  # NumPy broadcasts at most 32 dims (a RuntimeError naming nothing past them)
+        if len(o.shape) > 32:
+            raise ValueError(f"{o.arg}: {len(o.shape)} dims; an operand has at most 32 (batch and tile dims)")
     try:
         full_shape = np.broadcast_shapes(*(o.shape for o in arrays))
     except ValueError:

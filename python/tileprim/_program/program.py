@@ -223,6 +223,8 @@ class Program:
             if arr.ndim == 0:
                 raise ValueError(f"{name}: a 0-d array holds one value, not a tile; pass it as a Python scalar "
                                  f"or reshape it to (1,)")
+            if arr.ndim > 32:  # NumPy broadcasts at most 32 dims (a RuntimeError naming nothing past them)
+                raise ValueError(f"{name}: {arr.ndim} dims; an argument has at most 32 (batch and tile dims)")
             cut = max(0, arr.ndim - tile_rank)
             splits[name] = (arr.shape[:cut], arr.shape[cut:])
         try:
