@@ -114,10 +114,12 @@ def test_norms_forward_and_backward_give_the_cpu_bits(dtype, rng):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
-@pytest.mark.parametrize("rows,n", [(32768, 4096), (8191, 8192), (999, 2048), (77, 301), (40, 1000), (300, 64)])
+@pytest.mark.parametrize("rows,n", [(32768, 4096), (8191, 8192), (4096, 16384), (999, 2048), (77, 301), (40, 1000),
+                                    (300, 64)])
 def test_broadcast_gradients_are_summed_to_the_cpu_bits(rows, n, dtype, rng):
     """sum_to (a norm's weight gradient over the batch; chunks of rows at cta scope, a thread's
-    chunks of short rows, the planner's scope for other rows; a partial last chunk) on the GPU."""
+    chunks of short rows, the planner's scope for other rows; a partial last chunk; rows of 16384
+    four at a time, 64 values a thread) on the GPU."""
     from tileprim._torch.sum_to import sum_to
     x = random_tile(rng, (rows, n), "float32", special=False)
     x[rows // 2, 1], x[rows // 3, 2], x[:, 3], x[:, 4] = np.nan, np.inf, -0.0, 2.0 ** -140  # a few columns special

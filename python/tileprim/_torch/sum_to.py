@@ -32,14 +32,19 @@ __all__ = ["sum_to", "sums_to", "folded_run", "sums_from_folds", "define_op"]
 # chunk sums turned at most this many per column group (then summed along rows); past it their chunks
 # are folded again first. torch copies a transposed array at about 1 TB/s (an H200: LayerNorm's
 # 1024 x 4096 float32 chunk sums in 0.031 ms), a fold reads at the bandwidth, so past 16 MB of
-# float32 one more fold and turning an eighth of it costs less than turning it all (rows of 16384
-# fold two at a time: 32768 of them left 16384 x 16384 chunk sums, a 1 GB turn)
+# float32 one more fold and turning a fourth of it costs less than turning it all (rows of 16384
+# fold four at a time: 32768 of them leave 8192 x 16384 chunk sums, a 512 MB turn)
 _TURNED = 1 << 22
 
 # values a thread folds per chunk, all loaded at once: 48 at cta(1024) compile to 57 registers of the 64 a
 # thread may hold there, with no local memory (sm_90a: 12 LDG.64 + 44 FADD + 1 STG.128 for bfloat16 rows
 # of 4096); more spill
 _HELD = 48
+# ...but 4 rows a chunk where that holds at most 64 (the planner's `spilled` placement): rows of 16384
+# (16 values a thread at cta(1024)) folded 2 at a time took a level per halving (32768 rows on an H200:
+# 0.753 ms, then 0.369, 0.185, ...); 4 at a time take 0.671 ms and leave half the sums. 8 (128 values)
+# took 1.337 ms
+_LEAST_FAN_IN, _SPILLED = 4, 64
 
 
 def _wide(x) -> str:
@@ -101,7 +106,8 @@ def _chunking(b: int, n: int):
     else the planner's scope (its own order, still the same on both backends)."""
     for threads in range(1024, 31, -32):
         if n % (threads * 4) == 0 and n // threads <= _HELD // 2:
-            return cta(threads), _dividing(b, _HELD // (n // threads))
+            per = n // threads
+            return cta(threads), _dividing(b, max(_HELD // per, min(_LEAST_FAN_IN, _SPILLED // per)))
     if n <= 512:
         return thread, _dividing(b, max(2, min(16, 256 // n)))
     return None, _dividing(b, 8)
