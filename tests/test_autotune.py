@@ -303,3 +303,15 @@ def test_a_tuned_batched_call_gives_the_cpu_bits_at_the_point_its_plan_names(tab
     autotuning._REMEMBERED.clear()
     forget()
     assert tp.plan(tp.sum, xt, axes=-1, batch_dims=1).autotuned["source"] == "remembered on disk"
+
+
+def test_the_variable_is_on_at_1_off_at_0_or_unset_and_refused_otherwise(monkeypatch):
+    """TILEPRIM_AUTOTUNE=yes was read as off, silently; autotune='yes' is a TypeError."""
+    for value, on in (("1", True), ("0", False), ("", False)):
+        monkeypatch.setenv("TILEPRIM_AUTOTUNE", value)
+        assert autotuning.requested(None) is on and autotuning.requested(False) is False
+    monkeypatch.delenv("TILEPRIM_AUTOTUNE")
+    assert autotuning.requested(None) is False and autotuning.requested(True) is True
+    monkeypatch.setenv("TILEPRIM_AUTOTUNE", "yes")
+    with pytest.raises(ValueError, match=r"^TILEPRIM_AUTOTUNE: 'yes' is not '1' \(on\) or '0' \(off\)"):
+        autotuning.requested(None)

@@ -36,8 +36,14 @@ _SPEC_KIND, _SPEC_THREADS, _SPEC_STAGING, _SPEC_CTAS = 4, 5, 7, 12  # in _C.plan
 
 
 def requested(flag: Optional[bool]) -> bool:
-    """The program's autotune= if it says, else TILEPRIM_AUTOTUNE=1."""
-    return flag if flag is not None else os.environ.get("TILEPRIM_AUTOTUNE") == "1"
+    """The program's autotune= if it says, else TILEPRIM_AUTOTUNE=1 ('0' or unset: off; any other
+    value is refused, as autotune='yes' is, rather than read as off)."""
+    if flag is not None:
+        return flag
+    value = os.environ.get("TILEPRIM_AUTOTUNE", "")
+    if value not in ("", "0", "1"):
+        raise ValueError(f"TILEPRIM_AUTOTUNE: {value!r} is not '1' (on) or '0' (off)")
+    return value == "1"
 
 
 def scope_parts(scope: str) -> tuple:
