@@ -113,6 +113,9 @@ def test_a_label_mask_beside_float_values_under_torch_autograd():
     y.sum().backward()
     keep = labels != -100
     assert torch.equal(y, torch.where(keep, x, 0.0)) and torch.equal(x.grad, keep.float())
+    x.grad = None
+    tp.where(keep, x, -1.0, batch_dims=1).sum().backward()  # torch's bool mask
+    assert torch.equal(x.grad, keep.float())
 
 
 @pytest.mark.parametrize("dtype", INDEX)

@@ -1,10 +1,11 @@
 """tp.where's condition in its values' dtype (DESIGN §2: ``a where cond != 0, else b``): a cond of
 another dtype (an int32 label mask beside float32 values, a float32 test beside bfloat16 ones)
 becomes ``cast(ne(cond, 0), dtype)``, 1 or 0, before the one-dtype where runs. A NaN cond is
-nonzero, so it takes ``a`` either way. A NumPy bool mask (``x > 0``) becomes 1 or 0 in that dtype."""
+nonzero, so it takes ``a`` either way. A bool mask (NumPy's ``x > 0``, torch's, JAX's) becomes 1 or 0
+in that dtype."""
 from __future__ import annotations
 
-import numpy as np
+import sys
 
 from .._arrays.dtypes import VALUE_DTYPES, numpy_dtype
 from .._opspec.table import OPS
@@ -27,8 +28,10 @@ def where_condition(cond, a, b, **common):
     either is unknown), else ``cond != 0`` cast to theirs, run (or recorded in a trace) with the
     call's scope, batch, target and backend."""
     values = [d for d in (_dtype(a), _dtype(b)) if d is not None]
-    if values and isinstance(cond, np.ndarray) and cond.dtype == np.bool_:
-        return cond.astype(numpy_dtype(values[0]))
+    if values and str(getattr(cond, "dtype", "")) in ("bool", "torch.bool"):  # a mask: 1 or 0, read as it is
+        if hasattr(cond, "astype"):  # NumPy's, JAX's, CuPy's
+            return cond.astype(numpy_dtype(values[0]))
+        return cond.to(getattr(sys.modules["torch"], values[0]))
     mine = _dtype(cond)
     if not values or mine is None or mine == values[0]:
         return cond
