@@ -237,6 +237,8 @@ def test_modules_take_torchs_arguments_in_torchs_order_and_refuse_what_they_do_n
     assert "elementwise_affine=True" in repr(tpnn.LayerNorm(8))
     with pytest.raises(ValueError, match="^input: a 0-d tensor has no last dim"):
         tpnn.LayerNorm(1)(torch.tensor(1.0))
+    empty = torch.randn(3, 0, requires_grad=True)  # rows of no elements: torch's empty result
+    assert tpnn.LayerNorm(0)(empty).shape == (3, 0) and tpnn.RMSNorm(0)(empty).shape == (3, 0)
 
 
 def test_a_16_bit_layer_gives_the_bits_of_its_steps_one_by_one(rng):

@@ -51,6 +51,8 @@ def _rows(program, scope, fastmath, x, *args):
     no view's node for autograd to run backward)."""
     if x.dim() == 0:
         raise ValueError("input: a 0-d tensor has no last dim to normalize")
+    if x.shape[-1] == 0:  # rows of no elements (LayerNorm(0)): nothing to normalize, torch's empty result
+        return x.clone()
     rows = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
     y = program(rows, *args, batch_dims=1, scope=scope, backend=_where(x), fastmath=fastmath)
     return y if rows is x else y.reshape(x.shape)
