@@ -367,3 +367,29 @@ def test_torch_cpu_tensors_in_and_out(rng):
         assert rmsnorm(xt, wt, 1e-6, batch_dims=1, scope=tp.warp, backend="cpu", out=out) is out
         host = out.view(torch.int16).numpy().view(want.dtype) if dtype == "bfloat16" else out.numpy()
         assert bits_equal(host, want)
+
+
+def test_a_tiles_dtype_is_its_name_and_equals_the_dtypes_it_names():
+    """DESIGN §2: a Tile has .dtype; in a body it compares as an array's does (np.float32, the NumPy
+    dtype, ml_dtypes' bfloat16, torch's), stays the name for tileprim's own arguments and hashes as it."""
+    torch = pytest.importorskip("torch")
+    import ml_dtypes
+    seen = {}
+
+    @tp.program
+    def probe(x):
+        seen[str(x.dtype)] = (x.dtype == "float32", x.dtype == np.float32, x.dtype == np.dtype("float32"),
+                              x.dtype != np.float64, x.dtype == torch.float32, x.dtype == ml_dtypes.bfloat16,
+                              {x.dtype: 1}.get("float32"), x.dtype == 3)
+        return tp.cast(x, x.dtype) * 2
+
+    assert np.array_equal(probe(np.ones((2, 4), np.float32), batch_dims=1), np.full((2, 4), 2, np.float32))
+    assert seen["float32"] == (True, True, True, True, True, False, 1, False)
+
+    @tp.program
+    def half(x):
+        seen["bf16"] = x.dtype == ml_dtypes.bfloat16 and x.dtype != np.float32 and x.dtype == torch.bfloat16
+        return x
+
+    half(np.ones((2, 4), ml_dtypes.bfloat16), batch_dims=1)
+    assert seen["bf16"]

@@ -6,9 +6,35 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
+import numpy as np
+
+from .._arrays.dtypes import numpy_dtype
 from .._opspec.table import OPS
 
 __all__ = ["Tile"]
+
+
+class _DTypeName(str):
+    """A tile's dtype: its name ('float32'), equal also to the NumPy, ml_dtypes or torch dtype it
+    names (``x.dtype == np.float32`` in a program's body, as for an array; a plain str compared False)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        if isinstance(other, str) or other is None:
+            return str.__eq__(self, other)
+        if str(other).startswith("torch."):  # torch's dtypes: torch.float32
+            return str(other)[6:] == self
+        try:
+            return np.dtype(other) == numpy_dtype(self)
+        except TypeError:
+            return NotImplemented
+
+    def __ne__(self, other):
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = str.__hash__
 
 
 class Tile:
@@ -32,7 +58,7 @@ class Tile:
     def __init__(self, trace, value_id: int, shape: Tuple[int, ...], dtype: str, storage: Optional[str], layout,
                  name: str):
         self._trace, self._id = trace, value_id
-        self.shape, self.dtype, self.storage, self.layout, self.name = shape, dtype, storage, layout, name
+        self.shape, self.dtype, self.storage, self.layout, self.name = shape, _DTypeName(dtype), storage, layout, name
         self.stopped = False  # tp.stop_gradient's view of a value: no gradient flows back through its uses
 
     @property
