@@ -27,6 +27,9 @@ def where_condition(cond, a, b, **common):
     """``cond`` as the where of ``a`` and ``b`` takes it: unchanged where its dtype is theirs (or
     either is unknown), else ``cond != 0`` cast to theirs, run (or recorded in a trace) with the
     call's scope, batch, target and backend."""
+    value = a if hasattr(a, "dtype") else b
+    if getattr(cond, "dtype", None) == getattr(value, "dtype", None):  # the common call: one dtype, nothing to do
+        return cond
     values = [d for d in (_dtype(a), _dtype(b)) if d is not None]
     if values and str(getattr(cond, "dtype", "")) in ("bool", "torch.bool"):  # a mask: 1 or 0, read as it is
         if hasattr(cond, "astype"):  # NumPy's, JAX's, CuPy's
