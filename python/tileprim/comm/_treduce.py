@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
+
 from .._arrays.routing import host_views, refuse_gradients
 from .._calls.plan import Plan
 from ._group import DistributedGroup, ParallelGroup
@@ -86,12 +88,10 @@ def treduce(group: ParallelGroup, dst=None, op: str = "sum", tile=(64, 256), pin
         call_timeout(timeout, None)
     _check_group(group)
     options = treduce_options(op, group.root, tile, pingpong, valid, accumulate, backend, dispatch)
-    viewed = host_views([*group.tensors, dst])
-    if viewed is None:
-        return run_treduce(group.tensors, dst, options)
-    # host tensors (torch's CPU tensors): the ranks meet in host memory, as NumPy arrays do
+    tensors, dst_view, library = _host_viewed(group, dst)
+    if library is None:
+        return run_treduce(tensors, dst, options)
     refuse_gradients("treduce", [*group.tensors, dst])
-    (*tensors, dst_view), library = viewed
     out = run_treduce(tensors, dst_view, options)
     return dst if dst is not None else library.from_host_view(out)
 
@@ -104,9 +104,19 @@ def _plan(group: ParallelGroup, dst=None, op: str = "sum", tile=(64, 256), pingp
                                 dispatch=dispatch)
     _check_group(group)
     options = treduce_options(op, group.root, tile, pingpong, valid, accumulate, backend, dispatch)
-    viewed = host_views([*group.tensors, dst])
-    tensors, dst = (group.tensors, dst) if viewed is None else (viewed[0][:-1], viewed[0][-1])
+    tensors, dst, _ = _host_viewed(group, dst)
     return bound_treduce(tensors, dst, options).plan
+
+
+def _host_viewed(group: ParallelGroup, dst):
+    """(the ranks' arrays, dst, None), or where they are a library's host arrays (torch's CPU
+    tensors) NumPy views of them and that library: the ranks meet in host memory, as NumPy arrays do."""
+    values = [*group.tensors, dst]
+    viewed = None if all(type(x) is np.ndarray or x is None for x in values) else host_views(values)
+    if viewed is None:
+        return group.tensors, dst, None
+    (*tensors, dst_view), library = viewed
+    return tensors, dst_view, library
 
 
 def _check_group(group) -> None:
