@@ -3,6 +3,7 @@ same_bits), over at least 10^6 inputs per op and dtype (every input for the 16-b
 ops): random bit patterns (every exponent, subnormals, NaN, +-inf, +-0) and the overflow and
 underflow thresholds of exp and exp2. Tiles of 8 and of 7 elements: 16-bit maps that pair two
 registers per instruction must give each lane the bits of the lone last one."""
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -77,6 +78,35 @@ def midpoint_numerators(odd: int, exponent: int) -> np.ndarray:
     a = (odd * (2 * m + 1)) * 2.0 ** (exponent - 150)
     assert np.all(a.astype(np.float32).astype(np.float64) == a)
     return a.astype(np.float32)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_sixteen_bit_division_by_one_value_gives_the_cpu_bits(dtype, rng):
+    """A 16-bit fdiv by a scalar: the GPU divides in float by the divisor's reciprocal and one
+    correction (numeric.cuh's FloatDivisor) and rounds once where every quotient of the bundle is a
+    normal float, and divides a bundle elsewhere as the host does (bfloat16 in double: its
+    quotients can be float subnormals). Every 16-bit numerator, in order (bundles of neighbours:
+    most in range, those near zero, infinity and NaN not) and shuffled, over divisors from the
+    smallest subnormal to the largest finite value, the specials, and those whose quotients land
+    on 16-bit rounding midpoints (3, 7, 0.7's rounding)."""
+    t = np.dtype(NP[dtype]).type
+    every = np.arange(1 << 16, dtype=np.uint16).view(t)
+    info = ml_dtypes.finfo(t)
+    with np.errstate(over="ignore", under="ignore"):  # 2^+-100 leave float16's range: inf, 0
+        divisors = [t(b) for b in (3.0, 7.0, 0.7, -1.5, 1.0, info.smallest_subnormal, info.smallest_normal,
+                                   info.max, -float(info.max) / 3, 2.0**-100, 2.0**100, np.inf, -0.0, 0.0, np.nan)]
+    for tile in (8, 7, 1024):
+        rows = every.size // tile
+        for x in (every, rng.permutation(every)):
+            for b in divisors:
+                cpu, gpu = both(tp.fdiv, x[: rows * tile].reshape(rows, tile), b, batch_dims=1)
+                assert bits_equal(cpu, gpu), (tile, b, int(np.sum(cpu.view(np.uint16) != gpu.view(np.uint16))))
+        # a program dividing each row by its own max, in the 16-bit dtype
+        rows_of = x[: rows * tile].reshape(rows, tile)
+        scope = tp.cta(256) if tile == 1024 else tp.warp
+        cpu = over_row_max(rows_of, batch_dims=1, scope=scope, backend="cpu")
+        gpu = over_row_max(rows_of, batch_dims=1, scope=scope, backend="cuda")
+        assert bits_equal(np.asarray(cpu), np.asarray(gpu)), tile
 
 
 @tp.program

@@ -209,27 +209,41 @@ TP_HD void map_fast_or_general(TD* dst, int slots, const X& x, Fast fast, Genera
   for (int f = 0; f < slots; ++f) dst[f] = general(x[f]);
 }
 
-// Fdiv of floats by one scalar for the whole bundle (a row's sum, broadcast): on the GPU each
-// quotient from the divisor's reciprocal and one correction (numeric.cuh's FloatDivisor, fdiv's
-// bits), but for a bundle where one leaves its range, which divides as the host does. FdivOfPart's
-// numerators never exceed the divisor (|a| <= |b| < |b| 2^126 wherever b is in range): one
-// comparison an element fewer (H200, bfloat16 softmax of rows of 16384: about 4 %).
+// Fdiv by one scalar for the whole bundle (a row's sum, broadcast): on the GPU each quotient in
+// float from the divisor's reciprocal and one correction (numeric.cuh's FloatDivisor, float
+// fdiv's bits), rounded once to a 16-bit dtype, but for a bundle where one leaves its range, which
+// divides as the host does. Where it holds the quotient is a normal float, so float's rounding then
+// the 16-bit one give the quotient correctly rounded (float's precision is at least 2p + 2), the
+// bits of the host's division (bfloat16 divides in double there: transcendental.cuh); the double
+// division of every element took 15 instructions, 3 of them conversions on a slow pipe (sm_90a,
+// bfloat16 softmax of rows of 32000). FdivOfPart's numerators never exceed the divisor
+// (|a| <= |b| < |b| 2^126 wherever b is in range): one comparison an element fewer (H200, bfloat16
+// softmax of rows of 16384: about 4 %).
 template <class Op, class TD, class... Operands> constexpr bool divides_by_one_float = false;
-template <class A> constexpr bool divides_by_one_float<map_op::Fdiv, float, A, ScalarOperand<float>> = true;
-template <class A> constexpr bool divides_by_one_float<map_op::FdivOfPart, float, A, ScalarOperand<float>> = true;
+#define TP_DIVIDES_BY_ONE_FLOAT(T)                                                                  \
+  template <class A> constexpr bool divides_by_one_float<map_op::Fdiv, T, A, ScalarOperand<T>> = true; \
+  template <class A> constexpr bool divides_by_one_float<map_op::FdivOfPart, T, A, ScalarOperand<T>> = true;
+TP_DIVIDES_BY_ONE_FLOAT(float)
+#if TP_ON_DEVICE && defined(TP_WITH_FP16)
+TP_DIVIDES_BY_ONE_FLOAT(__half)
+#endif
+#if TP_ON_DEVICE && defined(TP_WITH_BF16)
+TP_DIVIDES_BY_ONE_FLOAT(__nv_bfloat16)
+#endif
+#undef TP_DIVIDES_BY_ONE_FLOAT
 template <class Op> constexpr bool numerator_may_exceed = true;
 template <> constexpr bool numerator_may_exceed<map_op::FdivOfPart> = false;
 
-template <int kUnroll, bool kNumeratorMayExceed, class A>
-TP_HD void divide_registers(float* dst, int slots, const A& a, const ScalarOperand<float>& b) {
-  const auto divide = [&](float x) { return fdiv(x, b.value); };
+template <int kUnroll, bool kNumeratorMayExceed, class TD, class A>
+TP_HD void divide_registers(TD* dst, int slots, const A& a, const ScalarOperand<TD>& b) {
+  const auto divide = [&](TD x) { return fdiv(x, b.value); };
 #if TP_ON_DEVICE
-  const FloatDivisor divisor(b.value);
-  const auto fast = [&](float x) { return divisor.divide(x); };
-  const auto too_small = [&](float x) { return divisor.too_small(x); };
+  const FloatDivisor divisor(widen(b.value));
+  const auto fast = [&](TD x) { return convert_to<TD>::from(divisor.divide(widen(x))); };
+  const auto too_small = [&](TD x) { return divisor.too_small(widen(x)); };
   if constexpr (kNumeratorMayExceed) {
     map_fast_or_general<kUnroll>(dst, slots, a, fast, divide, too_small,
-                                 [&](float x) { return divisor.too_large(x); });
+                                 [&](TD x) { return divisor.too_large(widen(x)); });
   } else {
     map_fast_or_general<kUnroll>(dst, slots, a, fast, divide, too_small);
   }
