@@ -60,6 +60,40 @@ def test_maps_over_many_slots_per_thread_take_chunks_and_equal_the_cpu(case, rng
     assert bits_equal(cpu, gpu)
 
 
+ROWS_WHERE_THEY_LIE = [
+    ("exp-f32-8192", tp.exp, [("float32", (7, 8192))]),
+    ("fdiv-bf16-8192-scalar", tp.fdiv, [("bfloat16", (5, 8192)), 3.0]),
+    ("add-f16-8192-broadcast", tp.add, [("float16", (5, 8192)), ("float16", (8192,))]),
+    ("silu-bf16-4100", tp.silu, [("bfloat16", (6, 4100))]),
+    ("fma-f32-2000-scalar", tp.fma, [("float32", (3, 2000)), 2.5, ("float32", (3, 2000))]),
+]
+
+
+@pytest.mark.parametrize("case", ROWS_WHERE_THEY_LIE, ids=[c[0] for c in ROWS_WHERE_THEY_LIE])
+def test_planned_maps_over_long_rows_take_chunks_where_they_lie_and_equal_the_cpu(case, rng):
+    """A map over rows with no scope named (the planner's: a warp a row) loads and stores each
+    thread's slots where they lie a chunk at a time (a warp's rows of 8192 float32 held whole took
+    255 registers a thread and spilled): ragged rows (4100: chunks of whole runs), a row broadcast
+    over the batch and a scalar; the CPU's bits, into a poisoned out= and in place on torch tensors."""
+    _, fn, operands = case
+    args = [random_tile(rng, o[1], o[0]) if isinstance(o, tuple) else o for o in operands]
+    kernel = tp.lower(fn, *args, batch_dims=1)
+    assert "tp::for_each_chunk<" in kernel.source and "at a time" in kernel.instances_why
+    assert kernel.local_bytes == 0
+    cpu, gpu = both(fn, *args, batch_dims=1)
+    assert bits_equal(cpu, gpu)
+    torch = pytest.importorskip("torch")
+    on_gpu = [a if not isinstance(a, np.ndarray) else torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16)
+              if a.dtype.name == "bfloat16" else torch.from_numpy(a).cuda() for a in args]
+    back = lambda t: (t.view(torch.int16).cpu().numpy().view(cpu.dtype) if t.dtype == torch.bfloat16
+                      else t.cpu().numpy())
+    poisoned = torch.full_like(on_gpu[0], float("nan"))
+    fn(*on_gpu, batch_dims=1, out=poisoned)
+    assert bits_equal(cpu, back(poisoned))
+    fn(*on_gpu, batch_dims=1, out=on_gpu[0])  # in place: each chunk stores the slots it loaded
+    assert bits_equal(cpu, back(on_gpu[0]))
+
+
 @pytest.mark.parametrize("n", [8, 9, 17, 63, 64, 100, 1000])
 @pytest.mark.parametrize("op", ["sum", "max", "min"])
 def test_packed_emulation_on_this_gpu_equals_the_cpu(n, op, rng):

@@ -241,18 +241,25 @@ class Renderer {
         os << "    " << register_array(s.dtype, s.name, s.place->slots) << ";\n";
       }
     });
-    each(OperandPath::placed, [&](const FrameOperand& s, const OperandLaunch&) {
-      os << "    " << register_array(s.dtype, s.name, s.place->slots) << ";\n";
-      if (s.load) {
-        os << "    tp::load_tile<Place_" << s.name << ">(" << s.name << ", "
-           << (s.batch_broadcast ? global(s) : tile_at(s)) << ", lane);\n";
-      }
-    });
-    prefetched(os);
     const bool chunked = shape_.chunk_slots > 0;
     const std::string pad = chunked ? "      " : "    ";
     const std::string from = chunked ? ", chunk * kBodySlots" : "";
-    std::ostringstream chunk, scatters;
+    const std::string live = shape_.clamped ? "if (live) " : "";
+    std::ostringstream chunk, scatters, placed_stores;
+    // loaded where they lie: whole, or a chunk of the slots at a time (stored after the chunk's body)
+    each(OperandPath::placed, [&](const FrameOperand& s, const OperandLaunch&) {
+      std::ostream& to = chunked ? static_cast<std::ostream&>(chunk) : os;
+      to << pad << register_array(s.dtype, s.name, chunked ? shape_.chunk_slots : s.place->slots) << ";\n";
+      if (s.load) {
+        to << pad << "tp::load_tile<Place_" << s.name << ">(" << s.name << ", "
+           << (s.batch_broadcast ? global(s) : tile_at(s)) << ", lane" << from << ");\n";
+      }
+      if (chunked && s.store) {
+        placed_stores << pad << live << "tp::store_tile<Place_" << s.name << ">(" << tile_at(s) << ", " << s.name
+                 << ", lane" << from << ");\n";
+      }
+    });
+    prefetched(os);
     each(OperandPath::skewed, [&](const FrameOperand& s, const OperandLaunch&) {
       chunk << pad << register_array(s.dtype, s.name, chunked ? shape_.chunk_slots : s.place->slots) << ";\n";
       if (s.load) chunk << pad << "stage_" << s.name << ".gather<Place_" << s.name << ">(" << s.name << ", slot, lane" << from << ");\n";
@@ -291,12 +298,11 @@ class Renderer {
     if (chunked) {
       os << "    tp::for_each_chunk<" << first_output().place->slots / shape_.chunk_slots
          << ">([&](const int chunk) {  // kBodySlots of each thread's slots at a time\n"
-         << chunk.str() << scatters.str() << "    });\n";
+         << chunk.str() << scatters.str() << placed_stores.str() << "    });\n";
       return;
     }
     os << chunk.str();
     if (own_tiles) os << "    " << sync() << "\n";
-    const std::string live = shape_.clamped ? "if (live) " : "";
     each(OperandPath::instance_tile, [&](const FrameOperand& s, const OperandLaunch&) {
       if (s.store) {
         os << "    " << live << "tp::store_shared_tile<kThreads>(" << tile_at(s) << ", " << s.name << ", kMem_" << s.name
