@@ -193,9 +193,13 @@ BAD_LAYOUTS = [
      "spans more than 2**63 - 1"),
     (lambda: tp.warp.sqrt(W, layout=S[(32, 8):(1 @ laneid, 2**56)], backend="cpu"), ValueError,
      "layout: registers per thread: S[(32, 8) : (1@laneid, 72057594037927936)] needs 504403158265495553 "
-     "register slots per thread; the limit is 1024 (split the tile with batch_dims)"),
+     "register slots per thread; the limit is 1024 (split the tile with batch_dims; with batch_dims and no "
+     "scope named the planner spreads each tile over a scope's threads)"),
     (lambda: tp.sum(np.ones((4, 2048), np.float32), axes=-1, layout=S[4, 2048], backend="cpu"), ValueError,
      "needs 8192 register slots per thread; the limit is 1024"),
+    (lambda: tp.plan(tp.exp, np.zeros((2, 8192), np.float32), batch_dims=1, scope=tp.warp), ValueError,
+     "(the layout names no thread axis of warp, so each thread would hold the whole tile: name a layout that "
+     "spreads it over the threads, or no scope with batch_dims for the planner's)"),
     (lambda: tp.warp.sqrt(np.ones(8, np.float32), layout=S[8:1] + R[(32, 2):(1 @ laneid, 0)], backend="cpu"),
      ValueError, "puts element 0 twice (its replicas coincide) in register 0 of thread 0"),
     (lambda: TileLayout(S[8:1] + R[2**30:1]).apply(3), ValueError,

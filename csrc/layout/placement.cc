@@ -111,9 +111,15 @@ RegisterPlacement placed(const TileLayout& layout, const ExecScope& scope, const
   p.threads = scope.threads;
   const long long span = layout.span();
   if (span > kMaxRegisterSlots) {
+    // a scope of several threads whose layout names none of them holds the tile whole on each thread
+    const bool whole_on_each = scope.threads > 1 && layout.thread_axes().empty();
     throw LimitError(arg + ": registers per thread: " + layout.str() + " needs " + std::to_string(span) +
                      " register slots per thread; the limit is " + std::to_string(kMaxRegisterSlots) +
-                     " (split the tile with batch_dims)");
+                     (whole_on_each ? " (the layout names no thread axis of " + scope.str() +
+                                          ", so each thread would hold the whole tile: name a layout that spreads "
+                                          "it over the threads, or no scope with batch_dims for the planner's)"
+                                    : " (split the tile with batch_dims; with batch_dims and no scope named the "
+                                      "planner spreads each tile over a scope's threads)"));
   }
   long long entries = 0;
   if (!checked_mul(span, scope.threads, entries) || entries > kMaxTableEntries) {
