@@ -67,6 +67,9 @@ class _Cupy(ArrayLibrary):
             self.adapter = CupyAdapter()
         return self.adapter
 
+    def flat_tiles(self, x, tile):
+        return x.reshape(-1, tile) if x.flags.c_contiguous else None
+
 
 def register() -> None:
     register_library(("cupy",), _Cupy())

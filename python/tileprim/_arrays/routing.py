@@ -7,14 +7,17 @@ The call path asks, where a call signature is first prepared: ``device_adapter``
 place on a GPU), ``on_host`` (host arrays read through NumPy views), ``route_call`` (a call taken by
 the library's own machinery: torch's custom op under autograd, JAX's host callback inside
 ``jit``); on every call of a tile program: ``route_program`` (torch.compile and autograd);
-before a collective: ``refuse_gradient``; before tp.plan of a tile program: ``refuse_plan``; and
-``stop_gradient`` for tp.stop_gradient on an array."""
+before a collective: ``refuse_gradient``; before tp.plan of a tile program: ``refuse_plan``;
+``stop_gradient`` for tp.stop_gradient on an array; and ``keeps_shapes`` and ``flat_tiles`` where a
+program of maps alone takes its rows as tiles of a few elements (``_program.map_tiles``)."""
 from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional
 
+import numpy as np
+
 __all__ = ["ArrayLibrary", "UNROUTED", "PROGRAM_ROUTES", "register", "library_of", "route_call", "on_host",
-           "host_views", "refuse_gradients", "refuse_plans"]
+           "host_views", "refuse_gradients", "refuse_plans", "keeps_shapes", "flat_tiles"]
 
 UNROUTED = object()  # route_program's answer where the library leaves the call to tileprim
 
@@ -65,6 +68,16 @@ class ArrayLibrary:
     def stop_gradient(self, x):
         """x, through which the library's autograd passes no gradient (tp.stop_gradient)."""
         return x
+
+    def keeps_shapes(self, x) -> bool:
+        """True where the library's own machinery traces or transforms x now, so that a call keeps
+        the shapes it was given (its graph sees them)."""
+        return False
+
+    def flat_tiles(self, x, tile: int):
+        """x's elements in order as rows of ``tile`` (``x.reshape(-1, tile)``) where that is a view of
+        its memory, else None."""
+        return None
 
 
 _LIBRARIES: Dict[str, ArrayLibrary] = {}  # by the top-level module of the library's array types
@@ -137,3 +150,20 @@ def refuse_gradients(what: str, values) -> None:
 def refuse_plans(what: str, values) -> None:
     for library in _libraries(values):
         library.refuse_plan(what, values)
+
+
+def keeps_shapes(x) -> bool:
+    """Whether x's library traces or transforms it now (``ArrayLibrary.keeps_shapes``)."""
+    if isinstance(x, np.ndarray):
+        return False
+    library = library_of(x)
+    return library is not None and library.keeps_shapes(x)
+
+
+def flat_tiles(x, tile: int):
+    """x as rows of ``tile`` elements, a view of its memory (``ArrayLibrary.flat_tiles``; a NumPy
+    array's where it is C-contiguous), else None."""
+    if isinstance(x, np.ndarray):
+        return x.reshape(-1, tile) if x.flags.c_contiguous else None
+    library = library_of(x)
+    return None if library is None else library.flat_tiles(x, tile)

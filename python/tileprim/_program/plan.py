@@ -94,6 +94,10 @@ class ProgramPlan:
     autotuned : dict or None
         Where the call was autotuned (``tp.program(autotune=True)``): the GPU, the scope and staging
         kept, each candidate's measured ms, and whether they were measured now or remembered.
+    map_tiles : str or None
+        Where a program of maps alone is called over rows with no scope named: how its rows are
+        taken as tiles of a few elements (``_program.map_tiles``); the plan is then that of the
+        tiles.
 
     Examples
     --------
@@ -109,6 +113,7 @@ class ProgramPlan:
         self._core, self._run_time = core, run_time
         self.out_shapes = out_shapes
         self.autotuned: Optional[dict] = None
+        self.map_tiles: Optional[str] = None
 
     # made from the C++ plan when first read: a call keeps its plan, and the calls of a program with a
     # new float each (one C++ plan) would each hold a copy of every step's reasons
@@ -150,7 +155,8 @@ class ProgramPlan:
         return {"rounding": rounding, "order": "steps in program order; copies move values unchanged", "steps": steps}
 
     def __str__(self) -> str:
-        return str(self._core) + (f"\n{described(self.autotuned)}" if self.autotuned else "")
+        return ((f"{self.map_tiles}\n" if self.map_tiles else "") + str(self._core)
+                + (f"\n{described(self.autotuned)}" if self.autotuned else ""))
 
     __repr__ = __str__
 

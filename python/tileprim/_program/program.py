@@ -4,6 +4,7 @@ kernel. A repeated call of a signature is a dictionary lookup and a run: the sam
 as a standalone call's (``_calls.prepared``; a standalone call is the program of one step)."""
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import math
@@ -22,6 +23,7 @@ from .._checks import as_int
 from .._platform.backends import device_arch, resolve_backend
 from .._calls import autotune as autotuning
 from .keys import key_program
+from .map_tiles import TILE, map_tiles
 from .plan import ProgramPlan
 from .scalar_argument import ScalarArgument, is_run_time_float
 from .tile import Tile
@@ -134,11 +136,29 @@ class Program:
         if TRACING[0] is not None:  # called in another program's body: its steps join that program's
             return self._inlined(args, batch_dims, scope, backend, target, out, fastmath)
         fastmath = self._fastmath if fastmath is None else _fastmath(fastmath)
+        tiles = map_tiles(self, args, batch_dims, scope, out)  # maps alone over rows: tiles of a few elements
+        if tiles is not None:
+            return tiles.results(self._routed(tiles.args, 1, scope, backend, target, fastmath, tiles.out), out)
+        return self._routed(args, batch_dims, scope, backend, target, fastmath, out)
+
+    def _routed(self, args, batch_dims, scope, backend, target, fastmath, out):
         for route in PROGRAM_ROUTES:  # a library's own machinery may take it: torch.compile, autograd
             routed = route(self, args, out, batch_dims, scope, backend, target, fastmath)
             if routed is not UNROUTED:
                 return routed
         return self._run(args, batch_dims, scope, backend, target, fastmath, out)
+
+    def _traced(self, args, kinds, tile_shape):
+        """(trace, the result tiles' ids): the body traced once on tiles of ``tile_shape`` in the
+        dtypes ``kinds`` names (a tuple where the argument is a scalar, passed as it is); nothing
+        planned (map_tiles)."""
+        trace = Trace(self.__name__, None)
+        traced = [(x.item() if isinstance(x, np.generic) else x) if isinstance(kind, tuple)
+                  else trace.input(name, kind, tile_shape, False) for name, x, kind in zip(self._params, args, kinds)]
+        keywords = self._params[len(self._params) - self._keyword_only:]
+        result, _, _ = _trace_call(self._fn, trace, traced, keywords)
+        outputs = result if isinstance(result, tuple) else (result,)
+        return trace, [t._id if type(t) is Tile and t._trace is trace else None for t in outputs]
 
     def _inlined(self, args, batch_dims, scope, backend, target, out, fastmath):
         """The function's steps recorded into the program being traced, at its scope and with its
@@ -179,7 +199,15 @@ class Program:
         args = self._bound(args, kwargs)
         refuse_plans(self.__name__, args)
         fastmath = self._fastmath if fastmath is None else _fastmath(fastmath)
-        return self._prepared(args, batch_dims, scope, backend, target, fastmath).plan
+        tiles = map_tiles(self, args, batch_dims, scope, None)
+        if tiles is None:
+            return self._prepared(args, batch_dims, scope, backend, target, fastmath).plan
+        plan = copy.copy(self._prepared(tiles.args, 1, scope, backend, target, fastmath).plan)  # the tiles' own kept
+        plan.out_shapes = [tiles.shape] * len(plan.out_shapes)
+        plan.map_tiles = (f"maps alone, no scope named: the rows of {math.prod(tiles.shape[batch_dims:])} elements "
+                          f"taken as tiles of {TILE} ({tiles.shape} as {(math.prod(tiles.shape) // TILE, TILE)}, a view), "
+                          f"the same bits at any tiling")
+        return plan
 
     def __repr__(self) -> str:
         return f"<tp.program {self.__name__}>"

@@ -61,6 +61,12 @@ class _Torch(ArrayLibrary):
     def stop_gradient(self, x):
         return x.detach()
 
+    def keeps_shapes(self, x):
+        return sys.modules["torch"].compiler.is_compiling() or transforms_active()
+
+    def flat_tiles(self, x, tile):
+        return x.reshape(-1, tile) if x.is_contiguous() else None
+
 
 def _on_load() -> None:
     register_library(("torch",), _Torch())
