@@ -4,7 +4,7 @@ label. Each computes in float32 (float64 for float64 inputs) and returns the inp
 no scope (the call or the planner picks one) and gets its backward derived from its steps, like any
 program. Their sources are the documentation: read them.
 
-    y = tp.layers.gelu_tanh(x.reshape(-1, 8), batch_dims=1).reshape(x.shape)  # maps: tiles of 8
+    y = tp.layers.gelu_tanh(x, batch_dims=1)  # maps: contiguous rows taken as tiles of 8
     y = tp.layers.rms_norm(x, w, 1e-6, batch_dims=1)                            # norms: one row a tile
     loss = tp.layers.cross_entropy(logits, labels[:, None], -100, batch_dims=1)  # (M, 1), 0 where ignored
 

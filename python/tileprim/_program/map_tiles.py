@@ -16,7 +16,7 @@ library's machinery (``keeps_shapes``: torch.compile and torch.func, whose graph
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 import numpy as np
 
@@ -29,7 +29,7 @@ __all__ = ["TILE", "MapTiles", "map_tiles"]
 TILE = 8  # 16 bytes of a 16-bit dtype, a thread's tile in the maps' benchmark (tests/test_bench)
 _SCALARS = (int, float, bool, np.integer, np.floating)
 
-_MAPS_ALONE: Dict[tuple, bool] = {}  # (program, tile shape, dtypes and scalars) -> its tracings say maps alone
+_MAPS_ALONE: Dict[tuple, bool] = {}  # (program, tile shape, dtypes and scalars) -> maps alone
 _MAPS_ALONE_LIMIT = 4096
 
 

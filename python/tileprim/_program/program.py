@@ -138,7 +138,8 @@ class Program:
         fastmath = self._fastmath if fastmath is None else _fastmath(fastmath)
         tiles = map_tiles(self, args, batch_dims, scope, out)  # maps alone over rows: tiles of a few elements
         if tiles is not None:
-            return tiles.results(self._routed(tiles.args, 1, scope, backend, target, fastmath, tiles.out), out)
+            result = self._routed(tiles.args, 1, scope, backend, target, fastmath, tiles.out)
+            return tiles.results(result, out)
         return self._routed(args, batch_dims, scope, backend, target, fastmath, out)
 
     def _routed(self, args, batch_dims, scope, backend, target, fastmath, out):
@@ -204,9 +205,9 @@ class Program:
             return self._prepared(args, batch_dims, scope, backend, target, fastmath).plan
         plan = copy.copy(self._prepared(tiles.args, 1, scope, backend, target, fastmath).plan)  # the tiles' own kept
         plan.out_shapes = [tiles.shape] * len(plan.out_shapes)
+        flat = (math.prod(tiles.shape) // TILE, TILE)
         plan.map_tiles = (f"maps alone, no scope named: the rows of {math.prod(tiles.shape[batch_dims:])} elements "
-                          f"taken as tiles of {TILE} ({tiles.shape} as {(math.prod(tiles.shape) // TILE, TILE)}, a view), "
-                          f"the same bits at any tiling")
+                          f"taken as tiles of {TILE} ({tiles.shape} as {flat}, a view), the same bits at any tiling")
         return plan
 
     def __repr__(self) -> str:
