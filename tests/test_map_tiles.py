@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tileprim as tp
-from conftest import bits_equal, random_tile
+from conftest import bits_equal, cuda_usable, random_tile
 
 BF16 = ml_dtypes.bfloat16
 
@@ -100,3 +100,44 @@ def test_torch_tensors_take_tiles_and_their_gradients_flow_back(rng):
     y.backward(g)
     y8.backward(g.reshape(-1, 8))
     assert torch.equal(a.grad, a8.grad.reshape(3, 256)) and torch.equal(b.grad, b8.grad.reshape(3, 256))
+
+
+@pytest.mark.parametrize("call", [
+    lambda x, **k: tp.exp(x, **k),
+    lambda x, **k: tp.fdiv(x, 3.0, **k),
+    lambda x, **k: tp.cast(x, "bfloat16", **k),
+    lambda x, **k: tp.where(x > 0.0, x, -1.0, **k),
+    lambda x, **k: tp.maximum(x, x * 0.5, propagate_nan=True, **k),
+], ids=["exp", "fdiv-scalar", "cast", "where-bool", "maximum-nan"])
+def test_a_standalone_map_over_rows_takes_them_as_tiles_of_8(call, rng):
+    """The program of one map, as a program of maps alone: the bits of its tiles of 8, out= itself,
+    its plan the tiles' saying so; a named scope, storage, layout, variant or a row of no multiple
+    of 8 keeps the rows."""
+    x = random_tile(rng, (5, 2, 96), "float32")
+    got = call(x, batch_dims=2, backend="cpu")
+    want = call(x.reshape(-1, 8), batch_dims=1, backend="cpu").reshape(got.shape)
+    assert got.shape == x.shape and bits_equal(got, want)
+    out = np.full(x.shape, np.nan, got.dtype)
+    assert call(x, batch_dims=2, backend="cpu", out=out) is out and bits_equal(out, got)
+    plan = tp.plan(tp.exp, x, batch_dims=2)
+    assert plan.map_tiles.startswith("maps alone, no scope named: the rows of 96 elements taken as tiles of 8")
+    assert plan.out_shape == x.shape and str(plan).startswith(plan.map_tiles)
+    for kept in [tp.plan(tp.exp, x, batch_dims=2, scope=tp.thread), tp.plan(tp.exp, x[..., :95], batch_dims=2),
+                 tp.plan(tp.exp, x, batch_dims=2, dispatch="reg"), tp.plan(tp.exp, x[0, 0])]:
+        assert kept.map_tiles is None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA GPU")
+def test_maps_over_rows_of_device_tensors_take_tiles_and_give_the_cpu_bits(rng):
+    torch = pytest.importorskip("torch")
+    x = random_tile(rng, (6, 4096), "float32")
+    w = random_tile(rng, (6, 4096), "float32")
+    xt, wt = torch.from_numpy(x).cuda(), torch.from_numpy(w).cuda()
+    for fn, args, host in [(tp.exp, (xt,), (x,)), (tp.layers.silu_mul, (xt, wt), (x, w)),
+                           (scaled_gate, (xt, wt, 0.5), (x, w, 0.5))]:
+        cpu = fn(*host, batch_dims=1, backend="cpu")
+        gpu = fn(*args, batch_dims=1)
+        assert gpu.shape == (6, 4096) and bits_equal(cpu, gpu.cpu().numpy())
+        out = torch.full_like(xt, float("nan"))
+        assert fn(*args, batch_dims=1, out=out) is out and bits_equal(cpu, out.cpu().numpy())

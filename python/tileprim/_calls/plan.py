@@ -33,6 +33,9 @@ class Plan:
         A batched call with no scope named on a GPU's arrays under ``TILEPRIM_AUTOTUNE=1``: the
         GPU, the scope and staging kept, each candidate's measured ms, and whether they were
         measured now or remembered (``ProgramPlan.autotuned``).
+    map_tiles : str or None
+        A map over rows with no scope, storage, layout or variant named: how its rows are taken as
+        tiles of 8 elements (``ProgramPlan.map_tiles``); the plan is then that of the tiles.
     trace : list
         Every registered variant of the op: ``.variant``, ``.priority``, ``.status`` (chosen,
         declined, not tried) and ``.reasons`` (every failing predicate's).
@@ -52,6 +55,7 @@ class Plan:
         self._bound = bound
         self._tiles = tiles
         self.autotuned: Optional[dict] = None
+        self.map_tiles: Optional[str] = None
 
     variant = property(lambda self: self._core.variant, doc="the chosen variant's name")
     priority = property(lambda self: self._core.priority, doc="the chosen variant's priority")
@@ -112,7 +116,8 @@ class Plan:
 
     def __str__(self) -> str:
         program = self._program()
-        return (str(self._core) + (program.scope_trace_str() if program is not None else "") +
+        return ((f"{self.map_tiles}\n" if self.map_tiles else "") + str(self._core) +
+                (program.scope_trace_str() if program is not None else "") +
                 (f"\n{described(self.autotuned)}" if self.autotuned else ""))
 
     __repr__ = __str__

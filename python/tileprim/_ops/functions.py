@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .._opspec.docs import op_docstring
 from .._program.gather_call import run_gather
+from .._program.map_tiles import op_tiles
 from .._program.trace import TRACING, record_step
 from .where_condition import where_condition
 
@@ -54,8 +55,23 @@ def _source(spec: dict, runs: bool) -> str:
     record = f"    if TRACING[0] is not None:\n        return record_step({args})\n" if runs else ""
     condition = ("    cond = where_condition(cond, a, b, scope=scope, batch_dims=batch_dims, target=target, "
                  "backend=backend)\n" if spec["name"] == "where" and runs else "")
+    tiles = _tiles_source(spec, pack, runs) if spec["family"] == "elementwise" else ""
     return (f"def op({signature}, *, {keywords}{fastmath}{_COMMON}):\n{_BOUND}{with_fastmath}{condition}{record}"
-            f"    return prepare({args}){tail}\n")
+            f"{tiles}    return prepare({args}){tail}\n")
+
+
+def _tiles_source(spec: dict, pack: str, runs: bool) -> str:
+    """A map over rows with nothing placed by hand takes them as tiles of 8, as a program of maps
+    alone does (``_program.map_tiles``): the call on the tiles, its result in the rows' shape (tp.plan:
+    the tiles' plan, saying so)."""
+    args = (f"{spec['name']!r}, tiles.args, None, tiles.out, False, None, None, None, None, 1, target, backend, "
+            f"None, {spec['extra_arg'] or 'None'}, config, False")
+    done = ("        return tiles.results(prepare(" + args + ").run(tiles.args, tiles.out), out)\n" if runs
+            else "        return tiles.plan(prepare(" + args + ").plan, batch_dims)\n")
+    return ("    if batch_dims and scope is None and storage is None and layout is None and out_layout is None "
+            "and dispatch is None:\n"
+            f"        tiles = op_tiles({pack}, batch_dims, out)\n"
+            "        if tiles is not None:\n" + done.replace("        return", "            return"))
 
 
 def _method_scope(bound, scope):
@@ -71,7 +87,7 @@ def op_function(spec: dict, prepare, runs: bool = True):
     ``prepare`` and runs what comes back (``runs=False``: returns its Plan instead); ``scope=None``
     (named nowhere) is ``prepare``'s to resolve: tp.thread for one tile, the planner's choice for a
     batch."""
-    namespace = {"prepare": prepare, "TRACING": TRACING, "record_step": record_step,
+    namespace = {"prepare": prepare, "TRACING": TRACING, "record_step": record_step, "op_tiles": op_tiles,
                  "gather_call": run_gather, "method_scope": _method_scope, "where_condition": where_condition}
     exec(compile(_source(spec, runs), f"<tileprim.{spec['name']}>", "exec"), namespace)
     fn = namespace["op"]

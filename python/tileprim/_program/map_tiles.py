@@ -15,7 +15,9 @@ array is such a view (``ArrayLibrary.flat_tiles``), and none is traced or transf
 library's machinery (``keeps_shapes``: torch.compile and torch.func, whose graphs keep the rows)."""
 from __future__ import annotations
 
+import copy
 import math
+import weakref
 from typing import Dict, Optional
 
 import numpy as np
@@ -24,22 +26,23 @@ from .._arrays.dtypes import VALUE_DTYPES, dtype_name
 from .._arrays.routing import flat_tiles, keeps_shapes
 from .._opspec.table import SPECS
 
-__all__ = ["TILE", "MapTiles", "map_tiles"]
+__all__ = ["TILE", "MapTiles", "map_tiles", "op_tiles"]
 
 TILE = 8  # 16 bytes of a 16-bit dtype, a thread's tile in the maps' benchmark (tests/test_bench)
 _SCALARS = (int, float, bool, np.integer, np.floating)
 
 _MAPS_ALONE: Dict[tuple, bool] = {}  # (program, tile shape, dtypes and scalars) -> maps alone
 _MAPS_ALONE_LIMIT = 4096
+_ROWS_PLANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # a tiles' plan -> its copies for rows
 
 
 class MapTiles:
     """The call's arguments and out= as rows of TILE, and the shape its results take back."""
 
-    __slots__ = ("args", "out", "shape", "batch_dims")
+    __slots__ = ("args", "out", "shape")
 
-    def __init__(self, args: tuple, out, shape: tuple, batch_dims: int):
-        self.args, self.out, self.shape, self.batch_dims = args, out, shape, batch_dims
+    def __init__(self, args: tuple, out, shape: tuple):
+        self.args, self.out, self.shape = args, out, shape
 
     def results(self, result, out):
         """The call's result in the shape of its rows: ``out`` itself where given."""
@@ -49,17 +52,58 @@ class MapTiles:
             return type(result)(r.reshape(self.shape) for r in result)
         return result.reshape(self.shape)
 
+    def plan(self, tiles_plan, batch_dims: int):
+        """A copy of the tiles' plan (theirs unchanged: the memo shares it) with the rows' result
+        shapes and a word on the tiling (``map_tiles``); the same copy for the same rows, as a
+        repeated call's plan is the same plan."""
+        copies = _ROWS_PLANS.setdefault(tiles_plan, {})
+        plan = copies.get((self.shape, batch_dims))
+        if plan is not None:
+            return plan
+        plan = copies[(self.shape, batch_dims)] = copy.copy(tiles_plan)
+        if hasattr(plan, "out_shapes"):  # a program's
+            plan.out_shapes = [self.shape] * len(plan.out_shapes)
+        else:
+            plan.out_shape = self.shape
+        plan.map_tiles = (f"maps alone, no scope named: the rows of {math.prod(self.shape[batch_dims:])} elements "
+                          f"taken as tiles of {TILE} ({self.shape} as {(math.prod(self.shape) // TILE, TILE)}, a "
+                          f"view), the same bits at any tiling")
+        return plan
+
 
 def map_tiles(program, args: tuple, batch_dims, scope, out) -> Optional[MapTiles]:
     """The call as rows of TILE where its program is of maps alone (the module's doc), else None.
     Asked on every call of a program: a dictionary lookup past the shapes where it was asked before."""
-    if (scope is not None or type(batch_dims) is not int or batch_dims < 1 or program._scope is not None
-            or program._staging is not None):
+    if scope is not None or program._scope is not None or program._staging is not None:
         return None
-    shape, kinds = None, []
-    for x in args:
+    shape = _rows(args, batch_dims, out)
+    if shape is None:
+        return None
+    kinds = tuple((type(x), x if x == x else "nan") if isinstance(x, _SCALARS) else x.dtype for x in args)
+    key = (program, shape[batch_dims:], kinds)
+    alone = _MAPS_ALONE.get(key)
+    if alone is None:
+        if len(_MAPS_ALONE) >= _MAPS_ALONE_LIMIT:  # a new scalar each call: start over
+            _MAPS_ALONE.clear()
+        alone = _MAPS_ALONE[key] = _traced_alike(program, args, kinds, shape[batch_dims:])
+    return _flat(args, out, shape) if alone else None
+
+
+def op_tiles(operands: tuple, batch_dims, out) -> Optional[MapTiles]:
+    """A standalone elementwise call (the program of one map) over rows, with no scope, storage,
+    layout or variant named, as rows of TILE: as ``map_tiles``, with no body to trace."""
+    shape = _rows(operands, batch_dims, out)
+    return None if shape is None else _flat(operands, out, shape)
+
+
+def _rows(values, batch_dims, out) -> Optional[tuple]:
+    """The shape every array of ``values`` (and out=) has, where its tiles are rows of a multiple of
+    TILE elements, more than TILE, and no library traces the arrays; else None."""
+    if type(batch_dims) is not int or batch_dims < 1:
+        return None
+    shape = None
+    for x in values:
         if isinstance(x, _SCALARS):
-            kinds.append((type(x), x if x == x else "nan"))
             continue
         if shape is None and keeps_shapes(x):  # torch.compile, torch.func: their graphs keep the rows
             return None
@@ -67,30 +111,26 @@ def map_tiles(program, args: tuple, batch_dims, scope, out) -> Optional[MapTiles
         if s is None or (shape is not None and s != shape):
             return None
         shape = s
-        kinds.append(x.dtype)
     if shape is None or len(shape) <= batch_dims:
         return None
-    tile_shape = tuple(shape[batch_dims:])
-    n = math.prod(tile_shape)
+    n = math.prod(shape[batch_dims:])
     if not isinstance(n, int) or n <= TILE or n % TILE:
         return None
     outs = out if isinstance(out, tuple) else () if out is None else (out,)
     if any(getattr(o, "shape", None) != shape for o in outs):
         return None
-    key = (program, tile_shape, tuple(kinds))
-    alone = _MAPS_ALONE.get(key)
-    if alone is None:
-        if len(_MAPS_ALONE) >= _MAPS_ALONE_LIMIT:  # a new scalar each call: start over
-            _MAPS_ALONE.clear()
-        alone = _MAPS_ALONE[key] = _traced_alike(program, args, kinds, tile_shape)
-    if not alone:
-        return None
-    flat = [x if isinstance(x, _SCALARS) else flat_tiles(x, TILE) for x in args]
+    return tuple(shape)
+
+
+def _flat(values, out, shape) -> Optional[MapTiles]:
+    """``values`` and out= as views of rows of TILE (``ArrayLibrary.flat_tiles``), else None."""
+    flat = [x if isinstance(x, _SCALARS) else flat_tiles(x, TILE) for x in values]
+    outs = out if isinstance(out, tuple) else () if out is None else (out,)
     flat_outs = [flat_tiles(o, TILE) for o in outs]
     if any(f is None for f in flat) or any(f is None for f in flat_outs):
         return None
     flat_out = None if out is None else tuple(flat_outs) if isinstance(out, tuple) else flat_outs[0]
-    return MapTiles(tuple(flat), flat_out, tuple(shape), batch_dims)
+    return MapTiles(tuple(flat), flat_out, shape)
 
 
 def _traced_alike(program, args, kinds, tile_shape) -> bool:

@@ -4,7 +4,6 @@ kernel. A repeated call of a signature is a dictionary lookup and a run: the sam
 as a standalone call's (``_calls.prepared``; a standalone call is the program of one step)."""
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 import math
@@ -23,7 +22,7 @@ from .._checks import as_int
 from .._platform.backends import device_arch, resolve_backend
 from .._calls import autotune as autotuning
 from .keys import key_program
-from .map_tiles import TILE, map_tiles
+from .map_tiles import map_tiles
 from .plan import ProgramPlan
 from .scalar_argument import ScalarArgument, is_run_time_float
 from .tile import Tile
@@ -203,12 +202,7 @@ class Program:
         tiles = map_tiles(self, args, batch_dims, scope, None)
         if tiles is None:
             return self._prepared(args, batch_dims, scope, backend, target, fastmath).plan
-        plan = copy.copy(self._prepared(tiles.args, 1, scope, backend, target, fastmath).plan)  # the tiles' own kept
-        plan.out_shapes = [tiles.shape] * len(plan.out_shapes)
-        flat = (math.prod(tiles.shape) // TILE, TILE)
-        plan.map_tiles = (f"maps alone, no scope named: the rows of {math.prod(tiles.shape[batch_dims:])} elements "
-                          f"taken as tiles of {TILE} ({tiles.shape} as {flat}, a view), the same bits at any tiling")
-        return plan
+        return tiles.plan(self._prepared(tiles.args, 1, scope, backend, target, fastmath).plan, batch_dims)
 
     def __repr__(self) -> str:
         return f"<tp.program {self.__name__}>"
