@@ -22,16 +22,15 @@ import math
 import weakref
 from typing import Dict, Optional
 
-import numpy as np
 
 from .._arrays.dtypes import VALUE_DTYPES, dtype_name
 from .._arrays.routing import flat_tiles, keeps_shapes
 from .._opspec.table import SPECS
+from .trace import SCALAR_TYPES
 
 __all__ = ["TILE", "MapTiles", "map_tiles", "op_tiles"]
 
 TILE = 8  # 16 bytes of a 16-bit dtype, a thread's tile in the maps' benchmark (tests/test_bench)
-_SCALARS = (int, float, bool, np.integer, np.floating)
 
 _MAPS_ALONE: Dict[tuple, bool] = {}  # (program, tile shape, dtypes and scalars) -> maps alone
 _MAPS_ALONE_LIMIT = 4096
@@ -67,9 +66,9 @@ class MapTiles:
             plan.out_shapes = [self.shape] * len(plan.out_shapes)
         else:
             plan.out_shape = self.shape
-        plan.map_tiles = (f"maps alone, no scope named: the rows of {math.prod(self.shape[batch_dims:])} elements "
-                          f"taken as tiles of {TILE} ({self.shape} as {(math.prod(self.shape) // TILE, TILE)}, a "
-                          f"view), the same bits at any tiling")
+        row, flat = math.prod(self.shape[batch_dims:]), (math.prod(self.shape) // TILE, TILE)
+        plan.map_tiles = (f"maps alone, no scope named: the rows of {row} elements taken as tiles of {TILE} "
+                          f"({self.shape} as {flat}, a view), the same bits at any tiling")
         return plan
 
 
@@ -81,7 +80,7 @@ def map_tiles(program, args: tuple, batch_dims, scope, out) -> Optional[MapTiles
     shape = _rows(args, batch_dims, out)
     if shape is None:
         return None
-    kinds = tuple((type(x), x if x == x else "nan") if isinstance(x, _SCALARS) else x.dtype for x in args)
+    kinds = tuple((type(x), x if x == x else "nan") if isinstance(x, SCALAR_TYPES) else x.dtype for x in args)
     key = (program, shape[batch_dims:], kinds)
     alone = _MAPS_ALONE.get(key)
     if alone is None:
@@ -106,7 +105,7 @@ def _rows(values, batch_dims, out) -> Optional[tuple]:
         return None
     shape = None
     for x in values:
-        if isinstance(x, _SCALARS):
+        if isinstance(x, SCALAR_TYPES):
             continue
         s = getattr(x, "shape", None)
         if s is None:
@@ -129,7 +128,7 @@ def _rows(values, batch_dims, out) -> Optional[tuple]:
 
 def _flat(values, out, shape) -> Optional[MapTiles]:
     """``values`` and out= as views of rows of TILE (``ArrayLibrary.flat_tiles``), else None."""
-    flat = [x if isinstance(x, _SCALARS) else flat_tiles(x, TILE) for x in values]
+    flat = [x if isinstance(x, SCALAR_TYPES) else flat_tiles(x, TILE) for x in values]
     outs = out if isinstance(out, tuple) else () if out is None else (out,)
     flat_outs = [flat_tiles(o, TILE) for o in outs]
     if any(f is None for f in flat) or any(f is None for f in flat_outs):

@@ -26,11 +26,10 @@ from .map_tiles import map_tiles
 from .plan import ProgramPlan
 from .scalar_argument import ScalarArgument, is_run_time_float
 from .tile import Tile
-from .trace import TRACING, Trace, user_location
+from .trace import SCALAR_TYPES, TRACING, Trace, user_location
 
 __all__ = ["Program", "program"]
 
-_SCALARS = (int, float, bool, np.integer, np.floating)
 STAGINGS = tuple(_C.staging_names())  # how the kernel may hold the rows, in priority order
 
 
@@ -115,6 +114,7 @@ class Program:
         self._params = list(self._signature.parameters)
         # the parameters the traced call passes by keyword (keyword-only: after every positional one)
         self._keyword_only = sum(p.kind == p.KEYWORD_ONLY for p in self._signature.parameters.values())
+        self._keywords = self._params[len(self._params) - self._keyword_only:]  # passed by keyword when traced
         self._key = key_program(self)  # its name in a compiled graph's custom op
 
     def _bound(self, args: tuple, kwargs: dict) -> tuple:
@@ -155,8 +155,7 @@ class Program:
         trace = Trace(self.__name__, None)
         traced = [(x.item() if isinstance(x, np.generic) else x) if isinstance(kind, tuple)
                   else trace.input(name, kind, tile_shape, False) for name, x, kind in zip(self._params, args, kinds)]
-        keywords = self._params[len(self._params) - self._keyword_only:]
-        result, _, _ = _trace_call(self._fn, trace, traced, keywords)
+        result, _, _ = _trace_call(self._fn, trace, traced, self._keywords)
         outputs = result if isinstance(result, tuple) else (result,)
         return trace, [t._id if type(t) is Tile and t._trace is trace else None for t in outputs]
 
@@ -226,10 +225,10 @@ class Program:
             if isinstance(x, Tile):
                 raise TypeError(f"{name}: a tile of another program; pass arrays and Python scalars to a program")
         backend, adapter, device = _program_backend(backend, [(n, x) for n, x in zip(self._params, args)
-                                                               if not isinstance(x, _SCALARS)])
+                                                               if not isinstance(x, SCALAR_TYPES)])
         arrays = {}
         for name, x in zip(self._params, args):
-            if not isinstance(x, _SCALARS):
+            if not isinstance(x, SCALAR_TYPES):
                 arrays[name] = _host_array(x, name) if adapter is None else _DeviceArray(adapter, x, name)
                 if adapter is not None:  # the next call keys it directly
                     remember_device_type(x, adapter)
@@ -275,8 +274,7 @@ class Program:
             inputs.append(Input(position, convert, None if per_tile else batch_shape + tuple(tile_shape),
                                 tuple(tile_shape), shared))
             traced_args.append(trace.input(name, dtype, tile_shape, shared))
-        keywords = self._params[len(self._params) - self._keyword_only:]
-        result, names, line = _trace_call(self._fn, trace, traced_args, keywords)
+        result, names, line = _trace_call(self._fn, trace, traced_args, self._keywords)
         outputs = result if isinstance(result, tuple) else (result,)
         for t in outputs:
             if type(t) is not Tile or t._trace is not trace:
@@ -321,7 +319,7 @@ class Program:
         prepared = made(spec)
         if (kind == "" and not self._staging and folded is None and adapter is not None
                 and autotuning.requested(self._autotune)
-                and all(adapter.runnable(x) for x in args if not isinstance(x, _SCALARS))):
+                and all(adapter.runnable(x) for x in args if not isinstance(x, SCALAR_TYPES))):
             prepared = self._tuned(made, spec, prepared, args, tiles, adapter, device)
         return prepared
 

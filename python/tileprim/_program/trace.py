@@ -26,7 +26,7 @@ TRACING: List[Optional["Trace"]] = [None]
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PROGRAMS_SHIPPED = os.path.join(_PACKAGE, "layers.py")  # programs written as a user's: their lines are named
-_SCALARS = (int, float, bool, np.integer, np.floating)
+SCALAR_TYPES = (int, float, bool, np.integer, np.floating)  # what a program takes as a scalar, not an array
 # What belongs to the program call, not to one of its steps.
 _CALL_ONLY = ("batch_dims", "backend", "target", "out")
 
@@ -111,7 +111,7 @@ def record_step(op, operands, axes, out, accum, scope, storage, layout, out_layo
             ids.append(x._id)
             scalars.append(0.0)
             tiles.append(x)
-        elif isinstance(x, _SCALARS) and not isinstance(x, np.bool_):
+        elif isinstance(x, SCALAR_TYPES) and not isinstance(x, np.bool_):
             ids.append(-1)
             try:
                 scalars.append(float(x))
