@@ -49,6 +49,10 @@ BAD_CALLS = [
      lambda out: tp.sum(A, thread_reduc=True, out=out), (4,)),
     ("batch_dims: 2 must leave at least one tile dim", ValueError, lambda out: tp.sum(A, batch_dims=2, out=out), (4,)),
     ("out: shape (5,) differs from the result's (4,)", ValueError, lambda out: tp.sum(A, out=out), (5,)),
+    # a trailing 1 only where a whole-tile reduction dropped its tile (1,): a map's out= is NumPy's shape
+    ("out: shape (4, 8, 1) differs from the result's (4, 8)", ValueError, lambda out: tp.exp(A, out=out), (4, 8, 1)),
+    ("out: shape (4, 8, 1) differs from the result's (4, 8)", ValueError,
+     lambda out: tp.program(lambda x: tp.exp(x))(A, batch_dims=1, out=out), (4, 8, 1)),
     ("out: dtype float64 differs from the result's float32", TypeError,
      lambda out: tp.sum(A, out=out.astype(np.float64)), (4,)),
     ("accum: accum=True folds the result into out=", ValueError, lambda out: tp.sum(A, accum=True), None),

@@ -222,7 +222,7 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
             result_shape = batch_shape + tuple(1 if i in kept else d for i, d in enumerate(tile_shape))
         plan = Plan(step, result_shape, bound=core, tiles=tiles)
         run = (core, plan, len(operands), inputs, scalar_at, [(result_shape, out_dtype)], False, tiles, accum,
-               [o.arg for o in operands])
+               [o.arg for o in operands], (result_shape,) if all_reduced else ())
         if on_device:
             return DevicePrepared(*run, adapter=arrays[0].adapter, device=devices[0])
         return HostPrepared(*run)

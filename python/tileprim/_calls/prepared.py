@@ -112,8 +112,10 @@ class _Prepared:
     scalars among the call's values, and the results (shape and dtype name each)."""
 
     def __init__(self, core, plan, arity: int, inputs: List[Input], scalar_at: List[int], results: list,
-                 as_tuple: bool, tiles: int, accum: bool = False, names: Optional[list] = None):
+                 as_tuple: bool, tiles: int, accum: bool = False, names: Optional[list] = None,
+                 dropped: tuple = ()):
         self.core, self.plan, self.arity = core, plan, arity
+        self.dropped = dropped  # the result shapes from which a whole-tile reduction dropped its tile (1,)
         self.inputs, self.scalar_at, self.results, self.as_tuple = inputs, scalar_at, results, as_tuple
         self.tiles, self.accum = tiles, accum
         self.names = names
@@ -162,10 +164,10 @@ class _Prepared:
             raise ValueError(f"out: the program returns {n} tile(s); out= gives {len(outs)}")
         return outs
 
-    @staticmethod
-    def shape_ok(shape, result_shape) -> bool:
-        """out's shape: the result's, or with a trailing 1 (a reduction's kept dim)."""
-        return tuple(shape) == result_shape or tuple(shape) == result_shape + (1,)
+    def shape_ok(self, shape, result_shape) -> bool:
+        """out's shape: the result's, or with a trailing 1 where a reduction dropped its tile (1,)."""
+        shape = tuple(shape)
+        return shape == result_shape or (result_shape in self.dropped and shape == result_shape + (1,))
 
     def returned(self, results):
         return tuple(results) if self.as_tuple else results[0]
@@ -237,9 +239,9 @@ class DevicePrepared(_Prepared):
     """Device arrays: used in place; the results in the same library, on the same device, ordered
     on that library's current stream."""
 
-    def __init__(self, core, plan, arity, inputs, scalar_at, results, as_tuple, tiles, accum=False, names=None, *,
-                 adapter: Adapter, device: int):
-        super().__init__(core, plan, arity, inputs, scalar_at, results, as_tuple, tiles, accum, names)
+    def __init__(self, core, plan, arity, inputs, scalar_at, results, as_tuple, tiles, accum=False, names=None,
+                 dropped=(), *, adapter: Adapter, device: int):
+        super().__init__(core, plan, arity, inputs, scalar_at, results, as_tuple, tiles, accum, names, dropped)
         a = self.adapter = adapter
         self.device = device
         # what a repeated call does, fixed here: the library's own functions where it has them

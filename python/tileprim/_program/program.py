@@ -306,11 +306,13 @@ class Program:
                 wide = "float64" if outputs[j].dtype == "float64" else "float32"
                 results[j] = ((-(-tiles // folded[0]),) + outputs[j].shape, wide)
             plan = ProgramPlan(core.plan, [shape for shape, _ in results], [float(args[p]) for p in scalar_at])
+            dropped = tuple(shape for (shape, _), t in zip(results, outputs) if t.shape == ())  # reduced whole
             if adapter is None:
-                prepared = HostPrepared(core, plan, len(args), inputs, scalar_at, results, as_tuple, tiles)
+                prepared = HostPrepared(core, plan, len(args), inputs, scalar_at, results, as_tuple, tiles,
+                                        dropped=dropped)
             else:
                 prepared = DevicePrepared(core, plan, len(args), inputs, scalar_at, results, as_tuple, tiles,
-                                          adapter=adapter, device=device)
+                                          adapter=adapter, device=device, dropped=dropped)
             prepared.index_dtype = None  # a program's index scalars are checked as its body is traced
             prepared.trace, prepared.output_ids = trace, [t._id for t in outputs]  # what a derived backward reads
             prepared.stopped_outputs = [t.stopped for t in outputs]  # results returned through tp.stop_gradient
