@@ -68,6 +68,18 @@ def test_norms_against_float64(dtype, rng):
                  rows=n)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("n", [16, 1000, 4097])
+def test_layer_norm_of_constant_rows_is_its_bias(dtype, n, rng):
+    """A constant row centres to exactly 0 whatever its magnitude, as torch's (the float64 answer):
+    the rounded mean alone left one ulp of 1e10, and rsqrt of its square made it +-1."""
+    values = np.array([1e10, -3e19, 7.25e5, -1.0, 0.1], np.float64)[:, None] * np.ones((1, n))
+    x = values.astype(NP[dtype])
+    b = rng.standard_normal(n).astype(NP[dtype])
+    got = tp.layers.layer_norm(x, rng.uniform(0.5, 1.5, n).astype(NP[dtype]), b, 1e-5, batch_dims=1, backend="cpu")
+    np.testing.assert_array_equal(got, np.broadcast_to(b, got.shape))
+
+
 def cross_entropy64(x, label, ignore_index):
     x64 = x.astype(np.float64)
     m = x64.max(-1, keepdims=True)

@@ -76,7 +76,10 @@ def layer_norm(x, w, b, eps):
     """(x - mean) / sqrt(var + eps) * w + b over the last dim (the biased variance, as torch)."""
     xf = tp.cast(x, _wide(x))
     n = x.shape[-1]
-    centred = xf - tp.sum(xf, axes=-1, keepdims=True) / n
+    # the rounded mean misses the row's by its sum's rounding; the mean of what is left corrects it
+    # (a constant row then centres to exactly 0, as torch's: one ulp left over gave +-1 after rsqrt)
+    off = xf - tp.sum(xf, axes=-1, keepdims=True) / n
+    centred = off - tp.sum(off, axes=-1, keepdims=True) / n
     var = tp.sum(centred * centred, axes=-1, keepdims=True) / n
     y = tp.fma(centred * tp.rsqrt(var + eps), tp.cast(w, _wide(x)), tp.cast(b, _wide(x)))
     return tp.cast(y, x.dtype)
