@@ -166,6 +166,16 @@ def test_the_op_table_says_every_elementwise_op_gives_the_same_bits_everywhere()
         assert sorted(TABLE[op]["exactly_rounded"]) == ["bfloat16", "float16"]
 
 
+def test_the_op_table_says_copy_moves_values_and_how_treduce_meets_nan():
+    copy = TABLE["copy"]
+    assert set(copy["max_ulp"].values()) == {0.0} and copy["nan_rule"].startswith("move"), copy
+    x = np.array([np.nan, -np.nan, np.inf, -0.0, 1e-45, 3.0], np.float32)
+    x[0] = np.frombuffer(np.uint32(0x7fc01234).tobytes(), np.float32)[0]  # a NaN with a payload
+    np.testing.assert_array_equal(tp.copy(x).view(np.uint32), x.view(np.uint32))
+    rule = TABLE["treduce"]["nan_rule"]
+    assert "'sum': IEEE" in rule and "fmax / fmin" in rule, rule
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("op", ["exp", "exp2"])
 def test_exp_of_a_bundle_within_the_normal_range_gives_the_same_bits(op, dtype, rng):

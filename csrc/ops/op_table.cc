@@ -173,6 +173,8 @@ OpDef gather(const std::string& name, std::vector<std::string> operands, bool su
 OpDef restage(OpDef d) {
   d.family = OpFamily::restage;
   d.options.clear();
+  d.nan_rule = NanRule::move;
+  for (auto& [dtype, ulp] : d.max_ulp) ulp = 0;
   return d;
 }
 
@@ -214,7 +216,7 @@ std::vector<OpDef> build_table() {
       "src rounded to dtype, a float dtype (nearest even; an int32 or int64 src too)"));
   cast.extra_arg = "dtype";
   cast.chain_role = ChainRole::widening;
-  const OpDef treduce{"treduce", OpFamily::collective, {}, "", {F32, F16, BF16, I32}, NanRule::fmax, {F32, F16, BF16, I32},
+  const OpDef treduce{"treduce", OpFamily::collective, {}, "", {F32, F16, BF16, I32}, NanRule::collective, {F32, F16, BF16, I32},
                       {}, "", "", "", "", {}, nullptr, nullptr,
                       "every rank's tensor reduced into the root's dst: the root's value, then ranks ascending"};
   std::vector<OpDef> table = {
@@ -323,12 +325,15 @@ const char* nan_rule_text(NanRule r) {
   switch (r) {
     case NanRule::ieee: return "ieee: NaN propagates";
     case NanRule::fmax:
-      return "fmax / fmin: a NaN meeting a number yields the number; the tile ops' propagate_nan=True propagates "
-             "it (treduce has no such option)";
+      return "fmax / fmin: a NaN meeting a number yields the number; propagate_nan=True propagates it";
     case NanRule::none: return "none: reads no values";
     case NanRule::compare: return "compare: a NaN compares false (0), but for ne (1)";
     case NanRule::select: return "select: values move unchanged (where counts a NaN cond as nonzero)";
     case NanRule::take: return "take: values move unchanged; NaN where an index lies outside [-n, n)";
+    case NanRule::move: return "move: values move unchanged, NaN payloads too";
+    case NanRule::collective:
+      return "op='sum': IEEE, NaN propagates; op='max' / 'min': fmax / fmin, a NaN meeting a number yields the "
+             "number (treduce has no propagate_nan option)";
   }
   return "?";
 }

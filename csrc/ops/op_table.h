@@ -28,6 +28,8 @@ enum class NanRule {
   compare,  // a NaN compares false (eq, lt, le, gt, ge: 0 where either operand is NaN; ne: 1)
   select,   // moves a value unchanged, NaN too; a NaN condition is nonzero (where)
   take,     // moves x's value unchanged, NaN too; NaN where an index lies outside the row (take_along_axis)
+  move,     // moves the value unchanged, NaN payloads too (copy)
+  collective,  // treduce: sum as IEEE, max / min as fmax / fmin with no propagate_nan option
 };
 const char* nan_rule_text(NanRule r);
 
