@@ -135,11 +135,20 @@ class Program:
         if TRACING[0] is not None:  # called in another program's body: its steps join that program's
             return self._inlined(args, batch_dims, scope, backend, target, out, fastmath)
         fastmath = self._fastmath if fastmath is None else _fastmath(fastmath)
+        return self._tiled(self._routed, args, batch_dims, scope, backend, target, fastmath, out)
+
+    def _unrouted(self, args, batch_dims, scope, backend, target, fastmath):
+        """The call of arrays no library's route may take (plain tensors outside grad mode: a derived
+        backward's, inside autograd's backward): ``__call__`` past binding its arguments and the routes
+        (a few us of a norm's backward calls, on a host that binds the step's time)."""
+        return self._tiled(self._run, tuple(args), batch_dims, scope, backend, target,
+                           self._fastmath if fastmath is None else _fastmath(fastmath), None)
+
+    def _tiled(self, run, args, batch_dims, scope, backend, target, fastmath, out):
         tiles = map_tiles(self, args, batch_dims, scope, out)  # maps alone over rows: tiles of a few elements
         if tiles is not None:
-            result = self._routed(tiles.args, 1, scope, backend, target, fastmath, tiles.out)
-            return tiles.results(result, out)
-        return self._routed(args, batch_dims, scope, backend, target, fastmath, out)
+            return tiles.results(run(tiles.args, 1, scope, backend, target, fastmath, tiles.out), out)
+        return run(args, batch_dims, scope, backend, target, fastmath, out)
 
     def _routed(self, args, batch_dims, scope, backend, target, fastmath, out):
         for route in PROGRAM_ROUTES:  # a library's own machinery may take it: torch.compile, autograd

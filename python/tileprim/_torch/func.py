@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Callable, Dict
 
-__all__ = ["transforms_active", "transformable", "to_the_front"]
+__all__ = ["transforms_active", "unroutable", "transformable", "to_the_front"]
 
 _FUNCTIONS: Dict[str, type] = {}
 
@@ -23,6 +23,14 @@ def transforms_active() -> bool:
 
 
 _ACTIVE: list = []
+
+
+def unroutable(tensors) -> bool:
+    """Whether no route takes a call of ``tensors``: plain tensors (their exact type: no fake,
+    functional or parameter ones) outside grad mode and outside torch.func's transforms, as inside
+    autograd's backward of a plain call."""
+    torch = sys.modules["torch"]
+    return not torch.is_grad_enabled() and all(type(t) is torch.Tensor for t in tensors) and not transforms_active()
 
 
 def to_the_front(args, in_dims) -> list:

@@ -35,7 +35,7 @@ from .._program.keys import PROGRAMS
 from .._program.scalar_argument import is_run_time_float
 from .after_load import after_load
 from . import folded_gradients
-from .func import to_the_front, transforms_active
+from .func import to_the_front, transforms_active, unroutable
 from .ops import define
 from .options import constant
 from .sum_to import sums_to
@@ -247,15 +247,19 @@ class ProgramOp:
         grads = [g.reshape(*g.shape, 1) if scalar else g for g, scalar in zip(grads, self.scalar_results)]
         arguments = [*inputs, *grads]
         called = [*arguments, *self.floats]  # the backward program's arguments: the forward's floats last
-        # the opt-in fold (off: nothing more on this path), on plain tensors outside grad mode (a backward
-        # of the backward, fake tensors under torch.compile: the rows)
-        if folded_gradients.ENABLED and not torch.is_grad_enabled() and all(type(a) is torch.Tensor for a in arguments):
+        # plain tensors outside grad mode: no route can take the backward's calls (a backward of the
+        # backward, fake tensors under torch.compile, torch.func's tensors take them)
+        plain = unroutable(arguments)
+        if folded_gradients.ENABLED and plain:  # the opt-in fold (off: nothing more on this path)
             if needs not in self.folds:
                 self.folds[needs] = folded_gradients.folded_backward(program, wanted, sources, inputs, called,
                                                                      self.options)
             if self.folds[needs] is not None:
                 return self.folds[needs].gradients(wanted, inputs, called, self.options)
-        made = list(program(*called, **self.options)) if program is not None else []
+        o = self.options
+        made = [] if program is None else list(
+            program._unrouted(called, o["batch_dims"], o["scope"], o["backend"], o["target"], o["fastmath"]) if plain
+            else program(*called, **o))
         # a gradient passed on is the argument itself, one shared by two inputs one result: no copy
         computed = [arguments[k] if kind == "argument" else made[k] for kind, k in sources]
         out = [None] * len(inputs)

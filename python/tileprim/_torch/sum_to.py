@@ -26,6 +26,7 @@ import math
 from .._calls.scope import cta, thread
 from .._ops import names as tp
 from .._program.program import program
+from .func import unroutable
 
 __all__ = ["sum_to", "sums_to", "folded_run", "sums_from_folds", "define_op"]
 
@@ -90,12 +91,19 @@ def _row_sums_of_two(dtype=None):
     return row_sums_of_two
 
 
-def _each(one, two, xs: list, **options) -> list:
-    """``one`` over each of xs, or ``two`` over pairs of them (one kernel for two gradients)."""
+def _each(one, two, xs: list, batch_dims, scope=None, backend=None, target=None) -> list:
+    """``one`` over each of xs, or ``two`` over pairs of them (one kernel for two gradients); past the
+    routes where none can take them (in autograd's backward)."""
+    unrouted = unroutable(xs)
     out = []
     for k in range(0, len(xs) - 1, 2):
-        out += two(xs[k], xs[k + 1], **options)
-    return out + ([one(xs[-1], **options)] if len(xs) % 2 else [])
+        pair = (xs[k], xs[k + 1])
+        out += (two._unrouted(pair, batch_dims, scope, backend, target, None) if unrouted
+                else two(*pair, batch_dims=batch_dims, scope=scope, backend=backend, target=target))
+    if len(xs) % 2:
+        out.append(one._unrouted((xs[-1],), batch_dims, scope, backend, target, None) if unrouted
+                   else one(xs[-1], batch_dims=batch_dims, scope=scope, backend=backend, target=target))
+    return out
 
 
 @functools.lru_cache(maxsize=None)
