@@ -241,9 +241,10 @@ class ProgramOp:
         if derived is None:
             return (None,) * len(inputs)
         program, wanted, sources = derived
-        batch = self._batch(inputs)
-        grads = [torch.zeros(batch + shape, dtype=dtype, device=inputs[0].device) if g is None else g
-                 for g, (shape, dtype) in zip(grads, self.results)]
+        if any(g is None for g in grads):  # the batch shape (torch's broadcast: some us) only where needed
+            batch = self._batch(inputs)
+            grads = [torch.zeros(batch + shape, dtype=dtype, device=inputs[0].device) if g is None else g
+                     for g, (shape, dtype) in zip(grads, self.results)]
         grads = [g.reshape(*g.shape, 1) if scalar else g for g, scalar in zip(grads, self.scalar_results)]
         arguments = [*inputs, *grads]
         called = [*arguments, *self.floats]  # the backward program's arguments: the forward's floats last
