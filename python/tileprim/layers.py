@@ -26,6 +26,7 @@ import math
 
 from ._ops import names as tp  # the ops as a user writes them: tp.sum...
 from ._program.program import program
+from ._program.stop_gradient import stop_gradient
 
 __all__ = ["gelu_erf", "gelu_tanh", "silu_mul", "gelu_tanh_mul", "layer_norm", "rms_norm", "cross_entropy",
            "cross_entropy_for_backward", "cross_entropy_backward"]
@@ -77,9 +78,10 @@ def layer_norm(x, w, b, eps):
     xf = tp.cast(x, _wide(x))
     n = x.shape[-1]
     # the rounded mean misses the row's by its sum's rounding; the mean of what is left corrects it
-    # (a constant row then centres to exactly 0, as torch's: one ulp left over gave +-1 after rsqrt)
+    # (a constant row then centres to exactly 0, as torch's: one ulp left over gave +-1 after rsqrt).
+    # The correction passes no gradient: off's is already centred, so the gradient is the same
     off = xf - tp.sum(xf, axes=-1, keepdims=True) / n
-    centred = off - tp.sum(off, axes=-1, keepdims=True) / n
+    centred = off - stop_gradient(tp.sum(off, axes=-1, keepdims=True) / n)
     var = tp.sum(centred * centred, axes=-1, keepdims=True) / n
     y = tp.fma(centred * tp.rsqrt(var + eps), tp.cast(w, _wide(x)), tp.cast(b, _wide(x)))
     return tp.cast(y, x.dtype)
