@@ -214,6 +214,33 @@ def test_tiles_of_several_dims_with_a_broadcast_operand(shape, scope, rng):
     assert plan.staging == "registers" and f"padded({int(np.prod(shape))})" in str(plan)
 
 
+# tiles whose threads' runs or blocks straddle their dims: (3, 64) over 64 threads (blocks of 3), (6, 128)
+# over 256, (4, 5, 64) over 32 (runs of 4, 128 a warp, past a row into a dim of 5), (3, 32) over 64
+# (rows of 32 for 64 threads: the threads over two dims)
+STRADDLING = [((3, 64), tp.cta(64)), ((3, 32), tp.warp), ((6, 128), tp.cta(256)), ((4, 5, 64), tp.cta(32)),
+              ((4, 5, 64), tp.warp), ((4, 5, 64), tp.cta(64)), ((3, 32), tp.cta(64)), ((2, 3, 32), tp.cta(64)),
+              ((7, 96), tp.cta(96))]
+
+
+@tp.program
+def scaled_by_row_sums(x, w):  # issue 49's 3-D tile with a broadcast operand
+    return tp.sum(x * w, axes=-1, keepdims=True) * x - tp.max(x, axes=0, keepdims=True)
+
+
+@pytest.mark.parametrize("shape,scope", STRADDLING, ids=lambda v: str(v))
+def test_tiles_whose_dims_the_spread_straddles_plan_and_match_float64(shape, scope, rng):
+    """The planner's spread splits into the tile's dims at any scope the tile can be spread over
+    (they were refused: 'cannot be split into the dims')."""
+    x = random_tile(rng, (3,) + shape, "float32", special=False)
+    w = random_tile(rng, shape[-1:], "float32", special=False)
+    out = np.full(x.shape, np.nan, np.float32)
+    scaled_by_row_sums(x, w, batch_dims=1, scope=scope, backend="cpu", out=out)
+    x64 = x.astype(np.float64)
+    want = (x64 * w).sum(-1, keepdims=True) * x64 - x64.max(axis=1, keepdims=True)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * (np.abs(x64 * w).sum(-1).max() + 1))
+    assert tp.plan(scaled_by_row_sums, x, w, batch_dims=1, scope=scope, target="sm_90a").staging == "registers"
+
+
 @pytest.mark.parametrize("n,staging", [(4097, "registers"), (4097, "streamed"), (50257, "shared"),
                                        (50257, "streamed")])
 def test_padded_rows_lower_without_spills(n, staging):

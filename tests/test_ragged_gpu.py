@@ -8,7 +8,7 @@ import pytest
 import tileprim as tp
 from conftest import bits_equal, cuda_usable, random_tile
 import programs
-from test_ragged import ROWS, biased_rows, case, maps_only
+from test_ragged import ROWS, STRADDLING, biased_rows, case, maps_only, scaled_by_row_sums
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA GPU")]
 
@@ -90,3 +90,11 @@ def test_tiles_of_several_dims_gpu(scope, rng):
     b = random_tile(rng, (7,), "float32")
     cpu = biased_rows(x, b, batch_dims=1, scope=scope, backend="cpu")
     assert bits_equal(np.asarray(biased_rows(x, b, batch_dims=1, scope=scope, backend="cuda")), np.asarray(cpu))
+
+
+@pytest.mark.parametrize("shape,scope", STRADDLING, ids=lambda v: str(v))
+def test_tiles_whose_dims_the_spread_straddles_gpu(shape, scope, rng):
+    x = random_tile(rng, (5,) + shape, "float32")
+    w = random_tile(rng, shape[-1:], "float32")
+    cpu = scaled_by_row_sums(x, w, batch_dims=1, scope=scope, backend="cpu")
+    assert bits_equal(np.asarray(scaled_by_row_sums(x, w, batch_dims=1, scope=scope, backend="cuda")), np.asarray(cpu))

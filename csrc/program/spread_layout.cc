@@ -1,4 +1,7 @@
 // The planner's register layout for a step that names none.
+#include <numeric>
+
+#include "errors.h"
 #include "program/program_plan.h"
 
 namespace tp {
@@ -26,6 +29,34 @@ TileLayout even_spread(long long n, long long t, long long run, Axis axis) {
   std::vector<Iter> shard = {Iter{t, 1, axis}};
   if (n / t > 1) shard.push_back(Iter{n / t, 1, Axis::m});
   return TileLayout(shard);
+}
+// Whether the layout's iters split into the tile's dims (TileLayout::group takes them).
+bool splits(const TileLayout& layout, const std::vector<long long>& shape) {
+  try {
+    layout.group(shape);
+    return true;
+  } catch (const ValueError&) {
+    return false;
+  }
+}
+
+// The threads over the dims from the innermost out, each dim taking the threads it and the ones
+// left have in common (innermost in the dim: a warp's accesses stay contiguous) and holding the
+// rest of itself as slots ((2, 3, 32) over 64 threads: threads 32 * a + c hold x[a, :, c]); none
+// where the dims leave threads over.
+std::optional<TileLayout> spread_by_dims(const std::vector<long long>& shape, long long t, Axis axis) {
+  std::vector<Iter> inner_first;
+  long long left = t, thread_stride = 1, slot_stride = 1;
+  for (auto d = shape.rbegin(); d != shape.rend(); ++d) {
+    const long long held = std::gcd(*d, left), slots = *d / held;
+    if (held > 1) inner_first.push_back(Iter{held, thread_stride, axis});
+    if (slots > 1) inner_first.push_back(Iter{slots, slot_stride, Axis::m});
+    thread_stride *= held;
+    slot_stride *= slots;
+    left /= held;
+  }
+  if (left != 1) return std::nullopt;
+  return TileLayout(std::vector<Iter>(inner_first.rbegin(), inner_first.rend()));
 }
 }  // namespace
 
@@ -56,8 +87,18 @@ std::optional<TileLayout> spread_layout(const std::vector<long long>& shape, con
   long long slots = (n + t - 1) / t;
   if (slots > kRunElements) slots = (slots + kRunElements - 1) / kRunElements * kRunElements;
   const long long run = spread_run(n);
-  if (slots * t == n) return even_spread(n, t, run, axis);
-  return even_spread(slots * t, t, run, axis).padded_to(n);
+  const TileLayout spread = slots * t == n ? even_spread(n, t, run, axis) : even_spread(slots * t, t, run, axis).padded_to(n);
+  if (shape.size() == 1 || splits(spread, shape)) return spread;
+  // a tile of several dims whose runs or blocks straddle its dims ((3, 64) over 64 threads: blocks
+  // of 3; (4, 5, 64) over 32: runs of 4 a thread, 128 a warp, past a row of 64 into a dim of 5):
+  // runs interleaved over the threads, the longest that split into the dims
+  for (long long r = run; r >= 1; r /= 2) {
+    if (n % (t * r) != 0 || n <= t * r) continue;
+    const TileLayout interleaved = even_spread(n, t, r, axis);
+    if (splits(interleaved, shape)) return interleaved;
+  }
+  if (const std::optional<TileLayout> by_dims = spread_by_dims(shape, t, axis)) return *by_dims;
+  return spread;  // refused where it is used, with the dims it does not split into
 }
 
 }  // namespace tp
