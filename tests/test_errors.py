@@ -57,6 +57,8 @@ BAD_CALLS = [
      lambda out: tp.sum(A, out=out.astype(np.float64)), (4,)),
     ("accum: accum=True folds the result into out=", ValueError, lambda out: tp.sum(A, accum=True), None),
     ("unexpected keyword argument 'accum'", TypeError, lambda out: tp.sqrt(A, out=out, accum=True), (4, 8)),
+    ("b: dtype float32 differs from a's float16", TypeError,  # a float32 cond: not the one named
+     lambda out: tp.where(A, A.astype(np.float16), A, out=out), (4, 8)),
     ("operand shapes do not broadcast", ValueError, lambda out: tp.add(A, np.ones(3, np.float32), out=out), (4, 8)),
     ("add: at least one operand must be an array", ValueError, lambda out: tp.add(1.0, 2.0, out=out), (4, 8)),
     ("value: fill takes a Python scalar value", TypeError, lambda out: tp.fill(A, A, out=out), (4, 8)),

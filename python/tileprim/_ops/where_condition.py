@@ -31,6 +31,8 @@ def where_condition(cond, a, b, **common):
     if getattr(cond, "dtype", None) == getattr(value, "dtype", None):  # the common call: one dtype, nothing to do
         return cond
     values = [d for d in (_dtype(a), _dtype(b)) if d is not None]
+    if len(values) == 2 and values[0] != values[1]:  # named as they are, before cond takes a's dtype
+        raise TypeError(f"b: dtype {values[1]} differs from a's {values[0]}; where's a and b need one dtype")
     if values and str(getattr(cond, "dtype", "")) in ("bool", "torch.bool"):  # a mask: 1 or 0, read as it is
         if hasattr(cond, "astype"):  # NumPy's, JAX's, CuPy's
             return cond.astype(numpy_dtype(values[0]))
