@@ -69,6 +69,13 @@ def test_fastmath_is_true_or_false(bad):
         tp.program(lambda t: tp.exp(t))(x, batch_dims=1, backend="cpu", fastmath=bad)
 
 
+def test_fastmath_takes_numpys_bools():
+    x = np.ones((2, 4), np.float32)
+    assert bits_equal(tp.exp(x, backend="cpu", fastmath=np.True_), tp.exp(x, backend="cpu"))
+    assert bits_equal(tp.program(lambda t: tp.exp(t))(x, batch_dims=1, backend="cpu", fastmath=np.True_),
+                      tp.exp(x, backend="cpu"))
+
+
 def test_plans_say_which_path_runs():
     x = np.ones((2, 8), np.float32)
     exact = tp.plan(tp.exp, x, backend="cpu").numerics

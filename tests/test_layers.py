@@ -191,6 +191,12 @@ def test_modules_replace_torchs_and_llamas(rng):
     assert list(rms.state_dict()) == ["weight"] and rms.variance_epsilon == 1e-6
     torch.testing.assert_close(rms(x), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6), rtol=1e-5,
                                atol=1e-6)
+    default_eps = tpnn.RMSNorm(64, eps=None)  # torch.nn.RMSNorm's None: the dtype's machine epsilon
+    torch.testing.assert_close(default_eps(x), torch.nn.RMSNorm(64, eps=None)(x), rtol=1e-5, atol=1e-6)
+    for module in (tpnn.RMSNorm, tpnn.LayerNorm):
+        with pytest.raises(TypeError, match="eps: expected a float"):
+            module(64, eps="1e-5")
+    assert "bias=False" in repr(tpnn.LayerNorm(64, bias=False))
     mlp = tpnn.SwiGLUMLP(64, 172)
     assert sorted(mlp.state_dict()) == ["down_proj.weight", "gate_proj.weight", "up_proj.weight"]  # LlamaMLP's
     eager = mlp.down_proj(F.silu(mlp.gate_proj(x)) * mlp.up_proj(x))

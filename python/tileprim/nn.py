@@ -46,6 +46,13 @@ def _elementwise(program, scope, fastmath, *tensors):
     return program(*tiles, batch_dims=1, scope=scope, backend=_where(tensors[0]), fastmath=fastmath).reshape(shape)
 
 
+def _eps(eps, none_ok: bool = False):
+    """eps checked where a module is made (a float; None where torch's module takes None)."""
+    if (eps is None and none_ok) or (isinstance(eps, (int, float)) and not isinstance(eps, bool)):
+        return eps
+    raise TypeError(f"eps: expected a float{' or None' if none_ok else ''}, not {eps!r}")
+
+
 def _rows(program, scope, fastmath, x, *args):
     """A program over the last dim, every other dim a batch of rows (rows as they are: no view, so
     no view's node for autograd to run backward)."""
@@ -149,7 +156,7 @@ class LayerNorm(torch.nn.Module):
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         if len(shape) != 1:
             raise ValueError(f"normalized_shape: {shape} normalizes {len(shape)} dims; this takes the last one")
-        self.normalized_shape, self.eps, self.elementwise_affine, self.scope = shape, eps, elementwise_affine, scope
+        self.normalized_shape, self.eps, self.elementwise_affine, self.scope = shape, _eps(eps), elementwise_affine, scope
         self.fastmath = as_bool(fastmath, "fastmath")
         made = dict(device=device, dtype=dtype)
         self.weight = torch.nn.Parameter(torch.ones(shape, **made)) if elementwise_affine else None
@@ -161,21 +168,24 @@ class LayerNorm(torch.nn.Module):
         return _rows(layers.layer_norm, self.scope, self.fastmath, x, w, b, self.eps)
 
     def extra_repr(self) -> str:
-        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
-                f"fastmath={self.fastmath}")
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+                + ("" if self.bias is not None or not self.elementwise_affine else ", bias=False")
+                + f", fastmath={self.fastmath}")
 
 
 class RMSNorm(torch.nn.Module):
-    """Llama's ``LlamaRMSNorm`` (``weight``, ``variance_epsilon``), in float32 inside."""
+    """Llama's ``LlamaRMSNorm`` (``weight``, ``variance_epsilon``), in float32 inside; ``eps=None`` is
+    ``torch.nn.RMSNorm``'s: the input dtype's machine epsilon."""
 
-    def __init__(self, hidden_size: int, eps: float = 1e-6, *, scope=None, fastmath: bool = False, device=None,
-                 dtype=None):
+    def __init__(self, hidden_size: int, eps: Optional[float] = 1e-6, *, scope=None, fastmath: bool = False,
+                 device=None, dtype=None):
         super().__init__()
         self.weight = torch.nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
-        self.variance_epsilon, self.scope, self.fastmath = eps, scope, as_bool(fastmath, "fastmath")
+        self.variance_epsilon, self.scope, self.fastmath = _eps(eps, none_ok=True), scope, as_bool(fastmath, "fastmath")
 
     def forward(self, x):
-        return _rows(layers.rms_norm, self.scope, self.fastmath, x, self.weight.to(x.dtype), self.variance_epsilon)
+        eps = torch.finfo(x.dtype).eps if self.variance_epsilon is None else self.variance_epsilon
+        return _rows(layers.rms_norm, self.scope, self.fastmath, x, self.weight.to(x.dtype), eps)
 
     def extra_repr(self) -> str:
         return f"{tuple(self.weight.shape)}, eps={self.variance_epsilon}, fastmath={self.fastmath}"

@@ -157,6 +157,7 @@ def _prepare(op, values, axes, out, accum, scope, storage, layout, out_layout, b
     accum = as_bool(accum, "accum")
     if "axis" in config:
         raise TypeError("unexpected keyword argument 'axis': tileprim reduces over axes=, as in axes=-1 or axes=(0, 1)")
+    config = {k: bool(v) if isinstance(v, np.bool_) else v for k, v in config.items()}  # np.True_ as True
     reduction = spec["family"] == "reduction"
     scalar_ok = (lambda i: False) if reduction or op in ("zero", "cast") else \
         (lambda i: i == 1) if op == "fill" else (lambda i: True)
