@@ -85,6 +85,8 @@ def test_plans_say_which_path_runs():
     assert "exact function" in fast["fastmath"]
     assert "the exact bits here" in fast["rounding"] and "CPU and GPU agree" not in fast["rounding"]
     assert "nothing to approximate" in tp.plan(tp.add, x, x, backend="cpu", fastmath=True).numerics["fastmath"]
+    tiles = tp.plan(tp.fdiv, x, x, backend="cpu", fastmath=True).numerics["rounding"]  # of two tiles: IEEE
+    assert "where b is one value for the tile" in tiles and "one value" not in fast["rounding"]
     wide = tp.plan(tp.exp, x.astype(np.float64), backend="cpu", fastmath=True).numerics  # no float64 approximation
     assert "approximation" not in wide and "nothing to approximate" in wide["fastmath"]
 

@@ -189,9 +189,11 @@ OpDef with_fast_form(OpDef d, const std::string& fn, const std::string& form,
 }
 
 // fdiv: the same division where no numerator exceeds its divisor, which the GPU's division of a
-// bundle by one value then need not check (maps.cuh)
+// bundle by one value then need not check (maps.cuh); its fastmath form is a division by one value
+// (a tile by a tile stays IEEE)
 OpDef with_part_form(OpDef d, const std::string& fn_part) {
   d.device_fn_part = fn_part;
+  d.fast_by_one_value = 1;
   return d;
 }
 

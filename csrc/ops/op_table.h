@@ -99,6 +99,7 @@ struct OpDef {
   // (OpCall::numerator_part_of_divisor: a softmax's division), empty where the op has none
   std::string device_fn_part;
   ChainRole chain_role = ChainRole::none;
+  int fast_by_one_value = -1;  // the operand a fastmath form needs as one value for the tile (fdiv's b), or -1
 
   int arity() const { return static_cast<int>(operands.size()); }
   // The device functor a call with this result dtype runs: with propagate_nan=True its NaN form,

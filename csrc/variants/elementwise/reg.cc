@@ -91,9 +91,17 @@ class RegElementwise : public Variant {
     const std::string exact = call.def->exact_for(compute)
                                   ? "exactly rounded (round to nearest even)"
                                   : "tileprim's own algorithm (op_table()[op]['max_ulp'])";
-    plan.note("rounding", on_gpu ? "fastmath: the GPU's approximation (op_table()[op]['fastmath']): the GPU's bits, not "
-                                   "the CPU's"
-                          : fast ? exact + ": the exact bits here; a GPU under fastmath approximates (its bits differ)"
+    // a form only a division by one value takes: a tile divisor is one value where a program broadcasts
+    // one (a row's sum), which this step's call does not tell
+    const int one = call.def->fast_by_one_value;
+    const std::string which = one >= 0 && !call.inputs[one].scalar
+                                  ? " where " + call.def->operands.at(one) + " is one value for the tile (a tile of "
+                                    "values: IEEE)"
+                                  : "";
+    plan.note("rounding", on_gpu ? "fastmath: the GPU's approximation (op_table()[op]['fastmath'])" + which +
+                                       ": the GPU's bits, not the CPU's"
+                          : fast ? exact + ": the exact bits here; a GPU under fastmath approximates" + which +
+                                       " (its bits differ)"
                                  : exact + ": CPU and GPU agree bit for bit");
     if (fast) {
       plan.note("approximation", "on a GPU: " + call.def->fast_form);
