@@ -220,8 +220,10 @@ class ProgramPlanner {
     for (const std::string& e : errors) listed += (listed.empty() ? "" : "\n") + e;
     throw DispatchError((s.where.empty() ? "" : s.where + ": ") + s.op + " of " + first.name + " " +
                         shape_str(in_shape) + ": no placement is accepted at scope " + scope.str() + ":\n" + listed +
-                        (limit ? "\nFix: a scope with more threads (each thread of tp.cta(n) holds 1/n of a tile), a "
-                                 "smaller tile (more batch_dims), or storage='shared' for the steps that take it"
+                        (limit ? "\nFix: a scope with more threads (each thread of tp.cta(n) holds 1/n of a tile, "
+                                 "of tp.cluster(k, n) 1/(k n)), no scope named (the planner's choice holds a row of "
+                                 "any length, in passes where registers cannot), a smaller tile (more batch_dims), or "
+                                 "storage='shared' for the steps that take it"
                                : ""),
                         limit);
   }
