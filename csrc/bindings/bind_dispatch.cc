@@ -18,8 +18,6 @@ namespace py = pybind11;
 
 namespace tp {
 
-namespace {
-
 ConfigValue config_value(const std::string& key, const py::handle& v) {
   if (py::isinstance<py::bool_>(v)) return v.cast<bool>();
   if (py::isinstance<py::int_>(v)) return v.cast<long long>();
@@ -27,6 +25,8 @@ ConfigValue config_value(const std::string& key, const py::handle& v) {
   if (py::isinstance<py::str>(v)) return v.cast<std::string>();
   throw TypeError(key + ": expected True or False, not " + std::string(py::str(py::repr(v))));
 }
+
+namespace {
 
 py::object param_object(const ParamValue& v) {
   return std::visit([](const auto& x) -> py::object { return py::cast(x); }, v);

@@ -17,14 +17,6 @@ namespace tp {
 
 namespace {
 
-ConfigValue config_of(const std::string& key, const py::handle& v) {
-  if (py::isinstance<py::bool_>(v)) return v.cast<bool>();
-  if (py::isinstance<py::int_>(v)) return v.cast<long long>();
-  if (py::isinstance<py::float_>(v)) return v.cast<double>();
-  if (py::isinstance<py::str>(v)) return v.cast<std::string>();
-  throw TypeError(key + ": expected True or False, not " + std::string(py::str(py::repr(v))));
-}
-
 StepSpec step_of(const py::dict& d) {
   StepSpec s;
   s.op = d["op"].cast<std::string>();
@@ -40,7 +32,7 @@ StepSpec step_of(const py::dict& d) {
   s.dispatch = d["dispatch"].cast<std::string>();
   for (const auto& [k, v] : d["config"].cast<py::dict>()) {
     const std::string key = py::str(k);
-    s.config[key] = config_of(key, v);
+    s.config[key] = config_value(key, v);
   }
   s.where = d["where"].cast<std::string>();
   s.name = d["name"].cast<std::string>();

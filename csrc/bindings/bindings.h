@@ -8,6 +8,7 @@
 
 #include "dispatch/context.h"
 #include "dispatch/executor.h"
+#include "dispatch/op_call.h"
 
 namespace tp {
 void bind_layout(pybind11::module_& m);
@@ -38,6 +39,9 @@ template <class Args, class Run> void run_released(Args& args, Run run) {
     throw pybind11::error_already_set();
   }
 }
+// A **config value (a variant's option) from Python: bool, int, float or str; TypeError naming `key`
+// for anything else.
+ConfigValue config_value(const std::string& key, const pybind11::handle& v);
 // The context dispatch sees: the target, the backend and, on CUDA, which devices reach which.
 DispatchContext make_context(const std::string& target, const std::string& backend, const std::vector<int>& devices);
 }  // namespace tp
