@@ -95,15 +95,16 @@ def _each(one, two, xs: list, batch_dims, scope=None, backend=None, target=None)
     """``one`` over each of xs, or ``two`` over pairs of them (one kernel for two gradients); past the
     routes where none can take them (in autograd's backward)."""
     unrouted = unroutable(xs)
+
+    def call(prog, *tiles):
+        if unrouted:
+            return prog._unrouted(tiles, batch_dims, scope, backend, target, None)
+        return prog(*tiles, batch_dims=batch_dims, scope=scope, backend=backend, target=target)
+
     out = []
     for k in range(0, len(xs) - 1, 2):
-        pair = (xs[k], xs[k + 1])
-        out += (two._unrouted(pair, batch_dims, scope, backend, target, None) if unrouted
-                else two(*pair, batch_dims=batch_dims, scope=scope, backend=backend, target=target))
-    if len(xs) % 2:
-        out.append(one._unrouted((xs[-1],), batch_dims, scope, backend, target, None) if unrouted
-                   else one(xs[-1], batch_dims=batch_dims, scope=scope, backend=backend, target=target))
-    return out
+        out += call(two, xs[k], xs[k + 1])
+    return out + ([call(one, xs[-1])] if len(xs) % 2 else [])
 
 
 @functools.lru_cache(maxsize=None)
