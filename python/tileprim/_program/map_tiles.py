@@ -120,8 +120,7 @@ def _rows(values, batch_dims, out) -> Optional[tuple]:
             return None
     if shape is None:
         return None
-    outs = out if isinstance(out, tuple) else () if out is None else (out,)
-    if any(getattr(o, "shape", None) != shape for o in outs):
+    if any(getattr(o, "shape", None) != shape for o in _outs(out)):
         return None
     return tuple(shape)
 
@@ -129,12 +128,16 @@ def _rows(values, batch_dims, out) -> Optional[tuple]:
 def _flat(values, out, shape) -> Optional[MapTiles]:
     """``values`` and out= as views of rows of TILE (``ArrayLibrary.flat_tiles``), else None."""
     flat = [x if isinstance(x, SCALAR_TYPES) else flat_tiles(x, TILE) for x in values]
-    outs = out if isinstance(out, tuple) else () if out is None else (out,)
-    flat_outs = [flat_tiles(o, TILE) for o in outs]
+    flat_outs = [flat_tiles(o, TILE) for o in _outs(out)]
     if any(f is None for f in flat) or any(f is None for f in flat_outs):
         return None
     flat_out = None if out is None else tuple(flat_outs) if isinstance(out, tuple) else flat_outs[0]
     return MapTiles(tuple(flat), flat_out, shape)
+
+
+def _outs(out) -> tuple:
+    """out= as a tuple of arrays (none, one, or the tuple given)."""
+    return out if isinstance(out, tuple) else () if out is None else (out,)
 
 
 def _traced_alike(program, args, kinds, tile_shape) -> bool:
