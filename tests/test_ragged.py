@@ -252,3 +252,41 @@ def test_padded_rows_lower_without_spills(n, staging):
     assert f", {n}>" in k.source  # RunPlace<owners, vec, n>
     assert "tp::pad_identity<" in k.source or "tp::padded_copy<" in k.source  # the folds pad the tail
     assert "ld.local" not in k.ptx and "st.local" not in k.ptx
+
+
+# CTAs of whole warps that are no power of two: no XOR butterfly spans their threads, so a row over
+# them folds within each warp, then the warps' results in order (they spilled past registers, or were
+# refused past shared memory)
+ODD_WARPS = [tp.cta(96), tp.cta(160), tp.cta(192), tp.cta(384), tp.cta(768)]
+
+
+@pytest.mark.parametrize("scope", ODD_WARPS, ids=str)
+@pytest.mark.parametrize("n", [1000, 4097, 50257, 65536])
+@pytest.mark.parametrize("name", ["softmax", "rmsnorm"])
+def test_rows_over_warps_no_power_of_two_plan_unspilled_and_match_float64(name, n, scope, rng):
+    prog, args, want = case(name, n, "float32", rng)
+    plan = tp.plan(prog, *args, batch_dims=1, scope=scope, target="sm_90a")
+    assert plan.staging in ("registers", "shared", "streamed"), str(plan)
+    out = np.full(want.shape, np.nan, np.float32)
+    prog(*args, batch_dims=1, scope=scope, backend="cpu", out=out)
+    close(out, want, "float32")
+
+
+@tp.program
+def row_sum(x):
+    return tp.sum(x, axes=-1, keepdims=True)
+
+
+def test_the_warps_of_a_row_fold_in_order_warp_0_first():
+    """Rows of 96 at cta(96), an element a thread: warp 0's 1e8, warp 1's 1, warp 2's -1e8 fold as
+    (1e8 + 1) - 1e8 = 0 in float32 (1e8 + 1 rounds to 1e8); another order would leave the 1."""
+    x = np.zeros((2, 96), np.float32)
+    x[:, 0], x[:, 32], x[:, 64] = 1e8, 1.0, -1e8
+    x[1, 33] = 2.0  # the 1 and the 2 meet within warp 1 first: 3 lost the same way
+    plan = tp.plan(row_sum, x, batch_dims=1, scope=tp.cta(96), target="sm_90a")
+    step = plan.steps[-1]
+    assert step.variant == "cross_warp" and step.params["warps_folded_in_order"] == 3, str(plan)
+    assert "warps' results folded in order" in str(step.numerics["order"])
+    out = np.full((2, 1), np.nan, np.float32)
+    row_sum(x, batch_dims=1, scope=tp.cta(96), backend="cpu", out=out)
+    assert out.tolist() == [[0.0], [0.0]]

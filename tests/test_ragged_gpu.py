@@ -8,7 +8,7 @@ import pytest
 import tileprim as tp
 from conftest import bits_equal, cuda_usable, random_tile
 import programs
-from test_ragged import ROWS, STRADDLING, biased_rows, case, maps_only, scaled_by_row_sums
+from test_ragged import ROWS, STRADDLING, biased_rows, case, maps_only, row_sum, scaled_by_row_sums
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA GPU")]
 
@@ -98,3 +98,21 @@ def test_tiles_whose_dims_the_spread_straddles_gpu(shape, scope, rng):
     w = random_tile(rng, shape[-1:], "float32")
     cpu = scaled_by_row_sums(x, w, batch_dims=1, scope=scope, backend="cpu")
     assert bits_equal(np.asarray(scaled_by_row_sums(x, w, batch_dims=1, scope=scope, backend="cuda")), np.asarray(cpu))
+
+
+@pytest.mark.parametrize("scope", [tp.cta(96), tp.cta(192), tp.cta(768)], ids=str)
+@pytest.mark.parametrize("n", [1000, 4097, 50257, 65536])
+@pytest.mark.parametrize("name", ["softmax", "rmsnorm"])
+def test_rows_over_warps_no_power_of_two_gpu_bits_equal_cpu(name, n, scope, rng):
+    prog, args, _ = case(name, n, "float32", rng)
+    cpu = prog(*args, batch_dims=1, scope=scope, backend="cpu")
+    assert bits_equal(np.asarray(prog(*args, batch_dims=1, scope=scope, backend="cuda")), np.asarray(cpu))
+
+
+def test_the_warps_of_a_row_fold_in_order_on_the_gpu():
+    x = np.zeros((2, 96), np.float32)
+    x[:, 0], x[:, 32], x[:, 64] = 1e8, 1.0, -1e8
+    x[1, 33] = 2.0
+    out = np.full((2, 1), np.nan, np.float32)
+    row_sum(x, batch_dims=1, scope=tp.cta(96), backend="cuda", out=out)
+    assert out.tolist() == [[0.0], [0.0]]

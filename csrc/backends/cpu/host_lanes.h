@@ -41,6 +41,17 @@ struct HostLanes {
     }
     return out;
   }
+  // CtaLanes::fold_warps: lane l folds lanes l % 32, l % 32 + 32, ... of `warps` warps in order
+  template <class Op, class T> std::vector<T> fold_warps(const std::vector<T>& v, int warps) const {
+    if (warps * 32 != n) throw std::logic_error("fold_warps: " + std::to_string(warps) + " warps of " + std::to_string(n) + " lanes");
+    std::vector<T> out(v.size());
+    for (int l = 0; l < n; ++l) {
+      T acc = v[l & 31];
+      for (int w = 1; w < warps; ++w) acc = Op::apply(acc, v[(l & 31) + 32 * w]);
+      out[l] = acc;
+    }
+    return out;
+  }
 };
 
 }  // namespace tp

@@ -26,7 +26,7 @@ std::string masks_decl(const ShuffleMasks& sh) {
   std::ostringstream os;
   os << "constexpr tp::ShuffleMasks kMasks = {" << sh.count << ", {";
   for (int i = 0; i < kMaxShuffleMasks; ++i) os << (i ? ", " : "") << sh.mask[i];
-  os << "}, " << sh.width << "};\n";
+  os << "}, " << sh.width << ", " << sh.warps << "};\n";
   return os.str();
 }
 

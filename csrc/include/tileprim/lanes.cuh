@@ -36,6 +36,12 @@ struct DeviceLanes {
         width >= 32 ? 0xffffffffu : ((1u << width) - 1u) << ((lane & 31) & ~(width - 1));
     return __shfl_xor_sync(members, v, lane_mask, width);
   }
+  // the partials of several warps: only a CTA's lanes span them (CtaLanes), and the planner gives
+  // ShuffleMasks::warps to no other scope
+  template <class Op, class T> __device__ T fold_warps(const T& v, int) const {
+    __trap();
+    return v;
+  }
 };
 
 // The barrier of scope instance `instance` of a block of kInstances (bar.sync 1 + instance over its
@@ -69,12 +75,26 @@ template <int kThreads, int kInstances> struct CtaLanes : DeviceLanes {
   }
   template <class T> __device__ T shfl_xor(const T& v, int lane_mask, int width) const {
     if (lane_mask < 32) return DeviceLanes::shfl_xor(v, lane_mask, width < 32 ? width : 32);
+    T* mine = published(v);
+    return mine[lane ^ lane_mask];
+  }
+  // lane l folds lanes l % 32, l % 32 + 32, ... of `warps` warps in that order (ShuffleMasks::warps)
+  template <class Op, class T> __device__ T fold_warps(const T& v, int warps) const {
+    const T* mine = published(v);
+    T acc = mine[lane & 31];
+    for (int w = 1; w < warps; ++w) acc = Op::apply(acc, mine[(lane & 31) + 32 * w]);
+    return acc;
+  }
+
+ private:
+  // every lane's v in the instance's exchange buffer, readable by all once it returns
+  template <class T> __device__ T* published(const T& v) const {
     __shared__ __align__(16) unsigned char exchange[kThreads * kInstances * sizeof(T)];
     T* mine = reinterpret_cast<T*>(exchange) + instance * kThreads;
     sync();  // the last exchange's readers are done
     mine[lane] = v;
     sync();
-    return mine[lane ^ lane_mask];
+    return mine;
   }
 };
 

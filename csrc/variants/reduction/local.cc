@@ -13,7 +13,9 @@
 // and at warpgroup scope where the butterfly crosses warps (reduced lanes spanning up to 1024
 // threads; a cluster's, up to its ctas * threads): lane masks past 31 exchange through shared memory
 // between the instance's barriers (past a CTA's threads, through the cluster's distributed shared
-// memory between cluster barriers). The fold order is local's, so
+// memory between cluster barriers). A row over a CTA of whole warps no power of two (96, 192, ...
+// threads) folds within each warp by the butterfly, then the warps' results in order (ShuffleMasks::warps).
+// The fold order is local's, so
 // the CPU backend runs it with the same lane group. Not in the reference, which has no register
 // reduction at CTA scope; tile programs use it to keep a row in registers.
 #include <algorithm>
@@ -103,9 +105,9 @@ bool same_partition(const TileLayout& a, const TileLayout& b, const std::vector<
 }
 
 // The lane-xor masks that fold the reduced dims' thread iters; Decline when a shuffle
-// cannot reach them.
+// cannot reach them. `cta_warps`: a CTA's lanes, which may fold warps in order (CtaLanes::fold_warps).
 ShuffleMasks shuffle_masks(const TileLayout& src, const std::vector<DimIters>& dims,
-                           const std::vector<bool>& reduced, int cross_warp_threads) {
+                           const std::vector<bool>& reduced, int cross_warp_threads, bool cta_warps) {
   ShuffleMasks sh{0, {}, 32};
   std::vector<int> masks;  // distinct bits of 32 lanes: at most 5
   long long reduced_bits = 0, spatial_bits = 0;
@@ -117,6 +119,17 @@ ShuffleMasks shuffle_masks(const TileLayout& src, const std::vector<DimIters>& d
           throw Decline(std::string("reduced dim ") + std::to_string(d) + " is spread over warps (" +
                         axis_name(it.axis) + "); a shuffle reduces within one warp");
         }
+        continue;
+      }
+      // a row over a whole CTA of warps no power of two: the butterfly within each warp, then the warps'
+      // partials in order (ShuffleMasks::warps)
+      const bool warps_in_order = reduced[d] && cta_warps && it.axis == Axis::tx && it.stride == 1 &&
+                                  it.extent == cross_warp_threads && it.extent % 32 == 0 && !power_of_two(it.extent);
+      if (warps_in_order) {
+        if (reduced_bits) throw Decline("a row over warps no power of two folds no other thread iter");
+        reduced_bits = ~0ll;
+        sh.warps = static_cast<int>(it.extent / 32);
+        for (int m = 1; m < 32; m *= 2) masks.push_back(m);
         continue;
       }
       if (!power_of_two(it.stride) || (reduced[d] && !power_of_two(it.extent))) {
@@ -200,7 +213,8 @@ LocalAnalysis analyze(const OpCall& call, bool cross_warp) {
     if (!a.src_layout.replica().empty()) {
       throw Decline("src layout " + a.src_layout.str() + " has replicas; a reduction source holds each element once");
     }
-    a.masks = shuffle_masks(a.src_layout, src_dims, ax.reduced, cross_warp ? call.scope.threads : 0);
+    a.masks = shuffle_masks(a.src_layout, src_dims, ax.reduced, cross_warp ? call.scope.threads : 0,
+                            cross_warp && kind == ScopeKind::cta);
     if (!cross_warp && kind == ScopeKind::cta && a.masks.count) {
       throw Decline("a reduced dim lies across the lanes of the cta: cross_warp folds it");
     }
@@ -254,7 +268,7 @@ LocalAnalysis analyze(const OpCall& call, bool cross_warp) {
       throw Decline("out_layout " + dst.layout->str() + " does not hold the reduction of " +
                     a.src_layout.str() + "; expected " + expect + " (memory strides may differ)");
     }
-    if (!replicated && !call.flag("thread_reduce")) a.masks.count = 0;
+    if (!replicated && !call.flag("thread_reduce")) a.masks.count = a.masks.warps = 0;
     a.path = replicated ? "warp_shuffle" : "view";
   }
   a.view = fold_view(a.src_layout, src_dims, ax.reduced, a.dst_layout, a.dst_layout.group(a.dst_shape));
@@ -303,6 +317,7 @@ class LocalReduction : public Variant {
     plan.set("sources_per_output", static_cast<long long>(a.view.reduce));
     plan.set("shuffle_masks", std::vector<long long>(a.masks.mask, a.masks.mask + a.masks.count));
     plan.set("n_shuffles", static_cast<long long>(a.masks.count));
+    if (a.masks.warps > 1) plan.set("warps_folded_in_order", static_cast<long long>(a.masks.warps));
     plan.set("lane_folds_in_slot_order", lane_folds_in_slot_order(a));
     note_reduction_numerics(plan);
     plan.note("order", a.masks.count
@@ -313,6 +328,10 @@ class LocalReduction : public Variant {
                                              ? " (masks past 31 through shared memory; from a CTA's threads on, "
                                                "through the cluster's distributed shared memory)"
                                              : " (masks past 31 through shared memory)") +
+                             (a.masks.warps > 1 ? ", then the " + std::to_string(a.masks.warps) +
+                                                      " warps' results folded in order, warp 0's first (through "
+                                                      "shared memory: no butterfly spans warps no power of two)"
+                                                : std::string()) +
                              "; accum: op(old, result)"
                            : "each thread folds its registers in order, starting from the identity (accum: from "
                              "the old value)");

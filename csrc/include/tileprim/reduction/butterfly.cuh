@@ -14,6 +14,10 @@ struct ShuffleMasks {
   int count;
   int mask[kMaxShuffleMasks];
   int width;
+  // more than 1: a row over a CTA of whole warps that are no power of two (96, 192, ... threads), which
+  // no XOR butterfly spans: after the masks (1 ... 16), the warps' partials folded in order, warp 0's
+  // first, by every lane (the lane group's fold_warps)
+  int warps = 0;
 };
 
 // Masks [from, sh.count) of the butterfly.
@@ -37,7 +41,8 @@ template <class Op, class Lanes, class V> TP_HD V butterfly_by(const Lanes& g, V
 
 template <class Op, class Lanes, class V>
 TP_HD V butterfly(const Lanes& g, V v, const ShuffleMasks& sh) {
-  return butterfly_by<Op>(g, v, sh, 0);
+  v = butterfly_by<Op>(g, v, sh, 0);
+  return sh.warps > 1 ? g.template fold_warps<Op>(v, sh.warps) : v;
 }
 
 }  // namespace tp
